@@ -1,0 +1,29 @@
+# Two entry points (see README): `make app` and `make test`.
+# Both create .venv when it is missing and install the package with every
+# extra; a second run finds the stamp up to date and installs nothing.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export DGLBACKEND := pytorch
+
+.PHONY: setup app test system-deps
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade --quiet pip
+	$(PY) -m pip install --quiet -e ".[all]"
+	@touch $(STAMP)
+
+# Debian's Chromium drives the browser tests and Kaleido's PNG export.
+system-deps:
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+
+app: setup
+	$(PY) app.py
+
+test: setup system-deps
+	$(PY) -m pytest -q -p no:cacheprovider

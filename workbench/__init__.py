@@ -1,0 +1,58 @@
+"""Doppler workbench: place the ops of a dataflow graph on devices.
+
+The public API, imported lazily so that ``import workbench`` stays fast and
+never imports torch:
+
+- graphs: :func:`load_graph`, :func:`save_graph`, :class:`DataflowGraph`,
+  :func:`bundled_graphs`, :func:`bundled_graph`
+- simulation: :func:`simulate`, :func:`simulate_many`, :class:`Evaluator`,
+  :func:`lower_bound`, :func:`validate`, :class:`Cluster`
+- placement: :func:`place`, :func:`placers`
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "DataflowGraph": "workbench.graph",
+    "GraphError": "workbench.graph",
+    "load_graph": "workbench.formats",
+    "save_graph": "workbench.formats",
+    "GraphFormatError": "workbench.formats",
+    "bundled_graphs": "workbench.datasets",
+    "bundled_graph": "workbench.datasets",
+    "PAPER_GRAPHS": "workbench.datasets",
+    "Cluster": "workbench.cluster",
+    "simulate": "workbench.sim",
+    "simulate_many": "workbench.sim",
+    "Evaluator": "workbench.sim",
+    "lower_bound": "workbench.sim",
+    "validate": "workbench.sim",
+    "AssignmentError": "workbench.sim",
+    "SimResult": "workbench.sim",
+    "Trace": "workbench.sim",
+    "place": "workbench.placers",
+    "placers": "workbench.placers",
+    "Placement": "workbench.placers",
+    "Placer": "workbench.placers",
+    "register_placer": "workbench.placers",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,7 @@
+"""``python -m workbench``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,59 @@
+"""Argument helpers shared by the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import CliError
+
+
+def add_graph_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graph", metavar="GRAPH", help="a graph file (.txt, .stg, .json) or a bundled graph name such as ffnn")
+
+
+def load_graph_argument(value: str):
+    """A graph from a file path, or from a bundled graph's name or prefix."""
+    from ..datasets import PAPER_GRAPHS, bundled_graph
+    from ..formats import load_graph
+
+    if Path(value).exists():
+        return load_graph(value)
+    try:
+        return bundled_graph(value)
+    except KeyError:
+        raise CliError(f"{value}: no such file, and no bundled graph of that name ({', '.join(PAPER_GRAPHS)})") from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def json_argument(text: str, what: str) -> Any:
+    """Parse ``text`` as inline JSON, or read it from the file it names."""
+    stripped = text.strip()
+    if stripped[:1] in "[{" or stripped.lstrip("-")[:1].isdigit():
+        source, raw = "the command line", stripped
+    else:
+        path = Path(text)
+        if not path.is_file():
+            raise CliError(f"{what}: {text!r} is neither JSON nor a readable file")
+        source, raw = str(path), path.read_text(encoding="utf-8", errors="replace")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{what} in {source} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2)
+    sys.stdout.write("\n")

@@ -1,0 +1,320 @@
+"""Simulate a placement: ``simulate(graph, assignment, devices)`` → makespan and trace.
+
+The execution model is the DOPPLER paper's (asynchronous, work-conserving, one
+op at a time per device, first come first served, communication only between
+devices, no link contention), with optional priorities, heterogeneous
+clusters and link contention. Two engines compute it: ``"simpy"`` (the
+reference, every mode) and ``"fast"`` (compiled, every mode but contention);
+they agree exactly wherever both apply.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+import numpy as np
+
+from ..cluster import Cluster, Devices, as_cluster, num_devices
+from ..graph import DataflowGraph
+from .trace import SimResult, Trace
+
+__all__ = [
+    "simulate",
+    "simulate_many",
+    "Evaluator",
+    "lower_bound",
+    "validate",
+    "check_assignment",
+    "AssignmentError",
+    "SimResult",
+    "Trace",
+    "ENGINES",
+    "PRIORITIES",
+]
+
+ENGINES = ("fast", "simpy")
+PRIORITIES = ("fifo", "blevel", "given")
+Priority = Union[str, Sequence[int], np.ndarray]
+
+
+class AssignmentError(ValueError):
+    """An assignment or priority order that does not fit the graph or the devices."""
+
+
+def check_assignment(graph: DataflowGraph, assignment, devices: Devices) -> np.ndarray:
+    """``assignment`` as an int64 array, after checking its length, type and range."""
+    d = num_devices(devices)
+    raw = np.asarray(assignment)
+    if raw.ndim != 1:
+        raise AssignmentError(f"an assignment is a flat list of device ids, got shape {raw.shape}")
+    if raw.size != graph.num_nodes:
+        raise AssignmentError(f"assignment has {raw.size} entries but the graph has {graph.num_nodes} ops")
+    if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        bad = next((x for x in np.asarray(assignment, dtype=object) if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating))), raw.dtype)
+        raise AssignmentError(f"assignment entries must be integers, got {bad!r}")
+    if np.issubdtype(raw.dtype, np.floating):
+        bad = np.flatnonzero(~np.isfinite(raw) | (raw != np.round(raw)))
+        if bad.size:
+            raise AssignmentError(f"assignment entry {bad[0]} is {raw[bad[0]]!r}, not an integer")
+    values = raw.astype(np.int64)
+    bad = np.flatnonzero((values < 0) | (values >= d))
+    if bad.size:
+        raise AssignmentError(f"op {bad[0]} is assigned to device {values[bad[0]]}, but devices are 0..{d - 1}")
+    return values
+
+
+def _priority_keys(graph: DataflowGraph, priority: Priority) -> tuple[str, np.ndarray | None]:
+    """The mode name and per-op keys (smaller runs first); ``None`` keys mean FIFO."""
+    if isinstance(priority, str):
+        if priority == "fifo":
+            return "fifo", None
+        if priority == "blevel":
+            return "blevel", -graph.bottom_level(with_comm=True)
+        if priority == "given":
+            raise AssignmentError("priority 'given' needs the op order itself: pass priority=[op, op, ...]")
+        raise AssignmentError(f"unknown priority {priority!r}; use one of {', '.join(PRIORITIES)} (given = a list of ops)")
+    order = np.asarray(priority)
+    n = graph.num_nodes
+    if order.ndim != 1 or order.size != n or not np.issubdtype(order.dtype, np.integer):
+        raise AssignmentError(f"a priority order must list each of the {n} ops once, as integers")
+    if not np.array_equal(np.sort(order), np.arange(n)):
+        missing = np.setdiff1d(np.arange(n), order)
+        detail = f"op {missing[0]} is missing" if missing.size else "it repeats an op"
+        raise AssignmentError(f"the priority order is not a permutation of 0..{n - 1}: {detail}")
+    keys = np.empty(n)
+    keys[order] = np.arange(n, dtype=float)
+    return "given", keys
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    compute: np.ndarray
+    out_ptr: np.ndarray
+    out_edge: np.ndarray
+    edge_dst: np.ndarray
+    edge_comm: np.ndarray
+    in_degree: np.ndarray
+
+
+_compiled: "weakref.WeakKeyDictionary[DataflowGraph, _Compiled]" = weakref.WeakKeyDictionary()
+
+
+def _compile(graph: DataflowGraph) -> _Compiled:
+    if graph not in _compiled:
+        ptr, _, out_edge = graph.succ_csr
+        _compiled[graph] = _Compiled(
+            compute=np.ascontiguousarray(graph.compute),
+            out_ptr=np.ascontiguousarray(ptr),
+            out_edge=np.ascontiguousarray(out_edge),
+            edge_dst=np.ascontiguousarray(graph.dst),
+            edge_comm=np.ascontiguousarray(graph.comm),
+            in_degree=np.ascontiguousarray(graph.in_degree),
+        )
+    return _compiled[graph]
+
+
+def _cluster_arrays(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.asarray(cluster.speeds), np.asarray(cluster.bandwidth), np.asarray(cluster.latency)
+
+
+def _check_engine(engine: str, cluster: Cluster) -> None:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if engine == "fast" and cluster.contention:
+        raise ValueError("the fast engine does not model link contention; use engine='simpy'")
+
+
+def _transfers(graph: DataflowGraph, assignment: np.ndarray, cluster: Cluster, end: np.ndarray):
+    """Cross-device transfers: each starts when its producer ends (no contention)."""
+    a, b = assignment[graph.src], assignment[graph.dst]
+    cross = np.flatnonzero(a != b)
+    starts = end[graph.src[cross]]
+    _, bw, lat = _cluster_arrays(cluster)
+    ends = starts + (graph.comm[cross] / bw[a[cross], b[cross]] + lat[a[cross], b[cross]])
+    return cross, starts, ends
+
+
+def simulate(
+    graph: DataflowGraph,
+    assignment: Sequence[int] | np.ndarray,
+    devices: Devices = 4,
+    engine: str = "fast",
+    priority: Priority = "fifo",
+) -> SimResult:
+    """Simulate ``assignment`` (device per op) of ``graph`` on ``devices``.
+
+    Args:
+        graph: the dataflow graph.
+        assignment: device id of each op.
+        devices: the number of identical devices, or a :class:`~workbench.Cluster`.
+        engine: ``"fast"`` (compiled) or ``"simpy"`` (the reference).
+        priority: ``"fifo"`` (the paper), ``"blevel"`` (longest remaining path
+            first) or a list of all ops, highest priority first (for example
+            the order in which a policy selected them).
+    """
+    cluster = as_cluster(devices)
+    _check_engine(engine, cluster)
+    values = check_assignment(graph, assignment, cluster.num_devices)
+    mode, keys = _priority_keys(graph, priority)
+    n = graph.num_nodes
+    if engine == "fast":
+        from .fast import simulate_one
+
+        c = _compile(graph)
+        ready, start, end = np.zeros(n), np.zeros(n), np.zeros(n)
+        speeds, bw, lat = _cluster_arrays(cluster)
+        simulate_one(
+            c.compute, c.out_ptr, c.out_edge, c.edge_dst, c.edge_comm, c.in_degree,
+            np.zeros(n) if keys is None else keys, speeds, bw, lat, values, ready, start, end,
+        )  # fmt: skip
+        cross, t_start, t_end = _transfers(graph, values, cluster, end)
+    else:
+        from .reference import simulate_reference
+
+        _, arrays = simulate_reference(graph, values, cluster, keys)
+        ready, start, end = arrays["ready"], arrays["start"], arrays["end"]
+        cross = np.flatnonzero(values[graph.src] != values[graph.dst])
+        t_start, t_end = arrays["transfer_start"][cross], arrays["transfer_end"][cross]
+    trace = Trace(
+        device=values,
+        ready=ready,
+        start=start,
+        end=end,
+        transfer_src_op=graph.src[cross],
+        transfer_dst_op=graph.dst[cross],
+        transfer_src_device=values[graph.src[cross]],
+        transfer_dst_device=values[graph.dst[cross]],
+        transfer_start=np.asarray(t_start, dtype=float),
+        transfer_end=np.asarray(t_end, dtype=float),
+        op_names=graph.names,
+    )
+    return SimResult(makespan=trace.makespan, trace=trace, engine=engine, devices=cluster.num_devices, priority=mode)
+
+
+class Evaluator:
+    """Makespans of many assignments of one graph, with the per-graph setup done once.
+
+    ``Evaluator(graph, devices)(assignments)`` takes one assignment or a 2-D
+    array (one per row) and returns their makespans (fast engine).
+    """
+
+    def __init__(self, graph: DataflowGraph, devices: Devices = 4, priority: Priority = "fifo") -> None:
+        self.graph = graph
+        self.cluster = as_cluster(devices)
+        _check_engine("fast", self.cluster)
+        self.devices = self.cluster.num_devices
+        self.priority, keys = _priority_keys(graph, priority)
+        self._keys = np.zeros(graph.num_nodes) if keys is None else keys
+        self._compiled = _compile(graph)
+        self._cluster = _cluster_arrays(self.cluster)
+        self.evaluations = 0
+
+    def __call__(self, assignments) -> np.ndarray | float:
+        from .fast import simulate_batch
+
+        batch = np.asarray(assignments)
+        single = batch.ndim == 1
+        batch = np.atleast_2d(batch)
+        if batch.shape[1] != self.graph.num_nodes:
+            raise AssignmentError(f"assignments have {batch.shape[1]} entries but the graph has {self.graph.num_nodes} ops")
+        if not np.issubdtype(batch.dtype, np.integer):
+            raise AssignmentError(f"assignments must be integers, got dtype {batch.dtype}")
+        if batch.size and (batch.min() < 0 or batch.max() >= self.devices):
+            raise AssignmentError(f"device ids must be in 0..{self.devices - 1}")
+        c = self._compiled
+        out = simulate_batch(
+            c.compute, c.out_ptr, c.out_edge, c.edge_dst, c.edge_comm, c.in_degree,
+            self._keys, *self._cluster, np.ascontiguousarray(batch, dtype=np.int64),
+        )  # fmt: skip
+        self.evaluations += batch.shape[0]
+        return float(out[0]) if single else out
+
+
+def simulate_many(graph: DataflowGraph, assignments, devices: Devices = 4, priority: Priority = "fifo") -> np.ndarray:
+    """Makespans of a list or 2-D array of assignments (fast engine)."""
+    return np.atleast_1d(Evaluator(graph, devices, priority)(np.atleast_2d(np.asarray(assignments))))
+
+
+def lower_bound(graph: DataflowGraph, devices: Devices = 4) -> float:
+    """``max(longest compute-only path, total compute / devices)``; no schedule can beat it.
+
+    For a :class:`Cluster` the fastest device bounds the path and the summed
+    speeds bound the work.
+    """
+    cluster = as_cluster(devices)
+    fastest = max(cluster.speeds)
+    return max(graph.longest_path(with_comm=False) / fastest, graph.total_compute / sum(cluster.speeds))
+
+
+def validate(
+    graph: DataflowGraph,
+    assignment,
+    trace: Trace,
+    devices: Devices = 4,
+    makespan: float | None = None,
+    tolerance: float = 0.0,
+) -> list[str]:
+    """Check a trace against the execution model; returns the violations (empty when valid).
+
+    Checks: each op runs on its assigned device for its compute time; it
+    starts no earlier than its ready time, which is when its last input
+    arrived; cross-device inputs take at least their transfer time; a device
+    runs one op at a time; no device idles while a ready op assigned to it
+    waits; ``makespan`` (when given) is the last end time. ``tolerance`` allows for
+    measured (real) traces.
+    """
+    cluster = as_cluster(devices)
+    values = check_assignment(graph, assignment, cluster.num_devices)
+    problems: list[str] = []
+    tol = tolerance
+    if not np.array_equal(trace.device, values):
+        op = int(np.flatnonzero(trace.device != values)[0])
+        problems.append(f"op {op} ran on device {trace.device[op]} but is assigned to {values[op]}")
+    arrival = {}
+    for k in range(trace.transfer_src_op.size):
+        arrival[int(trace.transfer_src_op[k]), int(trace.transfer_dst_op[k])] = float(trace.transfer_end[k])
+    for e in range(graph.num_edges):
+        u, v = int(graph.src[e]), int(graph.dst[e])
+        if values[u] == values[v]:
+            arrives = trace.end[u]
+        else:
+            need = cluster.comm_time(float(graph.comm[e]), int(values[u]), int(values[v]))
+            arrives = arrival.get((u, v))
+            if arrives is None:
+                problems.append(f"no transfer recorded for edge {u}->{v} across devices")
+                continue
+            if arrives < trace.end[u] + need - tol * max(1.0, need):
+                problems.append(f"edge {u}->{v} arrived at {arrives} before {trace.end[u]} + transfer {need}")
+        if trace.start[v] < arrives - tol * max(1.0, abs(arrives)):
+            problems.append(f"op {v} started at {trace.start[v]} before its input from op {u} arrived at {arrives}")
+        if trace.ready[v] < arrives - tol * max(1.0, abs(arrives)):
+            problems.append(f"op {v} is ready at {trace.ready[v]} before its input from op {u} arrived at {arrives}")
+    for v in range(graph.num_nodes):
+        if trace.start[v] < trace.ready[v] - tol * max(1.0, abs(trace.ready[v])):
+            problems.append(f"op {v} started at {trace.start[v]} before it was ready at {trace.ready[v]}")
+        if tol == 0.0:
+            duration = cluster.compute_time(float(graph.compute[v]), int(values[v]))
+            if trace.end[v] - trace.start[v] != duration and not np.isclose(trace.end[v] - trace.start[v], duration, rtol=1e-12, atol=0):
+                problems.append(f"op {v} ran {trace.end[v] - trace.start[v]} instead of its compute time {duration}")
+    for d in range(cluster.num_devices):
+        ops = np.flatnonzero(values == d)
+        ops = ops[np.lexsort((trace.end[ops], trace.start[ops]))]
+        for a, b in zip(ops[:-1], ops[1:]):
+            if trace.start[b] < trace.end[a] - tol * max(1.0, abs(trace.end[a])):
+                problems.append(f"device {d} runs ops {a} and {b} at once ({trace.start[b]} < {trace.end[a]})")
+        if tol == 0.0:
+            for v in ops:
+                if trace.start[v] > trace.ready[v]:
+                    busy = sorted((trace.start[o], trace.end[o]) for o in ops if o != v and trace.end[o] > trace.ready[v] and trace.start[o] < trace.start[v])
+                    covered = trace.ready[v]
+                    for s, e in busy:
+                        if s > covered:
+                            break
+                        covered = max(covered, e)
+                    if covered < trace.start[v]:
+                        problems.append(f"device {d} idles at {covered} while op {v} (ready at {trace.ready[v]}) waits until {trace.start[v]}")
+    if makespan is not None and makespan != trace.makespan:
+        problems.append(f"the makespan {makespan} is not the last end time {trace.makespan}")
+    return problems

@@ -1,0 +1,197 @@
+"""The fast engine: the paper's event order, compiled with numba.
+
+It replays exactly the events the reference SimPy engine processes, in the
+same order, without the generators: delayed events sit in a binary heap keyed
+by ``(time, scheduling order)``, and the zero-delay cascade at one instant is
+a FIFO queue, because SimPy gives every newly scheduled event a larger id than
+every event already scheduled (see ``datasets/doppler-paper/README.md``).
+
+Event chain per op ``v`` on device ``d`` (each step schedules the next):
+``ALL_INPUTS(v)`` → request ``d`` → ``GRANT(v)`` → ``COMPUTE_END(v)`` →
+``RELEASE(d)`` and ``FINISH(v)`` → per out-edge ``TRANSFER_END(e)`` →
+``TRANSFER_DONE(e)`` → ``ALL_INPUTS`` of the consumer once all its inputs are done.
+Each device keeps a queue of waiting ops ordered by ``(priority, request
+order)``; with every priority equal this is first come, first served.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+ALL_INPUTS, GRANT, COMPUTE_END, RELEASE, FINISH, TRANSFER_END, TRANSFER_DONE = range(7)
+_SHIFT = 8
+
+
+@njit(cache=True, inline="always")
+def _less(k1a, k2a, k1b, k2b):
+    return k1a < k1b or (k1a == k1b and k2a < k2b)
+
+
+@njit(cache=True)
+def _push(key1, key2, value, base, size, k1, k2, v):
+    """Push onto the binary heap stored in ``[base, base + size)``; returns the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if _less(k1, k2, key1[base + parent], key2[base + parent]):
+            key1[base + i] = key1[base + parent]
+            key2[base + i] = key2[base + parent]
+            value[base + i] = value[base + parent]
+            i = parent
+        else:
+            break
+    key1[base + i] = k1
+    key2[base + i] = k2
+    value[base + i] = v
+    return size + 1
+
+
+@njit(cache=True)
+def _pop(key1, key2, value, base, size):
+    """Remove the heap's minimum (at ``base``); returns the new size."""
+    size -= 1
+    k1 = key1[base + size]
+    k2 = key2[base + size]
+    v = value[base + size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and _less(key1[base + child + 1], key2[base + child + 1], key1[base + child], key2[base + child]):
+            child += 1
+        if _less(key1[base + child], key2[base + child], k1, k2):
+            key1[base + i] = key1[base + child]
+            key2[base + i] = key2[base + child]
+            value[base + i] = value[base + child]
+            i = child
+        else:
+            break
+    if size > 0:
+        key1[base + i] = k1
+        key2[base + i] = k2
+        value[base + i] = v
+    return size
+
+
+@njit(cache=True)
+def simulate_one(
+    compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority,
+    speed, bandwidth, latency, assignment, ready, start, end,
+):  # fmt: skip
+    """Simulate one assignment; fills ``ready``/``start``/``end`` and returns the makespan."""
+    n = compute.size
+    m = edge_dst.size
+    num_dev = speed.size
+    fifo = np.empty(6 * n + 2 * m + num_dev + 8, dtype=np.int64)
+    head = 0
+    tail = 0
+    h_time = np.empty(n + m + 1)
+    h_seq = np.empty(n + m + 1, dtype=np.int64)
+    h_code = np.empty(n + m + 1, dtype=np.int64)
+    h_size = 0
+    q_prio = np.empty(num_dev * n + 1)
+    q_seq = np.empty(num_dev * n + 1, dtype=np.int64)
+    q_op = np.empty(num_dev * n + 1, dtype=np.int64)
+    q_size = np.zeros(num_dev, dtype=np.int64)
+    busy = np.full(num_dev, -1, dtype=np.int64)
+    remaining = in_degree.copy()
+    seq = 0
+    requests = 0
+    makespan = 0.0
+    for v in range(n):
+        if remaining[v] == 0:
+            fifo[tail] = v * _SHIFT + ALL_INPUTS
+            tail += 1
+    now = 0.0
+    while True:
+        while head < tail:
+            code = fifo[head]
+            head += 1
+            kind = code % _SHIFT
+            item = code // _SHIFT
+            if kind == ALL_INPUTS:
+                ready[item] = now
+                d = assignment[item]
+                q_size[d] = _push(q_prio, q_seq, q_op, d * n, q_size[d], priority[item], requests, item)
+                requests += 1
+                if busy[d] < 0:
+                    busy[d] = q_op[d * n]
+                    q_size[d] = _pop(q_prio, q_seq, q_op, d * n, q_size[d])
+                    fifo[tail] = busy[d] * _SHIFT + GRANT
+                    tail += 1
+            elif kind == GRANT:
+                start[item] = now
+                at = now + compute[item] / speed[assignment[item]]
+                if at == now:
+                    fifo[tail] = item * _SHIFT + COMPUTE_END
+                    tail += 1
+                else:
+                    h_size = _push(h_time, h_seq, h_code, 0, h_size, at, seq, item * _SHIFT + COMPUTE_END)
+                    seq += 1
+            elif kind == COMPUTE_END:
+                end[item] = now
+                if now > makespan:
+                    makespan = now
+                d = assignment[item]
+                busy[d] = -1
+                fifo[tail] = d * _SHIFT + RELEASE
+                fifo[tail + 1] = item * _SHIFT + FINISH
+                tail += 2
+            elif kind == RELEASE:
+                if busy[item] < 0 and q_size[item] > 0:
+                    busy[item] = q_op[item * n]
+                    q_size[item] = _pop(q_prio, q_seq, q_op, item * n, q_size[item])
+                    fifo[tail] = busy[item] * _SHIFT + GRANT
+                    tail += 1
+            elif kind == FINISH:
+                a = assignment[item]
+                for k in range(out_ptr[item], out_ptr[item + 1]):
+                    e = out_edge[k]
+                    b = assignment[edge_dst[e]]
+                    at = now
+                    if a != b:
+                        at = now + (edge_comm[e] / bandwidth[a, b] + latency[a, b])
+                    if at == now:
+                        fifo[tail] = e * _SHIFT + TRANSFER_END
+                        tail += 1
+                    else:
+                        h_size = _push(h_time, h_seq, h_code, 0, h_size, at, seq, e * _SHIFT + TRANSFER_END)
+                        seq += 1
+            elif kind == TRANSFER_END:
+                fifo[tail] = item * _SHIFT + TRANSFER_DONE
+                tail += 1
+            else:  # TRANSFER_DONE
+                v = edge_dst[item]
+                remaining[v] -= 1
+                if remaining[v] == 0:
+                    fifo[tail] = v * _SHIFT + ALL_INPUTS
+                    tail += 1
+        if h_size == 0:
+            break
+        now = h_time[0]
+        while h_size > 0 and h_time[0] == now:
+            fifo[tail] = h_code[0]
+            tail += 1
+            h_size = _pop(h_time, h_seq, h_code, 0, h_size)
+    return makespan
+
+
+@njit(cache=True)
+def simulate_batch(
+    compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority,
+    speed, bandwidth, latency, assignments,
+):  # fmt: skip
+    """Makespans of many assignments (rows of ``assignments``) of one graph."""
+    n = compute.size
+    ready = np.empty(n)
+    start = np.empty(n)
+    end = np.empty(n)
+    out = np.empty(assignments.shape[0])
+    for r in range(assignments.shape[0]):
+        out[r] = simulate_one(
+            compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority,
+            speed, bandwidth, latency, assignments[r], ready, start, end,
+        )  # fmt: skip
+    return out
