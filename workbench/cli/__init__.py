@@ -16,6 +16,8 @@ from typing import Sequence
 COMMANDS = (
     "info",
     "simulate",
+    "place",
+    "bench",
 )
 
 
@@ -59,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # `workbench ... | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,35 @@
+"""``workbench place GRAPH --method NAME``: place a graph and simulate the placement."""
+
+from __future__ import annotations
+
+from .common import add_graph_argument, load_graph_argument, positive_int, print_json
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("place", help="place a graph with one method and simulate it")
+    add_graph_argument(parser)
+    parser.add_argument("--devices", type=positive_int, default=4)
+    parser.add_argument("--method", default="critical_path", help="a registered method (see `workbench place --list`)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=positive_int, help="simulator evaluations (search methods)")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="wall-time limit (search and exact methods)")
+    parser.add_argument("--checkpoint", help="checkpoint file (learned methods)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..placers import place
+
+    options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit), ("checkpoint", args.checkpoint)) if v is not None}
+    graph = load_graph_argument(args.graph)
+    placement = place(graph, method=args.method, devices=args.devices, seed=args.seed, **options)
+    if args.json:
+        print_json(placement.to_dict())
+    else:
+        print(f"method       {placement.method}")
+        print(f"makespan     {placement.makespan:,.6g}")
+        print(f"lower bound  {placement.lower_bound:,.6g}  (gap {placement.makespan / placement.lower_bound - 1:.1%})")
+        print(f"seconds      {placement.seconds:.3f}")
+        print(f"assignment   {placement.assignment.tolist()}")
+    return 0
