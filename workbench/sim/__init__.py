@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence, Union
 
 import numpy as np
@@ -118,6 +119,7 @@ def _compile(graph: DataflowGraph) -> _Compiled:
     return _compiled[graph]
 
 
+@lru_cache(maxsize=64)
 def _cluster_arrays(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.asarray(cluster.speeds), np.asarray(cluster.bandwidth), np.asarray(cluster.latency)
 
