@@ -1,0 +1,88 @@
+"""Shared pieces of every page: figure cards with PNG/CSV download, messages, the download callback."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+from dash import MATCH, Input, Output, State, ctx, dcc, html, no_update
+
+__all__ = ["card_id", "figure_card", "message", "register_download_callback", "download_payload"]
+
+
+def message(text: str, kind: str = "error") -> html.Div:
+    """A boxed line of text; ``kind`` is ``error``, ``warning`` or ``info``."""
+    return html.Div(text, className=f"wb-message wb-{kind}", role="alert" if kind == "error" else "status")
+
+
+def _slug(index: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", index).strip("-") or "figure"
+
+
+def card_id(kind: str, page: str, index: str) -> dict[str, str]:
+    """The id of one part (``figure``, ``csv-data``, ...) of a figure card."""
+    return {"type": kind, "page": page, "index": index}
+
+
+def figure_card(page: str, index: str, figure: Any, frame: pd.DataFrame | None = None, caption: str | None = None) -> html.Div:
+    """A chart with "PNG" and "CSV" download buttons; ``frame`` is the data offered as CSV.
+
+    Its graph's id is ``{"type": "figure", "page": page, "index": index}``.
+    """
+    return html.Div(
+        className="wb-card",
+        children=[
+            html.Div(caption, className="wb-caption") if caption else None,
+            dcc.Graph(id=card_id("figure", page, index), figure=figure, config={"displaylogo": False}),
+            html.Div(
+                className="wb-downloads",
+                children=[
+                    html.Button("PNG", id=card_id("png-button", page, index), className="wb-small"),
+                    html.Button("CSV", id=card_id("csv-button", page, index), className="wb-small"),
+                    html.Span(id=card_id("download-message", page, index), className="wb-note"),
+                    dcc.Store(id=card_id("csv-data", page, index), data=None if frame is None else frame.to_csv(index=False)),
+                    dcc.Download(id=card_id("download", page, index)),
+                ],
+            ),
+        ],
+    )
+
+
+def download_payload(kind: str, index: str, figure: Any, csv_text: str | None) -> tuple[dict | None, str]:
+    """``(dcc.Download data, message)`` for a PNG or CSV download of one card."""
+    name = _slug(index)
+    if kind == "csv-button":
+        if not csv_text:
+            return None, "no data to download"
+        return dcc.send_string(csv_text, f"{name}.csv"), ""
+    if not figure:
+        return None, "no figure to export"
+    from .figures import to_png
+
+    try:
+        png = to_png(figure)
+    except Exception as exc:  # Kaleido or its browser missing or failing: say so, keep the page alive
+        return None, f"PNG export failed: {exc}"
+    return dcc.send_bytes(png, f"{name}.png"), ""
+
+
+def register_download_callback(app) -> None:
+    """One pattern-matching callback serving every card's PNG and CSV buttons."""
+
+    @app.callback(
+        Output({"type": "download", "page": MATCH, "index": MATCH}, "data"),
+        Output({"type": "download-message", "page": MATCH, "index": MATCH}, "children"),
+        Input({"type": "png-button", "page": MATCH, "index": MATCH}, "n_clicks"),
+        Input({"type": "csv-button", "page": MATCH, "index": MATCH}, "n_clicks"),
+        State({"type": "figure", "page": MATCH, "index": MATCH}, "figure"),
+        State({"type": "csv-data", "page": MATCH, "index": MATCH}, "data"),
+        prevent_initial_call=True,
+    )
+    def download(_png, _csv, figure, csv_text):
+        trigger = ctx.triggered_id
+        if not trigger:
+            return no_update, no_update
+        data, text = download_payload(trigger["type"], f"{trigger['page']}-{trigger['index']}", figure, csv_text)
+        return (data if data is not None else no_update), text
+

@@ -1,0 +1,68 @@
+"""Where the dashboard reads and writes: the datasets and runs folders, uploads, background jobs.
+
+Every file the UI lets a user pick goes through :func:`resolve_inside`, so a
+path typed or crafted in the browser can never leave these folders.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DashboardContext", "default_runs_dir", "resolve_inside", "PathError"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class PathError(ValueError):
+    """A path that names something outside the folders the dashboard may read."""
+
+
+def default_runs_dir() -> Path:
+    """``$WORKBENCH_RUNS`` when set, else ``runs/`` at the repository root."""
+    return Path(os.environ.get("WORKBENCH_RUNS") or REPO_ROOT / "runs")
+
+
+def resolve_inside(root: Path, relative: str | os.PathLike) -> Path:
+    """``root / relative`` resolved; raises :class:`PathError` when it escapes ``root``."""
+    text = os.fspath(relative)
+    if not text or "\x00" in text:
+        raise PathError(f"invalid path {text!r}")
+    base = Path(root).resolve()
+    target = (base / text).resolve()
+    if target != base and base not in target.parents:
+        raise PathError(f"{text!r} is outside {base}")
+    return target
+
+
+@dataclass(frozen=True)
+class DashboardContext:
+    """The folders one dashboard instance works with.
+
+    Attributes:
+        runs_dir: training runs (read by Training, written by Launch).
+        datasets_dir: bundled graphs and pretrained checkpoints (read only).
+        upload_dir: where uploaded graph files are kept for this server's life.
+    """
+
+    runs_dir: Path
+    datasets_dir: Path
+    upload_dir: Path
+
+    @classmethod
+    def create(cls, runs_dir: str | os.PathLike | None = None, datasets_dir: str | os.PathLike | None = None) -> "DashboardContext":
+        from ..datasets import DATASETS_DIR
+
+        return cls(
+            runs_dir=Path(runs_dir) if runs_dir is not None else default_runs_dir(),
+            datasets_dir=Path(datasets_dir) if datasets_dir is not None else DATASETS_DIR,
+            upload_dir=Path(tempfile.mkdtemp(prefix="workbench-uploads-")),
+        )
+
+    def in_runs(self, relative: str | os.PathLike) -> Path:
+        return resolve_inside(self.runs_dir, relative)
+
+    def in_datasets(self, relative: str | os.PathLike) -> Path:
+        return resolve_inside(self.datasets_dir, relative)

@@ -1,0 +1,79 @@
+"""Graph: the dataflow graph in layers (topological depth), colored by cost, op type or device, with its statistics."""
+
+from __future__ import annotations
+
+from dash import Input, Output, dcc, html
+
+from ..components import figure_card, message
+from ..figures import graph_figure, graph_frame, graph_statistics, message_figure
+from ..picker import graph_picker, register_graph_picker
+from ..sources import load_graph_key, method_choices, method_label, run_placement
+
+PATH = "/graph"
+NAME = "Graph"
+PAGE = "graph"
+
+
+def layout(context, jobs, **_query) -> html.Div:
+    options = [o for o in method_choices(context, "") if "@" not in o["value"]]
+    return html.Div(
+        [
+            html.H2("Dataflow graph"),
+            html.Div(
+                className="wb-controls",
+                children=[
+                    graph_picker(PAGE, context),
+                    html.Div(className="wb-field", children=[html.Label("Color ops by"), dcc.RadioItems(id="graph-color", options=["compute", "op_type", "device"], value="compute", inline=True)]),
+                    html.Div(className="wb-field", children=[html.Label("Placement (for device colors)"), dcc.Dropdown(id="graph-method", options=options, value="critical_path", clearable=False)]),
+                    html.Div(className="wb-field", children=[html.Label("Devices"), dcc.Input(id="graph-devices", type="number", min=1, max=64, step=1, value=4)]),
+                ],
+            ),
+            html.Div(id="graph-message"),
+            figure_card(PAGE, "graph", message_figure("loading…"), None, "Ops in layers by topological depth; the critical path (compute + communication) in red"),
+            html.H3("Statistics"),
+            html.Div(id="graph-stats"),
+        ]
+    )
+
+
+def graph_view(context, graph_key: str | None, color_by: str, method: str | None, devices) -> tuple:
+    """``(figure, csv text, statistics table, message)`` for the Graph page."""
+    if not graph_key:
+        return message_figure("choose a graph"), None, None, None
+    try:
+        devices = int(devices)
+        if not 1 <= devices <= 64:
+            raise ValueError
+    except (TypeError, ValueError):
+        return message_figure("devices must be 1..64"), None, None, message("devices must be a whole number from 1 to 64")
+    graph = load_graph_key(context, graph_key)
+    assignment, note = None, None
+    if color_by == "device":
+        try:
+            assignment = run_placement(context, graph_key, method or "critical_path", devices).assignment
+        except Exception as exc:  # show the failure, draw without devices
+            note, color_by = message(f"{method_label(method or '')} failed: {exc}"), "compute"
+    if color_by == "op_type" and graph.op_types is None:
+        note = message("this graph has no op types; colored by compute instead", "info")
+        color_by = "compute"
+    figure = graph_figure(graph, color_by=color_by, assignment=assignment, title=f"{graph.name}: {graph.num_nodes} ops")
+    stats = graph_statistics(graph, devices)
+    rows = [html.Tr([html.Th(k), html.Td(f"{v:,.6g}" if isinstance(v, float) else f"{v:,}")]) for k, v in stats.items()]
+    return figure, graph_frame(graph, assignment).to_csv(index=False), html.Table(rows, className="wb-table"), note
+
+
+def register_callbacks(app, context, jobs) -> None:
+    register_graph_picker(app, context, PAGE)
+
+    @app.callback(
+        Output({"type": "figure", "page": PAGE, "index": "graph"}, "figure"),
+        Output({"type": "csv-data", "page": PAGE, "index": "graph"}, "data"),
+        Output("graph-stats", "children"),
+        Output("graph-message", "children"),
+        Input(f"{PAGE}-graph-key", "data"),
+        Input("graph-color", "value"),
+        Input("graph-method", "value"),
+        Input("graph-devices", "value"),
+    )
+    def draw(graph_key, color_by, method, devices):
+        return graph_view(context, graph_key, color_by, method, devices)

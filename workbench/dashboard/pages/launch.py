@@ -1,0 +1,149 @@
+"""Launch: start a training run, a placement or a sweep as a background process; watch its progress, stop it.
+
+The form is built from the chosen command's own argument parser, so it
+follows the CLI; see :mod:`workbench.dashboard.jobs` for what may be started.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import workbench as wb
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+
+from ..components import message
+from ..jobs import Argument, Job, LaunchError, command_arguments, launchable_commands
+from ..runs import read_metrics
+
+PATH = "/launch"
+NAME = "Launch"
+PAGE = "launch"
+REFRESH_MS = 1000
+
+
+def _graph_values(context) -> list[str]:
+    names = [name for name in wb.PAPER_GRAPHS]
+    files = sorted(context.datasets_dir.glob("stg/*/*.stg"))
+    return names + [f"datasets/{p.relative_to(context.datasets_dir).as_posix()}" for p in files]
+
+
+def _config_values(context) -> list[str]:
+    found = []
+    for root_name, root in (("datasets", context.datasets_dir), ("runs", context.runs_dir)):
+        for pattern in ("*.yaml", "*.yml", "*.json", "sweeps/*.yaml", "sweeps/*.yml", "sweeps/*.json"):
+            found += [f"{root_name}/{p.relative_to(root).as_posix()}" for p in sorted(root.glob(pattern))]
+    return found
+
+
+def argument_input(context, argument: Argument):
+    """The form field for one CLI argument."""
+    field_id = {"type": "launch-arg", "dest": argument.dest}
+    label = argument.flag or argument.dest.upper()
+    if argument.switch:
+        control = dcc.Checklist(id=field_id, options=[{"label": f" {label}", "value": "on"}], value=[])
+    elif argument.choices:
+        control = dcc.Dropdown(id=field_id, options=list(argument.choices), value=argument.default, multi=argument.many)
+    elif argument.dest in ("graph", "graphs"):
+        control = dcc.Dropdown(id=field_id, options=_graph_values(context), value=[wb.PAPER_GRAPHS[0]] if argument.many else wb.PAPER_GRAPHS[0], multi=argument.many)
+    elif argument.dest == "method":
+        control = dcc.Dropdown(id=field_id, options=list(wb.placers()), value=argument.default)
+    elif argument.dest == "config":
+        control = dcc.Dropdown(id=field_id, options=_config_values(context), placeholder="a sweep file under datasets/ or runs/")
+    else:
+        placeholder = f"default {argument.default}" if argument.default is not None else ("run name (written under runs/)" if argument.dest == "out" else "")
+        control = dcc.Input(id=field_id, type="text", placeholder=placeholder, debounce=True)
+    return html.Div(className="wb-field", title=argument.help, children=[html.Label(label), control, html.Span(argument.help, className="wb-note")])
+
+
+def launch_form(context, command: str | None):
+    if not command:
+        return message("no launchable command in this workbench", "warning")
+    try:
+        arguments = command_arguments(command)
+    except LaunchError as exc:
+        return message(str(exc))
+    return html.Div(className="wb-controls", children=[argument_input(context, a) for a in arguments])
+
+
+def layout(context, jobs, **_query) -> html.Div:
+    commands = launchable_commands()
+    return html.Div(
+        [
+            html.H2("Launch a background job"),
+            html.P("Starts workbench's own command in a separate process; this page follows its progress. Files must lie under datasets/ or runs/."),
+            html.Div(className="wb-field", children=[html.Label("Command"), dcc.Dropdown(id="launch-command", options=commands, value=commands[0] if commands else None, clearable=False)]),
+            html.Div(id="launch-form", children=launch_form(context, commands[0] if commands else None)),
+            html.Button("Start", id="launch-start", className="wb-primary", style={"marginTop": "10px"}),
+            html.Div(id="launch-message"),
+            dcc.Interval(id="launch-tick", interval=REFRESH_MS),
+            html.H3("Jobs"),
+            html.Div(id="launch-jobs"),
+        ]
+    )
+
+
+def _run_progress(job: Job) -> str | None:
+    if job.out_dir is None:
+        return None
+    import json
+
+    try:
+        meta = json.loads((job.out_dir / "meta.json").read_text(encoding="utf-8"))
+        status = meta.get("status", "?") if isinstance(meta, dict) else "?"
+    except (OSError, ValueError):
+        status = "not started"
+    episodes = len(read_metrics(job.out_dir / "metrics.csv", []))
+    return f"run {job.out_dir.name}: {status}, {episodes:,} episodes logged (see the Training page)"
+
+
+def job_view(job: Job) -> html.Div:
+    fraction = job.progress()
+    bar = html.Progress(value=str(fraction), max="1", className="wb-progress") if fraction is not None else html.Progress(className="wb-progress")
+    run = _run_progress(job)
+    return html.Div(
+        className="wb-card",
+        children=[
+            html.Div([html.B(f"#{job.id} "), html.Code(shlex.join(["workbench", job.command, *job.argv]))]),
+            html.Div([bar, html.Span(f" {job.state}" + (f" · {fraction:.0%}" if fraction is not None else ""), className="wb-note"),
+                      html.Button("Stop", id={"type": "stop-job", "index": job.id}, className="wb-small", disabled=job.returncode is not None,
+                                  style={"marginLeft": "12px"})]),  # fmt: skip
+            html.Div(run, className="wb-note") if run else None,
+            html.Pre(job.log_tail(1500)[-1500:] or "(no output yet)", className="wb-log"),
+        ],
+    )
+
+
+def register_callbacks(app, context, jobs) -> None:
+    @app.callback(Output("launch-form", "children"), Input("launch-command", "value"), prevent_initial_call=True)
+    def form(command):
+        return launch_form(context, command)
+
+    @app.callback(
+        Output("launch-message", "children"),
+        Input("launch-start", "n_clicks"),
+        State("launch-command", "value"),
+        State({"type": "launch-arg", "dest": ALL}, "value"),
+        prevent_initial_call=True,
+    )
+    def start(_clicks, command, _values):
+        values = {item["id"]["dest"]: item.get("value") for item in ctx.states_list[1]}
+        try:
+            job = jobs.start(command, values)
+        except LaunchError as exc:
+            return message(str(exc))
+        except OSError as exc:
+            return message(f"could not start the process: {exc}")
+        return message(f"started job #{job.id}", "info")
+
+    @app.callback(Output("launch-jobs", "children"), Input("launch-tick", "n_intervals"), Input("launch-message", "children"))
+    def show(_tick, _message):
+        listed = jobs.jobs()
+        return [job_view(job) for job in listed] if listed else html.P("No job started from this dashboard yet.", className="wb-note")
+
+    @app.callback(Output("launch-message", "children", allow_duplicate=True), Input({"type": "stop-job", "index": ALL}, "n_clicks"), prevent_initial_call=True)
+    def stop(clicks):
+        trigger = ctx.triggered_id
+        if not trigger or not any(clicks):
+            return no_update
+        jobs.stop(int(trigger["index"]))
+        return message(f"stopping job #{trigger['index']}", "info")

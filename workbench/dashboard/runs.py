@@ -1,0 +1,186 @@
+"""Read training run directories (CONTRACTS.md section 2) without ever failing on bad state.
+
+A run may be missing files, be half written, or be corrupt: :func:`read_run`
+returns what it could read plus a list of ``problems`` in plain words, and
+ignores a half-written last line of ``metrics.csv``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["Run", "RunSummary", "list_runs", "read_run", "read_metrics", "METRIC_COLUMNS", "references"]
+
+METRIC_COLUMNS = (
+    "makespan",
+    "reward",
+    "baseline",
+    "loss",
+    "loss_policy",
+    "loss_entropy",
+    "loss_imitation",
+    "teacher_agreement",
+    "epsilon",
+    "lr",
+    "seconds",
+)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run directory's name, path and ``meta.json`` (``None`` when missing or unreadable)."""
+
+    name: str
+    path: Path
+    meta: dict[str, Any] | None
+
+    @property
+    def status(self) -> str:
+        return str(self.meta.get("status", "unknown")) if self.meta else "unknown"
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything readable in one run directory.
+
+    Attributes:
+        name: the directory's name.
+        path: the directory.
+        meta: ``meta.json`` or ``None``.
+        config: ``config.json`` or ``None``.
+        metrics: ``metrics.csv`` as a frame (empty when missing).
+        best_placement: ``best/placement.json`` or ``None``.
+        best_trace: ``best/trace.json`` as a :class:`workbench.Trace` or ``None``.
+        checkpoints: checkpoint files found.
+        problems: what is missing or wrong, one sentence each.
+    """
+
+    name: str
+    path: Path
+    meta: dict[str, Any] | None
+    config: dict[str, Any] | None
+    metrics: pd.DataFrame
+    best_placement: dict[str, Any] | None
+    best_trace: Any
+    checkpoints: tuple[Path, ...]
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def status(self) -> str:
+        return str(self.meta.get("status", "unknown")) if self.meta else "unknown"
+
+
+def _read_json(path: Path, problems: list[str], required: bool = True) -> dict[str, Any] | None:
+    if not path.is_file():
+        if required:
+            problems.append(f"{path.name} is missing")
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problems.append(f"{path.parent.name}/{path.name} is unreadable: {getattr(exc, 'msg', exc)}")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{path.name} does not hold a JSON object")
+        return None
+    return data
+
+
+def list_runs(root: Path) -> list[RunSummary]:
+    """Run directories under ``root`` (those with a ``meta.json`` or ``metrics.csv``), newest first."""
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        if path.name.startswith((".", "_")) or not path.is_dir():
+            continue
+        if not ((path / "meta.json").exists() or (path / "metrics.csv").exists()):
+            continue
+        meta = _read_json(path / "meta.json", [], required=False)
+        found.append((path.stat().st_mtime, RunSummary(path.name, path, meta)))
+    return [summary for _, summary in sorted(found, key=lambda item: -item[0])]
+
+
+def read_metrics(path: Path, problems: list[str] | None = None) -> pd.DataFrame:
+    """``metrics.csv`` without its half-written last line; numeric columns as floats."""
+    problems = problems if problems is not None else []
+    if not path.is_file():
+        problems.append("metrics.csv is missing (no episode logged yet)")
+        return pd.DataFrame(columns=["stage", "episode", "graph", *METRIC_COLUMNS])
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        problems.append(f"metrics.csv is unreadable: {exc}")
+        return pd.DataFrame()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    if not text.strip():
+        problems.append("metrics.csv has no complete line yet")
+        return pd.DataFrame(columns=["stage", "episode", "graph", *METRIC_COLUMNS])
+    header = text.split("\n", 1)[0].split(",")
+    if "episode" not in header:
+        problems.append("metrics.csv has no 'episode' column in its header")
+        return pd.DataFrame()
+    skipped: list[list[str]] = []
+
+    def skip(line: list[str]) -> None:
+        skipped.append(line)
+
+    frame = pd.read_csv(io.StringIO(text), on_bad_lines=skip, engine="python", dtype=str)
+    if skipped:
+        problems.append(f"metrics.csv: skipped {len(skipped)} malformed line(s)")
+    for column in frame.columns:
+        if column not in ("stage", "graph", "oracle"):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    bad = frame["episode"].isna()
+    if bad.any():
+        problems.append(f"metrics.csv: ignored {int(bad.sum())} row(s) without an episode number")
+        frame = frame[~bad]
+    return frame.reset_index(drop=True)
+
+
+def read_run(path: Path) -> Run:
+    """Read one run directory; never raises for missing or corrupt contents."""
+    problems: list[str] = []
+    if not path.is_dir():
+        problems.append(f"{path.name} is not a run directory")
+        return Run(path.name, path, None, None, pd.DataFrame(), None, None, (), tuple(problems))
+    meta = _read_json(path / "meta.json", problems)
+    config = _read_json(path / "config.json", problems)
+    metrics = read_metrics(path / "metrics.csv", problems)
+    best = _read_json(path / "best" / "placement.json", problems, required=False)
+    trace = None
+    trace_path = path / "best" / "trace.json"
+    if trace_path.is_file():
+        from workbench import Trace
+
+        try:
+            trace = Trace.from_json(trace_path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(f"best/trace.json is unreadable: {exc}")
+    checkpoints = tuple(sorted((path / "checkpoints").glob("*.pt"))) if (path / "checkpoints").is_dir() else ()
+    if meta and meta.get("status") == "failed" and meta.get("error"):
+        problems.append(f"the run failed: {meta['error']}")
+    return Run(path.name, path, meta, config, metrics, best, trace, checkpoints, tuple(problems))
+
+
+def references(meta: dict[str, Any] | None, graph: str | None = None) -> dict[str, float]:
+    """The teacher's and the best heuristic's makespans from ``meta.json`` (flat or per graph)."""
+    if not meta or not isinstance(meta.get("reference"), dict):
+        return {}
+    ref = meta["reference"]
+    if "critical_path" not in ref and graph is not None and isinstance(ref.get(graph), dict):
+        ref = ref[graph]
+    out: dict[str, float] = {}
+    for key, label in (("critical_path", "teacher (critical_path)"), ("best_heuristic", "best heuristic")):
+        value = ref.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            name = ref.get("best_heuristic_method") if key == "best_heuristic" else None
+            out[f"{label} {name}" if name else label] = float(value)
+    return out

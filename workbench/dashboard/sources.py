@@ -1,0 +1,262 @@
+"""What the pages compute: graphs from their sources, the methods on offer, placements and traces.
+
+A graph is named by a *key* the browser can hold:
+
+- ``bundled:<path under datasets/>`` — a paper graph or an STG graph,
+- ``upload:<file in the upload folder>`` — a file a user uploaded,
+- ``generated:<JSON {"kind": ..., "params": {...}}>`` — ``workbench.generate``
+  (offered only when the installed workbench has it).
+
+Methods are the registry's names; a learned method carries its checkpoint as
+``method@datasets:<path>`` or ``method@runs:<path>``. Results are cached, so
+redrawing a chart (highlighting an op, switching pages) does not re-run a
+placer.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import inspect
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import workbench as wb
+
+from .context import DashboardContext, PathError
+
+__all__ = [
+    "LEARNED_METHODS",
+    "MAX_UPLOAD_BYTES",
+    "UploadError",
+    "graph_choices",
+    "load_graph_key",
+    "save_upload",
+    "generator",
+    "method_choices",
+    "parse_method",
+    "method_label",
+    "run_placement",
+    "simulate_placement",
+    "graph_label",
+]
+
+LEARNED_METHODS = ("doppler", "placeto", "gdp", "joint", "doppler_sel_only", "doppler_plc_only")
+MAX_UPLOAD_BYTES = 16 * 1024 * 1024
+GRAPH_SUFFIXES = (".txt", ".stg", ".json")
+
+
+class UploadError(ValueError):
+    """An upload the dashboard refuses (too large, not base64, wrong kind of file)."""
+
+
+# ---------------------------------------------------------------- graphs
+def graph_choices(ctx: DashboardContext) -> list[dict[str, str]]:
+    """Dropdown options for the bundled graphs: the paper's four, then the STG set."""
+    options = []
+    paper = ctx.datasets_dir / "doppler-paper"
+    for name in wb.PAPER_GRAPHS:
+        if (paper / f"{name}.txt").is_file():
+            options.append({"label": f"{name} (DOPPLER paper)", "value": f"bundled:doppler-paper/{name}.txt"})
+    for path in sorted((ctx.datasets_dir / "stg").glob("*/*.stg")):
+        relative = path.relative_to(ctx.datasets_dir).as_posix()
+        options.append({"label": f"STG {path.parent.name}-task {path.stem}", "value": f"bundled:{relative}"})
+    return options
+
+
+def graph_label(key: str) -> str:
+    """A short human name for a graph key."""
+    kind, _, rest = key.partition(":")
+    if kind == "generated":
+        try:
+            spec = json.loads(rest)
+            return f"generated {spec.get('kind')}"
+        except (json.JSONDecodeError, AttributeError):
+            return "generated graph"
+    return Path(rest).stem
+
+
+def generator():
+    """``workbench.generate`` when this installation has it, else ``None``."""
+    try:
+        from workbench import generate
+    except (ImportError, AttributeError):
+        return None
+    return generate
+
+
+def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
+    """The graph a key names; raises ``ValueError`` (or ``GraphFormatError``) saying what is wrong."""
+    if not isinstance(key, str) or ":" not in key:
+        raise ValueError(f"not a graph key: {key!r}")
+    kind, _, rest = key.partition(":")
+    if kind == "bundled":
+        path = ctx.in_datasets(rest)
+    elif kind == "upload":
+        path = _resolve_upload(ctx, rest)
+    elif kind == "generated":
+        return _generated(rest)
+    else:
+        raise ValueError(f"unknown graph source {kind!r}")
+    if path.suffix not in GRAPH_SUFFIXES and kind == "bundled":
+        raise PathError(f"{rest!r} is not a graph file")
+    return _load_file(str(path), path.stat().st_mtime_ns if path.exists() else 0)
+
+
+def _resolve_upload(ctx: DashboardContext, name: str) -> Path:
+    if not re.fullmatch(r"[0-9a-f]{16}(\.txt|\.stg|\.json)?", name):
+        raise PathError(f"not an uploaded file name: {name!r}")
+    return ctx.upload_dir / name
+
+
+@lru_cache(maxsize=32)
+def _load_file(path: str, _mtime: int) -> wb.DataflowGraph:
+    return wb.load_graph(path)
+
+
+@lru_cache(maxsize=16)
+def _generated(spec_text: str) -> wb.DataflowGraph:
+    generate = generator()
+    if generate is None:
+        raise ValueError("this workbench has no graph generators (workbench.generate)")
+    try:
+        spec = json.loads(spec_text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"generator parameters are not valid JSON: {exc.msg}") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str) or not isinstance(spec.get("params", {}), dict):
+        raise ValueError('generator spec must be {"kind": NAME, "params": {...}}')
+    return generate(spec["kind"], **spec.get("params", {}))
+
+
+def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
+    """Keep an uploaded file (a ``dcc.Upload`` data URL) and check it is a graph; returns its key.
+
+    Raises :class:`UploadError` for a refused upload and ``GraphFormatError``
+    (message naming the uploaded file) when the file is not a graph.
+    """
+    if not contents or "," not in contents:
+        raise UploadError("the upload is empty")
+    payload = contents.split(",", 1)[1]
+    if len(payload) * 3 // 4 > MAX_UPLOAD_BYTES:
+        raise UploadError(f"{filename} is larger than the {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB upload limit")
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise UploadError(f"{filename}: the upload is not valid base64 data") from None
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise UploadError(f"{filename} is larger than the {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB upload limit")
+    suffix = Path(filename or "").suffix.lower()
+    name = hashlib.sha256(data).hexdigest()[:16] + (suffix if suffix in GRAPH_SUFFIXES else "")
+    ctx.upload_dir.mkdir(parents=True, exist_ok=True)
+    path = ctx.upload_dir / name
+    _write_bytes(path, data)
+    try:
+        wb.load_graph(path)
+    except wb.GraphFormatError as exc:
+        path.unlink(missing_ok=True)
+        raise wb.GraphFormatError(filename, exc.reason, exc.line) from None
+    return f"upload:{name}"
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------- methods
+def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[str, str, str]]:
+    """``(method, checkpoint ref, label)`` for pretrained files and runs that have a checkpoint."""
+    from .runs import list_runs
+
+    found = []
+    for method in LEARNED_METHODS:
+        pretrained = ctx.datasets_dir / "pretrained" / graph_name / f"{method}.pt"
+        if pretrained.is_file():
+            ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()
+            found.append((method, ref, f"{method} (pretrained for {graph_name})"))
+    for run in list_runs(ctx.runs_dir):
+        checkpoint = run.path / "checkpoints" / "last.pt"
+        method = str(run.meta.get("method", "")) if run.meta else ""
+        if method in LEARNED_METHODS and checkpoint.is_file():
+            graphs = ", ".join(map(str, run.meta.get("graphs", []))) or "?"
+            ref = "runs:" + checkpoint.relative_to(ctx.runs_dir).as_posix()
+            found.append((method, ref, f"{method} (run {run.name}, trained on {graphs})"))
+    return found
+
+
+def method_choices(ctx: DashboardContext, graph_name: str) -> list[dict[str, str]]:
+    """Dropdown options: every registered non-learned method, then each usable learned checkpoint."""
+    registered = wb.placers()
+    options = [{"label": f"{name} — {text}", "value": name} for name, text in registered.items() if name not in LEARNED_METHODS]
+    for method, ref, label in _learned_checkpoints(ctx, graph_name):
+        if method in registered:
+            options.append({"label": label, "value": f"{method}@{ref}"})
+    return options
+
+
+def method_label(value: str) -> str:
+    """A short label for a method dropdown value: ``doppler (pretrained)``, ``gdp (run NAME)``, ``heft``."""
+    method, _, ref = value.partition("@")
+    root, _, relative = ref.partition(":")
+    if root == "datasets":
+        return f"{method} (pretrained)"
+    if root == "runs":
+        return f"{method} (run {relative.split('/')[0]})"
+    return method
+
+
+def parse_method(ctx: DashboardContext, value: str) -> tuple[str, dict[str, Any]]:
+    """``(method, options)`` for a dropdown value; the checkpoint must lie in datasets/ or runs/."""
+    method, _, ref = value.partition("@")
+    if method not in wb.placers():
+        raise ValueError(f"unknown method {method!r}")
+    if not ref:
+        if method in LEARNED_METHODS:
+            raise ValueError(f"{method} needs a checkpoint (pretrained or from a run)")
+        return method, {}
+    root, _, relative = ref.partition(":")
+    if root == "datasets":
+        path = ctx.in_datasets(relative)
+    elif root == "runs":
+        path = ctx.in_runs(relative)
+    else:
+        raise PathError(f"checkpoint {ref!r} is neither in datasets/ nor in runs/")
+    if not path.is_file():
+        raise ValueError(f"checkpoint {relative} does not exist")
+    return method, {"checkpoint": str(path)}
+
+
+def _accepted_options(method: str) -> set[str]:
+    import importlib
+
+    from workbench.placers import REGISTRY
+
+    module, cls_name, _ = REGISTRY[method]
+    cls = getattr(importlib.import_module(module), cls_name)
+    return set(inspect.signature(cls).parameters)
+
+
+@lru_cache(maxsize=128)
+def run_placement(
+    ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None
+):
+    """The :class:`workbench.Placement` of one method; ``budget``/``time_limit`` go to placers that take them."""
+    graph = load_graph_key(ctx, graph_key)
+    method, options = parse_method(ctx, value)
+    accepted = _accepted_options(method)
+    for name, option in (("budget", budget), ("time_limit", time_limit)):
+        if option is not None and name in accepted:
+            options[name] = option
+    return wb.place(graph, method=method, devices=devices, seed=seed, **options)
+
+
+@lru_cache(maxsize=128)
+def simulate_placement(ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None):
+    """The simulator's :class:`workbench.SimResult` for :func:`run_placement`'s assignment."""
+    placement = run_placement(ctx, graph_key, value, devices, seed, budget, time_limit)
+    return wb.simulate(load_graph_key(ctx, graph_key), placement.assignment, devices)
