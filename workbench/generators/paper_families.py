@@ -122,7 +122,7 @@ def ffnn(
 
 def _softmax(program: BlockProgram, name: str, x: BlockTensor, labels: str, kept: str) -> BlockTensor:
     """Numerically safe softmax over the labels of ``x`` not in ``kept``: max, exp(x - max), sum, divide."""
-    peak = program.einsum(f"{name}.max", f"{labels}->{kept}", x, op_type="max", combine="max")
+    peak = program.einsum(f"{name}.max", f"{labels}->{kept}", x, op_type="reduce_max", combine="max")
     shifted = program.einsum(f"{name}.exp", f"{labels},{kept}->{labels}", x, peak, op_type="exp", flops_per_point=2)
     total = program.einsum(f"{name}.sum", f"{labels}->{kept}", shifted, op_type="reduce_sum")
     return program.einsum(f"{name}.div", f"{labels},{kept}->{labels}", shifted, total, op_type="div")

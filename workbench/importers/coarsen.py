@@ -16,7 +16,8 @@ the transfers between two groups add over the distinct producing ops):
    path between them.
 
 The coarse graph's metadata keeps ``coarse_groups``: the original ops of each
-coarse node.
+coarse node (the per-op ``op_categories`` and ``op_flops`` of an imported
+graph are dropped: they index the original ops).
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def coarsen(
     for op, group in enumerate(labels.tolist()):
         groups[group].append(op)
     heaviest = [max(group, key=lambda op: graph.compute[op]) for group in groups]
-    metadata = {k: v for k, v in graph.metadata.items() if k != "op_categories"}
+    metadata = {k: v for k, v in graph.metadata.items() if k not in ("op_categories", "op_flops")}
     metadata.update(coarse_groups=groups, coarsened_from=graph.num_nodes, name=f"{graph.name}_coarse{coarse.num_nodes}")
     return DataflowGraph(
         compute=coarse.compute,

@@ -278,7 +278,7 @@ def from_torch(
     out_bytes = np.zeros(len(ops))
     op_types: list[str] = []
     categories: list[str] = []
-    flops_total = 0.0
+    op_flops: list[float] = []
     src: list[int] = []
     dst: list[int] = []
     for i, node in enumerate(ops):
@@ -298,7 +298,7 @@ def from_torch(
             compute[i] = recorder.seconds[node]
         elif category != "view":
             compute[i] = profile.kernel_time(flops, nbytes, dtype if dtype in profile.flops else "float32")
-        flops_total += flops
+        op_flops.append(flops)
         op_types.append(op_type)
         categories.append(category)
         for pred in dict.fromkeys(a for a in arg_nodes if a in index):
@@ -321,8 +321,9 @@ def from_torch(
             "profile": profile.to_dict(),
             "costs": f"measured on {device}" if measure else "roofline",
             "time_unit": "s",
-            "total_flops": flops_total,
+            "total_flops": float(sum(op_flops)),
             "op_categories": categories,
+            "op_flops": op_flops,
         },
     )
     if fuse_elementwise or target_nodes is not None:
