@@ -65,7 +65,7 @@ def test_ffnn_node_count_formula(pb, ph, layers):
 
 @pytest.mark.parametrize("pb", [1, 2, 4])
 def test_transformer_node_count_formulas(pb):
-    small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, batch_parts=pb)
+    small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, batch_parts=pb, seq_parts=1, head_parts=1, ffn_parts=1)
     assert generate("transformer_block", **small).num_nodes == 25 * pb
     for layers in (1, 2):
         assert generate("transformer_layer", vocab=50, layers=layers, **small).num_nodes == (25 * layers + 9) * pb
@@ -73,8 +73,8 @@ def test_transformer_node_count_formulas(pb):
 
 def test_splitting_hidden_and_heads_adds_partial_sums_and_keeps_total_flops():
     small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, profile=COMPUTE_BOUND)
-    whole = generate("transformer_block", **small)
-    split = generate("transformer_block", hidden_parts=2, head_parts=2, ffn_parts=2, seq_parts=2, **small)
+    whole = generate("transformer_block", batch_parts=1, seq_parts=1, head_parts=1, ffn_parts=1, **small)
+    split = generate("transformer_block", batch_parts=2, hidden_parts=2, head_parts=2, ffn_parts=2, seq_parts=2, **small)
     assert split.num_nodes > whole.num_nodes and split.op_types.count("sum") > 0
     kernels = [t not in ("sum", "max") for t in split.op_types]
     # kernel FLOPs do not depend on the partitioning; only the combining nodes add work
@@ -94,8 +94,8 @@ def test_costs_scale_as_flops_predict_when_sizes_double():
     small = generate("ffnn", batch=64, features=8, hidden=32, classes=4, profile=COMPUTE_BOUND)
     double = generate("ffnn", batch=128, features=8, hidden=32, classes=4, profile=COMPUTE_BOUND)
     assert np.allclose(double.compute, 2 * small.compute)  # every op is linear in the batch
-    attention = generate("transformer_block", batch=1, seq=16, hidden=16, heads=2, ffn=32, batch_parts=1, profile=COMPUTE_BOUND)
-    longer = generate("transformer_block", batch=1, seq=32, hidden=16, heads=2, ffn=32, batch_parts=1, profile=COMPUTE_BOUND)
+    attention = generate("transformer_block", batch=1, seq=16, hidden=16, heads=2, ffn=32, profile=COMPUTE_BOUND)
+    longer = generate("transformer_block", batch=1, seq=32, hidden=16, heads=2, ffn=32, profile=COMPUTE_BOUND)
     scores = attention.compute[_op(attention, "block.scores")]
     assert longer.compute[_op(longer, "block.scores")] == pytest.approx(4 * scores)  # quadratic in seq
 
@@ -190,11 +190,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_cli_generate_writes_a_loadable_graph(tmp_path):
     out = tmp_path / "g.json"
-    run = _cli("generate", "transformer_block", "--param", "batch_parts=2", "--param", "profile=A100", "--out", str(out))
+    run = _cli("generate", "transformer_block", "--param", "seq_parts=1", "--param", "head_parts=1", "--param", "ffn_parts=1",
+               "--param", "batch_parts=2", "--param", "profile=A100", "--out", str(out))
     assert run.returncode == 0, run.stderr
     assert "50 nodes" in run.stdout
     graph = wb.load_graph(out)
-    assert graph.same_as(generate("transformer_block", batch_parts=2, profile="A100"))
+    assert graph.same_as(generate("transformer_block", seq_parts=1, head_parts=1, ffn_parts=1, batch_parts=2, profile="A100"))
     bad = _cli("generate", "ffnn", "--param", "nope=1")
     assert bad.returncode == 2 and "unknown parameter" in bad.stderr
     assert _cli("generate", "--list").returncode == 0

@@ -179,11 +179,11 @@ def transformer_block(
     hidden: int = 4096,
     heads: int = 32,
     ffn: int = 11008,
-    batch_parts: int = 4,
-    seq_parts: int = 1,
+    batch_parts: int = 1,
+    seq_parts: int = 2,
     hidden_parts: int = 1,
-    head_parts: int = 1,
-    ffn_parts: int = 1,
+    head_parts: int = 2,
+    ffn_parts: int = 2,
     dtype: str = "float32",
     profile: Profile = "V100",
     cost_model: str = "roofline",
@@ -194,7 +194,8 @@ def transformer_block(
         batch, seq, hidden, heads, ffn: sizes (the defaults are Llama-7B's
             widths with 4 sequences of 4096 tokens).
         batch_parts, seq_parts, hidden_parts, head_parts, ffn_parts: blocks
-            per dimension.
+            per dimension (the defaults give the graph closest to the bundled
+            one; splitting only the batch gives independent pipelines).
         dtype, profile, cost_model: see :func:`chain_mm`.
     """
     _check_transformer(hidden, heads)
@@ -212,11 +213,11 @@ def transformer_layer(
     ffn: int = 11008,
     vocab: int = 32000,
     layers: int = 1,
-    batch_parts: int = 4,
-    seq_parts: int = 1,
+    batch_parts: int = 1,
+    seq_parts: int = 2,
     hidden_parts: int = 1,
-    head_parts: int = 1,
-    ffn_parts: int = 1,
+    head_parts: int = 2,
+    ffn_parts: int = 2,
     vocab_parts: int = 1,
     dtype: str = "float32",
     profile: Profile = "V100",
