@@ -21,6 +21,7 @@ functions.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import os
@@ -249,7 +250,8 @@ def from_torch(
         profile: device profile for the costs (preset name, dict or profile).
         measure: time each op on ``device`` instead of the roofline estimate.
         repeats: timed runs per op when measuring (the median is kept).
-        device: where to run ("cuda" when available, else "cpu").
+        device: where to run the module (default: where its parameters are;
+            with ``measure``, CUDA when available). A copy is moved there.
         fuse_elementwise, target_nodes: coarsen the result (see
             :func:`~workbench.importers.coarsen`).
         name: the graph's name (default: the module's class name).
@@ -260,17 +262,26 @@ def from_torch(
     """
     profile = get_profile(profile)
     inputs = _inputs(module, example_inputs)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    current = next((p.device for p in module.parameters()), torch.device("cpu"))
+    if device is None:
+        device = "cuda" if measure and torch.cuda.is_available() else current
+    device = torch.device(device)
+    if device != current:  # run a copy there, leaving the caller's module where it is
+        module = copy.deepcopy(module)
     was_training = module.training
+    threads = torch.get_num_threads()
     module.eval()
     try:
         gm, tracer = _trace(module, inputs)
-        gm = gm.to(device)
+        gm = gm.to(device) if device != current else gm
         moved = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
         recorder = _Recorder(gm, repeats if measure else 0, device)
+        if not measure:  # shapes only: one thread avoids thread-pool overhead on thousands of tiny ops
+            torch.set_num_threads(1)
         with torch.no_grad():
             recorder.run(*moved)
     finally:
+        torch.set_num_threads(threads)
         module.train(was_training)
     ops = [n for n in gm.graph.nodes if n.op.startswith("call") and recorder.shapes.get(n)]
     index = {n: i for i, n in enumerate(ops)}
