@@ -40,6 +40,9 @@ _EXPORTS = {
     "Placement": "workbench.placers",
     "Placer": "workbench.placers",
     "register_placer": "workbench.placers",
+    "generate": "workbench.generators",
+    "DeviceProfile": "workbench.generators",
+    "from_torch": "workbench.importers",
 }
 
 __all__ = sorted(_EXPORTS)

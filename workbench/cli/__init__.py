@@ -18,6 +18,8 @@ COMMANDS = (
     "simulate",
     "place",
     "bench",
+    "generate",
+    "import-model",
 )
 
 
