@@ -40,6 +40,12 @@ _EXPORTS = {
     "Placement": "workbench.placers",
     "Placer": "workbench.placers",
     "register_placer": "workbench.placers",
+    "measure": "workbench.systems",
+    "Measurement": "workbench.systems",
+    "SimulatorOracle": "workbench.systems",
+    "LocalExecutor": "workbench.systems",
+    "RemoteEngine": "workbench.systems",
+    "calibrate": "workbench.systems",
 }
 
 __all__ = sorted(_EXPORTS)

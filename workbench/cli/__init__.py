@@ -18,6 +18,8 @@ COMMANDS = (
     "simulate",
     "place",
     "bench",
+    "serve-engine",
+    "calibrate",
 )
 
 
