@@ -5,9 +5,10 @@ heuristic, uniform random ones, random ones restricted to fewer devices, and
 the critical-path placement with a growing share of ops moved at random), then
 fits the simulator to what the measured traces show:
 
-- per op: ``duration = op_overhead + seconds_per_unit[device] * compute``
-  (least squares over every op of every measured run) gives the per-op
-  overhead, the time scale (the median device) and relative device speeds;
+- per op and device: ``duration = seconds_per_unit[device] * (compute +
+  overhead)`` (least squares over every op of every measured run, one line
+  per device) gives the time scale (the median device), relative device
+  speeds and the per-op overhead (in seconds on the median device);
 - per cross-device transfer: ``duration = latency + seconds_per_comm_unit * comm``
   gives the link latency and bandwidth (one pair of numbers for every link:
   per-pair fits are too noisy on a handful of runs);
@@ -84,34 +85,37 @@ def _least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 def fit_simulator(graph: DataflowGraph, traces: Sequence[Trace], devices: int, nominal_scale: float) -> tuple[SimulatorOracle, dict[str, Any]]:
     """Fit a :class:`SimulatorOracle` (before the final makespan factor) to measured traces."""
-    durations, rows = [], []
-    for trace in traces:
-        durations.append(trace.end - trace.start)
-        one_hot = np.zeros((trace.num_ops, devices))
-        one_hot[np.arange(trace.num_ops), trace.device] = graph.compute
-        rows.append(np.column_stack([np.ones(trace.num_ops), one_hot]))
-    design, target = np.vstack(rows), np.concatenate(durations)
-    solution = _least_squares(design, target)
-    overhead = max(0.0, float(solution[0]))
-    per_unit = solution[1:].copy()
-    used = np.array([np.any(design[:, 1 + d] > 0) for d in range(devices)])
-    pooled = float(np.median(per_unit[used & (per_unit > 0)])) if np.any(used & (per_unit > 0)) else nominal_scale
-    per_unit[~used | (per_unit <= 0)] = pooled
+    device = np.concatenate([t.device for t in traces])
+    compute = np.tile(graph.compute, len(traces))
+    took = np.concatenate([t.end - t.start for t in traces])
+    per_unit = np.full(devices, np.nan)
+    overhead_units = np.full(devices, np.nan)
+    for d in range(devices):
+        mine = device == d
+        if mine.sum() >= 2 and np.ptp(compute[mine]) > 0:
+            intercept, slope = _least_squares(np.column_stack([np.ones(mine.sum()), compute[mine]]), took[mine])
+            if slope > 0:
+                per_unit[d], overhead_units[d] = slope, max(0.0, intercept) / slope
+    known = np.isfinite(per_unit)
+    if not known.any():
+        raise ValueError("cannot fit op times: no device ran ops of different compute costs")
+    per_unit[~known] = np.median(per_unit[known])
     scale = float(np.median(per_unit))
+    overhead = float(np.median(overhead_units[known])) * scale
     speeds = tuple(float(scale / s) for s in per_unit)
 
     index = {(int(u), int(v)): e for e, (u, v) in enumerate(zip(graph.src.tolist(), graph.dst.tolist()))}
-    comm, took = [], []
+    comm, moved = [], []
     for trace in traces:
-        for u, v, s, e in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_start, trace.transfer_end):
+        for u, v, began, ended in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_start, trace.transfer_end):
             comm.append(graph.comm[index[int(u), int(v)]])
-            took.append(e - s)
+            moved.append(ended - began)
     latency, per_comm = 0.0, scale
     if len(comm) >= 2 and np.ptp(comm) > 0:
-        intercept, slope = _least_squares(np.column_stack([np.ones(len(comm)), comm]), np.asarray(took))
+        intercept, slope = _least_squares(np.column_stack([np.ones(len(comm)), comm]), np.asarray(moved))
         latency, per_comm = max(0.0, float(intercept)), float(slope) if slope > 0 else scale
     elif comm:
-        latency = max(0.0, float(np.median(took)))
+        latency = max(0.0, float(np.median(moved)))
     off = ~np.eye(devices, dtype=bool)
     cluster = Cluster(
         speeds=speeds,
@@ -123,7 +127,7 @@ def fit_simulator(graph: DataflowGraph, traces: Sequence[Trace], devices: int, n
         "seconds_per_compute_unit": per_unit.tolist(),
         "link_latency_seconds": latency,
         "seconds_per_comm_unit": per_comm,
-        "ops_fitted": int(target.size),
+        "ops_fitted": int(took.size),
         "transfers_fitted": len(comm),
     }
     return SimulatorOracle(cluster, scale, overhead), fit

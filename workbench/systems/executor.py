@@ -443,6 +443,9 @@ class LocalExecutor:
         threads_per_worker: intra-op threads of each CPU worker (default: the
             machine's cores divided among the workers, at least one).
         warmup: untimed runs before the timed ones.
+        transfer_threads: at most this many copies at once (default: one
+            thread per cross-device edge, up to 256, so that transfers never
+            wait for each other, as in the simulator's model).
         kernels: what each op runs (default :class:`CalibratedKernels`).
     """
 
@@ -454,6 +457,7 @@ class LocalExecutor:
         target_seconds: float = 0.2,
         threads_per_worker: int | None = None,
         warmup: int = 1,
+        transfer_threads: int | None = None,
         kernels: OpKernels | None = None,
     ) -> None:
         if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
@@ -468,12 +472,15 @@ class LocalExecutor:
             raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
         if warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {warmup}")
+        if transfer_threads is not None and transfer_threads < 1:
+            raise ValueError(f"transfer_threads must be >= 1, got {transfer_threads}")
         self.devices = int(devices)
         self.device = device
         self.time_scale = time_scale
         self.target_seconds = float(target_seconds)
         self.threads_per_worker = threads_per_worker or max(1, (os.cpu_count() or 1) // self.devices)
         self.warmup = int(warmup)
+        self.transfer_threads = transfer_threads
         self.kernels = kernels or CalibratedKernels()
         self._workers: list[Worker] | None = None
 
@@ -513,6 +520,8 @@ class LocalExecutor:
         saved_threads = torch.get_num_threads()
         workers = self.workers()
         scale = self.scale_for(graph)
+        cross = int(np.count_nonzero(values[graph.src] != values[graph.dst]))
+        transfer_threads = self.transfer_threads or min(256, max(1, cross))
         samples: list[float] = []
         traces: list[Trace] = []
         errors: list[str] = []
@@ -522,8 +531,9 @@ class LocalExecutor:
             "threads_per_worker": [w.threads for w in workers],
             "warmup": self.warmup,
             "repeats": int(repeats),
+            "transfer_threads": transfer_threads,
         }
-        pool = ThreadPoolExecutor(max_workers=self.devices, thread_name_prefix="workbench-transfer")
+        pool = ThreadPoolExecutor(max_workers=transfer_threads, thread_name_prefix="workbench-transfer")
         try:
             details.update(self.kernels.setup(graph, values, workers, scale))
             for k in range(self.warmup + repeats):
