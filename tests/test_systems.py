@@ -275,3 +275,41 @@ def test_calibration_on_the_executor_writes_report_and_figure_and_resumes(tmp_pa
 
     again = calibrate(graph, Refuses(), placements=5, repeats=1, journal=journal, progress=False)
     assert np.array_equal(again.measured, result.measured)
+
+
+# ------------------------------------------------------- torch module ops
+def _fx_graph(module):
+    """A DataflowGraph with one op per fx call node (the shape an fx importer gives)."""
+    ops = [n for n in module.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+    index = {n: i for i, n in enumerate(ops)}
+    edges = [(index[m], index[n]) for n in ops for m in n.all_input_nodes if m in index]
+    return wb.DataflowGraph.from_edges([1.0] * len(ops), edges, comm=1.0, names=[n.name for n in ops])
+
+
+def test_module_kernels_run_the_models_own_ops_across_devices():
+    torch = pytest.importorskip("torch")
+    from workbench.systems import ModuleKernels
+
+    class TwoBranches(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.c = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.c(torch.relu(self.a(x)) + torch.tanh(self.b(x))).sum(dim=0)
+
+    torch.manual_seed(0)
+    module = torch.fx.symbolic_trace(TwoBranches())
+    x = torch.randn(8, 16)
+    graph = _fx_graph(module)
+    kernels = ModuleKernels(module, [x])
+    assignment = np.arange(graph.num_nodes) % 2
+    result = LocalExecutor(2, device="cpu", time_scale=1e-3, warmup=0, kernels=kernels).measure(graph, assignment, repeats=1)
+    assert result.ok, result.errors
+    assert trace_violations(graph, assignment, result.trace, slack=1e-4) == []
+    assert result.trace.transfer_src_op.size == np.count_nonzero(assignment[graph.src] != assignment[graph.dst]) > 0
+    assert torch.allclose(kernels.result(), module(x), atol=1e-6)
+
+    broken = ModuleKernels(module, [x], op_nodes=[["no_such_node"]] * graph.num_nodes)
+    failed = LocalExecutor(2, device="cpu", warmup=0, kernels=broken).measure(graph, assignment, repeats=1)
+    assert not failed.ok and "no_such_node" in failed.error

@@ -3,7 +3,8 @@
 - :class:`SimulatorOracle`: the simulator, in seconds (``oracle.py``).
 - :class:`LocalExecutor`: runs the graph on this machine's devices, one worker
   per device, real tensor work and real copies (``executor.py``; imports torch
-  when it first measures).
+  when it first measures); :class:`ModuleKernels` makes it run a PyTorch
+  model's own ops for a graph imported from that model (``module_kernels.py``).
 - :class:`RemoteEngine`: asks an engine over TCP (``remote.py``, which also
   documents the protocol and holds the reference server).
 - :func:`calibrate`: fit the simulator to measurements and report how well
@@ -30,6 +31,7 @@ __all__ = [
     "CostOracle",
     "SimulatorOracle",
     "LocalExecutor",
+    "ModuleKernels",
     "RemoteEngine",
     "EngineError",
     "serve_engine",
@@ -42,6 +44,7 @@ __all__ = [
 
 _LAZY = {
     "LocalExecutor": "executor",
+    "ModuleKernels": "module_kernels",
     "RemoteEngine": "remote",
     "EngineError": "remote",
     "serve_engine": "remote",
