@@ -43,6 +43,12 @@ _EXPORTS = {
     "generate": "workbench.generators",
     "DeviceProfile": "workbench.generators",
     "from_torch": "workbench.importers",
+    "measure": "workbench.systems",
+    "Measurement": "workbench.systems",
+    "SimulatorOracle": "workbench.systems",
+    "LocalExecutor": "workbench.systems",
+    "RemoteEngine": "workbench.systems",
+    "calibrate": "workbench.systems",
 }
 
 __all__ = sorted(_EXPORTS)

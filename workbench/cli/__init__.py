@@ -20,6 +20,8 @@ COMMANDS = (
     "bench",
     "generate",
     "import-model",
+    "serve-engine",
+    "calibrate",
 )
 
 
