@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 
 import workbench as wb
+from workbench.placers import placers as registered_placers
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from ..components import message
@@ -46,7 +47,7 @@ def argument_input(context, argument: Argument):
     elif argument.dest in ("graph", "graphs"):
         control = dcc.Dropdown(id=field_id, options=_graph_values(context), value=[wb.PAPER_GRAPHS[0]] if argument.many else wb.PAPER_GRAPHS[0], multi=argument.many)
     elif argument.dest == "method":
-        control = dcc.Dropdown(id=field_id, options=list(wb.placers()), value=argument.default)
+        control = dcc.Dropdown(id=field_id, options=list(registered_placers()), value=argument.default)
     elif argument.dest == "config":
         control = dcc.Dropdown(id=field_id, options=_config_values(context), placeholder="a sweep file under datasets/ or runs/")
     else:
