@@ -86,7 +86,8 @@ def gantt_figure(graph, trace, title: str | None = None, large_threshold: int = 
     ``graph`` gives op names and compute costs for the hover (``None``: names
     ``op<i>`` and costs from the trace). Bars are ``go.Bar(base=start,
     x=duration, orientation="h")`` on a numeric time axis; past
-    ``large_threshold`` ops they become WebGL line segments.
+    ``large_threshold`` ops they become WebGL line segments and transfers
+    start hidden (click their legend entry to show them).
     """
     frame = gantt_frame(graph, trace)
     devices = int(frame["device"].max()) + 1 if len(frame) else 1
@@ -141,7 +142,7 @@ def gantt_figure(graph, trace, title: str | None = None, large_threshold: int = 
         ))  # fmt: skip
     fig.add_trace(_transfer_lines(trace, large))
     labels = [f"dev {d}<br>{busy[d] / makespan:.0%} busy" if makespan > 0 else f"dev {d}" for d in range(devices)]
-    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest")
+    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest", legend=dict(orientation="h", x=1, xanchor="right", y=1, yanchor="bottom"))
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=labels, autorange="reversed", range=None, title=None)
     fig.update_xaxes(title="time", range=[0, makespan * 1.01 if makespan > 0 else 1], zeroline=False)
     return _base_layout(fig, title, 120 + 45 * devices, uirevision=f"gantt-{devices}")
@@ -177,14 +178,15 @@ def _transfer_lines(trace, large: bool):
     ys[0::3], ys[1::3] = trace.transfer_src_device, trace.transfer_dst_device
     kind = go.Scattergl if large else go.Scatter
     return kind(
-        name="transfers",
+        name=f"{count} transfers",
+        visible="legendonly" if large else True,
         x=xs,
         y=ys,
         mode="lines",
         line=dict(color="rgba(80,80,80,0.35)", width=1),
         hoverinfo="skip",
         connectgaps=False,
-        showlegend=False,
+        showlegend=True,
     )
 
 
