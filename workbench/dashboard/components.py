@@ -8,12 +8,23 @@ from typing import Any
 import pandas as pd
 from dash import MATCH, Input, Output, State, ctx, dcc, html, no_update
 
-__all__ = ["card_id", "figure_card", "message", "register_download_callback", "download_payload"]
+__all__ = ["card_id", "controls", "field", "figure_card", "message", "register_download_callback", "download_payload"]
 
 
 def message(text: str, kind: str = "error") -> html.Div:
     """A boxed line of text; ``kind`` is ``error``, ``warning`` or ``info``."""
     return html.Div(text, className=f"wb-message wb-{kind}", role="alert" if kind == "error" else "status")
+
+
+def field(label: str, control: Any, wide: bool = False, note: str | None = None) -> html.Div:
+    """A labelled form control (``wide``: takes the remaining row width)."""
+    children = [html.Label(label), control] + ([html.Span(note, className="wb-note")] if note else [])
+    return html.Div(className="wb-field wb-wide" if wide else "wb-field", title=note, children=children)
+
+
+def controls(*fields: Any) -> html.Div:
+    """The boxed row of form fields at the top of a page."""
+    return html.Div(className="wb-controls", children=list(fields))
 
 
 def _slug(index: str) -> str:

@@ -57,13 +57,14 @@ def _names(graph, count: int) -> list[str]:
     return [f"op{i}" for i in range(count)]
 
 
-def _base_layout(fig: go.Figure, title: str | None, height: int) -> go.Figure:
+def _base_layout(fig: go.Figure, title: str | None, height: int, uirevision: str | None = None) -> go.Figure:
+    """Shared look; ``uirevision`` keeps the user's zoom across redraws of the same kind of chart."""
     fig.update_layout(
         title=title,
         height=height,
         margin=dict(l=10, r=10, t=40 if title else 10, b=40),
         template="plotly_white",
-        uirevision="keep",
+        uirevision=uirevision,
     )
     return fig
 
@@ -85,7 +86,8 @@ def gantt_figure(graph, trace, title: str | None = None, large_threshold: int = 
     ``graph`` gives op names and compute costs for the hover (``None``: names
     ``op<i>`` and costs from the trace). Bars are ``go.Bar(base=start,
     x=duration, orientation="h")`` on a numeric time axis; past
-    ``large_threshold`` ops they become WebGL line segments.
+    ``large_threshold`` ops they become WebGL line segments and transfers
+    start hidden (click their legend entry to show them).
     """
     frame = gantt_frame(graph, trace)
     devices = int(frame["device"].max()) + 1 if len(frame) else 1
@@ -140,10 +142,10 @@ def gantt_figure(graph, trace, title: str | None = None, large_threshold: int = 
         ))  # fmt: skip
     fig.add_trace(_transfer_lines(trace, large))
     labels = [f"dev {d}<br>{busy[d] / makespan:.0%} busy" if makespan > 0 else f"dev {d}" for d in range(devices)]
-    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest")
+    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest", legend=dict(orientation="h", x=1, xanchor="right", y=1, yanchor="bottom"))
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=labels, autorange="reversed", range=None, title=None)
     fig.update_xaxes(title="time", range=[0, makespan * 1.01 if makespan > 0 else 1], zeroline=False)
-    return _base_layout(fig, title, 120 + 45 * devices)
+    return _base_layout(fig, title, 120 + 45 * devices, uirevision=f"gantt-{devices}")
 
 
 def _segments(rows: pd.DataFrame, custom: np.ndarray, device: int, hover: str) -> go.Scattergl:
@@ -176,14 +178,15 @@ def _transfer_lines(trace, large: bool):
     ys[0::3], ys[1::3] = trace.transfer_src_device, trace.transfer_dst_device
     kind = go.Scattergl if large else go.Scatter
     return kind(
-        name="transfers",
+        name=f"{count} transfers",
+        visible="legendonly" if large else True,
         x=xs,
         y=ys,
         mode="lines",
         line=dict(color="rgba(80,80,80,0.35)", width=1),
         hoverinfo="skip",
         connectgaps=False,
-        showlegend=False,
+        showlegend=True,
     )
 
 
@@ -294,8 +297,8 @@ def makespan_bars(placements: Mapping[str, Any] | Sequence[Any], lower_bound: fl
             )
         )
     fig.update_yaxes(title="makespan", rangemode="tozero")
-    fig.update_layout(legend=dict(orientation="h", y=1.12, x=0))
-    return _base_layout(fig, title, 320)
+    fig.update_layout(legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"))
+    return _base_layout(fig, title, 340)
 
 
 # --------------------------------------------------------- training curves
@@ -345,7 +348,7 @@ def training_curves(
     fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0))
     if not fig.data:
         fig.add_annotation(text=f"no {metric} values logged yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    return _base_layout(fig, title, 380)
+    return _base_layout(fig, title, 380, uirevision=f"curves-{metric}")
 
 
 # ------------------------------------------------------------ graph view

@@ -107,6 +107,7 @@ OUTPUT_ARGUMENTS = {"out", "output", "run_dir"}
 def _check_value(ctx: DashboardContext, dest: str, value: str) -> str:
     """A path-like value resolved inside datasets/ or runs/ (bundled names pass as they are)."""
     if dest in OUTPUT_ARGUMENTS:
+        value = value.removeprefix("runs/")
         if not _NAME.fullmatch(value):
             raise LaunchError(f"--{dest.replace('_', '-')}: a run name is letters, digits, '_', '-', '.' (got {value!r})")
         return str(resolve_inside(ctx.runs_dir, value))

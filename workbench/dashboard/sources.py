@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import workbench as wb
+from workbench.placers import placers as registered_placers
 
 from .context import DashboardContext, PathError
 
@@ -191,7 +192,7 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
 
 def method_choices(ctx: DashboardContext, graph_name: str) -> list[dict[str, str]]:
     """Dropdown options: every registered non-learned method, then each usable learned checkpoint."""
-    registered = wb.placers()
+    registered = registered_placers()
     options = [{"label": f"{name} — {text}", "value": name} for name, text in registered.items() if name not in LEARNED_METHODS]
     for method, ref, label in _learned_checkpoints(ctx, graph_name):
         if method in registered:
@@ -213,7 +214,7 @@ def method_label(value: str) -> str:
 def parse_method(ctx: DashboardContext, value: str) -> tuple[str, dict[str, Any]]:
     """``(method, options)`` for a dropdown value; the checkpoint must lie in datasets/ or runs/."""
     method, _, ref = value.partition("@")
-    if method not in wb.placers():
+    if method not in registered_placers():
         raise ValueError(f"unknown method {method!r}")
     if not ref:
         if method in LEARNED_METHODS:

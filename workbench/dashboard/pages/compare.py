@@ -12,7 +12,7 @@ from typing import Any
 import workbench as wb
 from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
 
-from ..components import figure_card, message
+from ..components import controls, field, figure_card, message
 from ..figures import gantt_frame, gantt_figure, gantt_highlight, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
 from ..picker import graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices, method_label, run_placement, simulate_placement
@@ -38,17 +38,14 @@ def layout(context, jobs, **_query) -> html.Div:
     return html.Div(
         [
             html.H2("Compare placements"),
-            html.Div(
-                className="wb-controls",
-                children=[
-                    graph_picker(PAGE, context),
-                    html.Div(className="wb-field", children=[html.Label("Devices"), dcc.Input(id="compare-devices", type="number", min=1, max=MAX_DEVICES, step=1, value=4)]),
-                    html.Div(className="wb-field wb-wide", children=[html.Label("Methods"), dcc.Dropdown(id="compare-methods", options=options, value=default_methods(options), multi=True)]),
-                    html.Div(className="wb-field", children=[html.Label("Seed"), dcc.Input(id="compare-seed", type="number", min=0, step=1, value=0)]),
-                    html.Div(className="wb-field", children=[html.Label("Search budget (evaluations)"), dcc.Input(id="compare-budget", type="number", min=1, step=1, value=20000)]),
-                    html.Div(className="wb-field", children=[html.Label("Time limit (s)"), dcc.Input(id="compare-time-limit", type="number", min=0.1, value=10)]),
-                    html.Button("Compare", id="compare-run", className="wb-primary"),
-                ],
+            controls(
+                graph_picker(PAGE, context),
+                field("Devices", dcc.Input(id="compare-devices", type="number", min=1, max=MAX_DEVICES, step=1, value=4)),
+                field("Methods", dcc.Dropdown(id="compare-methods", options=options, value=default_methods(options), multi=True), wide=True),
+                field("Seed", dcc.Input(id="compare-seed", type="number", min=0, step=1, value=0)),
+                field("Search budget (evaluations)", dcc.Input(id="compare-budget", type="number", min=1, step=1, value=20000)),
+                field("Time limit (s)", dcc.Input(id="compare-time-limit", type="number", min=0.1, value=10)),
+                html.Button("Compare", id="compare-run", className="wb-primary"),
             ),
             dcc.Store(id="compare-state"),
             dcc.Loading(html.Div(id="compare-results"), type="default"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dash import Input, Output, dcc, html
 
-from ..components import figure_card, message
+from ..components import controls, field, figure_card, message
 from ..figures import graph_figure, graph_frame, graph_statistics, message_figure
 from ..picker import graph_picker, register_graph_picker
 from ..sources import load_graph_key, method_choices, method_label, run_placement
@@ -19,14 +19,11 @@ def layout(context, jobs, **_query) -> html.Div:
     return html.Div(
         [
             html.H2("Dataflow graph"),
-            html.Div(
-                className="wb-controls",
-                children=[
-                    graph_picker(PAGE, context),
-                    html.Div(className="wb-field", children=[html.Label("Color ops by"), dcc.RadioItems(id="graph-color", options=["compute", "op_type", "device"], value="compute", inline=True)]),
-                    html.Div(className="wb-field", children=[html.Label("Placement (for device colors)"), dcc.Dropdown(id="graph-method", options=options, value="critical_path", clearable=False)]),
-                    html.Div(className="wb-field", children=[html.Label("Devices"), dcc.Input(id="graph-devices", type="number", min=1, max=64, step=1, value=4)]),
-                ],
+            controls(
+                graph_picker(PAGE, context),
+                field("Color ops by", dcc.RadioItems(id="graph-color", options=["compute", "op_type", "device"], value="compute", inline=True)),
+                field("Placement (for device colors)", dcc.Dropdown(id="graph-method", options=options, value="critical_path", clearable=False)),
+                field("Devices", dcc.Input(id="graph-devices", type="number", min=1, max=64, step=1, value=4)),
             ),
             html.Div(id="graph-message"),
             figure_card(PAGE, "graph", message_figure("loading…"), None, "Ops in layers by topological depth; the critical path (compute + communication) in red"),

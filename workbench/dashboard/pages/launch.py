@@ -9,9 +9,10 @@ from __future__ import annotations
 import shlex
 
 import workbench as wb
+from workbench.placers import placers as registered_placers
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
-from ..components import message
+from ..components import controls, field, message
 from ..jobs import Argument, Job, LaunchError, command_arguments, launchable_commands
 from ..runs import read_metrics
 
@@ -46,13 +47,13 @@ def argument_input(context, argument: Argument):
     elif argument.dest in ("graph", "graphs"):
         control = dcc.Dropdown(id=field_id, options=_graph_values(context), value=[wb.PAPER_GRAPHS[0]] if argument.many else wb.PAPER_GRAPHS[0], multi=argument.many)
     elif argument.dest == "method":
-        control = dcc.Dropdown(id=field_id, options=list(wb.placers()), value=argument.default)
+        control = dcc.Dropdown(id=field_id, options=list(registered_placers()), value=argument.default)
     elif argument.dest == "config":
         control = dcc.Dropdown(id=field_id, options=_config_values(context), placeholder="a sweep file under datasets/ or runs/")
     else:
         placeholder = f"default {argument.default}" if argument.default is not None else ("run name (written under runs/)" if argument.dest == "out" else "")
         control = dcc.Input(id=field_id, type="text", placeholder=placeholder, debounce=True)
-    return html.Div(className="wb-field", title=argument.help, children=[html.Label(label), control, html.Span(argument.help, className="wb-note")])
+    return field(label, control, note=argument.help)
 
 
 def launch_form(context, command: str | None):
@@ -62,7 +63,7 @@ def launch_form(context, command: str | None):
         arguments = command_arguments(command)
     except LaunchError as exc:
         return message(str(exc))
-    return html.Div(className="wb-controls", children=[argument_input(context, a) for a in arguments])
+    return controls(*(argument_input(context, a) for a in arguments))
 
 
 def layout(context, jobs, **_query) -> html.Div:
@@ -71,7 +72,7 @@ def layout(context, jobs, **_query) -> html.Div:
         [
             html.H2("Launch a background job"),
             html.P("Starts workbench's own command in a separate process; this page follows its progress. Files must lie under datasets/ or runs/."),
-            html.Div(className="wb-field", children=[html.Label("Command"), dcc.Dropdown(id="launch-command", options=commands, value=commands[0] if commands else None, clearable=False)]),
+            field("Command", dcc.Dropdown(id="launch-command", options=commands, value=commands[0] if commands else None, clearable=False)),
             html.Div(id="launch-form", children=launch_form(context, commands[0] if commands else None)),
             html.Button("Start", id="launch-start", className="wb-primary", style={"marginTop": "10px"}),
             html.Div(id="launch-message"),

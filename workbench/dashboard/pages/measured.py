@@ -17,7 +17,7 @@ import pandas as pd
 import workbench as wb
 from dash import Input, Output, dcc, html
 
-from ..components import figure_card, message
+from ..components import controls, field, figure_card, message
 from ..figures import calibration_scatter, gantt_figure, gantt_frame, message_figure
 from ..picker import graph_picker, register_graph_picker
 from ..runs import list_runs, read_metrics
@@ -55,12 +55,9 @@ def layout(context, jobs, **_query) -> html.Div:
     return html.Div(
         [
             html.H2(NAME),
-            html.Div(
-                className="wb-controls",
-                children=[
-                    graph_picker(PAGE, context),
-                    html.Div(className="wb-field wb-wide", children=[html.Label("Measured trace"), dcc.Dropdown(id="measured-trace", options=files, value=files[0]["value"] if files else None)]),
-                ],
+            controls(
+                graph_picker(PAGE, context),
+                field("Measured trace", dcc.Dropdown(id="measured-trace", options=files, value=files[0]["value"] if files else None), wide=True),
             ),
             html.Div(id="measured-message"),
             html.Div(className="wb-grid", children=[figure_card(PAGE, "measured", message_figure("choose a measured trace"), None, "Measured"),

@@ -11,7 +11,7 @@ import re
 import pandas as pd
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
-from ..components import figure_card, message
+from ..components import controls, field, figure_card, message
 from ..figures import gantt_figure, gantt_frame, message_figure, training_curves
 from ..runs import METRIC_COLUMNS, list_runs, read_run, references
 from ..context import PathError
@@ -38,13 +38,10 @@ def layout(context, jobs, **_query) -> html.Div:
     return html.Div(
         [
             html.H2("Training runs"),
-            html.Div(
-                className="wb-controls",
-                children=[
-                    html.Div(className="wb-field wb-wide", children=[html.Label(f"Runs (in {context.runs_dir})"), dcc.Dropdown(id="training-runs", options=options, value=[o["value"] for o in options[:1]], multi=True)]),
-                    html.Div(className="wb-field", children=[html.Label("Metric"), dcc.Dropdown(id="training-metric", options=list(METRIC_COLUMNS), value="makespan", clearable=False)]),
-                    html.Div(className="wb-field", children=[html.Label("Smoothing (episodes)"), dcc.Input(id="training-window", type="number", min=1, step=1, value=25)]),
-                ],
+            controls(
+                field(f"Runs (in {context.runs_dir})", dcc.Dropdown(id="training-runs", options=options, value=[o["value"] for o in options[:1]], multi=True), wide=True),
+                field("Metric", dcc.Dropdown(id="training-metric", options=list(METRIC_COLUMNS), value="makespan", clearable=False)),
+                field("Smoothing (episodes)", dcc.Input(id="training-window", type="number", min=1, step=1, value=25)),
             ),
             dcc.Interval(id="training-tick", interval=REFRESH_MS),
             dcc.Store(id="training-signature"),

@@ -1,0 +1,279 @@
+"""The dashboard's figure builders, readers and callbacks as plain functions (no browser)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+import workbench as wb
+from workbench.dashboard import create_app, figures
+from workbench.dashboard.context import DashboardContext, PathError, resolve_inside
+from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
+from workbench.dashboard.pages import compare, graph as graph_page, measured, training
+from workbench.dashboard.runs import read_metrics, read_run, references
+from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, parse_method, save_upload
+
+DIAMOND = wb.DataflowGraph.from_edges([1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d"))
+METRICS_HEADER = "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,loss_entropy,loss_imitation,teacher_agreement,epsilon,lr,seconds,oracle\n"
+
+
+@pytest.fixture
+def context(tmp_path) -> DashboardContext:
+    (tmp_path / "runs").mkdir()
+    return DashboardContext.create(runs_dir=tmp_path / "runs")
+
+
+def op_bars(fig: go.Figure) -> list:
+    return [t for t in fig.data if t.type == "bar" and t.customdata is not None]
+
+
+def write_run(root: Path, name: str = "demo", episodes: int = 60, trailing: str = "sim,60,chain_mm_112nodes,12") -> Path:
+    """A run directory per CONTRACTS.md section 2 whose metrics end in a half-written line."""
+    graph = wb.bundled_graph("chain_mm")
+    placement = wb.place(graph, "critical_path", 4)
+    run = root / name
+    (run / "best").mkdir(parents=True)
+    meta = {"status": "running", "method": "doppler", "graphs": [graph.name], "devices": 4, "seed": 0, "stages": ["il", "sim"], "error": None,
+            "reference": {"critical_path": placement.makespan, "best_heuristic": placement.makespan * 0.9, "best_heuristic_method": "heft"}}  # fmt: skip
+    (run / "meta.json").write_text(json.dumps(meta))
+    (run / "config.json").write_text("{}")
+    rows = [f"{'il' if e < episodes // 2 else 'sim'},{e},{graph.name},{placement.makespan * (1.5 - e / episodes)},-1,,0.5,0.4,0.1,,0.8,0.1,1e-4,1,sim\n" for e in range(episodes)]
+    (run / "metrics.csv").write_text(METRICS_HEADER + "".join(rows) + trailing)
+    wb.simulate(graph, placement.assignment, 4).trace.to_json(run / "best" / "trace.json")
+    (run / "best" / "placement.json").write_text(json.dumps({"graph": graph.name, "devices": 4, "assignment": placement.assignment.tolist(), "stage": "sim", "episode": 3}))
+    return run
+
+
+# ---------------------------------------------------------------- figures
+def test_gantt_has_one_bar_per_op_on_its_device_row_with_simulated_times():
+    result = wb.simulate(DIAMOND, [0, 1, 0, 1], devices=2)
+    fig = figures.gantt_figure(DIAMOND, result.trace)
+    bars = op_bars(fig)
+    seen = {}
+    for bar in bars:
+        for y, x, base, custom in zip(bar.y, bar.x, bar.base, bar.customdata):
+            seen[int(custom[0])] = (y, base, x)
+    assert sorted(seen) == [0, 1, 2, 3]
+    for op, (row, start, duration) in seen.items():
+        assert row == result.trace.device[op]
+        assert start == result.trace.start[op]
+        assert duration == pytest.approx(result.trace.end[op] - result.trace.start[op])
+    transfers = next(t for t in fig.data if t.name.endswith("transfers"))
+    assert np.count_nonzero(~np.isnan(np.asarray(transfers.x, dtype=float))) == 2 * result.trace.transfer_start.size
+    assert fig.layout.xaxis.range[1] >= result.makespan
+
+
+def test_large_gantt_uses_webgl_segments_for_every_op():
+    graph = wb.bundled_graph("ffnn")
+    result = wb.simulate(graph, np.arange(graph.num_nodes) % 4, devices=4)
+    fig = figures.gantt_figure(graph, result.trace, large_threshold=50)
+    segments = [t for t in fig.data if t.type == "scattergl" and t.name.startswith("device")]
+    assert len(segments) == 4
+    assert sum(np.count_nonzero(~np.isnan(np.asarray(t.x, dtype=float))) for t in segments) == 2 * graph.num_nodes
+
+
+def test_highlight_shapes_outline_the_op_in_gantt_and_heatmap():
+    result = wb.simulate(DIAMOND, [0, 1, 0, 1], devices=2)
+    shapes = figures.gantt_highlight(result.trace, 1)
+    assert shapes[0]["x0"] == result.trace.start[1] and shapes[0]["x1"] == result.trace.end[1]
+    assert len(shapes) == 2 + 1  # the bar, the time marker, and the transfer 0 -> 1 (op 3 shares its device)
+    assert figures.gantt_highlight(result.trace, None) == []
+    column = figures.heatmap_highlight(DIAMOND, 3, 2)[0]
+    assert column["x0"] == 2.5  # op 3 is last in topological order
+
+
+def test_placement_heatmap_puts_each_op_on_its_device_in_topological_order():
+    graph = wb.bundled_graph("chain_mm")
+    assignment = np.random.default_rng(0).integers(0, 3, graph.num_nodes)
+    heat = figures.placement_heatmap(graph, assignment, 3).data[0]
+    z = np.asarray(heat.z, dtype=float)
+    order = np.asarray(graph.topological_order)
+    assert z.shape == (3, graph.num_nodes)
+    assert np.array_equal(np.nanargmax(np.nan_to_num(z, nan=-1) + 1, axis=0), assignment[order])
+    assert (~np.isnan(z)).sum() == graph.num_nodes
+
+
+def test_makespan_bars_draw_the_lower_bound_and_the_gap():
+    graph = wb.bundled_graph("chain_mm")
+    placements = [wb.place(graph, m, 4) for m in ("critical_path", "round_robin")]
+    bound = wb.lower_bound(graph, 4)
+    fig = figures.makespan_bars(placements, bound)
+    assert list(fig.data[0].y) == [p.makespan for p in placements]
+    assert set(fig.data[1].y) == {bound}
+    frame = figures.makespan_frame(placements, bound)
+    assert frame["gap"].tolist() == pytest.approx([p.makespan / bound - 1 for p in placements])
+
+
+def test_training_curves_shade_stages_smooth_and_draw_references():
+    frame = pd.DataFrame({"stage": ["il"] * 10 + ["sim"] * 10, "episode": range(20), "makespan": np.arange(20.0)[::-1]})
+    fig = figures.training_curves({"run": frame}, "makespan", {"teacher": 5.0}, window=4)
+    smooth = next(t for t in fig.data if t.mode == "lines")
+    assert smooth.y[5] == pytest.approx(np.mean([17, 16, 15, 14]))
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert [(r.x0, r.x1) for r in rects] == [(-0.5, 9.5), (9.5, 19.5)]
+    assert any(s.type == "line" and s.y0 == 5.0 for s in fig.layout.shapes)
+    assert any("Stage II" in a.text for a in fig.layout.annotations)
+
+
+def test_graph_figure_layers_ops_by_depth_and_marks_the_critical_path():
+    fig = figures.graph_figure(DIAMOND)
+    ops = next(t for t in fig.data if t.name == "ops")
+    assert list(ops.x) == [0, 1, 1, 2]
+    path = next(t for t in fig.data if t.name == "critical path")
+    assert np.count_nonzero(~np.isnan(np.asarray(path.x, dtype=float))) == 2 * 2  # a -> b -> d
+    with pytest.raises(ValueError, match="assignment"):
+        figures.graph_figure(DIAMOND, color_by="device")
+    assert figures.graph_statistics(DIAMOND, 2)["depth (layers)"] == 3
+
+
+@pytest.mark.slow
+def test_png_export_uses_kaleido():
+    png = figures.to_png(figures.makespan_bars({"a": 1.0, "b": 2.0}, 0.5))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------- safe input
+def test_paths_cannot_escape_their_folder(tmp_path):
+    assert resolve_inside(tmp_path, "a/b.txt") == (tmp_path / "a" / "b.txt").resolve()
+    for bad in ("../x", "/etc/passwd", "a/../../x", ""):
+        with pytest.raises(PathError):
+            resolve_inside(tmp_path, bad)
+
+
+def test_uploads_are_checked_and_errors_name_the_file(context):
+    def data_url(text: str) -> str:
+        return "data:text/plain;base64," + base64.b64encode(text.encode()).decode()
+
+    key = save_upload(context, "tiny.json", data_url(json.dumps(DIAMOND.to_dict())))
+    assert load_graph_key(context, key).num_nodes == 4
+    with pytest.raises(wb.GraphFormatError, match="notes.txt"):
+        save_upload(context, "notes.txt", data_url("hello\nworld\n"))
+    with pytest.raises(UploadError, match="upload limit"):
+        save_upload(context, "big.txt", "data:text/plain;base64," + "A" * (17 * 1024 * 1024 * 4 // 3))
+    with pytest.raises(PathError):
+        load_graph_key(context, "upload:../../etc/passwd")
+    with pytest.raises(PathError):
+        load_graph_key(context, "bundled:../README.md")
+
+
+def test_learned_methods_need_a_checkpoint_inside_the_allowed_folders(context):
+    values = [o["value"] for o in method_choices(context, "ffnn_192nodes")]
+    assert "critical_path" in values and not any(v.split("@")[0] in ("doppler", "gdp") and "@" not in v for v in values)
+    with pytest.raises(PathError):
+        parse_method(context, "critical_path@runs:../../etc/passwd")
+    with pytest.raises(PathError):
+        parse_method(context, "critical_path@home:/x.pt")
+
+
+# -------------------------------------------------------------- run dirs
+def test_read_run_ignores_a_half_written_line_and_reports_corrupt_files(tmp_path):
+    run = write_run(tmp_path)
+    loaded = read_run(run)
+    assert len(loaded.metrics) == 60 and loaded.problems == ()
+    assert loaded.best_trace.num_ops == wb.bundled_graph("chain_mm").num_nodes
+    assert set(references(loaded.meta)) == {"teacher (critical_path)", "best heuristic heft"}
+    (run / "meta.json").write_text('{"status": "runn')
+    (run / "best" / "trace.json").write_text("[]")
+    broken = read_run(run)
+    assert broken.meta is None and broken.best_trace is None
+    assert any("meta.json" in p for p in broken.problems) and any("trace.json" in p for p in broken.problems)
+    assert read_run(tmp_path / "missing").problems
+
+
+def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text(METRICS_HEADER + "il,0,g,5,,,,,,,,,,,sim\nil,x,g,6,,,,,,,,,,,sim\nil,2,g,7,,,,,,,,,,,sim,extra,extra\nil,3,g,8,,,,,,,,,,,sim\n")
+    problems: list[str] = []
+    frame = read_metrics(path, problems)
+    assert frame["episode"].tolist() == [0, 3]
+    assert len(problems) == 2
+    path.write_text("stage,epis")
+    assert read_metrics(path, []).empty
+
+
+def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
+    write_run(context.runs_dir, "good")
+    curves, csv, gantt, gantt_csv, _status = training.training_view(context, ["good"], "makespan", 10)
+    assert any(t.name == "good" for t in curves.data)
+    assert len(op_bars(gantt)) == 4 and "makespan" in pd.read_csv(pd.io.common.StringIO(csv)).columns
+    (context.runs_dir / "empty").mkdir()
+    (context.runs_dir / "empty" / "meta.json").write_text("not json")
+    curves, _, gantt, _, status = training.training_view(context, ["empty"], "makespan", 10)
+    assert "unreadable" in str(status) and "metrics.csv is missing" in str(status)
+    with pytest.raises(PathError):
+        training.signature(context, ["../../etc"])
+
+
+# -------------------------------------------------------------- callbacks
+def test_compare_view_shows_each_method_and_a_message_for_failures(context):
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    children, state = compare.compare_view(context, key, 4, ["critical_path", "round_robin", "no_such_method"], 0, 100, 1)
+    text = str(children)
+    assert "'gantt/0'" in text and "'gantt/1'" in text and "'heatmap/1'" in text
+    assert "no_such_method failed: unknown method" in text
+    assert state["methods"] == ["critical_path", "round_robin", "no_such_method"]
+    patches = compare.highlight_patches(context, state, 5, [{"index": "gantt/0"}, {"index": "heatmap/1"}, {"index": "makespans"}])
+    assert patches[0].to_plotly_json()["operations"][0]["params"]["value"][0]["type"] == "rect"
+    assert compare.compare_view(context, key, 0, ["critical_path"])[1] is None
+    assert "devices must be" in str(compare.compare_view(context, key, "x", ["critical_path"])[0])
+    assert compare.clicked_op({"points": [{"customdata": [7, "op7"]}]}) == 7
+    assert compare.clicked_op({"points": [{"x": 1}]}) is None
+
+
+def test_graph_view_and_measured_view(context, tmp_path):
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    fig, csv, stats, note = graph_page.graph_view(context, key, "device", "critical_path", 4)
+    assert {t.name for t in fig.data} >= {"device 0", "critical path"} and note is None
+    graph = wb.bundled_graph("chain_mm")
+    trace = wb.simulate(graph, np.arange(graph.num_nodes) % 2, 2).trace
+    trace.to_json(context.runs_dir / "measured_trace.json")
+    out = measured.measured_view(context, key, "runs:measured_trace.json")
+    assert len(op_bars(out[0])) == 2 and "ratio 1" in str(out[-1])
+    wrong = measured.measured_view(context, "bundled:doppler-paper/ffnn_192nodes.txt", "runs:measured_trace.json")
+    assert "choose the graph it was measured on" in str(wrong[-1])
+    assert "outside" in str(measured.measured_view(context, key, "runs:../../x_trace.json")[-1])
+
+
+# ---------------------------------------------------------------- launch
+def test_launch_arguments_are_validated_by_the_cli_parser(context):
+    assert validate_arguments(context, "place", {"graph": "chain_mm", "devices": "4", "method": "critical_path"}) == ["chain_mm", "--devices", "4", "--method", "critical_path"]
+    with pytest.raises(LaunchError, match="datasets/ or runs/"):
+        validate_arguments(context, "place", {"graph": "/etc/passwd"})
+    with pytest.raises(LaunchError, match="outside"):
+        validate_arguments(context, "place", {"graph": "datasets/../../etc/passwd"})
+    with pytest.raises(LaunchError, match="not an integer|must be"):
+        validate_arguments(context, "place", {"graph": "chain_mm", "devices": "zero"})
+    with pytest.raises(LaunchError, match="looks like an option"):
+        validate_arguments(context, "place", {"graph": "chain_mm", "method": "--help"})
+    with pytest.raises(LaunchError, match="cannot be launched"):
+        validate_arguments(context, "info", {})
+
+
+def test_jobs_run_in_the_background_and_can_be_stopped(context):
+    jobs = JobManager(context)
+    job = jobs.start("place", {"graph": "chain_mm", "devices": "2", "method": "critical_path"})
+    assert job.process.args[:4][1:] == ["-m", "workbench", "place"]
+    deadline = time.time() + 60
+    while job.returncode is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert job.state == "finished" and "makespan" in job.log_tail()
+    slow = jobs.start("place", {"graph": "datasets/stg/50/rand0000.stg", "method": "critical_path"})
+    jobs.stop(slow.id)
+    slow.process.wait(timeout=30)
+    assert slow.state in ("stopped", "finished")
+
+
+def test_app_factory_serves_every_page(context):
+    app = create_app(runs_dir=context.runs_dir)
+    client = app.server.test_client()
+    assert client.get("/").status_code == 200
+    layout = client.get("/_dash-layout").get_json()
+    assert "selected-op" in json.dumps(layout)
+    assert app.server.config["MAX_CONTENT_LENGTH"] > 16 * 1024 * 1024
