@@ -199,3 +199,9 @@ def test_cli_generate_writes_a_loadable_graph(tmp_path):
     bad = _cli("generate", "ffnn", "--param", "nope=1")
     assert bad.returncode == 2 and "unknown parameter" in bad.stderr
     assert _cli("generate", "--list").returncode == 0
+
+
+def test_generators_and_the_importer_package_do_not_import_torch():
+    code = "import sys, workbench; workbench.generate('transformer_layer'); import workbench.importers; print('torch' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == "False", run.stderr
