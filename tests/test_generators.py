@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import workbench as wb
+from workbench.cli import main
 from workbench.generators import GENERATORS, DeviceProfile, generate, get_profile
 from workbench.generators.blocks import BlockProgram, CostModel
 
@@ -184,21 +185,18 @@ def test_random_dags_hit_the_ccr_and_are_topologically_numbered(kind, seed, ccr,
 
 
 # ---------------------------------------------------------------------- CLI
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True)
-
-
-def test_cli_generate_writes_a_loadable_graph(tmp_path):
+def test_cli_generate_writes_a_loadable_graph(tmp_path, capsys):
     out = tmp_path / "g.json"
-    run = _cli("generate", "transformer_block", "--param", "seq_parts=1", "--param", "head_parts=1", "--param", "ffn_parts=1",
-               "--param", "batch_parts=2", "--param", "profile=A100", "--out", str(out))
-    assert run.returncode == 0, run.stderr
-    assert "50 nodes" in run.stdout
+    params = ["seq_parts=1", "head_parts=1", "ffn_parts=1", "batch_parts=2", "profile=A100"]
+    assert main(["generate", "transformer_block", *(x for p in params for x in ("--param", p)), "--out", str(out)]) == 0
+    assert "50 nodes" in capsys.readouterr().out
     graph = wb.load_graph(out)
     assert graph.same_as(generate("transformer_block", seq_parts=1, head_parts=1, ffn_parts=1, batch_parts=2, profile="A100"))
-    bad = _cli("generate", "ffnn", "--param", "nope=1")
-    assert bad.returncode == 2 and "unknown parameter" in bad.stderr
-    assert _cli("generate", "--list").returncode == 0
+    assert main(["generate", "ffnn", "--param", "nope=1"]) == 2
+    assert "unknown parameter" in capsys.readouterr().err
+    assert main(["generate", "ffnn", "--param", "oops"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err
+    assert main(["generate", "--list"]) == 0 and "series_parallel" in capsys.readouterr().out
 
 
 def test_generators_and_the_importer_package_do_not_import_torch():

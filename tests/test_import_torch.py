@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -13,6 +10,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import workbench as wb  # noqa: E402
+from workbench.cli import main  # noqa: E402
 from workbench.generators import get_profile  # noqa: E402
 from workbench.importers import TraceError, coarsen, from_torch  # noqa: E402
 from workbench.models import gpt_decoder, mlp, small_cnn  # noqa: E402
@@ -124,13 +122,13 @@ def test_import_of_a_model_with_thousands_of_ops():
     assert coarsen(graph, target_nodes=200).num_nodes == 200
 
 
-def test_cli_import_model(tmp_path):
+def test_cli_import_model(tmp_path, capsys):
     out = tmp_path / "gpt.json"
-    run = subprocess.run([sys.executable, "-m", "workbench", "import-model", "workbench.models:gpt_decoder", "--kwarg", "layers=1",
-                          "--input-shape", "1,16", "--input-dtype", "int64", "--fuse", "--out", str(out)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+    args = ["import-model", "workbench.models:gpt_decoder", "--kwarg", "layers=1", "--input-shape", "1,16", "--input-dtype", "int64"]
+    assert main([*args, "--fuse", "--out", str(out)]) == 0
     graph = wb.load_graph(out)
     assert graph.metadata["coarsened_from"] > graph.num_nodes and graph.metadata["input_shapes"] == [[1, 16]]
-    bad = subprocess.run([sys.executable, "-m", "workbench", "import-model", "workbench.models.gpt:Block", "--kwarg", "width=8", "--kwarg", "heads=2"],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and "no example input or shape given for: x" in bad.stderr
+    assert main(["import-model", "workbench.models.gpt:Block", "--kwarg", "width=8", "--kwarg", "heads=2"]) == 2
+    assert "no example input or shape given for: x" in capsys.readouterr().err
+    assert main(["import-model", "workbench.models.nope:gpt"]) == 2
+    assert "cannot import 'workbench.models.nope'" in capsys.readouterr().err
