@@ -65,16 +65,17 @@ def test_ffnn_node_count_formula(pb, ph, layers):
 
 
 @pytest.mark.parametrize("pb", [1, 2, 4])
-def test_transformer_node_count_formulas(pb):
-    small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, batch_parts=pb, seq_parts=1, head_parts=1, ffn_parts=1)
-    assert generate("transformer_block", **small).num_nodes == 25 * pb
+@pytest.mark.parametrize("fused,per_block,head", [(True, 25, 9), (False, 39, 13)])
+def test_transformer_node_count_formulas(pb, fused, per_block, head):
+    small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, batch_parts=pb, seq_parts=1, hidden_parts=1, fused=fused)
+    assert generate("transformer_block", **small).num_nodes == per_block * pb
     for layers in (1, 2):
-        assert generate("transformer_layer", vocab=50, layers=layers, **small).num_nodes == (25 * layers + 9) * pb
+        assert generate("transformer_layer", vocab=50, layers=layers, **small).num_nodes == (per_block * layers + head) * pb
 
 
 def test_splitting_hidden_and_heads_adds_partial_sums_and_keeps_total_flops():
     small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, profile=COMPUTE_BOUND)
-    whole = generate("transformer_block", batch_parts=1, seq_parts=1, head_parts=1, ffn_parts=1, **small)
+    whole = generate("transformer_block", batch_parts=1, seq_parts=1, hidden_parts=1, **small)
     split = generate("transformer_block", batch_parts=2, hidden_parts=2, head_parts=2, ffn_parts=2, seq_parts=2, **small)
     assert split.num_nodes > whole.num_nodes and split.op_types.count("sum") > 0
     kernels = [t not in ("sum", "max") for t in split.op_types]
@@ -187,11 +188,11 @@ def test_random_dags_hit_the_ccr_and_are_topologically_numbered(kind, seed, ccr,
 # ---------------------------------------------------------------------- CLI
 def test_cli_generate_writes_a_loadable_graph(tmp_path, capsys):
     out = tmp_path / "g.json"
-    params = ["seq_parts=1", "head_parts=1", "ffn_parts=1", "batch_parts=2", "profile=A100"]
+    params = ["seq_parts=1", "hidden_parts=1", "fused=true", "batch_parts=2", "profile=A100"]
     assert main(["generate", "transformer_block", *(x for p in params for x in ("--param", p)), "--out", str(out)]) == 0
     assert "50 nodes" in capsys.readouterr().out
     graph = wb.load_graph(out)
-    assert graph.same_as(generate("transformer_block", seq_parts=1, head_parts=1, ffn_parts=1, batch_parts=2, profile="A100"))
+    assert graph.same_as(generate("transformer_block", seq_parts=1, hidden_parts=1, fused=True, batch_parts=2, profile="A100"))
     assert main(["generate", "ffnn", "--param", "nope=1"]) == 2
     assert "unknown parameter" in capsys.readouterr().err
     assert main(["generate", "ffnn", "--param", "oops"]) == 2
