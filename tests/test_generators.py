@@ -84,6 +84,22 @@ def test_splitting_hidden_and_heads_adds_partial_sums_and_keeps_total_flops():
     assert kernel_flops == pytest.approx(whole.metadata["total_flops"])
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    parts=st.tuples(*(st.integers(1, 3) for _ in range(5))),
+    fused=st.booleans(),
+    seq=st.integers(3, 9),
+)
+def test_any_partitioning_keeps_kernel_flops_even_with_uneven_blocks(parts, fused, seq):
+    sizes = dict(batch=3, seq=seq, hidden=12, heads=3, ffn=10, fused=fused, profile=COMPUTE_BOUND)
+    names = ("batch_parts", "seq_parts", "hidden_parts", "head_parts", "ffn_parts")
+    whole = generate("transformer_layer", vocab=7, **sizes, **dict.fromkeys(names, 1))
+    split = generate("transformer_layer", vocab=7, **sizes, **dict(zip(names, parts)))
+    kernels = np.array([t not in ("sum", "max", "repartition") for t in split.op_types])
+    assert split.compute[kernels].sum() * 1e12 == pytest.approx(whole.metadata["total_flops"])
+    assert np.all(split.compute[~kernels] >= 0)
+
+
 def _op(graph, name: str) -> int:
     """The first block kernel of op ``name``."""
     return next(i for i, n in enumerate(graph.names) if n.startswith(name + "["))
