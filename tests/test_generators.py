@@ -138,6 +138,11 @@ def test_profiles_and_bad_parameters_give_clear_errors():
         get_profile("TPU9")
     with pytest.raises(ValueError, match="unknown parameter.*bogus"):
         generate("ffnn", bogus=1)
+    with pytest.raises(ValueError, match="batch of ffnn must be int"):
+        generate("ffnn", batch="many")
+    assert generate("ffnn", batch=np.int64(64), features=4, hidden=16, classes=2).num_nodes == 88  # numpy ints are ints
+    with pytest.raises(ValueError, match="missing field"):
+        get_profile({"name": "mine"})
     with pytest.raises(ValueError, match="unknown generator"):
         generate("resnet")
     with pytest.raises(ValueError, match="multiple of heads"):

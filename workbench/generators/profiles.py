@@ -80,10 +80,13 @@ class DeviceProfile:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "DeviceProfile":
-        known = {"name", "flops", "memory_bandwidth", "link_bandwidth", "launch_latency", "link_latency"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown device-profile field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(known))
+        missing = [name for name in ("name", "flops", "memory_bandwidth", "link_bandwidth") if name not in data]
+        if unknown or missing:
+            raise ValueError(
+                f"device profile: unknown field(s) {unknown}, missing field(s) {missing}; fields: {', '.join(known)}"
+            )
         return cls(**dict(data))
 
 
