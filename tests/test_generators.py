@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import workbench as wb
+from workbench.cli import main
 from workbench.generators import GENERATORS, DeviceProfile, generate, get_profile
 from workbench.generators.blocks import BlockProgram, CostModel
 
@@ -64,22 +65,39 @@ def test_ffnn_node_count_formula(pb, ph, layers):
 
 
 @pytest.mark.parametrize("pb", [1, 2, 4])
-def test_transformer_node_count_formulas(pb):
-    small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, batch_parts=pb, seq_parts=1, head_parts=1, ffn_parts=1)
-    assert generate("transformer_block", **small).num_nodes == 25 * pb
+@pytest.mark.parametrize("fused,per_block,head", [(True, 25, 9), (False, 39, 13)])
+def test_transformer_node_count_formulas(pb, fused, per_block, head):
+    small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, batch_parts=pb, seq_parts=1, hidden_parts=1, fused=fused)
+    assert generate("transformer_block", **small).num_nodes == per_block * pb
     for layers in (1, 2):
-        assert generate("transformer_layer", vocab=50, layers=layers, **small).num_nodes == (25 * layers + 9) * pb
+        assert generate("transformer_layer", vocab=50, layers=layers, **small).num_nodes == (per_block * layers + head) * pb
 
 
 def test_splitting_hidden_and_heads_adds_partial_sums_and_keeps_total_flops():
     small = dict(batch=4, seq=8, hidden=16, heads=4, ffn=32, profile=COMPUTE_BOUND)
-    whole = generate("transformer_block", batch_parts=1, seq_parts=1, head_parts=1, ffn_parts=1, **small)
+    whole = generate("transformer_block", batch_parts=1, seq_parts=1, hidden_parts=1, **small)
     split = generate("transformer_block", batch_parts=2, hidden_parts=2, head_parts=2, ffn_parts=2, seq_parts=2, **small)
     assert split.num_nodes > whole.num_nodes and split.op_types.count("sum") > 0
     kernels = [t not in ("sum", "max") for t in split.op_types]
     # kernel FLOPs do not depend on the partitioning; only the combining nodes add work
     kernel_flops = split.compute[kernels].sum() * 1e12
     assert kernel_flops == pytest.approx(whole.metadata["total_flops"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    parts=st.tuples(*(st.integers(1, 3) for _ in range(5))),
+    fused=st.booleans(),
+    seq=st.integers(3, 9),
+)
+def test_any_partitioning_keeps_kernel_flops_even_with_uneven_blocks(parts, fused, seq):
+    sizes = dict(batch=3, seq=seq, hidden=12, heads=3, ffn=10, fused=fused, profile=COMPUTE_BOUND)
+    names = ("batch_parts", "seq_parts", "hidden_parts", "head_parts", "ffn_parts")
+    whole = generate("transformer_layer", vocab=7, **sizes, **dict.fromkeys(names, 1))
+    split = generate("transformer_layer", vocab=7, **sizes, **dict(zip(names, parts)))
+    kernels = np.array([t not in ("sum", "max", "repartition") for t in split.op_types])
+    assert split.compute[kernels].sum() * 1e12 == pytest.approx(whole.metadata["total_flops"])
+    assert np.all(split.compute[~kernels] >= 0)
 
 
 def _op(graph, name: str) -> int:
@@ -120,6 +138,11 @@ def test_profiles_and_bad_parameters_give_clear_errors():
         get_profile("TPU9")
     with pytest.raises(ValueError, match="unknown parameter.*bogus"):
         generate("ffnn", bogus=1)
+    with pytest.raises(ValueError, match="batch of ffnn must be int"):
+        generate("ffnn", batch="many")
+    assert generate("ffnn", batch=np.int64(64), features=4, hidden=16, classes=2).num_nodes == 88  # numpy ints are ints
+    with pytest.raises(ValueError, match="missing field"):
+        get_profile({"name": "mine"})
     with pytest.raises(ValueError, match="unknown generator"):
         generate("resnet")
     with pytest.raises(ValueError, match="multiple of heads"):
@@ -184,18 +207,21 @@ def test_random_dags_hit_the_ccr_and_are_topologically_numbered(kind, seed, ccr,
 
 
 # ---------------------------------------------------------------------- CLI
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True)
-
-
-def test_cli_generate_writes_a_loadable_graph(tmp_path):
+def test_cli_generate_writes_a_loadable_graph(tmp_path, capsys):
     out = tmp_path / "g.json"
-    run = _cli("generate", "transformer_block", "--param", "seq_parts=1", "--param", "head_parts=1", "--param", "ffn_parts=1",
-               "--param", "batch_parts=2", "--param", "profile=A100", "--out", str(out))
-    assert run.returncode == 0, run.stderr
-    assert "50 nodes" in run.stdout
+    params = ["seq_parts=1", "hidden_parts=1", "fused=true", "batch_parts=2", "profile=A100"]
+    assert main(["generate", "transformer_block", *(x for p in params for x in ("--param", p)), "--out", str(out)]) == 0
+    assert "50 nodes" in capsys.readouterr().out
     graph = wb.load_graph(out)
-    assert graph.same_as(generate("transformer_block", seq_parts=1, head_parts=1, ffn_parts=1, batch_parts=2, profile="A100"))
-    bad = _cli("generate", "ffnn", "--param", "nope=1")
-    assert bad.returncode == 2 and "unknown parameter" in bad.stderr
-    assert _cli("generate", "--list").returncode == 0
+    assert graph.same_as(generate("transformer_block", seq_parts=1, hidden_parts=1, fused=True, batch_parts=2, profile="A100"))
+    assert main(["generate", "ffnn", "--param", "nope=1"]) == 2
+    assert "unknown parameter" in capsys.readouterr().err
+    assert main(["generate", "ffnn", "--param", "oops"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err
+    assert main(["generate", "--list"]) == 0 and "series_parallel" in capsys.readouterr().out
+
+
+def test_generators_and_the_importer_package_do_not_import_torch():
+    code = "import sys, workbench; workbench.generate('transformer_layer'); import workbench.importers; print('torch' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == "False", run.stderr

@@ -17,7 +17,8 @@ PAIRS = (
 
 def shape_stats(graph, devices: int = 4) -> dict[str, Any]:
     """Nodes, edges, depth (levels), width (most ops on one level), communication/compute ratio
-    (mean edge cost over mean op cost) and the critical-path placement's speed-up over one device."""
+    (mean edge cost over mean op cost), total compute, longest path (compute only) and the
+    critical-path placement's speed-up over one device."""
     from ..placers import place
 
     single = graph.total_compute
@@ -27,6 +28,8 @@ def shape_stats(graph, devices: int = 4) -> dict[str, Any]:
         "depth": int(graph.depth.max()) + 1,
         "width": int(np.bincount(graph.depth).max()),
         "ccr": float(graph.comm.mean() / graph.compute.mean()) if graph.num_edges else 0.0,
+        "total_compute": graph.total_compute,
+        "longest_path": graph.longest_path(),
         "cp_speedup": single / place(graph, "critical_path", devices).makespan,
     }
 
@@ -42,9 +45,14 @@ def run(quick: bool = False) -> dict[str, Any]:
             graph = generate(kind, cost_model=cost_model)
             label = f"generate('{kind}'" + (", cost_model='paper')" if cost_model == "paper" else ")  [V100, s]")
             rows.append({"graph": label, "source": cost_model, **shape_stats(graph)})
-    header = "| graph | nodes | edges | depth | width | comm/compute | critical-path speed-up (4 dev) |\n|---|---|---|---|---|---|---|\n"
+    header = (
+        "| graph | nodes | edges | depth | width | comm/compute | total compute | longest path | critical-path speed-up (4 dev) |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+    )
     table = "\n".join(
-        f"| {r['graph']} | {r['nodes']} | {r['edges']} | {r['depth']} | {r['width']} | {r['ccr']:.3g} | {r['cp_speedup']:.2f}× |" for r in rows
+        f"| {r['graph']} | {r['nodes']} | {r['edges']} | {r['depth']} | {r['width']} | {r['ccr']:.3g} | {r['total_compute']:.4g} "
+        f"| {r['longest_path']:.4g} | {r['cp_speedup']:.2f}× |"
+        for r in rows
     )
     result: dict[str, Any] = {"benchmark": "generators", "rows": rows, "markdown": header + table}
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import numbers
 from typing import Any, Callable, Mapping
 
 from ..graph import DataflowGraph
@@ -52,6 +53,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _check_type(kind: str, name: str, value: Any, default: Any) -> None:
+    """Integers, numbers and booleans must be given as such (strings and profiles are checked by the family)."""
+    expected = {bool: (bool,), int: (numbers.Integral,), float: (numbers.Real,)}.get(type(default))
+    if expected and (not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected)):
+        raise ValueError(f"parameter {name} of {kind} must be {type(default).__name__}, got {value!r}")
+
+
 def generate(kind: str, **params: Any) -> DataflowGraph:
     """Build a graph of family ``kind`` (see ``GENERATORS``) with ``params``; unknown parameters are an error."""
     function = generator_function(kind)
@@ -59,6 +67,8 @@ def generate(kind: str, **params: Any) -> DataflowGraph:
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ValueError(f"unknown parameter(s) {', '.join(unknown)} for {kind}; accepted: {', '.join(defaults)}")
+    for name, value in params.items():
+        _check_type(kind, name, value, defaults[name])
     resolved = {**defaults, **params}
     graph = function(**resolved)
     return graph.with_metadata(

@@ -120,49 +120,82 @@ def ffnn(
     return program.graph({"family": "ffnn"})
 
 
-def _softmax(program: BlockProgram, name: str, x: BlockTensor, labels: str, kept: str) -> BlockTensor:
-    """Numerically safe softmax over the labels of ``x`` not in ``kept``: max, exp(x - max), sum, divide."""
+def _softmax(program: BlockProgram, name: str, x: BlockTensor, labels: str, kept: str, fused: bool = True) -> BlockTensor:
+    """Safe softmax over the labels of ``x`` not in ``kept``: max, exp(x - max) (two ops unless ``fused``), sum, divide."""
     peak = program.einsum(f"{name}.max", f"{labels}->{kept}", x, op_type="reduce_max", combine="max")
-    shifted = program.einsum(f"{name}.exp", f"{labels},{kept}->{labels}", x, peak, op_type="exp", flops_per_point=2)
+    if fused:
+        shifted = program.einsum(f"{name}.exp", f"{labels},{kept}->{labels}", x, peak, op_type="exp", flops_per_point=5)
+    else:
+        shifted = program.einsum(f"{name}.sub", f"{labels},{kept}->{labels}", x, peak, op_type="sub")
+        shifted = program.einsum(f"{name}.exp", f"{labels}->{labels}", shifted, op_type="exp", flops_per_point=4)
     total = program.einsum(f"{name}.sum", f"{labels}->{kept}", shifted, op_type="reduce_sum")
     return program.einsum(f"{name}.div", f"{labels},{kept}->{labels}", shifted, total, op_type="div")
 
 
-def _rmsnorm(program: BlockProgram, name: str, x: BlockTensor) -> BlockTensor:
-    """RMSNorm over the hidden dimension: sum of squares, reciprocal root, scale by it and the gain."""
+def _rmsnorm(program: BlockProgram, name: str, x: BlockTensor, fused: bool) -> BlockTensor:
+    """RMSNorm over the hidden dimension. Fused: sum of squares, reciprocal root, scale by it and the gain.
+    Unfused: square, sum, mean, reciprocal root, scale, gain."""
     gain = program.input(f"{name}.gain", x.shape[-1:], x.parts[-1:])
-    squares = program.einsum(f"{name}.square_sum", "bsh,bsh->bs", x, x, op_type="reduce_sum", flops_per_point=2)
-    inverse = program.einsum(f"{name}.rsqrt", "bs->bs", squares, op_type="rsqrt", flops_per_point=3)
-    return program.einsum(f"{name}.scale", "bsh,bs,h->bsh", x, inverse, gain, op_type="mul", flops_per_point=2)
+    if fused:
+        squares = program.einsum(f"{name}.square_sum", "bsh,bsh->bs", x, x, op_type="reduce_sum", flops_per_point=2)
+        inverse = program.einsum(f"{name}.rsqrt", "bs->bs", squares, op_type="rsqrt", flops_per_point=6)
+        return program.einsum(f"{name}.scale", "bsh,bs,h->bsh", x, inverse, gain, op_type="mul", flops_per_point=2)
+    squares = program.einsum(f"{name}.square", "bsh->bsh", x, op_type="square")
+    total = program.einsum(f"{name}.sum", "bsh->bs", squares, op_type="reduce_sum")
+    mean = program.einsum(f"{name}.mean", "bs->bs", total, op_type="div")
+    inverse = program.einsum(f"{name}.rsqrt", "bs->bs", mean, op_type="rsqrt", flops_per_point=5)
+    scaled = program.einsum(f"{name}.scale", "bsh,bs->bsh", x, inverse, op_type="mul")
+    return program.einsum(f"{name}.gain", "bsh,h->bsh", scaled, gain, op_type="mul")
 
 
-def _block(program: BlockProgram, name: str, x: BlockTensor, heads: int, ffn: int, head_parts: int, ffn_parts: int) -> BlockTensor:
+def _rope(program: BlockProgram, name: str, x: BlockTensor, cos: BlockTensor, sin: BlockTensor, fused: bool) -> BlockTensor:
+    """Rotary embedding ``x·cos + rotate(x)·sin`` (the rotation is a permutation, not an op)."""
+    if fused:
+        return program.einsum(name, "bsnd,sd,sd->bsnd", x, cos, sin, op_type="rope", flops_per_point=3)
+    with_cos = program.einsum(f"{name}.cos", "bsnd,sd->bsnd", x, cos, op_type="mul")
+    with_sin = program.einsum(f"{name}.sin", "bsnd,sd->bsnd", x, sin, op_type="mul")
+    return program.einsum(f"{name}.add", "bsnd,bsnd->bsnd", with_cos, with_sin, op_type="add")
+
+
+def _block(
+    program: BlockProgram, name: str, x: BlockTensor, heads: int, ffn: int, head_parts: int, ffn_parts: int, fused: bool
+) -> BlockTensor:
     """One Llama block on ``x`` (batch, seq, hidden): x + attention(norm(x)), then + SwiGLU MLP(norm(.))."""
     _, seq, hidden = x.shape
     seq_parts, hidden_parts = x.parts[1], x.parts[2]
     head_dim = hidden // heads
-    y = _rmsnorm(program, f"{name}.attn_norm", x)
-    rope = program.input(f"{name}.rope", (seq, head_dim), (seq_parts, 1))
+    y = _rmsnorm(program, f"{name}.attn_norm", x, fused)
+    cos, sin = (program.input(f"{name}.rope_{f}", (seq, head_dim), (seq_parts, 1)) for f in ("cos", "sin"))
     projections = {}
     for part in "qkv":
         weight = program.input(f"{name}.W{part}", (hidden, heads, head_dim), (hidden_parts, head_parts, 1))
         projections[part] = program.einsum(f"{name}.{part}_proj", "bsh,hnd->bsnd", y, weight, op_type="matmul", flops_per_point=2)
     for part in "qk":
-        projections[part] = program.einsum(f"{name}.{part}_rope", "bsnd,sd->bsnd", projections[part], rope, op_type="rope", flops_per_point=3)
+        projections[part] = _rope(program, f"{name}.{part}_rope", projections[part], cos, sin, fused)
     scores = program.einsum(f"{name}.scores", "bsnd,btnd->bnst", projections["q"], projections["k"], op_type="matmul", flops_per_point=2)
     mask = program.input(f"{name}.mask", (seq, seq), (seq_parts, seq_parts))
-    scores = program.einsum(f"{name}.mask", "bnst,st->bnst", scores, mask, op_type="scale_mask", flops_per_point=2)
-    probs = _softmax(program, f"{name}.softmax", scores, "bnst", "bns")
+    if fused:
+        scores = program.einsum(f"{name}.mask", "bnst,st->bnst", scores, mask, op_type="scale_mask", flops_per_point=2)
+    else:
+        scores = program.einsum(f"{name}.scale", "bnst->bnst", scores, op_type="mul")
+        scores = program.einsum(f"{name}.mask", "bnst,st->bnst", scores, mask, op_type="add")
+    probs = _softmax(program, f"{name}.softmax", scores, "bnst", "bns", fused)
     context = program.einsum(f"{name}.context", "bnst,btnd->bsnd", probs, projections["v"], op_type="matmul", flops_per_point=2)
     w_out = program.input(f"{name}.Wo", (heads, head_dim, hidden), (head_parts, 1, hidden_parts))
     attention = program.einsum(f"{name}.o_proj", "bsnd,ndh->bsh", context, w_out, op_type="matmul", flops_per_point=2)
     x = program.einsum(f"{name}.attn_residual", "bsh,bsh->bsh", x, attention, op_type="add")
-    y = _rmsnorm(program, f"{name}.mlp_norm", x)
+    y = _rmsnorm(program, f"{name}.mlp_norm", x, fused)
     gate_up = []
     for part in ("gate", "up"):
         weight = program.input(f"{name}.W{part}", (hidden, ffn), (hidden_parts, ffn_parts))
         gate_up.append(program.einsum(f"{name}.{part}_proj", "bsh,hf->bsf", y, weight, op_type="matmul", flops_per_point=2))
-    act = program.einsum(f"{name}.swiglu", "bsf,bsf->bsf", *gate_up, op_type="swiglu", flops_per_point=5)
+    gate, up = gate_up
+    if fused:
+        act = program.einsum(f"{name}.swiglu", "bsf,bsf->bsf", gate, up, op_type="swiglu", flops_per_point=6)
+    else:
+        sigmoid = program.einsum(f"{name}.sigmoid", "bsf->bsf", gate, op_type="sigmoid", flops_per_point=4)
+        silu = program.einsum(f"{name}.silu", "bsf,bsf->bsf", gate, sigmoid, op_type="mul")
+        act = program.einsum(f"{name}.swiglu", "bsf,bsf->bsf", silu, up, op_type="mul")
     w_down = program.input(f"{name}.Wdown", (ffn, hidden), (ffn_parts, hidden_parts))
     mlp = program.einsum(f"{name}.down_proj", "bsf,fh->bsh", act, w_down, op_type="matmul", flops_per_point=2)
     return program.einsum(f"{name}.mlp_residual", "bsh,bsh->bsh", x, mlp, op_type="add")
@@ -181,9 +214,10 @@ def transformer_block(
     ffn: int = 11008,
     batch_parts: int = 1,
     seq_parts: int = 2,
-    hidden_parts: int = 1,
-    head_parts: int = 2,
-    ffn_parts: int = 2,
+    hidden_parts: int = 2,
+    head_parts: int = 1,
+    ffn_parts: int = 1,
+    fused: bool = False,
     dtype: str = "float32",
     profile: Profile = "V100",
     cost_model: str = "roofline",
@@ -196,12 +230,15 @@ def transformer_block(
         batch_parts, seq_parts, hidden_parts, head_parts, ffn_parts: blocks
             per dimension (the defaults give the graph closest to the bundled
             one; splitting only the batch gives independent pipelines).
+        fused: one kernel per norm, softmax exponent, RoPE, scale+mask and
+            SwiGLU, as a compiler would fuse them; the default keeps each
+            elementwise step a node, as the paper's graphs do.
         dtype, profile, cost_model: see :func:`chain_mm`.
     """
     _check_transformer(hidden, heads)
     program = _program(cost_model, profile, dtype)
     x = program.input("x", (batch, seq, hidden), (batch_parts, seq_parts, hidden_parts))
-    _block(program, "block", x, heads, ffn, head_parts, ffn_parts)
+    _block(program, "block", x, heads, ffn, head_parts, ffn_parts, fused)
     return program.graph({"family": "transformer_block"})
 
 
@@ -215,10 +252,11 @@ def transformer_layer(
     layers: int = 1,
     batch_parts: int = 1,
     seq_parts: int = 2,
-    hidden_parts: int = 1,
-    head_parts: int = 2,
-    ffn_parts: int = 2,
+    hidden_parts: int = 2,
+    head_parts: int = 1,
+    ffn_parts: int = 1,
     vocab_parts: int = 1,
+    fused: bool = False,
     dtype: str = "float32",
     profile: Profile = "V100",
     cost_model: str = "roofline",
@@ -236,10 +274,10 @@ def transformer_layer(
     program = _program(cost_model, profile, dtype)
     x = program.input("x", (batch, seq, hidden), (batch_parts, seq_parts, hidden_parts))
     for layer in range(layers):
-        x = _block(program, f"block{layer}", x, heads, ffn, head_parts, ffn_parts)
-    x = _rmsnorm(program, "final_norm", x)
+        x = _block(program, f"block{layer}", x, heads, ffn, head_parts, ffn_parts, fused)
+    x = _rmsnorm(program, "final_norm", x, fused)
     last = program.select_last("last_token", x, axis=1)
     head = program.input("lm_head", (hidden, vocab), (hidden_parts, vocab_parts))
     logits = program.einsum("lm_head", "bh,hv->bv", last, head, op_type="matmul", flops_per_point=2)
-    _softmax(program, "softmax", logits, "bv", "b")
+    _softmax(program, "softmax", logits, "bv", "b", fused)
     return program.graph({"family": "transformer_layer"})

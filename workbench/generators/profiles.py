@@ -7,8 +7,9 @@ insightful visual performance model for multicore architectures", CACM 2009):
 ``b`` bytes to another device costs ``link latency + b / link bandwidth``.
 Times are in seconds.
 
-The presets use the vendors' published peak figures (dense, no sparsity):
-P100 SXM2, V100 SXM2, A100 SXM4 80 GB and H100 SXM5. Link bandwidth is the
+The presets use the vendors' published peak figures (dense, no sparsity;
+float16/bfloat16 on tensor cores where the GPU has them, float32 and float64
+without): P100 SXM2, V100 SXM2, A100 SXM4 80 GB and H100 SXM5. Link bandwidth is the
 per-direction bandwidth between two GPUs (one NVLink 1.0 link for the P100,
 two NVLink 2.0 links for the V100 as in a DGX-1, the NVSwitch fabric for the
 A100 and H100). Launch latencies are typical CUDA kernel-launch overheads.
@@ -79,10 +80,13 @@ class DeviceProfile:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "DeviceProfile":
-        known = {"name", "flops", "memory_bandwidth", "link_bandwidth", "launch_latency", "link_latency"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown device-profile field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(known))
+        missing = [name for name in ("name", "flops", "memory_bandwidth", "link_bandwidth") if name not in data]
+        if unknown or missing:
+            raise ValueError(
+                f"device profile: unknown field(s) {unknown}, missing field(s) {missing}; fields: {', '.join(known)}"
+            )
         return cls(**dict(data))
 
 
@@ -96,7 +100,7 @@ PROFILES: Mapping[str, DeviceProfile] = MappingProxyType(
         ),
         "A100": DeviceProfile(
             "A100",
-            {"float64": 19.5e12, "float32": 19.5e12, "tfloat32": 156e12, "float16": 312e12, "bfloat16": 312e12},
+            {"float64": 9.7e12, "float32": 19.5e12, "float16": 312e12, "bfloat16": 312e12},
             2039e9,
             300e9,
             4e-6,
@@ -104,7 +108,7 @@ PROFILES: Mapping[str, DeviceProfile] = MappingProxyType(
         ),
         "H100": DeviceProfile(
             "H100",
-            {"float64": 67e12, "float32": 67e12, "tfloat32": 495e12, "float16": 989e12, "bfloat16": 989e12},
+            {"float64": 34e12, "float32": 67e12, "float16": 989e12, "bfloat16": 989e12},
             3350e9,
             450e9,
             3e-6,
