@@ -68,6 +68,7 @@ def test_gantt_has_one_bar_per_op_on_its_device_row_with_simulated_times():
     transfers = next(t for t in fig.data if t.name.endswith("transfers"))
     assert np.count_nonzero(~np.isnan(np.asarray(transfers.x, dtype=float))) == 2 * result.trace.transfer_start.size
     assert fig.layout.xaxis.range[1] >= result.makespan
+    assert len(figures.gantt_figure(DIAMOND, result.trace, devices=4).layout.yaxis.tickvals) == 4  # unused devices are idle rows
 
 
 def test_large_gantt_uses_webgl_segments_for_every_op():

@@ -6,6 +6,7 @@ Screenshots go to the test's tmp folder.
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -31,14 +32,19 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server_runs(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    write_run(runs, episodes=120)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def server(server_runs):
     from werkzeug.serving import make_server
 
     from workbench.dashboard import create_app
 
-    runs = tmp_path_factory.mktemp("runs")
-    write_run(runs, episodes=120)
-    app = create_app(runs_dir=runs)
+    app = create_app(runs_dir=server_runs)
     port = free_port()
     httpd = make_server("127.0.0.1", port, app.server, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -94,11 +100,15 @@ def test_compare_page_draws_a_gantt_chart_per_method(server, browser, tmp_path):
     finish(page, errors, tmp_path / "compare.png")
 
 
-def test_training_page_draws_the_run_curve(server, browser, tmp_path):
+def test_training_page_draws_the_run_curve_and_follows_new_episodes(server, server_runs, browser, tmp_path):
     page, errors = visit(browser, server + "/training", "text=makespan per episode")
     assert page.locator("text=Stage I: imitation").count() >= 1
     assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 2
     assert page.locator("text=best makespan").count() >= 1
+    metrics = Path(server_runs) / "demo" / "metrics.csv"
+    text = metrics.read_text()
+    metrics.write_text(text[: text.rfind("\n") + 1] + "".join(f"sim,{e},chain_mm_112nodes,1.6e13,,,,,,,,,,,sim\n" for e in range(120, 130)))
+    page.wait_for_selector("td:text-is('130')", timeout=15_000)  # the episode count updates without a reload
     finish(page, errors, tmp_path / "training.png")
 
 
@@ -118,6 +128,18 @@ def test_upload_of_a_non_graph_file_shows_what_is_wrong(server, browser, tmp_pat
         page.locator("button", has_text="CSV").first.click()
     assert download.value.suggested_filename == "graph-graph.csv"
     finish(page, errors, tmp_path / "upload-error.png")
+
+
+def test_an_uploaded_graph_is_compared(server, browser, tmp_path):
+    from tests.test_dashboard import DIAMOND
+
+    page, errors = visit(browser, server + "/", "text=critical_path: device timelines")
+    upload = json.dumps(DIAMOND.to_dict()).encode()
+    page.set_input_files("#compare-upload input[type=file]", files=[{"name": "diamond.json", "mimeType": "application/json", "buffer": upload}])
+    page.wait_for_selector("text=uploaded diamond: 4 ops", timeout=30_000)
+    settle(page)
+    assert page.locator(".js-plotly-plot .barlayer .point").count() >= 2 * 4
+    finish(page, errors, tmp_path / "compare-upload.png")
 
 
 def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp_path):

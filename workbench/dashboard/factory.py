@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 from pathlib import Path
 
 import dash
@@ -70,6 +72,8 @@ def create_app(runs_dir: str | os.PathLike | None = None, datasets_dir: str | os
     _ensure_browser_path()
     context = DashboardContext.create(runs_dir, datasets_dir)
     jobs = JobManager(context)
+    for scratch in (context.upload_dir, jobs.log_dir):
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     app = dash.Dash(
         __name__,
         use_pages=True,

@@ -78,19 +78,20 @@ def gantt_frame(graph, trace) -> pd.DataFrame:
     return frame
 
 
-def gantt_figure(graph, trace, title: str | None = None, large_threshold: int = LARGE_GRAPH) -> go.Figure:
+def gantt_figure(graph, trace, title: str | None = None, devices: int | None = None, large_threshold: int = LARGE_GRAPH) -> go.Figure:
     """Device timelines: one row per device, one bar per op, transfers between rows, idle in grey.
 
     Ops too short to see (under 0.2% of the makespan) also get a tick mark.
 
     ``graph`` gives op names and compute costs for the hover (``None``: names
-    ``op<i>`` and costs from the trace). Bars are ``go.Bar(base=start,
+    ``op<i>`` and costs from the trace). ``devices`` rows are drawn (default:
+    up to the highest device used), so unused devices show as idle rows. Bars are ``go.Bar(base=start,
     x=duration, orientation="h")`` on a numeric time axis; past
     ``large_threshold`` ops they become WebGL line segments and transfers
     start hidden (click their legend entry to show them).
     """
     frame = gantt_frame(graph, trace)
-    devices = int(frame["device"].max()) + 1 if len(frame) else 1
+    devices = max(int(devices or 1), int(frame["device"].max()) + 1 if len(frame) else 1)
     makespan = trace.makespan
     busy = frame.groupby("device")["duration"].sum().reindex(range(devices), fill_value=0.0)
     fig = go.Figure()
@@ -245,7 +246,7 @@ def placement_heatmap(graph, assignment: Sequence[int], devices: int, title: str
         )
     )
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed")
-    fig.update_xaxes(title="ops in topological order")
+    fig.update_xaxes(title="ops in topological order", dtick=1 if n <= 40 else None)
     return _base_layout(fig, title, 90 + 28 * devices)
 
 

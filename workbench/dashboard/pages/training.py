@@ -125,7 +125,7 @@ def training_view(context, names, metric: str, window) -> tuple:
     graph = _best_graph(best.best_placement, best.best_trace)
     placement = best.best_placement or {}
     title = f"{best.name}: best makespan {best.best_trace.makespan:.6g} (stage {placement.get('stage', '?')}, episode {placement.get('episode', '?')})"
-    return curves, csv, gantt_figure(graph, best.best_trace, title=title), gantt_frame(graph, best.best_trace).to_csv(index=False), table
+    return curves, csv, gantt_figure(graph, best.best_trace, title=title, devices=placement.get("devices") if isinstance(placement.get("devices"), int) else None), gantt_frame(graph, best.best_trace).to_csv(index=False), table
 
 
 def register_callbacks(app, context, jobs) -> None:
