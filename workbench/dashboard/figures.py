@@ -37,8 +37,8 @@ __all__ = [
     "to_png",
 ]
 
-LARGE_GRAPH = 1500
-"""Past this many ops, Gantt bars and graph nodes are drawn as WebGL segments and points."""
+LARGE_GRAPH = 1000
+"""Past this many ops, Gantt bars are drawn as WebGL segments (graph views switch at half of it)."""
 
 HIGHLIGHT = "#d62728"
 STAGE_COLORS = {"il": "rgba(31,119,180,0.08)", "sim": "rgba(44,160,44,0.08)", "real": "rgba(255,127,14,0.10)"}
@@ -386,10 +386,13 @@ def graph_frame(graph, assignment: Sequence[int] | None = None) -> pd.DataFrame:
     return frame
 
 
-def graph_figure(graph, color_by: str = "compute", assignment: Sequence[int] | None = None, title: str | None = None) -> go.Figure:
+def graph_figure(
+    graph, color_by: str = "compute", assignment: Sequence[int] | None = None, title: str | None = None, large_threshold: int = LARGE_GRAPH // 2
+) -> go.Figure:
     """The graph drawn in layers (x = topological depth); ops colored by ``compute``, ``device`` or ``op_type``.
 
-    The critical path (compute + communication) is drawn in red.
+    The critical path (compute + communication) is drawn in red. Past
+    ``large_threshold`` ops, nodes and edges are drawn with WebGL.
     """
     if color_by == "device" and assignment is None:
         raise ValueError("color_by='device' needs an assignment")
@@ -397,7 +400,7 @@ def graph_figure(graph, color_by: str = "compute", assignment: Sequence[int] | N
         raise ValueError(f"color_by must be 'compute', 'device' or 'op_type', got {color_by!r}")
     frame = graph_frame(graph, assignment)
     x, y = _layered_positions(graph)
-    large = graph.num_nodes > LARGE_GRAPH
+    large = graph.num_nodes > large_threshold
     scatter = go.Scattergl if large else go.Scatter
     fig = go.Figure()
     path = graph.critical_path(with_comm=True)
