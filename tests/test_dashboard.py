@@ -201,12 +201,13 @@ def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
 
 def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
     write_run(context.runs_dir, "good")
-    curves, csv, gantt, gantt_csv, _status = training.training_view(context, ["good"], "makespan", 10)
-    assert any(t.name == "good" for t in curves.data)
+    curves, csv, losses, gantt, gantt_csv, _status = training.training_view(context, ["good"], "loss", 10)
+    assert any(t.name == "good" for t in curves.data) and any(t.name == "good" for t in losses.data)
+    assert any(s.type == "line" for s in curves.layout.shapes) and not any(s.type == "line" for s in losses.layout.shapes)
     assert len(op_bars(gantt)) == 4 and "makespan" in pd.read_csv(pd.io.common.StringIO(csv)).columns
     (context.runs_dir / "empty").mkdir()
     (context.runs_dir / "empty" / "meta.json").write_text("not json")
-    curves, _, gantt, _, status = training.training_view(context, ["empty"], "makespan", 10)
+    *_, status = training.training_view(context, ["empty"], "loss", 10)
     assert "unreadable" in str(status) and "metrics.csv is missing" in str(status)
     with pytest.raises(PathError):
         training.signature(context, ["../../etc"])
