@@ -40,6 +40,15 @@ _EXPORTS = {
     "Placement": "workbench.placers",
     "Placer": "workbench.placers",
     "register_placer": "workbench.placers",
+    "generate": "workbench.generators",
+    "DeviceProfile": "workbench.generators",
+    "from_torch": "workbench.importers",
+    "measure": "workbench.systems",
+    "Measurement": "workbench.systems",
+    "SimulatorOracle": "workbench.systems",
+    "LocalExecutor": "workbench.systems",
+    "RemoteEngine": "workbench.systems",
+    "calibrate": "workbench.systems",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence, Union
 
 import numpy as np
@@ -112,7 +113,12 @@ def num_devices(devices: Devices) -> int:
     return int(devices)
 
 
+@lru_cache(maxsize=64)
+def _identical(devices: int) -> Cluster:
+    return Cluster.identical(devices)
+
+
 def as_cluster(devices: Devices) -> Cluster:
     """A :class:`Cluster` for ``devices``."""
-    return devices if isinstance(devices, Cluster) else Cluster.identical(num_devices(devices))
+    return devices if isinstance(devices, Cluster) else _identical(num_devices(devices))
 

@@ -18,6 +18,10 @@ COMMANDS = (
     "simulate",
     "place",
     "bench",
+    "generate",
+    "import-model",
+    "serve-engine",
+    "calibrate",
 )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence, Union
 
 import numpy as np
@@ -46,14 +47,17 @@ class AssignmentError(ValueError):
 def check_assignment(graph: DataflowGraph, assignment, devices: Devices) -> np.ndarray:
     """``assignment`` as an int64 array, after checking its length, type and range."""
     d = num_devices(devices)
+    if not isinstance(assignment, np.ndarray):
+        bad = next((x for x in assignment if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating))), None)
+        if bad is not None:
+            raise AssignmentError(f"assignment entries must be integers, got {bad!r}")
     raw = np.asarray(assignment)
     if raw.ndim != 1:
         raise AssignmentError(f"an assignment is a flat list of device ids, got shape {raw.shape}")
     if raw.size != graph.num_nodes:
         raise AssignmentError(f"assignment has {raw.size} entries but the graph has {graph.num_nodes} ops")
     if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
-        bad = next((x for x in np.asarray(assignment, dtype=object) if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating))), raw.dtype)
-        raise AssignmentError(f"assignment entries must be integers, got {bad!r}")
+        raise AssignmentError(f"assignment entries must be integers, got dtype {raw.dtype}")
     if np.issubdtype(raw.dtype, np.floating):
         bad = np.flatnonzero(~np.isfinite(raw) | (raw != np.round(raw)))
         if bad.size:
@@ -115,6 +119,7 @@ def _compile(graph: DataflowGraph) -> _Compiled:
     return _compiled[graph]
 
 
+@lru_cache(maxsize=64)
 def _cluster_arrays(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.asarray(cluster.speeds), np.asarray(cluster.bandwidth), np.asarray(cluster.latency)
 

@@ -1,0 +1,56 @@
+"""Shared fixtures: small hand-made DAGs and a hypothesis strategy for random ones."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+import workbench as wb
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+SMALL_DAGS = {
+    "single_op": ([5.0], []),
+    "chain": ([3.0, 1.0, 4.0, 1.0], [(0, 1, 2.0), (1, 2, 2.0), (2, 3, 2.0)]),
+    "fork": ([2.0, 3.0, 3.0, 3.0], [(0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0)]),
+    "join": ([3.0, 3.0, 3.0, 2.0], [(0, 3, 1.0), (1, 3, 1.0), (2, 3, 1.0)]),
+    "diamond": ([1.0, 4.0, 4.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)]),
+    "independent": ([2.0, 7.0, 1.0, 8.0, 2.0], []),
+}
+
+
+def small_dag(name: str) -> wb.DataflowGraph:
+    compute, edges = SMALL_DAGS[name]
+    return wb.DataflowGraph.from_edges(compute, edges, metadata={"name": name})
+
+
+@pytest.fixture(params=sorted(SMALL_DAGS))
+def small_graph(request) -> wb.DataflowGraph:
+    return small_dag(request.param)
+
+
+@st.composite
+def random_dags(draw, max_nodes: int = 14, integer_costs: bool = True, allow_zero: bool = True):
+    """A random DAG: edges only from lower to higher ids (then relabelled), integer or float costs."""
+    n = draw(st.integers(1, max_nodes))
+    low = 0 if allow_zero else 1
+    cost = st.integers(low, 20).map(float) if integer_costs else st.floats(low, 20.0, allow_nan=False)
+    compute = draw(st.lists(cost, min_size=n, max_size=n))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=min(len(pairs), 3 * n))) if pairs else []
+    comm = draw(st.lists(cost, min_size=len(chosen), max_size=len(chosen)))
+    perm = draw(st.permutations(range(n)))
+    edges = [(perm[i], perm[j], c) for (i, j), c in zip(chosen, comm)]
+    return wb.DataflowGraph.from_edges(compute, edges)
+
+
+@pytest.fixture(scope="session")
+def paper_graphs() -> dict[str, wb.DataflowGraph]:
+    return {name: wb.bundled_graph(name) for name in wb.PAPER_GRAPHS}
+
+
+def assignments_for(graph: wb.DataflowGraph, devices: int, count: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, devices, size=(count, graph.num_nodes))

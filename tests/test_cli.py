@@ -1,0 +1,98 @@
+"""The command line: real subprocesses, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import workbench as wb
+
+from .conftest import assignments_for
+
+
+def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def assert_user_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_import_workbench_stays_light():
+    code = "import sys, workbench; workbench.load_graph; workbench.place; print(sorted(m for m in ('torch', 'dgl', 'dash', 'numba', 'simpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", wb.PAPER_GRAPHS)
+def test_info_on_every_bundled_graph(name, paper_graphs):
+    result = run_cli("info", name, "--json", "--devices", "8")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    g = paper_graphs[name]
+    assert info["nodes"] == g.num_nodes and info["edges"] == g.num_edges
+    assert info["lower_bound"] == wb.lower_bound(g, 8)
+    assert info["longest_path"] == g.longest_path()
+    text = run_cli("info", f"datasets/doppler-paper/{name}.txt")
+    assert text.returncode == 0 and "lower bound" in text.stdout
+
+
+def test_info_refuses_a_malformed_file(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("4\n0, 1,\n0, 1\n1, 0\n1,1\n1,1\n")
+    assert_user_error(run_cli("info", str(bad)), str(bad), ":3:", "cycle")
+    assert_user_error(run_cli("info", "no_such_graph"), "no such file")
+    assert_user_error(run_cli("info", "ffnn", "--devices", "0"), "must be >= 1")
+
+
+def test_simulate_prints_the_reference_makespan(tmp_path):
+    reference = json.loads(open("datasets/doppler-paper/reference_makespans.json").read())["graphs"]["ffnn_192nodes"]
+    case = reference["cases"][5]
+    trace_path = tmp_path / "t.json"
+    result = run_cli("simulate", "ffnn", "--devices", "4", "--assignment", json.dumps(case["assignment"]), "--json", "--trace", str(trace_path))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["makespan"] == case["makespan"] and out["engine"] == "fast" and out["devices"] == 4
+    assert wb.Trace.from_json(trace_path).makespan == case["makespan"]
+
+
+def test_simulate_many_from_a_file(tmp_path, paper_graphs):
+    g = paper_graphs["chain_mm_112nodes"]
+    batch = assignments_for(g, 4, 5).tolist()
+    path = tmp_path / "batch.json"
+    path.write_text(json.dumps(batch))
+    result = run_cli("simulate", "chain_mm", "--assignments", str(path))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == wb.simulate_many(g, batch, 4).tolist()
+
+
+@pytest.mark.parametrize(
+    "assignment, fragment",
+    [
+        ("[0, 1]", "2 entries but the graph has 76"),
+        ("[" + ",".join(["9"] * 76) + "]", "device 9"),
+        ("[" + ",".join(["-1"] * 76) + "]", "device -1"),
+        ("[" + ",".join(["0.5"] * 76) + "]", "not an integer"),
+        ("[0, 1", "not valid JSON"),
+        ("nofile.json", "neither JSON nor a readable file"),
+    ],
+)
+def test_simulate_bad_assignments(assignment, fragment):
+    assert_user_error(run_cli("simulate", "chain_mm", "--assignment", assignment), fragment)
+
+
+def test_simulate_bad_priority_order():
+    order = json.dumps([0] * 76)
+    assert_user_error(run_cli("simulate", "chain_mm", "--assignment", json.dumps([0] * 76), "--priority-order", order), "not a permutation")
+
+
+def test_unknown_method_lists_the_registered_ones():
+    assert_user_error(run_cli("place", "ffnn", "--method", "magic"), "unknown method 'magic'", "critical_path")

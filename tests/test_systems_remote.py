@@ -1,0 +1,221 @@
+"""The remote-engine protocol, its reference server, and the serve-engine / calibrate commands."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.cli import main
+from workbench.systems import LocalExecutor, Measurement, RemoteEngine, SimulatorOracle, serve_engine
+from workbench.systems.executor import CalibratedKernels
+from workbench.systems.remote import EngineError, graph_fingerprint
+
+
+@contextmanager
+def running(server):
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[:2]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@contextmanager
+def raw_server(reply: bytes | None):
+    """A TCP server that answers every request line with ``reply`` (or never answers)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except socket.timeout:
+                continue
+            with conn:
+                conn.makefile("rb").readline()
+                if reply is not None:
+                    conn.sendall(reply)
+                else:
+                    stop.wait(3)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[:2]
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return wb.bundled_graph("chain_mm")
+
+
+def test_round_trip_matches_the_oracle_behind_the_server(graph):
+    oracle = SimulatorOracle(4, time_scale=1e-13)
+    assignment = np.arange(graph.num_nodes) % 4
+    with running(serve_engine([graph], oracle, port=0)) as (host, port):
+        engine = RemoteEngine(host, port)
+        hello = engine.hello()
+        assert hello["devices"] == 4 and hello["graphs"][graph.name]["fingerprint"] == graph_fingerprint(graph)
+        result = engine.measure(graph, assignment, repeats=2, trace=True)
+        assert engine.devices == 4
+    expected = oracle.measure(graph, assignment)
+    assert result.ok and result.seconds == pytest.approx(expected.seconds) and result.oracle.startswith("remote")
+    assert result.trace.same_as(expected.trace)
+
+
+def test_round_trip_with_the_local_executor(graph):
+    executor = LocalExecutor(2, device="cpu", target_seconds=0.02, warmup=0, kernels=CalibratedKernels(memory_budget=4 << 20))
+    with running(serve_engine({graph.name: graph}, executor, port=0)) as (host, port):
+        result = RemoteEngine(host, port, devices=2).measure(graph, np.arange(graph.num_nodes) % 2, repeats=2)
+    assert result.ok and len(result.samples) == 2 and result.seconds > 0
+    assert result.details["kernel"] == "calibrated matmul"
+
+
+def test_refused_connection_is_a_failed_measurement_after_retries(graph):
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]  # free now, closed below: nothing listens there
+    engine = RemoteEngine("127.0.0.1", port, devices=4, retries=2, backoff=0.01)
+    began = time.perf_counter()
+    result = engine.measure(graph, [0] * graph.num_nodes)
+    assert time.perf_counter() - began < 5
+    assert not result.ok and math.isnan(result.seconds)
+    assert "unreachable after 3 attempts" in result.error and f"127.0.0.1:{port}" in result.error
+    with pytest.raises(EngineError, match="unreachable"):
+        RemoteEngine("127.0.0.1", port, retries=0).hello()
+
+
+@pytest.mark.parametrize(
+    "reply, words",
+    [
+        (b"garbage\n", "not JSON"),
+        (b'{"seconds": 1.0}\n', "without an 'ok' field"),
+        (b'{"id": -5, "ok": true, "seconds": 1.0}\n', "answered request -5"),
+        (b"", "unreachable"),  # closes without a reply, every attempt
+    ],
+    ids=["garbage", "no ok", "wrong id", "hangs up"],
+)
+def test_malformed_replies_are_failed_measurements_that_say_why(graph, reply, words):
+    with raw_server(reply) as (host, port):
+        result = RemoteEngine(host, port, devices=4, retries=1, backoff=0.01).measure(graph, [0] * graph.num_nodes, timeout=5)
+    assert not result.ok and words in result.error, result.error
+
+
+def test_an_engine_that_never_replies_times_out(graph):
+    with raw_server(None) as (host, port):
+        began = time.perf_counter()
+        result = RemoteEngine(host, port, devices=4, reply_margin=0.2).measure(graph, [0] * graph.num_nodes, timeout=0.3)
+        assert time.perf_counter() - began < 3
+    assert not result.ok and "no reply within" in result.error
+
+
+def _ask(address, *lines: bytes) -> list[dict]:
+    with socket.create_connection(address, timeout=10) as sock:
+        reader = sock.makefile("rb")
+        replies = []
+        for line in lines:
+            sock.sendall(line)
+            replies.append(json.loads(reader.readline()))
+        return replies
+
+
+def test_server_validates_every_request_and_keeps_serving(graph):
+    n = graph.num_nodes
+
+    def req(**fields):
+        base = {"protocol": 1, "id": 7, "method": "measure", "graph": graph.name, "assignment": [0] * n}
+        return (json.dumps({**base, **fields}) + "\n").encode()
+
+    bad = [
+        (b"not json\n", "not JSON"),
+        (b"[1, 2]\n", "JSON object"),
+        (req(protocol=2), "unsupported protocol"),
+        (req(method="shutdown"), "unknown method"),
+        (req(graph="nope"), "unknown graph"),
+        (req(fingerprint="0" * 64), "fingerprint mismatch"),
+        (req(assignment=[0] * (n - 1)), f"the graph has {n} ops"),
+        (req(assignment=[True] * n), "integer device ids"),
+        (req(assignment=[4] * n), "devices are 0..3"),
+        (req(repeats=0), "'repeats' must be in"),
+        (req(repeats="3"), "'repeats' must be int"),
+        (req(timeout=-1), "'timeout' must be in"),
+        (req(timeout=1e9), "'timeout' must be in"),
+    ]
+    with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, max_timeout=60)) as address:
+        replies = _ask(address, *[line for line, _ in bad], req())
+    for (line, words), reply in zip(bad, replies):
+        assert reply["ok"] is False and reply["kind"] == "request" and words in reply["error"], (line, reply)
+    assert replies[-1]["ok"] is True and replies[-1]["id"] == 7  # the same connection still works
+
+
+def test_request_errors_raise_and_measurement_errors_return(graph):
+    class Broken:
+        devices = 4
+
+        def measure(self, graph, assignment, repeats=3, timeout=60.0):
+            return Measurement.failed("op 3 (x) on device 0: RuntimeError: boom", samples=(0.5,))
+
+    with running(serve_engine([graph], Broken(), port=0)) as (host, port):
+        engine = RemoteEngine(host, port, devices=4)
+        result = engine.measure(graph, [0] * graph.num_nodes)
+        assert not result.ok and "boom" in result.error
+        with pytest.raises(EngineError, match="unknown graph"):
+            engine.measure(graph.with_metadata(name="other"), [0] * graph.num_nodes)
+
+
+def test_serve_engine_command_binds_localhost_and_answers(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "serve-engine", "chain_mm", "--devices", "2", "--port", "0", "--simulate", "--time-scale", "1e-13"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        address = line.split(" on ")[1].split(" ")[0]
+        assert address.startswith("127.0.0.1:"), line
+        engine = RemoteEngine.from_address(address)
+        result = engine.measure(wb.bundled_graph("chain_mm"), [0] * 76)
+        assert result.ok and result.seconds == pytest.approx(wb.simulate(wb.bundled_graph("chain_mm"), [0] * 76, 2).makespan * 1e-13)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_commands_report_bad_input_in_one_line(capsys):
+    assert main(["serve-engine", "chain_mm", "--port", "70000"]) == 2
+    assert "--port must be in" in capsys.readouterr().err
+    assert main(["calibrate", "no_such_graph"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        RemoteEngine.from_address("localhost")
+
+
+def test_calibrate_command_writes_report_plot_and_oracle(tmp_path, capsys):
+    out = tmp_path / "cal"
+    graph_file = tmp_path / "small.json"
+    wb.bundled_graph("chain_mm").with_metadata(name="small").save(graph_file)
+    code = main(["calibrate", str(graph_file), "--devices", "2", "--placements", "4", "--repeats", "1", "--target-seconds", "0.02", "--device", "cpu", "--out", str(out), "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["measured"] == 4 and -1 <= summary["spearman_after"] <= 1
+    for name in ("calibration.json", "calibration.html", "calibration.figure.json", "oracle.json", "measurements.jsonl"):
+        assert (out / name).is_file(), name

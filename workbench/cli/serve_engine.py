@@ -1,0 +1,51 @@
+"""``workbench serve-engine GRAPH ... --devices N``: the reference remote engine (see ``workbench/systems/remote.py``)."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import add_graph_argument, load_graph_argument, positive_int
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("serve-engine", help="serve real measurements of placements over TCP (JSON lines)")
+    add_graph_argument(parser)
+    parser.add_argument("more_graphs", nargs="*", metavar="GRAPH", help="more graphs to serve")
+    parser.add_argument("--devices", type=positive_int, default=4, help="workers of the local executor (default 4)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the engine)")
+    parser.add_argument("--port", type=int, default=7070, help="TCP port (default 7070; 0 picks a free one)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="worker devices (default auto: CUDA when present)")
+    parser.add_argument("--target-seconds", type=float, default=0.2, help="scale each graph so its lower bound lasts this long (default 0.2)")
+    parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs before each measurement (default 1)")
+    parser.add_argument("--max-timeout", type=float, default=600.0, help="the longest timeout a request may ask for (default 600 s)")
+    parser.add_argument("--simulate", action="store_true", help="answer with the simulator instead of running (for testing clients)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from . import CliError
+    from ..systems import LocalExecutor, SimulatorOracle, serve_engine
+
+    if not 0 <= args.port < 65536:
+        raise CliError(f"--port must be in 0..65535, got {args.port}")
+    graphs = [load_graph_argument(g) for g in [args.graph, *args.more_graphs]]
+    if args.simulate:
+        oracle = SimulatorOracle(args.devices, args.time_scale or 1.0)
+    else:
+        oracle = LocalExecutor(args.devices, args.device, args.time_scale, args.target_seconds, warmup=args.warmup)
+    try:
+        server = serve_engine(graphs, oracle, args.host, args.port, args.max_timeout)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: listening on {args.host}; anyone who can reach it can run work on this machine", file=sys.stderr)
+    names = ", ".join(server.graphs)
+    print(f"serving {names} on {server.address} with {type(oracle).__name__} ({args.devices} devices); Ctrl-C stops", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,246 @@
+"""The cost-oracle interface and the simulator behind it.
+
+A cost oracle answers one question: how long does this placement of this
+graph take? ``oracle.measure(graph, assignment, repeats, timeout)`` returns a
+:class:`Measurement` whose headline is ``seconds`` (the median of the repeated
+runs). The simulator (:class:`SimulatorOracle`), the local executor
+(:class:`~workbench.systems.executor.LocalExecutor`) and the remote-engine
+adapter (:class:`~workbench.systems.remote.RemoteEngine`) all implement it, so
+training and calibration never special-case one of them.
+
+Errors come in two kinds. A bad request (an assignment that does not fit the
+graph or the devices) raises :class:`~workbench.sim.AssignmentError` at once.
+A run that fails (an op raised, a worker died, the timeout passed, the engine
+is unreachable) returns a Measurement with ``ok == False``, ``seconds`` NaN and
+the reasons in ``errors``: never a hang and never a silent zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..cluster import Cluster, Devices, as_cluster
+from ..graph import DataflowGraph
+from ..sim import Priority, check_assignment, simulate
+from ..sim.trace import Trace
+
+__all__ = ["Measurement", "CostOracle", "SimulatorOracle", "scaled_trace", "trace_violations", "spearman"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What an oracle measured for one placement.
+
+    Attributes:
+        seconds: median makespan over the successful repeats, in seconds; NaN
+            when the measurement failed.
+        samples: the makespan of every successful repeat, in seconds.
+        errors: why runs failed (empty when the measurement succeeded).
+        trace: the trace of the median run (times in seconds from its start),
+            when the oracle records one.
+        oracle: which oracle measured (``"sim"``, ``"local"``, ``"remote HOST:PORT"``).
+        details: oracle-specific facts (time scale, devices, warm-up runs, ...).
+    """
+
+    seconds: float
+    samples: tuple[float, ...] = ()
+    errors: tuple[str, ...] = ()
+    trace: Trace | None = None
+    oracle: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when every run succeeded and ``seconds`` is a real number."""
+        return not self.errors and math.isfinite(self.seconds)
+
+    @property
+    def error(self) -> str | None:
+        """The first error, or ``None``."""
+        return self.errors[0] if self.errors else None
+
+    @classmethod
+    def from_samples(cls, samples: Sequence[float], traces: Sequence[Trace | None] = (), **fields: Any) -> "Measurement":
+        """The median of ``samples`` with the trace of the median run (NaN when there are errors or no samples)."""
+        values = tuple(float(s) for s in samples)
+        errors = tuple(fields.pop("errors", ()))
+        if errors or not values:
+            return cls(seconds=math.nan, samples=values, errors=errors or ("no successful run",), **fields)
+        median = float(np.median(values))
+        trace = None
+        if traces:
+            closest = int(np.argmin(np.abs(np.asarray(values) - median)))
+            trace = traces[closest]
+        return cls(seconds=median, samples=values, trace=trace, **fields)
+
+    @classmethod
+    def failed(cls, error: str, **fields: Any) -> "Measurement":
+        return cls(seconds=math.nan, errors=(error,), **fields)
+
+    def to_dict(self, with_trace: bool = True) -> dict[str, Any]:
+        return {
+            "seconds": None if math.isnan(self.seconds) else self.seconds,
+            "samples": list(self.samples),
+            "errors": list(self.errors),
+            "oracle": self.oracle,
+            "details": dict(self.details),
+            "trace": self.trace.to_dict() if (with_trace and self.trace is not None) else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Measurement":
+        seconds = data.get("seconds")
+        return cls(
+            seconds=math.nan if seconds is None else float(seconds),
+            samples=tuple(float(s) for s in data.get("samples") or ()),
+            errors=tuple(str(e) for e in data.get("errors") or ()),
+            trace=Trace.from_dict(data["trace"]) if data.get("trace") else None,
+            oracle=str(data.get("oracle", "")),
+            details=dict(data.get("details") or {}),
+        )
+
+
+@runtime_checkable
+class CostOracle(Protocol):
+    """Anything that measures placements: ``measure(graph, assignment, repeats, timeout) -> Measurement``."""
+
+    devices: int
+
+    def measure(self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 3, timeout: float = 60.0) -> Measurement:
+        """Run ``assignment`` of ``graph`` ``repeats`` times within ``timeout`` seconds."""
+        ...
+
+
+def scaled_trace(trace: Trace, factor: float) -> Trace:
+    """``trace`` with every time multiplied by ``factor`` (graph units to seconds, say)."""
+    return replace(
+        trace,
+        ready=trace.ready * factor,
+        start=trace.start * factor,
+        end=trace.end * factor,
+        transfer_start=trace.transfer_start * factor,
+        transfer_end=trace.transfer_end * factor,
+    )
+
+
+@dataclass(frozen=True)
+class SimulatorOracle:
+    """The simulator as a cost oracle: graph units become seconds.
+
+    The simulator runs the graph with ``op_overhead / time_scale`` added to
+    every compute cost, on ``devices`` (identical devices or a
+    :class:`~workbench.Cluster`), and multiplies the makespan and the trace
+    by ``time_scale``. Deterministic: one sample, whatever ``repeats`` says.
+
+    Attributes:
+        devices: number of identical devices, or a Cluster (speeds, links).
+        time_scale: seconds per graph unit.
+        op_overhead: seconds added to every op (the fixed cost of running one
+            op on a real system; fitted by calibration).
+        priority: the simulator's device-queue order.
+    """
+
+    devices: Devices = 4
+    time_scale: float = 1.0
+    op_overhead: float = 0.0
+    priority: Priority = "fifo"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
+            raise ValueError(f"time_scale must be a finite number > 0, got {self.time_scale!r}")
+        if not (math.isfinite(self.op_overhead) and self.op_overhead >= 0):
+            raise ValueError(f"op_overhead must be a finite number >= 0, got {self.op_overhead!r}")
+
+    @property
+    def cluster(self) -> Cluster:
+        return as_cluster(self.devices)
+
+    def effective_graph(self, graph: DataflowGraph) -> DataflowGraph:
+        """``graph`` with the per-op overhead added to its compute costs (in graph units)."""
+        if self.op_overhead == 0:
+            return graph
+        return DataflowGraph(graph.compute + self.op_overhead / self.time_scale, graph.src, graph.dst, graph.comm, graph.names, graph.op_types, graph.metadata)
+
+    def measure(self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0) -> Measurement:
+        cluster = self.cluster
+        check_assignment(graph, assignment, cluster.num_devices)
+        result = simulate(self.effective_graph(graph), assignment, cluster, priority=self.priority)
+        trace = scaled_trace(result.trace, self.time_scale)
+        return Measurement.from_samples(
+            [result.makespan * self.time_scale],
+            [trace],
+            oracle="sim",
+            details={"time_scale": self.time_scale, "op_overhead": self.op_overhead, "cluster": cluster.to_dict()},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cluster": self.cluster.to_dict(), "time_scale": self.time_scale, "op_overhead": self.op_overhead}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SimulatorOracle":
+        return cls(Cluster.from_dict(data["cluster"]), float(data["time_scale"]), float(data.get("op_overhead", 0.0)))
+
+
+def trace_violations(graph: DataflowGraph, assignment, trace: Trace, slack: float = 1e-6) -> list[str]:
+    """Check a measured trace: ops on their devices, inputs before starts, one op per device at a time.
+
+    Unlike :func:`workbench.validate`, durations are whatever really happened;
+    ``slack`` (seconds) absorbs clock granularity.
+    """
+    values = check_assignment(graph, assignment, int(trace.device.max(initial=0)) + 1)
+    problems: list[str] = []
+    if not np.array_equal(trace.device, values):
+        op = int(np.flatnonzero(trace.device != values)[0])
+        problems.append(f"op {op} ran on device {trace.device[op]} but is assigned to {values[op]}")
+    bad = np.flatnonzero((trace.start < trace.ready - slack) | (trace.end < trace.start))
+    for op in bad[:5]:
+        problems.append(f"op {op}: ready {trace.ready[op]:.6g}, start {trace.start[op]:.6g}, end {trace.end[op]:.6g} out of order")
+    arrival = {(int(u), int(v)): float(t) for u, v, t in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_end)}
+    for k in range(trace.transfer_src_op.size):
+        u = int(trace.transfer_src_op[k])
+        if trace.transfer_start[k] < trace.end[u] - slack:
+            problems.append(f"transfer {u}->{trace.transfer_dst_op[k]} started before op {u} ended")
+    for u, v in zip(graph.src.tolist(), graph.dst.tolist()):
+        if values[u] == values[v]:
+            arrives = trace.end[u]
+        elif (u, v) in arrival:
+            arrives = arrival[u, v]
+        else:
+            problems.append(f"no transfer recorded for edge {u}->{v} across devices")
+            continue
+        if trace.start[v] < arrives - slack:
+            problems.append(f"op {v} started at {trace.start[v]:.6g} before its input from op {u} arrived at {arrives:.6g}")
+    for d in np.unique(values):
+        ops = np.flatnonzero(values == d)
+        ops = ops[np.argsort(trace.start[ops], kind="stable")]
+        overlap = np.flatnonzero(trace.start[ops[1:]] < trace.end[ops[:-1]] - slack)
+        for k in overlap[:5]:
+            problems.append(f"device {d} ran ops {ops[k]} and {ops[k + 1]} at once")
+    return problems
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(values.size)
+    ranks[order] = np.arange(values.size, dtype=float)
+    for value in np.unique(values[np.r_[False, np.diff(values[order]) == 0] if values.size else []]):
+        tied = values == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation (ties get their average rank); NaN when undefined."""
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if a.size != b.size:
+        raise ValueError(f"spearman needs equally long inputs, got {a.size} and {b.size}")
+    if a.size < 2:
+        return math.nan
+    ra, rb = _ranks(a), _ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return math.nan
+    return float(np.corrcoef(ra, rb)[0, 1])
