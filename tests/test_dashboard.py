@@ -229,18 +229,40 @@ def test_compare_view_shows_each_method_and_a_message_for_failures(context):
     assert compare.clicked_op({"points": [{"x": 1}]}) is None
 
 
-def test_graph_view_and_measured_view(context, tmp_path):
+def test_graph_view_colors_ops_by_device():
     key = "bundled:doppler-paper/chain_mm_112nodes.txt"
-    fig, csv, stats, note = graph_page.graph_view(context, key, "device", "critical_path", 4)
+    fig, csv, stats, note = graph_page.graph_view(DashboardContext.create(), key, "device", "critical_path", 4)
     assert {t.name for t in fig.data} >= {"device 0", "critical path"} and note is None
+
+
+def write_calibration(root: Path) -> wb.Trace:
+    """A ``workbench calibrate`` folder whose journal ends in a half-written line; returns the measured trace."""
     graph = wb.bundled_graph("chain_mm")
     trace = wb.simulate(graph, np.arange(graph.num_nodes) % 2, 2).trace
+    folder = root / "calibrate-chain_mm_112nodes-2d"
+    folder.mkdir()
+    entry = {"key": "round_robin|0,1", "measurement": {"seconds": 0.01, "trace": trace.to_dict()}}
+    (folder / "measurements.jsonl").write_text(json.dumps(entry) + "\n" + json.dumps(entry)[:40])
+    fitted = {"cluster": wb.Cluster.identical(2).to_dict(), "time_scale": 1e-3, "op_overhead": 0.0}
+    placements = [{"label": f"p{i}", "measured": 0.01 * i, "before": 0.012 * i, "after": 0.011 * i} for i in range(1, 5)]
+    (folder / "calibration.json").write_text(json.dumps({"graph": graph.name, "fitted": fitted, "placements": placements}))
+    return trace
+
+
+def test_measured_view_reads_calibration_journals_and_trace_files(context):
+    trace = write_calibration(context.runs_dir)
     trace.to_json(context.runs_dir / "measured_trace.json")
-    out = measured.measured_view(context, key, "runs:measured_trace.json")
-    assert len(op_bars(out[0])) == 2 and "ratio 1" in str(out[-1])
-    wrong = measured.measured_view(context, "bundled:doppler-paper/ffnn_192nodes.txt", "runs:measured_trace.json")
+    values = [o["value"] for o in measured.measured_sources(context)]
+    assert values == ["journal:calibrate-chain_mm_112nodes-2d:0", "runs:measured_trace.json"]
+    out = measured.measured_view(context, values[0], None)
+    assert len(op_bars(out[0])) == 2 and "calibrated simulator" in out[2].layout.title.text
+    assert out[2].layout.xaxis.range[1] == pytest.approx(trace.makespan * 1e-3 * 1.01)
+    assert [t.name.split(":")[0] for t in out[4].data[:2]] == ["before calibration", "after calibration"]
+    plain = measured.measured_view(context, values[1], "bundled:doppler-paper/chain_mm_112nodes.txt")
+    assert "graph units" in plain[2].layout.title.text
+    wrong = measured.measured_view(context, values[1], "bundled:doppler-paper/ffnn_192nodes.txt")
     assert "choose the graph it was measured on" in str(wrong[-1])
-    assert "outside" in str(measured.measured_view(context, key, "runs:../../x_trace.json")[-1])
+    assert "outside" in str(measured.measured_view(context, "runs:../../x_trace.json", None)[-1])
 
 
 # ---------------------------------------------------------------- launch

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard import write_run
+from tests.test_dashboard import write_calibration, write_run
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -35,6 +35,7 @@ def free_port() -> int:
 def server_runs(tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("runs")
     write_run(runs, episodes=120)
+    write_calibration(runs)
     return runs
 
 
@@ -112,7 +113,14 @@ def test_training_page_draws_the_run_curve_and_follows_new_episodes(server, serv
     finish(page, errors, tmp_path / "training.png")
 
 
-@pytest.mark.parametrize("path", ["/graph", "/launch", "/measured"])
+def test_measured_page_shows_both_gantt_charts(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
+    assert page.locator("text=simulated (calibrated simulator, seconds)").count() == 1
+    assert page.locator("text=before calibration: Spearman").count() == 1
+    finish(page, errors, tmp_path / "measured.png")
+
+
+@pytest.mark.parametrize("path", ["/graph", "/launch"])
 def test_other_pages_load_without_console_errors(server, browser, tmp_path, path):
     page, errors = visit(browser, server + path, "h2")
     assert page.locator(".wb-error").count() == 0, page.locator(".wb-error").all_inner_texts()

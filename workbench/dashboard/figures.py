@@ -461,24 +461,41 @@ def graph_statistics(graph, devices: int = 4) -> dict[str, Any]:
 
 
 # ------------------------------------------------------- measured vs sim
-def calibration_scatter(simulated: Sequence[float], measured: Sequence[float], labels: Sequence[str] | None = None, title: str | None = None) -> go.Figure:
-    """Measured against simulated values with the y = x line and Spearman's rank correlation."""
-    sim = pd.Series(np.asarray(simulated, dtype=float))
-    real = pd.Series(np.asarray(measured, dtype=float))
-    rho = sim.rank().corr(real.rank()) if len(sim) > 2 else float("nan")
-    fig = go.Figure(
-        go.Scatter(
-            x=sim, y=real, mode="markers", name="samples", text=list(labels) if labels is not None else None,
-            hovertemplate="%{text}<br>simulated %{x:.6g}<br>measured %{y:.6g}<extra></extra>", marker=dict(size=7, opacity=0.7),
-        )
-    )  # fmt: skip
-    if len(sim):
-        top = float(max(sim.max(), real.max()))
+def calibration_scatter(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    labels: Sequence[str] | None = None,
+    title: str | None = None,
+    reference: str = "identity",
+    x_title: str = "simulated",
+    y_title: str = "measured",
+) -> go.Figure:
+    """Measured (y) against simulated (x) per series, each named with its Spearman rank correlation.
+
+    ``reference``: ``"identity"`` draws y = x (same units), ``"fit"`` the
+    least-squares line through the origin (different units).
+    """
+    fig = go.Figure()
+    top = 0.0
+    for name, (simulated, measured) in series.items():
+        sim = pd.Series(np.asarray(simulated, dtype=float))
+        real = pd.Series(np.asarray(measured, dtype=float))
+        rho = sim.rank().corr(real.rank()) if len(sim) > 2 else float("nan")
+        fig.add_trace(go.Scatter(
+            x=sim, y=real, mode="markers", name=f"{name}: Spearman {rho:.3f}" if np.isfinite(rho) else name,
+            text=list(labels) if labels is not None else None, marker=dict(size=7, opacity=0.7),
+            hovertemplate="%{text}<br>" + x_title + " %{x:.6g}<br>" + y_title + " %{y:.6g}<extra></extra>",
+        ))  # fmt: skip
+        if len(sim):
+            top = max(top, float(sim.max()))
+            if reference == "fit" and float((sim * sim).sum()) > 0:
+                slope = float((sim * real).sum() / (sim * sim).sum())
+                fig.add_trace(go.Scatter(x=[0, top], y=[0, slope * top], mode="lines", line=dict(color="gray", dash="dash"), name=f"fit: y = {slope:.3g} x"))
+    if reference == "identity" and top > 0:
         fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", line=dict(color="gray", dash="dash"), name="y = x"))
-    fig.update_xaxes(title="simulated")
-    fig.update_yaxes(title="measured")
-    heading = f"{title or 'measured vs simulated'} (Spearman ρ = {rho:.3f})" if np.isfinite(rho) else title
-    return _base_layout(fig, heading, 420)
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title)
+    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0))
+    return _base_layout(fig, title, 420)
 
 
 # ------------------------------------------------------------- utilities

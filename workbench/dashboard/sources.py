@@ -38,6 +38,8 @@ __all__ = [
     "load_graph_key",
     "save_upload",
     "generator",
+    "generator_kinds",
+    "generator_defaults",
     "method_choices",
     "parse_method",
     "method_label",
@@ -90,6 +92,25 @@ def generator():
     except (ImportError, AttributeError):
         return None
     return generate
+
+
+def generator_kinds() -> list[dict[str, str]]:
+    """Dropdown options for ``workbench.generate``'s families (empty without generators)."""
+    try:
+        from workbench.generators import GENERATORS
+    except ImportError:
+        return []
+    return [{"label": f"{kind} — {entry[2]}", "value": kind} for kind, entry in GENERATORS.items()]
+
+
+def generator_defaults(kind: str | None) -> dict[str, Any]:
+    """A family's parameters with their defaults (empty when unknown)."""
+    try:
+        from workbench.generators import generator_parameters
+
+        return dict(generator_parameters(kind)) if kind else {}
+    except (ImportError, ValueError, KeyError):
+        return {}
 
 
 def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
