@@ -48,7 +48,7 @@ def layout(context, jobs, **_query) -> html.Div:
                 html.Button("Compare", id="compare-run", className="wb-primary"),
             ),
             dcc.Store(id="compare-state"),
-            dcc.Loading(html.Div(id="compare-results"), type="default"),
+            dcc.Loading(html.Div(id="compare-results"), type="default", delay_show=400),
         ]
     )
 
