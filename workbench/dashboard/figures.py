@@ -108,11 +108,11 @@ def gantt_figure(graph, trace, title: str | None = None, devices: int | None = N
             showlegend=False,
         )
     )
-    custom = frame[["op", "name", "compute", "ready", "start", "end", "wait"]].to_numpy(dtype=object)
+    custom = frame[["op", "name", "compute", "ready", "start", "end", "wait", "device"]].to_numpy(dtype=object)
     hover = (
-        "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>compute %{customdata[2]:.6g}"
+        "<b>%{customdata[1]}</b> (op %{customdata[0]}) on device %{customdata[7]}<br>compute %{customdata[2]:.6g}"
         "<br>ready %{customdata[3]:.6g}<br>start %{customdata[4]:.6g}<br>end %{customdata[5]:.6g}"
-        "<br>waited %{customdata[6]:.6g}<extra>device %{y}</extra>"
+        "<br>waited %{customdata[6]:.6g}<extra></extra>"
     )
     large = len(frame) > large_threshold
     for device in range(devices):
