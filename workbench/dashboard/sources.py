@@ -203,7 +203,7 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
     from .runs import list_runs
 
     found = []
-    for method in LEARNED_METHODS:
+    for method in LEARNED_METHODS if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
         pretrained = ctx.datasets_dir / "pretrained" / graph_name / f"{method}.pt"
         if pretrained.is_file():
             ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()
