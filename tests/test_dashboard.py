@@ -18,7 +18,7 @@ from workbench.dashboard.context import DashboardContext, PathError, resolve_ins
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.runs import read_metrics, read_run, references
-from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, parse_method, save_upload
+from workbench.dashboard.sources import UploadError, generator, load_graph_key, method_choices, parse_method, save_upload
 
 DIAMOND = wb.DataflowGraph.from_edges([1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d"))
 METRICS_HEADER = "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,loss_entropy,loss_imitation,teacher_agreement,epsilon,lr,seconds,oracle\n"
@@ -68,6 +68,7 @@ def test_gantt_has_one_bar_per_op_on_its_device_row_with_simulated_times():
     transfers = next(t for t in fig.data if t.name.endswith("transfers"))
     assert np.count_nonzero(~np.isnan(np.asarray(transfers.x, dtype=float))) == 2 * result.trace.transfer_start.size
     assert fig.layout.xaxis.range[1] >= result.makespan
+    assert len(figures.gantt_figure(DIAMOND, result.trace, devices=4).layout.yaxis.tickvals) == 4  # unused devices are idle rows
 
 
 def test_large_gantt_uses_webgl_segments_for_every_op():
@@ -134,9 +135,16 @@ def test_graph_figure_layers_ops_by_depth_and_marks_the_critical_path():
 
 
 @pytest.mark.slow
-def test_png_export_uses_kaleido():
-    png = figures.to_png(figures.makespan_bars({"a": 1.0, "b": 2.0}, 0.5))
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+def test_png_and_csv_downloads_of_a_card():
+    from workbench.dashboard.components import download_payload
+
+    figure = figures.makespan_bars({"a": 1.0, "b": 2.0}, 0.5).to_plotly_json()  # what the browser sends back
+    data, text = download_payload("png-button", "compare/makespans", figure, None)
+    assert text == "" and data["filename"] == "compare-makespans.png"
+    assert base64.b64decode(data["content"])[:8] == b"\x89PNG\r\n\x1a\n"
+    data, _ = download_payload("csv-button", "compare/makespans", figure, "method,makespan\na,1\n")
+    assert data["content"].startswith("method,makespan")
+    assert download_payload("csv-button", "x", figure, None) == (None, "no data to download")
 
 
 # ------------------------------------------------------------- safe input
@@ -200,12 +208,13 @@ def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
 
 def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
     write_run(context.runs_dir, "good")
-    curves, csv, gantt, gantt_csv, _status = training.training_view(context, ["good"], "makespan", 10)
-    assert any(t.name == "good" for t in curves.data)
+    curves, csv, losses, gantt, gantt_csv, _status = training.training_view(context, ["good"], "loss", 10)
+    assert any(t.name == "good" for t in curves.data) and any(t.name == "good" for t in losses.data)
+    assert any(s.type == "line" for s in curves.layout.shapes) and not any(s.type == "line" for s in losses.layout.shapes)
     assert len(op_bars(gantt)) == 4 and "makespan" in pd.read_csv(pd.io.common.StringIO(csv)).columns
     (context.runs_dir / "empty").mkdir()
     (context.runs_dir / "empty" / "meta.json").write_text("not json")
-    curves, _, gantt, _, status = training.training_view(context, ["empty"], "makespan", 10)
+    *_, status = training.training_view(context, ["empty"], "loss", 10)
     assert "unreadable" in str(status) and "metrics.csv is missing" in str(status)
     with pytest.raises(PathError):
         training.signature(context, ["../../etc"])
@@ -227,18 +236,57 @@ def test_compare_view_shows_each_method_and_a_message_for_failures(context):
     assert compare.clicked_op({"points": [{"x": 1}]}) is None
 
 
-def test_graph_view_and_measured_view(context, tmp_path):
+def test_graph_view_colors_ops_by_device():
     key = "bundled:doppler-paper/chain_mm_112nodes.txt"
-    fig, csv, stats, note = graph_page.graph_view(context, key, "device", "critical_path", 4)
+    fig, csv, stats, note = graph_page.graph_view(DashboardContext.create(), key, "device", "critical_path", 4)
     assert {t.name for t in fig.data} >= {"device 0", "critical path"} and note is None
+
+
+def write_calibration(root: Path) -> wb.Trace:
+    """A ``workbench calibrate`` folder whose journal ends in a half-written line; returns the measured trace."""
     graph = wb.bundled_graph("chain_mm")
     trace = wb.simulate(graph, np.arange(graph.num_nodes) % 2, 2).trace
+    folder = root / "calibrate-chain_mm_112nodes-2d"
+    folder.mkdir()
+    entry = {"key": "round_robin|0,1", "measurement": {"seconds": 0.01, "trace": trace.to_dict()}}
+    (folder / "measurements.jsonl").write_text(json.dumps(entry) + "\n" + json.dumps(entry)[:40])
+    fitted = {"cluster": wb.Cluster.identical(2).to_dict(), "time_scale": 1e-3, "op_overhead": 0.0}
+    placements = [{"label": f"p{i}", "measured": 0.01 * i, "before": 0.012 * i, "after": 0.011 * i} for i in range(1, 5)]
+    (folder / "calibration.json").write_text(json.dumps({"graph": graph.name, "fitted": fitted, "placements": placements}))
+    return trace
+
+
+def test_measured_view_reads_calibration_journals_and_trace_files(context):
+    trace = write_calibration(context.runs_dir)
     trace.to_json(context.runs_dir / "measured_trace.json")
-    out = measured.measured_view(context, key, "runs:measured_trace.json")
-    assert len(op_bars(out[0])) == 2 and "ratio 1" in str(out[-1])
-    wrong = measured.measured_view(context, "bundled:doppler-paper/ffnn_192nodes.txt", "runs:measured_trace.json")
+    values = [o["value"] for o in measured.measured_sources(context)]
+    assert values == ["journal:calibrate-chain_mm_112nodes-2d:0", "runs:measured_trace.json"]
+    out = measured.measured_view(context, values[0], None)
+    assert len(op_bars(out[0])) == 2 and "calibrated simulator" in out[2].layout.title.text
+    assert out[2].layout.xaxis.range[1] == pytest.approx(trace.makespan * 1e-3 * 1.01)
+    assert [t.name.split(":")[0] for t in out[4].data[:2]] == ["before calibration", "after calibration"]
+    plain = measured.measured_view(context, values[1], "bundled:doppler-paper/chain_mm_112nodes.txt")
+    assert "graph units" in plain[2].layout.title.text
+    wrong = measured.measured_view(context, values[1], "bundled:doppler-paper/ffnn_192nodes.txt")
     assert "choose the graph it was measured on" in str(wrong[-1])
-    assert "outside" in str(measured.measured_view(context, key, "runs:../../x_trace.json")[-1])
+    assert "outside" in str(measured.measured_view(context, "runs:../../x_trace.json", None)[-1])
+
+
+def test_measured_page_says_when_the_backend_is_missing(context, monkeypatch):
+    monkeypatch.setattr(measured, "backend_available", lambda: False)
+    assert "not available" in str(measured.layout(context, None))
+
+
+def test_graph_picker_resolves_each_source(context):
+    from workbench.dashboard.picker import resolve_graph_key
+
+    assert resolve_graph_key(context, "bundled", "bundled:stg/50/rand0000.stg", None, None, None) == ("bundled:stg/50/rand0000.stg", None)
+    assert resolve_graph_key(context, "uploaded", None, None, None, None)[1] == "upload a graph file"
+    assert "not valid JSON" in resolve_graph_key(context, "generated", None, None, "layered", "{bad")[1]
+    if generator() is not None:
+        key, error = resolve_graph_key(context, "generated", None, None, "layered", json.dumps({"layers": 3, "width": 2}))
+        assert error is None and load_graph_key(context, key).num_nodes > 0
+        assert "cannot load the graph" in resolve_graph_key(context, "generated", None, None, "layered", '{"no_such_parameter": 1}')[1]
 
 
 # ---------------------------------------------------------------- launch

@@ -6,6 +6,7 @@ Screenshots go to the test's tmp folder.
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard import write_run
+from tests.test_dashboard import DIAMOND, write_calibration, write_run
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -31,14 +32,20 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server_runs(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    write_run(runs, episodes=120)
+    write_calibration(runs)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def server(server_runs):
     from werkzeug.serving import make_server
 
     from workbench.dashboard import create_app
 
-    runs = tmp_path_factory.mktemp("runs")
-    write_run(runs, episodes=120)
-    app = create_app(runs_dir=runs)
+    app = create_app(runs_dir=server_runs)
     port = free_port()
     httpd = make_server("127.0.0.1", port, app.server, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -82,7 +89,7 @@ def finish(page, errors: list[str], screenshot: Path) -> None:
     assert not errors, errors
 
 
-def test_compare_page_draws_a_gantt_chart_per_method(server, browser, tmp_path):
+def test_compare_page_draws_a_gantt_chart_per_method_and_compares_an_upload(server, browser, tmp_path):
     page, errors = visit(browser, server + "/", "text=critical_path: device timelines")
     titles = page.locator(".gtitle").all_text_contents()
     assert sum("device timelines" in t for t in titles) >= 2, titles
@@ -91,26 +98,37 @@ def test_compare_page_draws_a_gantt_chart_per_method(server, browser, tmp_path):
     assert bars > 2 * 180  # FFNN's 180 ops, drawn once per method (plus the idle rows)
     page.locator(".js-plotly-plot .barlayer .point").nth(10).click(force=True)
     settle(page, 0.5)
-    finish(page, errors, tmp_path / "compare.png")
+    page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+    upload = json.dumps(DIAMOND.to_dict()).encode()
+    page.set_input_files("#compare-upload input[type=file]", files=[{"name": "diamond.json", "mimeType": "application/json", "buffer": upload}])
+    page.wait_for_selector("text=uploaded diamond: 4 ops", timeout=30_000)
+    settle(page)
+    assert page.locator(".js-plotly-plot .barlayer .point").count() >= 2 * 4
+    finish(page, errors, tmp_path / "compare-upload.png")
 
 
-def test_training_page_draws_the_run_curve(server, browser, tmp_path):
+def test_training_page_draws_the_run_curve_and_follows_new_episodes(server, server_runs, browser, tmp_path):
     page, errors = visit(browser, server + "/training", "text=makespan per episode")
     assert page.locator("text=Stage I: imitation").count() >= 1
     assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 2
     assert page.locator("text=best makespan").count() >= 1
+    metrics = Path(server_runs) / "demo" / "metrics.csv"
+    text = metrics.read_text()
+    metrics.write_text(text[: text.rfind("\n") + 1] + "".join(f"sim,{e},chain_mm_112nodes,1.6e13,,,,,,,,,,,sim\n" for e in range(120, 130)))
+    page.wait_for_selector("td:text-is('130')", timeout=15_000)  # the episode count updates without a reload
     finish(page, errors, tmp_path / "training.png")
 
 
-@pytest.mark.parametrize("path", ["/graph", "/launch", "/measured"])
-def test_other_pages_load_without_console_errors(server, browser, tmp_path, path):
-    page, errors = visit(browser, server + path, "h2")
-    assert page.locator(".wb-error").count() == 0, page.locator(".wb-error").all_inner_texts()
-    finish(page, errors, tmp_path / f"{path.strip('/')}.png")
+def test_measured_page_shows_both_gantt_charts(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
+    assert page.locator("text=simulated (calibrated simulator, seconds)").count() == 1
+    assert page.locator("text=before calibration: Spearman").count() == 1
+    finish(page, errors, tmp_path / "measured.png")
 
 
-def test_upload_of_a_non_graph_file_shows_what_is_wrong(server, browser, tmp_path):
+def test_graph_page_shows_an_upload_error_and_downloads_csv(server, browser, tmp_path):
     page, errors = visit(browser, server + "/graph", "text=Statistics")
+    assert page.locator(".wb-error").count() == 0
     page.set_input_files("#graph-upload input[type=file]", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello\nworld\n"}])
     page.wait_for_selector(".wb-error", timeout=30_000)
     assert "notes.txt" in page.locator(".wb-error").inner_text()
@@ -122,6 +140,7 @@ def test_upload_of_a_non_graph_file_shows_what_is_wrong(server, browser, tmp_pat
 
 def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp_path):
     page, errors = visit(browser, server + "/launch", "text=Start")
+    assert page.locator(".wb-error").count() == 0
     page.click("#launch-start")
     page.wait_for_selector("text=started job #1", timeout=10_000)
     page.wait_for_selector("text=finished", timeout=60_000)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 from pathlib import Path
 
 import dash
@@ -51,12 +53,6 @@ INDEX = """<!DOCTYPE html>
 </html>"""
 
 
-def _ensure_browser_path() -> None:
-    """Point Kaleido (PNG export) at Debian's chromium unless a browser is configured."""
-    if "BROWSER_PATH" not in os.environ and Path("/usr/bin/chromium").exists():
-        os.environ["BROWSER_PATH"] = "/usr/bin/chromium"
-
-
 def create_app(runs_dir: str | os.PathLike | None = None, datasets_dir: str | os.PathLike | None = None) -> dash.Dash:
     """Build the dashboard.
 
@@ -67,9 +63,10 @@ def create_app(runs_dir: str | os.PathLike | None = None, datasets_dir: str | os
     The page registry of Dash Pages is process-wide: the pages of the most
     recently built app are the ones served.
     """
-    _ensure_browser_path()
     context = DashboardContext.create(runs_dir, datasets_dir)
     jobs = JobManager(context)
+    for scratch in (context.upload_dir, jobs.log_dir):
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     app = dash.Dash(
         __name__,
         use_pages=True,

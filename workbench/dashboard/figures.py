@@ -37,8 +37,8 @@ __all__ = [
     "to_png",
 ]
 
-LARGE_GRAPH = 1500
-"""Past this many ops, Gantt bars and graph nodes are drawn as WebGL segments and points."""
+LARGE_GRAPH = 1000
+"""Past this many ops, Gantt bars are drawn as WebGL segments (graph views switch at half of it)."""
 
 HIGHLIGHT = "#d62728"
 STAGE_COLORS = {"il": "rgba(31,119,180,0.08)", "sim": "rgba(44,160,44,0.08)", "real": "rgba(255,127,14,0.10)"}
@@ -78,19 +78,20 @@ def gantt_frame(graph, trace) -> pd.DataFrame:
     return frame
 
 
-def gantt_figure(graph, trace, title: str | None = None, large_threshold: int = LARGE_GRAPH) -> go.Figure:
+def gantt_figure(graph, trace, title: str | None = None, devices: int | None = None, large_threshold: int = LARGE_GRAPH) -> go.Figure:
     """Device timelines: one row per device, one bar per op, transfers between rows, idle in grey.
 
     Ops too short to see (under 0.2% of the makespan) also get a tick mark.
 
     ``graph`` gives op names and compute costs for the hover (``None``: names
-    ``op<i>`` and costs from the trace). Bars are ``go.Bar(base=start,
+    ``op<i>`` and costs from the trace). ``devices`` rows are drawn (default:
+    up to the highest device used), so unused devices show as idle rows. Bars are ``go.Bar(base=start,
     x=duration, orientation="h")`` on a numeric time axis; past
     ``large_threshold`` ops they become WebGL line segments and transfers
     start hidden (click their legend entry to show them).
     """
     frame = gantt_frame(graph, trace)
-    devices = int(frame["device"].max()) + 1 if len(frame) else 1
+    devices = max(int(devices or 1), int(frame["device"].max()) + 1 if len(frame) else 1)
     makespan = trace.makespan
     busy = frame.groupby("device")["duration"].sum().reindex(range(devices), fill_value=0.0)
     fig = go.Figure()
@@ -107,11 +108,11 @@ def gantt_figure(graph, trace, title: str | None = None, large_threshold: int = 
             showlegend=False,
         )
     )
-    custom = frame[["op", "name", "compute", "ready", "start", "end", "wait"]].to_numpy(dtype=object)
+    custom = frame[["op", "name", "compute", "ready", "start", "end", "wait", "device"]].to_numpy(dtype=object)
     hover = (
-        "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>compute %{customdata[2]:.6g}"
+        "<b>%{customdata[1]}</b> (op %{customdata[0]}) on device %{customdata[7]}<br>compute %{customdata[2]:.6g}"
         "<br>ready %{customdata[3]:.6g}<br>start %{customdata[4]:.6g}<br>end %{customdata[5]:.6g}"
-        "<br>waited %{customdata[6]:.6g}<extra>device %{y}</extra>"
+        "<br>waited %{customdata[6]:.6g}<extra></extra>"
     )
     large = len(frame) > large_threshold
     for device in range(devices):
@@ -245,7 +246,7 @@ def placement_heatmap(graph, assignment: Sequence[int], devices: int, title: str
         )
     )
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed")
-    fig.update_xaxes(title="ops in topological order")
+    fig.update_xaxes(title="ops in topological order", dtick=1 if n <= 40 else None)
     return _base_layout(fig, title, 90 + 28 * devices)
 
 
@@ -385,10 +386,13 @@ def graph_frame(graph, assignment: Sequence[int] | None = None) -> pd.DataFrame:
     return frame
 
 
-def graph_figure(graph, color_by: str = "compute", assignment: Sequence[int] | None = None, title: str | None = None) -> go.Figure:
+def graph_figure(
+    graph, color_by: str = "compute", assignment: Sequence[int] | None = None, title: str | None = None, large_threshold: int = LARGE_GRAPH // 2
+) -> go.Figure:
     """The graph drawn in layers (x = topological depth); ops colored by ``compute``, ``device`` or ``op_type``.
 
-    The critical path (compute + communication) is drawn in red.
+    The critical path (compute + communication) is drawn in red. Past
+    ``large_threshold`` ops, nodes and edges are drawn with WebGL.
     """
     if color_by == "device" and assignment is None:
         raise ValueError("color_by='device' needs an assignment")
@@ -396,7 +400,7 @@ def graph_figure(graph, color_by: str = "compute", assignment: Sequence[int] | N
         raise ValueError(f"color_by must be 'compute', 'device' or 'op_type', got {color_by!r}")
     frame = graph_frame(graph, assignment)
     x, y = _layered_positions(graph)
-    large = graph.num_nodes > LARGE_GRAPH
+    large = graph.num_nodes > large_threshold
     scatter = go.Scattergl if large else go.Scatter
     fig = go.Figure()
     path = graph.critical_path(with_comm=True)
@@ -457,24 +461,41 @@ def graph_statistics(graph, devices: int = 4) -> dict[str, Any]:
 
 
 # ------------------------------------------------------- measured vs sim
-def calibration_scatter(simulated: Sequence[float], measured: Sequence[float], labels: Sequence[str] | None = None, title: str | None = None) -> go.Figure:
-    """Measured against simulated values with the y = x line and Spearman's rank correlation."""
-    sim = pd.Series(np.asarray(simulated, dtype=float))
-    real = pd.Series(np.asarray(measured, dtype=float))
-    rho = sim.rank().corr(real.rank()) if len(sim) > 2 else float("nan")
-    fig = go.Figure(
-        go.Scatter(
-            x=sim, y=real, mode="markers", name="samples", text=list(labels) if labels is not None else None,
-            hovertemplate="%{text}<br>simulated %{x:.6g}<br>measured %{y:.6g}<extra></extra>", marker=dict(size=7, opacity=0.7),
-        )
-    )  # fmt: skip
-    if len(sim):
-        top = float(max(sim.max(), real.max()))
+def calibration_scatter(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    labels: Sequence[str] | None = None,
+    title: str | None = None,
+    reference: str = "identity",
+    x_title: str = "simulated",
+    y_title: str = "measured",
+) -> go.Figure:
+    """Measured (y) against simulated (x) per series, each named with its Spearman rank correlation.
+
+    ``reference``: ``"identity"`` draws y = x (same units), ``"fit"`` the
+    least-squares line through the origin (different units).
+    """
+    fig = go.Figure()
+    top = 0.0
+    for name, (simulated, measured) in series.items():
+        sim = pd.Series(np.asarray(simulated, dtype=float))
+        real = pd.Series(np.asarray(measured, dtype=float))
+        rho = sim.rank().corr(real.rank()) if len(sim) > 2 else float("nan")
+        fig.add_trace(go.Scatter(
+            x=sim, y=real, mode="markers", name=f"{name}: Spearman {rho:.3f}" if np.isfinite(rho) else name,
+            text=list(labels) if labels is not None else None, marker=dict(size=7, opacity=0.7),
+            hovertemplate="%{text}<br>" + x_title + " %{x:.6g}<br>" + y_title + " %{y:.6g}<extra></extra>",
+        ))  # fmt: skip
+        if len(sim):
+            top = max(top, float(sim.max()))
+            if reference == "fit" and float((sim * sim).sum()) > 0:
+                slope = float((sim * real).sum() / (sim * sim).sum())
+                fig.add_trace(go.Scatter(x=[0, top], y=[0, slope * top], mode="lines", line=dict(color="gray", dash="dash"), name=f"fit: y = {slope:.3g} x"))
+    if reference == "identity" and top > 0:
         fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", line=dict(color="gray", dash="dash"), name="y = x"))
-    fig.update_xaxes(title="simulated")
-    fig.update_yaxes(title="measured")
-    heading = f"{title or 'measured vs simulated'} (Spearman ρ = {rho:.3f})" if np.isfinite(rho) else title
-    return _base_layout(fig, heading, 420)
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title)
+    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0))
+    return _base_layout(fig, title, 420)
 
 
 # ------------------------------------------------------------- utilities

@@ -27,7 +27,7 @@ from .context import DashboardContext, PathError, resolve_inside
 
 __all__ = ["LAUNCHABLE", "MAX_RUNNING", "Job", "JobManager", "LaunchError", "launchable_commands", "command_arguments", "validate_arguments"]
 
-LAUNCHABLE = ("train", "place", "sweep")
+LAUNCHABLE = ("train", "place", "sweep", "calibrate")
 """Commands the Launch page may start, when the installed CLI has them."""
 
 MAX_RUNNING = 2

@@ -14,7 +14,7 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from .components import message
 from .context import DashboardContext
-from .sources import MAX_UPLOAD_BYTES, UploadError, generator, graph_choices, load_graph_key, save_upload
+from .sources import MAX_UPLOAD_BYTES, UploadError, generator, generator_defaults, generator_kinds, graph_choices, load_graph_key, save_upload
 
 __all__ = ["graph_picker", "register_graph_picker", "resolve_graph_key", "DEFAULT_GRAPH"]
 
@@ -32,7 +32,7 @@ def graph_picker(prefix: str, context: DashboardContext, default: str = DEFAULT_
         children=[
             html.Label("Graph"),
             dcc.RadioItems(id=f"{prefix}-source", options=sources, value="bundled", inline=True, inputStyle={"marginRight": "4px", "marginLeft": "8px"}),
-            dcc.Dropdown(id=f"{prefix}-bundled", options=choices, value=default if default in values else (choices[0]["value"] if choices else None), clearable=False),
+            html.Div(id=f"{prefix}-bundled-box", children=dcc.Dropdown(id=f"{prefix}-bundled", options=choices, value=default if default in values else (choices[0]["value"] if choices else None), clearable=False)),
             dcc.Upload(
                 id=f"{prefix}-upload",
                 className="wb-upload",
@@ -41,10 +41,11 @@ def graph_picker(prefix: str, context: DashboardContext, default: str = DEFAULT_
             ),
             html.Div(
                 id=f"{prefix}-generated-box",
-                style={"display": "none" if generator() is None else "block"},
+                style={"display": "none"},
                 children=[
-                    dcc.Input(id=f"{prefix}-gen-kind", placeholder="generator kind (e.g. ffnn)", debounce=True, style={"width": "45%"}),
-                    dcc.Input(id=f"{prefix}-gen-params", placeholder='parameters as JSON, e.g. {"layers": 3}', debounce=True, style={"width": "53%"}),
+                    dcc.Dropdown(id=f"{prefix}-gen-kind", options=generator_kinds(), placeholder="generator family"),
+                    dcc.Textarea(id=f"{prefix}-gen-params", placeholder="parameters as JSON", style={"width": "100%", "height": "70px", "fontFamily": "monospace"}),
+                    html.Button("Generate", id=f"{prefix}-gen-apply", className="wb-small"),
                 ],
             ),
             dcc.Store(id=f"{prefix}-upload-key"),
@@ -62,7 +63,7 @@ def resolve_graph_key(context: DashboardContext, source: str, bundled: str | Non
         key = upload_key
     elif source == "generated":
         if not kind:
-            return None, "enter a generator kind"
+            return None, "choose a generator family, edit its parameters, then press Generate"
         try:
             parsed = json.loads(params) if params else {}
         except json.JSONDecodeError as exc:
@@ -95,17 +96,26 @@ def register_graph_picker(app, context: DashboardContext, prefix: str) -> None:
             return no_update, no_update, message(str(exc))
         return key, "uploaded", message(f"uploaded {filename}", "info")
 
+    @app.callback(Output(f"{prefix}-bundled-box", "style"), Output(f"{prefix}-generated-box", "style"), Input(f"{prefix}-source", "value"))
+    def show_source(source):
+        return {"display": "block" if source == "bundled" else "none"}, {"display": "block" if source == "generated" else "none"}
+
+    @app.callback(Output(f"{prefix}-gen-params", "value"), Input(f"{prefix}-gen-kind", "value"), prevent_initial_call=True)
+    def defaults(kind):
+        return json.dumps(generator_defaults(kind), indent=1)
+
     @app.callback(
         Output(f"{prefix}-graph-key", "data"),
         Output(f"{prefix}-graph-message", "children"),
         Input(f"{prefix}-source", "value"),
         Input(f"{prefix}-bundled", "value"),
         Input(f"{prefix}-upload-key", "data"),
-        Input(f"{prefix}-gen-kind", "value"),
-        Input(f"{prefix}-gen-params", "value"),
+        Input(f"{prefix}-gen-apply", "n_clicks"),
+        State(f"{prefix}-gen-kind", "value"),
+        State(f"{prefix}-gen-params", "value"),
     )
-    def choose(source, bundled, upload_key, kind, params):
+    def choose(source, bundled, upload_key, _generate, kind, params):
         key, error = resolve_graph_key(context, source, bundled, upload_key, kind, params)
         if error:
-            return None, message(error, "warning" if "upload a graph" in error or "enter a" in error else "error")
+            return None, message(error, "warning" if error.startswith(("upload a graph", "choose a")) else "error")
         return key, no_update

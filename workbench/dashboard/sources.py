@@ -38,6 +38,8 @@ __all__ = [
     "load_graph_key",
     "save_upload",
     "generator",
+    "generator_kinds",
+    "generator_defaults",
     "method_choices",
     "parse_method",
     "method_label",
@@ -72,6 +74,8 @@ def graph_choices(ctx: DashboardContext) -> list[dict[str, str]]:
 def graph_label(key: str) -> str:
     """A short human name for a graph key."""
     kind, _, rest = key.partition(":")
+    if kind == "upload" and _UPLOAD_NAME.fullmatch(rest):
+        return f"uploaded {_UPLOAD_NAME.fullmatch(rest).group(1)}"
     if kind == "generated":
         try:
             spec = json.loads(rest)
@@ -90,6 +94,25 @@ def generator():
     return generate
 
 
+def generator_kinds() -> list[dict[str, str]]:
+    """Dropdown options for ``workbench.generate``'s families (empty without generators)."""
+    try:
+        from workbench.generators import GENERATORS
+    except ImportError:
+        return []
+    return [{"label": f"{kind} — {entry[2]}", "value": kind} for kind, entry in GENERATORS.items()]
+
+
+def generator_defaults(kind: str | None) -> dict[str, Any]:
+    """A family's parameters with their defaults (empty when unknown)."""
+    try:
+        from workbench.generators import generator_parameters
+
+        return dict(generator_parameters(kind)) if kind else {}
+    except (ImportError, ValueError, KeyError):
+        return {}
+
+
 def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
     """The graph a key names; raises ``ValueError`` (or ``GraphFormatError``) saying what is wrong."""
     if not isinstance(key, str) or ":" not in key:
@@ -105,11 +128,15 @@ def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
         raise ValueError(f"unknown graph source {kind!r}")
     if path.suffix not in GRAPH_SUFFIXES and kind == "bundled":
         raise PathError(f"{rest!r} is not a graph file")
-    return _load_file(str(path), path.stat().st_mtime_ns if path.exists() else 0)
+    graph = _load_file(str(path), path.stat().st_mtime_ns if path.exists() else 0)
+    return graph.with_metadata(name=_UPLOAD_NAME.fullmatch(rest).group(1)) if kind == "upload" else graph
+
+
+_UPLOAD_NAME = re.compile(r"[0-9a-f]{16}-([A-Za-z0-9_-]{1,40})(?:\.txt|\.stg|\.json)?")
 
 
 def _resolve_upload(ctx: DashboardContext, name: str) -> Path:
-    if not re.fullmatch(r"[0-9a-f]{16}(\.txt|\.stg|\.json)?", name):
+    if not _UPLOAD_NAME.fullmatch(name):
         raise PathError(f"not an uploaded file name: {name!r}")
     return ctx.upload_dir / name
 
@@ -151,7 +178,8 @@ def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
     if len(data) > MAX_UPLOAD_BYTES:
         raise UploadError(f"{filename} is larger than the {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB upload limit")
     suffix = Path(filename or "").suffix.lower()
-    name = hashlib.sha256(data).hexdigest()[:16] + (suffix if suffix in GRAPH_SUFFIXES else "")
+    stem = re.sub(r"[^A-Za-z0-9_-]", "_", Path(filename or "upload").stem)[:40] or "upload"
+    name = f"{hashlib.sha256(data).hexdigest()[:16]}-{stem}" + (suffix if suffix in GRAPH_SUFFIXES else "")
     ctx.upload_dir.mkdir(parents=True, exist_ok=True)
     path = ctx.upload_dir / name
     _write_bytes(path, data)
@@ -175,7 +203,7 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
     from .runs import list_runs
 
     found = []
-    for method in LEARNED_METHODS:
+    for method in LEARNED_METHODS if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
         pretrained = ctx.datasets_dir / "pretrained" / graph_name / f"{method}.pt"
         if pretrained.is_file():
             ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()

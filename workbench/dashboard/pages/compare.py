@@ -7,6 +7,7 @@ any chart highlights it in all of them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import workbench as wb
@@ -14,7 +15,7 @@ from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
 
 from ..components import controls, field, figure_card, message
 from ..figures import gantt_frame, gantt_figure, gantt_highlight, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
-from ..picker import graph_picker, register_graph_picker
+from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices, method_label, run_placement, simulate_placement
 
 PATH = "/"
@@ -33,8 +34,7 @@ def default_methods(options: list[dict[str, str]]) -> list[str]:
 
 
 def layout(context, jobs, **_query) -> html.Div:
-    graph = load_graph_key(context, "bundled:doppler-paper/ffnn_192nodes.txt") if (context.datasets_dir / "doppler-paper").is_dir() else None
-    options = method_choices(context, graph.name if graph is not None else "")
+    options = method_choices(context, Path(DEFAULT_GRAPH).stem)
     return html.Div(
         [
             html.H2("Compare placements"),
@@ -48,7 +48,7 @@ def layout(context, jobs, **_query) -> html.Div:
                 html.Button("Compare", id="compare-run", className="wb-primary"),
             ),
             dcc.Store(id="compare-state"),
-            dcc.Loading(html.Div(id="compare-results"), type="default"),
+            dcc.Loading(html.Div(id="compare-results"), type="default", delay_show=400),
         ]
     )
 
@@ -87,7 +87,7 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
         panels.append(
             html.Div(
                 [
-                    figure_card(PAGE, f"gantt/{index}", gantt_figure(graph, result.trace, title=f"{label}: device timelines"), gantt_frame(graph, result.trace), caption),
+                    figure_card(PAGE, f"gantt/{index}", gantt_figure(graph, result.trace, title=f"{label}: device timelines", devices=devices), gantt_frame(graph, result.trace), caption),
                     figure_card(PAGE, f"heatmap/{index}", placement_heatmap(graph, placement.assignment, devices, title=f"{label}: placement"), heatmap_frame(graph, placement.assignment)),
                 ]
             )

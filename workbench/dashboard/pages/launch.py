@@ -39,7 +39,7 @@ def _config_values(context) -> list[str]:
 def argument_input(context, argument: Argument):
     """The form field for one CLI argument."""
     field_id = {"type": "launch-arg", "dest": argument.dest}
-    label = argument.flag or argument.dest.upper()
+    label = (argument.flag or argument.dest.upper()) + (" (required)" if argument.required else "")
     if argument.switch:
         control = dcc.Checklist(id=field_id, options=[{"label": f" {label}", "value": "on"}], value=[])
     elif argument.choices:

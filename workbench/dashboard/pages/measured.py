@@ -1,16 +1,20 @@
 """Measured vs simulated: a measured Gantt chart beside the simulated one, and calibration scatters.
 
 Needs the real-system backend (``workbench.systems``); until it exists the
-page says so. A measured trace is a :class:`workbench.Trace` JSON file under
-runs/ or datasets/ (the same format as the simulator's); the simulated chart
-replays its assignment in the simulator. Runs with a real stage add a scatter
-of measured against predicted makespans (``measured``/``predicted`` columns of
-metrics.csv).
+page says so. Measured traces come from ``workbench calibrate`` folders under
+runs/ (each line of ``measurements.jsonl`` holds a measurement with its trace)
+or from any ``*trace*.json`` file in the :class:`workbench.Trace` JSON format
+under runs/ or datasets/. The simulated chart replays the same assignment in
+the folder's calibrated simulator (``calibration.json``), in seconds, or else
+in the plain simulator, in graph units. Runs whose real stage logged
+``measured`` and ``predicted`` makespans get their own scatter.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +22,7 @@ import workbench as wb
 from dash import Input, Output, dcc, html
 
 from ..components import controls, field, figure_card, message
+from ..context import PathError
 from ..figures import calibration_scatter, gantt_figure, gantt_frame, message_figure
 from ..picker import graph_picker, register_graph_picker
 from ..runs import list_runs, read_metrics
@@ -26,6 +31,7 @@ from ..sources import load_graph_key
 PATH = "/measured"
 NAME = "Measured vs simulated"
 PAGE = "measured"
+MAX_SOURCES = 500
 
 
 def backend_available() -> bool:
@@ -36,39 +42,97 @@ def backend_available() -> bool:
         return False
 
 
-def trace_files(context) -> list[dict[str, str]]:
-    """JSON files named like traces under runs/ and datasets/ (``*trace*.json``)."""
+def _journal_lines(path: Path) -> list[dict]:
+    """Whole, readable lines of a measurements journal (a half-written last line is skipped)."""
+    entries = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return entries
+    lines = text.split("\n")
+    for line in lines if text.endswith("\n") else lines[:-1]:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("measurement"), dict):
+            entries.append(entry)
+    return entries
+
+
+def measured_sources(context) -> list[dict[str, str]]:
+    """Dropdown options: each traced measurement of a calibration journal, then each trace file."""
     options = []
+    for journal in sorted(context.runs_dir.glob("*/measurements.jsonl")):
+        folder = journal.parent.name
+        for index, entry in enumerate(_journal_lines(journal)):
+            measurement = entry["measurement"]
+            if measurement.get("trace"):
+                label = str(entry.get("key", "")).split("|", 1)[0] or f"#{index}"
+                seconds = measurement.get("seconds")
+                ms = f"{seconds * 1e3:.2f} ms" if isinstance(seconds, (int, float)) else "failed"
+                options.append({"label": f"{folder}: {label} ({ms})", "value": f"journal:{folder}:{index}"})
     for root_name, root in (("runs", context.runs_dir), ("datasets", context.datasets_dir)):
         if root.is_dir():
-            for path in sorted(root.rglob("*trace*.json"))[:500]:
+            for path in sorted(root.rglob("*trace*.json")):
+                if path.parent.name == "best":  # training's best placement: simulated, not measured
+                    continue
                 relative = path.relative_to(root).as_posix()
                 options.append({"label": f"{root_name}/{relative}", "value": f"{root_name}:{relative}"})
-    return options
+    return options[:MAX_SOURCES]
+
+
+def load_measured(context, ref: str) -> tuple[wb.Trace, Path | None]:
+    """The measured trace a dropdown value names, and its calibration folder (``None`` for a plain file)."""
+    kind, _, rest = ref.partition(":")
+    if kind == "journal":
+        folder, _, index = rest.rpartition(":")
+        directory = context.in_runs(folder)
+        entries = _journal_lines(directory / "measurements.jsonl")
+        if not index.isdigit() or int(index) >= len(entries):
+            raise ValueError(f"{folder}/measurements.jsonl has no measurement #{index}")
+        return wb.Trace.from_dict(entries[int(index)]["measurement"]["trace"]), directory
+    if kind == "runs":
+        return wb.Trace.from_json(context.in_runs(rest)), None
+    if kind == "datasets":
+        return wb.Trace.from_json(context.in_datasets(rest)), None
+    raise PathError(f"not a measured trace: {ref!r}")
+
+
+def _calibration(folder: Path | None) -> dict | None:
+    if folder is None or not (folder / "calibration.json").is_file():
+        return None
+    try:
+        data = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def layout(context, jobs, **_query) -> html.Div:
     if not backend_available():
         return html.Div([html.H2(NAME), message("The real-system backend is not available in this workbench yet (no workbench.systems package). "
                                                 "This page shows measured traces once it is installed.", "warning")])  # fmt: skip
-    files = trace_files(context)
+    sources = measured_sources(context)
     return html.Div(
         [
             html.H2(NAME),
+            html.P("Measure placements with `workbench calibrate GRAPH --devices N` (writes runs/calibrate-GRAPH-Nd/); pick one measurement here.", className="wb-note"),
             controls(
+                field("Measured trace", dcc.Dropdown(id="measured-trace", options=sources, value=sources[0]["value"] if sources else None), wide=True),
                 graph_picker(PAGE, context),
-                field("Measured trace", dcc.Dropdown(id="measured-trace", options=files, value=files[0]["value"] if files else None), wide=True),
             ),
             html.Div(id="measured-message"),
             html.Div(className="wb-grid", children=[figure_card(PAGE, "measured", message_figure("choose a measured trace"), None, "Measured"),
-                                                    figure_card(PAGE, "simulated", message_figure(""), None, "Simulated (same assignment)")]),  # fmt: skip
-            figure_card(PAGE, "ops", message_figure(""), None, "Per-op duration: measured against the graph's compute cost"),
-            figure_card(PAGE, "makespans", *makespan_calibration(context), "Makespans of the real stage of training runs"),
+                                                    figure_card(PAGE, "simulated", message_figure(""), None, "Simulated, same assignment")]),  # fmt: skip
+            html.Div(className="wb-grid", children=[figure_card(PAGE, "calibration", message_figure(""), None, "Makespans of the calibration placements"),
+                                                    figure_card(PAGE, "ops", message_figure(""), None, "Per op: measured duration against compute cost")]),  # fmt: skip
+            figure_card(PAGE, "training", *training_calibration(context), "Real stage of training runs: measured against predicted makespan"),
         ]
     )
 
 
-def makespan_calibration(context) -> tuple:
+def training_calibration(context) -> tuple:
     """A measured-vs-predicted makespan scatter over every run that logged both columns."""
     rows = []
     for run in list_runs(context.runs_dir):
@@ -78,34 +142,64 @@ def makespan_calibration(context) -> tuple:
     if not rows:
         return message_figure("no training run has logged measured and predicted makespans yet"), None
     frame = pd.concat(rows)
-    return calibration_scatter(frame["predicted"], frame["measured"], frame["run"].tolist(), title="makespan"), frame
+    return calibration_scatter({"episodes": (frame["predicted"], frame["measured"])}, frame["run"].tolist(), title="makespan"), frame
 
 
-def measured_view(context, graph_key: str | None, trace_ref: str | None) -> tuple:
-    """``(measured fig, CSV, simulated fig, CSV, per-op scatter, CSV, message)``."""
-    empty = message_figure("")
-    if not graph_key or not trace_ref:
-        return message_figure("choose a graph and a measured trace"), None, empty, None, empty, None, None
-    root, _, relative = trace_ref.partition(":")
+def _graph_for(context, calibration: dict | None, graph_key: str | None, ops: int) -> wb.DataflowGraph:
+    """The calibration's bundled graph when it fits, else the picked graph."""
+    name = (calibration or {}).get("graph")
+    if isinstance(name, str):
+        try:
+            graph = wb.bundled_graph(name)
+            if graph.num_nodes == ops:
+                return graph
+        except (KeyError, OSError, ValueError):
+            pass
+    if not graph_key:
+        raise ValueError("choose the graph this trace was measured on")
+    return load_graph_key(context, graph_key)
+
+
+def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tuple:
+    """``(measured, CSV, simulated, CSV, calibration scatter, CSV, per-op scatter, CSV, message)``."""
+    blank = message_figure("")
+    if not trace_ref:
+        return message_figure("no measured trace yet: run workbench calibrate"), None, blank, None, blank, None, blank, None, None
     try:
-        path = context.in_runs(relative) if root == "runs" else context.in_datasets(relative)
-        measured = wb.Trace.from_json(path)
+        measured, folder = load_measured(context, trace_ref)
+        calibration = _calibration(folder)
+        graph = _graph_for(context, calibration, graph_key, measured.num_ops)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return message_figure("unreadable trace"), None, empty, None, empty, None, message(f"{relative}: not a readable trace: {exc}")
-    graph = load_graph_key(context, graph_key)
+        return message_figure("cannot show this trace"), None, blank, None, blank, None, blank, None, message(str(exc))
     if measured.num_ops != graph.num_nodes:
         text = f"the trace has {measured.num_ops} ops but {graph.name} has {graph.num_nodes}; choose the graph it was measured on"
-        return message_figure(text), None, empty, None, empty, None, message(text)
+        return message_figure(text), None, blank, None, blank, None, blank, None, message(text)
     devices = int(measured.device.max()) + 1
-    simulated = wb.simulate(graph, measured.device, devices).trace
-    durations = measured.end - measured.start
+    if calibration and isinstance(calibration.get("fitted"), dict):
+        oracle = wb.SimulatorOracle.from_dict(calibration["fitted"])
+        simulated, unit = oracle.measure(graph, measured.device, devices).trace, "calibrated simulator, seconds"
+    else:
+        simulated, unit = wb.simulate(graph, measured.device, devices).trace, "simulator, graph units"
     names = [graph.op_name(i) for i in range(graph.num_nodes)]
-    scatter = calibration_scatter(graph.compute, durations, names, title="per-op duration")
-    ops = pd.DataFrame({"op": np.arange(graph.num_nodes), "name": names, "compute": graph.compute, "measured": durations})
-    note = message(f"measured makespan {measured.makespan:.6g}, simulated {simulated.makespan:.6g} (ratio {measured.makespan / simulated.makespan:.3g})", "info") if simulated.makespan else None
-    return (gantt_figure(graph, measured, title="measured"), gantt_frame(graph, measured).to_csv(index=False),
-            gantt_figure(graph, simulated, title="simulated"), gantt_frame(graph, simulated).to_csv(index=False),
-            scatter, ops.to_csv(index=False), note)  # fmt: skip
+    durations = measured.end - measured.start
+    ops = pd.DataFrame({"op": np.arange(graph.num_nodes), "name": names, "compute": graph.compute, "measured_seconds": durations})
+    per_op = calibration_scatter({"ops": (graph.compute, durations)}, names, title="per-op duration", reference="fit", x_title="compute cost (graph units)", y_title="measured seconds")
+    placements, scatter = _calibration_placements(calibration)
+    note = message(f"measured makespan {measured.makespan:.6g} s; simulated {simulated.makespan:.6g} ({unit})", "info")
+    return (gantt_figure(graph, measured, title="measured (seconds)", devices=devices), gantt_frame(graph, measured).to_csv(index=False),
+            gantt_figure(graph, simulated, title=f"simulated ({unit})", devices=devices), gantt_frame(graph, simulated).to_csv(index=False),
+            scatter, None if placements is None else placements.to_csv(index=False), per_op, ops.to_csv(index=False), note)  # fmt: skip
+
+
+def _calibration_placements(calibration: dict | None):
+    """The calibration's placements as a frame and its before/after scatter."""
+    rows = (calibration or {}).get("placements")
+    if not isinstance(rows, list) or not rows:
+        return None, message_figure("this trace has no calibration report (calibration.json) beside it")
+    frame = pd.DataFrame([{k: r.get(k) for k in ("label", "measured", "before", "after")} for r in rows if isinstance(r, dict)])
+    frame = frame.dropna(subset=["measured"])
+    series = {name: (frame[column].astype(float), frame["measured"].astype(float)) for name, column in (("before calibration", "before"), ("after calibration", "after"))}
+    return frame, calibration_scatter(series, frame["label"].tolist(), title="makespan (seconds)")
 
 
 def register_callbacks(app, context, jobs) -> None:
@@ -114,15 +208,11 @@ def register_callbacks(app, context, jobs) -> None:
     register_graph_picker(app, context, PAGE)
 
     @app.callback(
-        Output({"type": "figure", "page": PAGE, "index": "measured"}, "figure"),
-        Output({"type": "csv-data", "page": PAGE, "index": "measured"}, "data"),
-        Output({"type": "figure", "page": PAGE, "index": "simulated"}, "figure"),
-        Output({"type": "csv-data", "page": PAGE, "index": "simulated"}, "data"),
-        Output({"type": "figure", "page": PAGE, "index": "ops"}, "figure"),
-        Output({"type": "csv-data", "page": PAGE, "index": "ops"}, "data"),
+        *(Output({"type": kind, "page": PAGE, "index": index}, "figure" if kind == "figure" else "data")
+          for index in ("measured", "simulated", "calibration", "ops") for kind in ("figure", "csv-data")),  # fmt: skip
         Output("measured-message", "children"),
-        Input(f"{PAGE}-graph-key", "data"),
         Input("measured-trace", "value"),
+        Input(f"{PAGE}-graph-key", "data"),
     )
-    def draw(graph_key, trace_ref):
-        return measured_view(context, graph_key, trace_ref)
+    def draw(trace_ref, graph_key):
+        return measured_view(context, trace_ref, graph_key)

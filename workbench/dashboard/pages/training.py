@@ -40,13 +40,14 @@ def layout(context, jobs, **_query) -> html.Div:
             html.H2("Training runs"),
             controls(
                 field(f"Runs (in {context.runs_dir})", dcc.Dropdown(id="training-runs", options=options, value=[o["value"] for o in options[:1]], multi=True), wide=True),
-                field("Metric", dcc.Dropdown(id="training-metric", options=list(METRIC_COLUMNS), value="makespan", clearable=False)),
+                field("Second chart", dcc.Dropdown(id="training-metric", options=[m for m in METRIC_COLUMNS if m != "makespan"], value="loss", clearable=False)),
                 field("Smoothing (episodes)", dcc.Input(id="training-window", type="number", min=1, step=1, value=25)),
             ),
             dcc.Interval(id="training-tick", interval=REFRESH_MS),
             dcc.Store(id="training-signature"),
             html.Div(id="training-status"),
-            figure_card(PAGE, "curves", message_figure("choose a run"), None),
+            html.Div(className="wb-grid", children=[figure_card(PAGE, "makespan", message_figure("choose a run"), None),
+                                                    figure_card(PAGE, "metric", message_figure(""), None)]),  # fmt: skip
             figure_card(PAGE, "best", message_figure("no best placement yet"), None, "Best placement so far (simulator trace)"),
         ]
     )
@@ -89,13 +90,16 @@ def _best_graph(placement: dict | None, trace):
 
 
 def training_view(context, names, metric: str, window) -> tuple:
-    """``(curves figure, curves CSV, best Gantt figure, its CSV, status children)``."""
+    """``(makespan figure, its CSV, ``metric`` figure, best Gantt figure, its CSV, status children)``.
+
+    The makespan chart carries the teacher's and best heuristic's reference lines.
+    """
     if not names:
-        return message_figure("choose a run"), None, message_figure("no run chosen"), None, message("no run selected; runs appear here when training writes them", "info")
+        return message_figure("choose a run"), None, message_figure(""), message_figure("no run chosen"), None, message("no run selected; runs appear here when training writes them", "info")
     try:
         paths = _run_paths(context, names)
     except PathError as exc:
-        return message_figure(str(exc)), None, message_figure(""), None, message(str(exc))
+        return message_figure(str(exc)), None, message_figure(""), message_figure(""), None, message(str(exc))
     window = int(window) if window and int(window) > 0 else 25
     frames, refs, status, best = {}, {}, [], None
     for path in paths:
@@ -118,14 +122,15 @@ def training_view(context, names, metric: str, window) -> tuple:
             best = run
     header = html.Tr([html.Th(h) for h in ("run", "status", "method", "episodes", f"best makespan", "problems")])
     table = html.Table([header, *status], className="wb-table")
-    curves = training_curves(frames, metric, refs, window, title=f"{metric} per episode")
+    makespans = training_curves(frames, "makespan", refs, window, title="makespan per episode")
+    second = training_curves(frames, metric, None, window, title=f"{metric} per episode")
     csv = pd.concat([f.assign(run=label) for label, f in frames.items()]).to_csv(index=False) if frames else None
     if best is None:
-        return curves, csv, message_figure("no best placement written yet"), None, table
+        return makespans, csv, second, message_figure("no best placement written yet"), None, table
     graph = _best_graph(best.best_placement, best.best_trace)
     placement = best.best_placement or {}
     title = f"{best.name}: best makespan {best.best_trace.makespan:.6g} (stage {placement.get('stage', '?')}, episode {placement.get('episode', '?')})"
-    return curves, csv, gantt_figure(graph, best.best_trace, title=title), gantt_frame(graph, best.best_trace).to_csv(index=False), table
+    return makespans, csv, second, gantt_figure(graph, best.best_trace, title=title, devices=placement.get("devices") if isinstance(placement.get("devices"), int) else None), gantt_frame(graph, best.best_trace).to_csv(index=False), table
 
 
 def register_callbacks(app, context, jobs) -> None:
@@ -135,8 +140,10 @@ def register_callbacks(app, context, jobs) -> None:
         return options if options != current else no_update
 
     @app.callback(
-        Output({"type": "figure", "page": PAGE, "index": "curves"}, "figure"),
-        Output({"type": "csv-data", "page": PAGE, "index": "curves"}, "data"),
+        Output({"type": "figure", "page": PAGE, "index": "makespan"}, "figure"),
+        Output({"type": "csv-data", "page": PAGE, "index": "makespan"}, "data"),
+        Output({"type": "figure", "page": PAGE, "index": "metric"}, "figure"),
+        Output({"type": "csv-data", "page": PAGE, "index": "metric"}, "data"),
         Output({"type": "figure", "page": PAGE, "index": "best"}, "figure"),
         Output({"type": "csv-data", "page": PAGE, "index": "best"}, "data"),
         Output("training-status", "children"),
@@ -151,7 +158,8 @@ def register_callbacks(app, context, jobs) -> None:
         try:
             current = signature(context, names)
         except PathError as exc:
-            return message_figure(str(exc)), None, message_figure(""), None, message(str(exc)), None
+            return message_figure(str(exc)), None, message_figure(""), None, message_figure(""), None, message(str(exc)), None
         if ctx.triggered_id == "training-tick" and current == previous:
-            return (no_update,) * 6
-        return (*training_view(context, names, metric, window), current)
+            return (no_update,) * 8
+        makespans, csv, second, *rest = training_view(context, names, metric, window)
+        return (makespans, csv, second, csv, *rest, current)
