@@ -96,3 +96,10 @@ def test_simulate_bad_priority_order():
 
 def test_unknown_method_lists_the_registered_ones():
     assert_user_error(run_cli("place", "ffnn", "--method", "magic"), "unknown method 'magic'", "critical_path")
+
+
+def test_placers_is_callable_after_its_subpackage_is_imported():
+    import workbench.placers.base  # noqa: F401  (binds workbench.placers to the subpackage)
+
+    assert wb.placers()["critical_path"]
+    assert set(wb.placers()) >= {"single", "round_robin", "random", "critical_path"}
