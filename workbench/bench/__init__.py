@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "sim": ("workbench.bench.sim", "fast vs SimPy engine per evaluation, and batch throughput, on the paper graphs"),
+    "placers": ("workbench.bench.placers", "every placement method on the paper graphs (makespan, seconds) and its gap to the STG optima"),
 }
 
 
