@@ -37,7 +37,7 @@ from .base import Decision, Placer, get_placer
 
 START_METHODS = ("critical_path", "heft", "cpop", "peft", "etf", "round_robin", "single")
 MOVE_KINDS = ("neighbour", "random", "swap", "critical", "group")
-MOVE_WEIGHTS = (0.3, 0.15, 0.15, 0.25, 0.15)
+MOVE_WEIGHTS = (0.25, 0.1, 0.1, 0.25, 0.3)
 _CUMULATIVE_WEIGHTS = np.cumsum(MOVE_WEIGHTS[:-1]) / np.sum(MOVE_WEIGHTS)
 # Evaluations between refreshes of the critical chain (each refresh is one more simulation).
 CRITICAL_REFRESH = 8
