@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from . import CliError
 from .common import load_graph_argument, positive_int, print_json
 
@@ -32,6 +34,8 @@ def run(args) -> int:
     if args.graph is None:
         raise CliError("GRAPH is required (or --list to see the methods)")
     options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit), ("checkpoint", args.checkpoint)) if v is not None}
+    if args.method == "local_search" and sys.stderr.isatty():
+        options["progress"] = True  # a tqdm bar on the terminal; stdout stays clean for --json
     graph = load_graph_argument(args.graph)
     placement = place(graph, method=args.method, devices=args.devices, seed=args.seed, **options)
     if args.json:
