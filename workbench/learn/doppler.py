@@ -25,7 +25,7 @@ from torch import nn
 
 from .env import PlacementState
 from .features import DEVICE_FEATURES, NODE_FEATURES
-from .nets import Encoder, GraphTensors, graph_tensors, mlp, path_sum
+from .nets import Encoder, GraphTensors, graph_tensors, mlp, numpy_mlp, path_sum
 from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, combine, softmax
 
 __all__ = ["DopplerPolicy"]
@@ -76,6 +76,15 @@ class DopplerPolicy(LearnedPolicy):
         hidden = self.plc_device(device_feats) @ first.weight[:, : self.config.width].T + own.unsqueeze(-2) + device_sum
         return self.plc_head[1:](hidden).squeeze(-1)
 
+    def numpy_place_logits(self):
+        """:meth:`place_logits` as a numpy function ``(device features, own + device-sum part) -> logits``."""
+        first, w = self.plc_head[0], self.config.width
+        with torch.no_grad():
+            device_weight = (first.weight[:, :w] @ self.plc_device.weight).T.cpu().double().numpy()
+            device_bias = (first.weight[:, :w] @ self.plc_device.bias).cpu().double().numpy()
+        rest = numpy_mlp(self.plc_head[1:])
+        return lambda feats, parts: rest(feats @ device_weight + device_bias + parts)[:, 0]
+
     # ------------------------------------------------------------- rollout
     def play(self, state: PlacementState, choose: Chooser, teacher: bool) -> Rollout:
         graph = state.graph
@@ -88,8 +97,9 @@ class DopplerPolicy(LearnedPolicy):
         if self.learn_place:
             plc_embedding = self.plc_encoder(inputs) if hasattr(self, "plc_encoder") else sel_embedding
             own, device_part = self.place_parts(inputs, plc_embedding)
-            own_d, device_part_d = own.detach(), device_part.detach()
-            device_sum = torch.zeros(d, own.shape[1], device=device)
+            step_logits = self.numpy_place_logits()
+            own_np, device_part_np = (x.detach().cpu().double().numpy() for x in (own, device_part))
+            device_sum = np.zeros((d, own.shape[1]))
             feats = np.zeros((n, d, len(DEVICE_FEATURES)), dtype=np.float32)
         sel, plc = Decisions(), Decisions()
         devices_chosen = np.zeros(n, dtype=np.int64)
@@ -108,11 +118,9 @@ class DopplerPolicy(LearnedPolicy):
             teacher_devices = state.teacher_devices(earliest)
             if self.learn_place:
                 feats[t] = state.device_features(op, earliest)
-                with torch.no_grad():
-                    logits = self.place_logits(torch.from_numpy(feats[t]).to(device), own_d[op], device_sum)
-                target = choose(softmax(logits.cpu().double().numpy()), 2 * t + 1)
+                target = choose(softmax(step_logits(feats[t], own_np[op] + device_sum)), 2 * t + 1)
                 plc.add(all_devices, target, np.isin(all_devices, teacher_devices) if teacher else None)
-                device_sum[target] += device_part_d[op]
+                device_sum[target] += device_part_np[op]
             else:
                 target = int(teacher_devices[0])
             if teacher:

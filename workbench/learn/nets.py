@@ -22,13 +22,14 @@ from dataclasses import dataclass
 
 import dgl
 import dgl.function as fn
+import numpy as np
 import torch
 from torch import nn
 
 from ..graph import DataflowGraph
 from .features import EDGE_FEATURES, NODE_FEATURES, static_features
 
-__all__ = ["Encoder", "EdgeConv", "mlp", "GraphTensors", "graph_tensors", "path_sum"]
+__all__ = ["Encoder", "EdgeConv", "mlp", "numpy_mlp", "GraphTensors", "graph_tensors", "path_sum"]
 
 
 def mlp(sizes: list[int], negative_slope: float) -> nn.Sequential:
@@ -39,6 +40,30 @@ def mlp(sizes: list[int], negative_slope: float) -> nn.Sequential:
             layers.append(nn.LeakyReLU(negative_slope))
         layers.append(nn.Linear(a, b))
     return nn.Sequential(*layers)
+
+
+def numpy_mlp(layers: nn.Sequential):
+    """A numpy function computing ``layers`` (Linear and LeakyReLU only) on float64 rows, without autograd.
+
+    Rollouts call it once per step: tiny numpy products avoid torch's per-op
+    overhead and its thread pool, which stalls on busy machines.
+    """
+    steps = []
+    for layer in layers:
+        if isinstance(layer, nn.Linear):
+            weight, bias = layer.weight.detach().cpu().double().numpy().T, layer.bias.detach().cpu().double().numpy()
+            steps.append(lambda x, w=weight, b=bias: x @ w + b)
+        elif isinstance(layer, nn.LeakyReLU):
+            steps.append(lambda x, slope=layer.negative_slope: np.where(x > 0, x, slope * x))
+        else:
+            raise TypeError(f"numpy_mlp handles Linear and LeakyReLU layers, not {type(layer).__name__}")
+
+    def run(x: np.ndarray) -> np.ndarray:
+        for step in steps:
+            x = step(x)
+        return x
+
+    return run
 
 
 @dataclass(frozen=True)
