@@ -29,7 +29,7 @@ from torch import nn
 from ..graph import DataflowGraph
 from .features import EDGE_FEATURES, NODE_FEATURES, static_features
 
-__all__ = ["Encoder", "EdgeConv", "mlp", "numpy_mlp", "GraphTensors", "graph_tensors", "path_sum"]
+__all__ = ["Encoder", "EdgeConv", "ScoringHead", "mlp", "numpy_mlp", "sums_before", "GraphTensors", "graph_tensors", "path_sum"]
 
 
 def mlp(sizes: list[int], negative_slope: float) -> nn.Sequential:
@@ -66,6 +66,51 @@ def numpy_mlp(layers: nn.Sequential):
     return run
 
 
+class ScoringHead(nn.Module):
+    """An MLP scoring a concatenation of named input segments, with its first layer usable per segment.
+
+    The first layer is linear, so a segment's contribution can be computed on
+    its own (:meth:`part`) and added up: parts fixed per op are computed once
+    per episode, parts summed over the ops on a device are summed as
+    contributions, and only what changes per step is computed per step.
+    """
+
+    def __init__(self, segments: dict[str, int], hidden: tuple[int, ...], negative_slope: float) -> None:
+        super().__init__()
+        self.slices: dict[str, slice] = {}
+        start = 0
+        for name, size in segments.items():
+            self.slices[name] = slice(start, start + size)
+            start += size
+        self.layers = mlp([start, *hidden, 1], negative_slope)
+
+    def part(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """Segment ``name``'s contribution to the first layer (no bias)."""
+        return x @ self.layers[0].weight[:, self.slices[name]].T
+
+    @property
+    def bias(self) -> torch.Tensor:
+        return self.layers[0].bias
+
+    def finish(self, first: torch.Tensor) -> torch.Tensor:
+        """Logits from the summed first-layer contributions (bias included)."""
+        return self.layers[1:](first).squeeze(-1)
+
+    def forward(self, **segments: torch.Tensor) -> torch.Tensor:
+        return self.layers(torch.cat([segments[name] for name in self.slices], dim=-1)).squeeze(-1)
+
+    def numpy_projected_part(self, name: str, projection: nn.Linear) -> tuple[np.ndarray, np.ndarray]:
+        """``(weight, bias)`` with ``f @ weight + bias == part(name, projection(f))``, as float64 numpy."""
+        with torch.no_grad():
+            first = self.layers[0].weight[:, self.slices[name]]
+            return (first @ projection.weight).T.cpu().double().numpy(), (first @ projection.bias).cpu().double().numpy()
+
+    def numpy_finish(self):
+        """:meth:`finish` as a numpy function on float64 rows (for rollouts' step loops)."""
+        rest = numpy_mlp(self.layers[1:])
+        return lambda first: rest(first)[..., 0]
+
+
 @dataclass(frozen=True)
 class GraphTensors:
     """A graph's static features as tensors on one device, ready for the networks."""
@@ -98,6 +143,14 @@ def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
             num_nodes=graph.num_nodes,
         )
     return per_device[key]
+
+
+def sums_before(parts: torch.Tensor, devices: np.ndarray, num_devices: int) -> torch.Tensor:
+    """``(steps, devices, width)``: at step ``t``, per device, the sum of ``parts[s]`` over earlier steps ``s`` placed there."""
+    steps = parts.shape[0]
+    placed = parts.new_zeros(steps, num_devices, parts.shape[1])
+    placed[torch.arange(steps, device=parts.device), torch.as_tensor(devices, device=parts.device)] = parts
+    return torch.cumsum(placed, dim=0) - placed
 
 
 def path_sum(embedding: torch.Tensor, path: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -247,6 +247,21 @@ def combine(heads: list[HeadTerms], steps: int, device: torch.device) -> tuple[t
     return log_prob, entropy, imitation
 
 
+def finish_rollout(assignment: np.ndarray, order: np.ndarray, heads: list[HeadTerms], teacher: bool, agreed: int, device: torch.device) -> Rollout:
+    """The :class:`Rollout` of an episode whose learned heads scored ``heads`` and agreed with the teacher ``agreed`` times."""
+    steps = int(order.size)
+    log_prob, entropy, imitation = combine(heads, steps, device)
+    return Rollout(
+        assignment=np.asarray(assignment, dtype=np.int64).copy(),
+        order=np.asarray(order, dtype=np.int64),
+        log_prob=log_prob,
+        entropy=entropy,
+        imitation_loss=imitation if teacher else None,
+        teacher_agreement=agreed / max(steps, 1) if teacher else None,
+        steps=steps,
+    )
+
+
 # ---------------------------------------------------------------------- policy
 class LearnedPolicy(nn.Module, ABC):
     """A placement policy: ``rollout`` places a graph; ``save``/``load_policy`` persist it."""
