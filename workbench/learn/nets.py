@@ -29,7 +29,7 @@ from torch import nn
 from ..graph import DataflowGraph
 from .features import EDGE_FEATURES, NODE_FEATURES, static_features
 
-__all__ = ["Encoder", "EdgeConv", "ScoringHead", "mlp", "numpy_mlp", "sums_before", "GraphTensors", "graph_tensors", "path_sum"]
+__all__ = ["Encoder", "EdgeConv", "ScoringHead", "aggregate", "mlp", "numpy_mlp", "sums_before", "GraphTensors", "graph_tensors", "path_sum"]
 
 
 def mlp(sizes: list[int], negative_slope: float) -> nn.Sequential:
@@ -133,7 +133,11 @@ def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
     if key not in per_device:
         feats = static_features(graph)
         as_long = lambda a: torch.as_tensor(a, dtype=torch.int64, device=device)  # noqa: E731
-        dg = dgl.graph((as_long(feats.src), as_long(feats.dst)), num_nodes=graph.num_nodes)
+        dg = dgl.graph((torch.as_tensor(feats.src), torch.as_tensor(feats.dst)), num_nodes=graph.num_nodes)
+        try:
+            dg = dg.to(device)
+        except (dgl.DGLError, RuntimeError):  # DGL built without CUDA: EdgeConv aggregates in torch instead
+            pass
         per_device[key] = GraphTensors(
             graph=dg,
             node=torch.as_tensor(feats.node, device=device),
@@ -174,13 +178,28 @@ class EdgeConv(dgl.nn.NNConv):
         linear = self.edge_func
         d_in, d_out, k = self._in_src_feats, self._out_feats, linear.in_features
         table = torch.cat([linear.weight, linear.bias.unsqueeze(1)], dim=1).view(d_in, d_out, k + 1).transpose(1, 2).reshape(d_in * (k + 1), d_out)
-        src, _ = graph.edges()
+        src, dst = graph.edges()
+        on_graph = src.device == feat.device
+        if not on_graph:  # a DGL build without CUDA keeps the graph on the CPU
+            src, dst = src.to(feat.device), dst.to(feat.device)
         edge_inputs = torch.cat([efeat, efeat.new_ones(efeat.shape[0], 1)], dim=1)
         outer = (feat[src].unsqueeze(2) * edge_inputs.unsqueeze(1)).reshape(efeat.shape[0], d_in * (k + 1))
+        messages = outer @ table
+        if not on_graph:
+            return aggregate(messages, dst, feat.shape[0], self._aggre_type) + self.bias
         with graph.local_scope():
-            graph.edata["m"] = outer @ table
+            graph.edata["m"] = messages
             graph.update_all(fn.copy_e("m", "m"), self.reducer("m", "neigh"))
             return graph.dstdata["neigh"] + self.bias
+
+
+def aggregate(messages: torch.Tensor, dst: torch.Tensor, num_nodes: int, aggregator: str) -> torch.Tensor:
+    """Sum or mean of ``messages`` per destination node, in plain torch (DGL's reducers where DGL cannot run)."""
+    total = messages.new_zeros(num_nodes, messages.shape[1]).index_add_(0, dst, messages)
+    if aggregator == "sum":
+        return total
+    count = torch.bincount(dst, minlength=num_nodes).clamp(min=1).to(messages.dtype)
+    return total / count.unsqueeze(1)
 
 
 class Encoder(nn.Module):
