@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import workbench as wb
 from workbench.learn import METHODS, PlacementState, load_policy, make_policy
+from workbench.learn.nets import graph_tensors
 from workbench.learn.policy import Chooser
 from workbench.placers.base import REGISTRY
 
@@ -46,7 +47,8 @@ class RecordingChooser(Chooser):
 def test_batched_log_prob_equals_the_step_loop_choices(policies, method):
     graph = wb.bundled_graph("chain_mm")
     choose = RecordingChooser("sample", 0.0, 2 * graph.num_nodes, torch.Generator().manual_seed(4))
-    rollout = policies[method].play(PlacementState(graph, 3), choose, teacher=False)
+    policy = policies[method]
+    rollout = policy.play(PlacementState(graph, 3), choose, False, policy.encode(graph_tensors(graph, torch.device("cpu"))))
     assert len(choose.log_probs) == (2 if method == "doppler" else 1) * graph.num_nodes
     assert float(rollout.log_prob) == pytest.approx(sum(choose.log_probs), rel=1e-4, abs=1e-3)
 
@@ -71,6 +73,19 @@ def test_every_method_round_trips_a_checkpoint_and_is_reproducible(tmp_path, pol
     runs = [p.rollout(graph, 4, generator=torch.Generator().manual_seed(5)) for p in (policy, loaded, loaded)]
     for r in runs[1:]:
         assert np.array_equal(r.assignment, runs[0].assignment) and float(r.log_prob) == pytest.approx(float(runs[0].log_prob))
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_several_rollouts_share_one_encoder_pass(policies, method):
+    graph = wb.bundled_graph("chain_mm")
+    policy = policies[method]
+    many = policy.rollouts(graph, 3, 3, generator=torch.Generator().manual_seed(2), teacher=True)
+    one = policy.rollout(graph, 3, generator=torch.Generator().manual_seed(2), teacher=True)
+    assert np.array_equal(many[0].assignment, one.assignment) and float(many[0].log_prob) == pytest.approx(float(one.log_prob))
+    assert not all(np.array_equal(r.assignment, many[0].assignment) for r in many[1:])
+    policy.zero_grad()
+    sum(r.log_prob + r.imitation_loss for r in many).backward()
+    assert all(p.grad is not None for p in policy.parameters())
 
 
 def test_ablations_follow_the_teacher_in_the_head_they_do_not_learn(policies):

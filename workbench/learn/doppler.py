@@ -19,14 +19,16 @@ earliest-start device) and only the other is learned.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 from torch import nn
 
 from .env import PlacementState
 from .features import DEVICE_FEATURES, NODE_FEATURES
-from .nets import Encoder, GraphTensors, ScoringHead, graph_tensors, path_sum, sums_before
-from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, finish_rollout, softmax
+from .nets import Encoder, GraphTensors, ScoringHead, path_sum, sums_before
+from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, as_numpy, finish_rollout, softmax
 
 __all__ = ["DopplerPolicy", "encoder"]
 
@@ -76,21 +78,25 @@ class DopplerPolicy(LearnedPolicy):
         return self.plc_head.finish(self.plc_head.part("device", self.plc_device(device_feats)) + own.unsqueeze(-2) + device_sum)
 
     # ------------------------------------------------------------- rollout
-    def play(self, state: PlacementState, choose: Chooser, teacher: bool) -> Rollout:
-        graph = state.graph
-        n, d, device = graph.num_nodes, state.num_devices, self.device
-        inputs = graph_tensors(graph, device)
+    def encode(self, inputs: GraphTensors) -> SimpleNamespace:
+        encoded = SimpleNamespace()
         if self.learn_select:
             sel_embedding = self.sel_encoder(inputs)
-            sel_logits = self.select_logits(inputs, sel_embedding)
-            sel_np = sel_logits.detach().cpu().double().numpy()
+            encoded.sel_logits = self.select_logits(inputs, sel_embedding)
+            encoded.sel_np = as_numpy(encoded.sel_logits)
         if self.learn_place:
             plc_embedding = self.plc_encoder(inputs) if hasattr(self, "plc_encoder") else sel_embedding
-            own, device_part = self.place_parts(inputs, plc_embedding)
-            own_np, device_part_np = (x.detach().cpu().double().numpy() for x in (own, device_part))
-            device_weight, device_bias = self.plc_head.numpy_projected_part("device", self.plc_device)
-            finish = self.plc_head.numpy_finish()
-            device_sum = np.zeros((d, own.shape[1]))
+            encoded.own, encoded.device_part = self.place_parts(inputs, plc_embedding)
+            encoded.own_np, encoded.device_part_np = as_numpy(encoded.own), as_numpy(encoded.device_part)
+            encoded.device_weight, encoded.device_bias = self.plc_head.numpy_projected_part("device", self.plc_device)
+            encoded.finish = self.plc_head.numpy_finish()
+        return encoded
+
+    def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
+        e = encoded
+        n, d, device = state.graph.num_nodes, state.num_devices, self.device
+        if self.learn_place:
+            device_sum = np.zeros((d, e.own.shape[1]))
             feats = np.zeros((n, d, len(DEVICE_FEATURES)), dtype=np.float32)
         sel, plc = Decisions(), Decisions()
         devices_chosen = np.zeros(n, dtype=np.int64)
@@ -100,7 +106,7 @@ class DopplerPolicy(LearnedPolicy):
             ready = state.ready_ops()
             teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
             if self.learn_select:
-                pos = choose(softmax(sel_np[ready]), 2 * t)
+                pos = choose(softmax(e.sel_np[ready]), 2 * t)
                 sel.add(ready, pos, None if teacher_ops is None else np.isin(ready, teacher_ops))
                 op = int(ready[pos])
             else:
@@ -109,9 +115,9 @@ class DopplerPolicy(LearnedPolicy):
             teacher_devices = state.teacher_devices(earliest)
             if self.learn_place:
                 feats[t] = state.device_features(op, earliest)
-                target = choose(softmax(finish(feats[t] @ device_weight + device_bias + own_np[op] + device_sum)), 2 * t + 1)
+                target = choose(softmax(e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)), 2 * t + 1)
                 plc.add(all_devices, target, np.isin(all_devices, teacher_devices) if teacher else None)
-                device_sum[target] += device_part_np[op]
+                device_sum[target] += e.device_part_np[op]
             else:
                 target = int(teacher_devices[0])
             if teacher:
@@ -120,9 +126,9 @@ class DopplerPolicy(LearnedPolicy):
             state.place(op, target)
         heads = []
         if self.learn_select:
-            heads.append(sel.terms(sel_logits))
+            heads.append(sel.terms(e.sel_logits))
         if self.learn_place:
             order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
-            before = sums_before(device_part[order], devices_chosen, d)
-            heads.append(plc.terms(self.place_logits(torch.from_numpy(feats).to(device), own[order], before)))
+            before = sums_before(e.device_part[order], devices_chosen, d)
+            heads.append(plc.terms(self.place_logits(torch.from_numpy(feats).to(device), e.own[order], before)))
         return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)

@@ -10,6 +10,8 @@ embeddings of the ops on the device]`` and takes one softmax over all pairs.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 from torch import nn
@@ -17,8 +19,8 @@ from torch import nn
 from .doppler import encoder
 from .env import PlacementState
 from .features import DEVICE_FEATURES, NODE_FEATURES
-from .nets import ScoringHead, graph_tensors, path_sum, sums_before
-from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, finish_rollout, softmax
+from .nets import GraphTensors, ScoringHead, path_sum, sums_before
+from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, as_numpy, finish_rollout, softmax
 
 __all__ = ["JointPolicy"]
 
@@ -35,10 +37,8 @@ class JointPolicy(LearnedPolicy):
         segments = {"node": w, "embedding": w, "down": w, "up": w, "device": w, "device_sum": w}
         self.head = ScoringHead(segments, config.head_hidden, config.negative_slope)
 
-    def play(self, state: PlacementState, choose: Chooser, teacher: bool) -> Rollout:
-        graph, head = state.graph, self.head
-        n, d, device = graph.num_nodes, state.num_devices, self.device
-        inputs = graph_tensors(graph, device)
+    def encode(self, inputs: GraphTensors) -> SimpleNamespace:
+        head = self.head
         embedding = self.encoder(inputs)
         own = (
             head.part("node", self.node(inputs.node))
@@ -48,10 +48,21 @@ class JointPolicy(LearnedPolicy):
             + head.bias
         )
         device_part = head.part("device_sum", embedding)
-        own_np, device_part_np = (x.detach().cpu().double().numpy() for x in (own, device_part))
         device_weight, device_bias = head.numpy_projected_part("device", self.device_proj)
-        finish = head.numpy_finish()
-        device_sum = np.zeros((d, own.shape[1]))
+        return SimpleNamespace(
+            own=own,
+            device_part=device_part,
+            own_np=as_numpy(own),
+            device_part_np=as_numpy(device_part),
+            device_weight=device_weight,
+            device_bias=device_bias,
+            finish=head.numpy_finish(),
+        )
+
+    def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
+        e, head = encoded, self.head
+        n, d, device = state.graph.num_nodes, state.num_devices, self.device
+        device_sum = np.zeros((d, e.own.shape[1]))
         pair_feats: list[np.ndarray] = []  # per step: (ready, devices, F)
         pair_ops: list[np.ndarray] = []
         decisions = Decisions()
@@ -61,7 +72,7 @@ class JointPolicy(LearnedPolicy):
             ready = state.ready_ops()
             earliest = np.stack([state.schedule.earliest_starts(int(op)) for op in ready])
             feats = np.stack([state.device_features(int(op), e) for op, e in zip(ready, earliest)])
-            logits = finish(feats @ device_weight + device_bias + own_np[ready][:, None, :] + device_sum[None])
+            logits = e.finish(feats @ e.device_weight + e.device_bias + e.own_np[ready][:, None, :] + device_sum[None])
             pick = choose(softmax(logits.reshape(-1)), t)
             op, target = int(ready[pick // d]), pick % d
             teacher_pairs = None
@@ -73,7 +84,7 @@ class JointPolicy(LearnedPolicy):
             offset += ready.size * d
             pair_feats.append(feats)
             pair_ops.append(ready)
-            device_sum[target] += device_part_np[op]
+            device_sum[target] += e.device_part_np[op]
             devices_chosen[t] = target
             state.place(op, target)
         order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
@@ -81,7 +92,7 @@ class JointPolicy(LearnedPolicy):
         ops = torch.as_tensor(np.repeat(np.concatenate(pair_ops), d), device=device)
         devices = torch.arange(d, device=device).repeat(offset // d)
         feats = torch.from_numpy(np.concatenate([f.reshape(-1, len(DEVICE_FEATURES)) for f in pair_feats])).to(device)
-        before = sums_before(device_part[order], devices_chosen, d)
-        scores = head.finish(head.part("device", self.device_proj(feats)) + own[ops] + before[steps, devices])
+        before = sums_before(e.device_part[order], devices_chosen, d)
+        scores = head.finish(head.part("device", self.device_proj(feats)) + e.own[ops] + before[steps, devices])
         heads = [decisions.terms(scores)]
         return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)

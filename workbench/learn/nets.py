@@ -120,6 +120,7 @@ class GraphTensors:
     edge: torch.Tensor
     down_path: tuple[torch.Tensor, torch.Tensor]
     up_path: tuple[torch.Tensor, torch.Tensor]
+    topological_order: torch.Tensor
     num_nodes: int
 
 
@@ -144,6 +145,7 @@ def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
             edge=torch.as_tensor(feats.edge, device=device),
             down_path=(as_long(feats.down_path[0]), as_long(feats.down_path[1])),
             up_path=(as_long(feats.up_path[0]), as_long(feats.up_path[1])),
+            topological_order=as_long(np.array(graph.topological_order)),
             num_nodes=graph.num_nodes,
         )
     return per_device[key]

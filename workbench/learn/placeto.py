@@ -14,6 +14,8 @@ neighbours on the device ‖ all ops on the device]``.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 from torch import nn
@@ -21,8 +23,8 @@ from torch import nn
 from .doppler import encoder
 from .env import PlacementState
 from .features import NODE_FEATURES
-from .nets import ScoringHead, graph_tensors, sums_before
-from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, finish_rollout, softmax
+from .nets import GraphTensors, ScoringHead, sums_before
+from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, as_numpy, finish_rollout, softmax
 
 __all__ = ["PlacetoPolicy"]
 
@@ -37,30 +39,39 @@ class PlacetoPolicy(LearnedPolicy):
         self.node = nn.Linear(len(NODE_FEATURES), w)
         self.head = ScoringHead({"node": w, "embedding": w, "neighbours": w, "device_sum": w}, config.head_hidden, config.negative_slope)
 
-    def play(self, state: PlacementState, choose: Chooser, teacher: bool) -> Rollout:
-        graph, head = state.graph, self.head
-        n, d, device = graph.num_nodes, state.num_devices, self.device
-        inputs = graph_tensors(graph, device)
+    def encode(self, inputs: GraphTensors) -> SimpleNamespace:
+        head = self.head
         embedding = self.encoder(inputs)
         own = head.part("node", self.node(inputs.node)) + head.part("embedding", embedding) + head.bias
-        neighbour_part = head.part("neighbours", embedding)
-        device_part = head.part("device_sum", embedding)
-        own_np, neighbour_np, device_part_np = (x.detach().cpu().double().numpy() for x in (own, neighbour_part, device_part))
-        finish = head.numpy_finish()
-        device_sum = np.zeros((d, own.shape[1]))
+        neighbour_part, device_part = head.part("neighbours", embedding), head.part("device_sum", embedding)
+        return SimpleNamespace(
+            own=own,
+            neighbour_part=neighbour_part,
+            device_part=device_part,
+            own_np=as_numpy(own),
+            neighbour_np=as_numpy(neighbour_part),
+            device_part_np=as_numpy(device_part),
+            finish=head.numpy_finish(),
+        )
+
+    def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
+        e, graph = encoded, state.graph
+        n, d, device = graph.num_nodes, state.num_devices, self.device
+        width = e.own.shape[1]
+        device_sum = np.zeros((d, width))
         decisions = Decisions()
         all_devices = np.arange(d)
         order = graph.topological_order
         agree = 0
         for t, op in enumerate(order.tolist()):
             preds = graph.predecessors(op)  # in topological order every placed neighbour is a predecessor
-            neighbours = np.zeros((d, own.shape[1]))
-            np.add.at(neighbours, state.schedule.device[preds], neighbour_np[preds])
-            target = choose(softmax(finish(own_np[op] + neighbours + device_sum)), t)
+            neighbours = np.zeros((d, width))
+            np.add.at(neighbours, state.schedule.device[preds], e.neighbour_np[preds])
+            target = choose(softmax(e.finish(e.own_np[op] + neighbours + device_sum)), t)
             teacher_devices = state.teacher_devices(state.schedule.earliest_starts(op)) if teacher else None
             decisions.add(all_devices, target, None if teacher_devices is None else np.isin(all_devices, teacher_devices))
             agree += bool(teacher and target in teacher_devices)
-            device_sum[target] += device_part_np[op]
+            device_sum[target] += e.device_part_np[op]
             state.place(op, target)
         assignment = state.schedule.device
         order_t = torch.as_tensor(np.array(order), device=device)
@@ -69,7 +80,7 @@ class PlacetoPolicy(LearnedPolicy):
         step_of[order] = np.arange(n)
         pred_steps = np.repeat(step_of, np.diff(ptr))  # the step placing each edge's consumer (pred_csr rows)
         rows = torch.as_tensor(pred_steps * d + assignment[pred], device=device)
-        neighbours = torch.zeros(n * d, own.shape[1], device=device).index_add_(0, rows, neighbour_part[torch.as_tensor(pred, device=device)])
-        before = sums_before(device_part[order_t], assignment[order], d)
-        scores = head.finish(own[order_t].unsqueeze(1) + neighbours.view(n, d, -1) + before)
+        neighbours = torch.zeros(n * d, width, device=device).index_add_(0, rows, e.neighbour_part[torch.as_tensor(pred, device=device)])
+        before = sums_before(e.device_part[order_t], assignment[order], d)
+        scores = self.head.finish(e.own[order_t].unsqueeze(1) + neighbours.view(n, d, -1) + before)
         return finish_rollout(assignment, order, [decisions.terms(scores)], teacher, agree, device)

@@ -21,6 +21,7 @@ import platform
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from .env import PlacementState
 from .features import FEATURE_LAYOUT
+from .nets import GraphTensors, graph_tensors
 
 __all__ = [
     "PolicyConfig",
@@ -171,6 +173,11 @@ class Chooser:
         return int(np.argmax(probs))
 
 
+def as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A float64 numpy copy of ``tensor`` without gradient (for the step loop)."""
+    return tensor.detach().cpu().double().numpy()
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     z = np.exp(logits - logits.max())
     return z / z.sum()
@@ -297,11 +304,39 @@ class LearnedPolicy(nn.Module, ABC):
             generator: a ``torch.Generator`` for reproducible draws (else torch's global RNG).
             teacher: also compute the imitation loss against the critical-path teacher.
         """
-        state = PlacementState(graph, devices)
-        return self.play(state, Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher)
+        return self.rollouts(graph, devices, 1, mode, epsilon, generator, teacher)[0]
+
+    def rollouts(
+        self,
+        graph: DataflowGraph,
+        devices: Devices,
+        count: int,
+        mode: str = "sample",
+        epsilon: float = 0.0,
+        generator: torch.Generator | None = None,
+        teacher: bool = False,
+    ) -> list[Rollout]:
+        """``count`` episodes that share one encoder pass (cheaper than ``count`` calls of :meth:`rollout`).
+
+        Their log-probabilities share the encoder's graph: add up their
+        losses and call ``backward`` once. The first equals :meth:`rollout`
+        with the same generator state.
+        """
+        if int(count) < 1:
+            raise ValueError(f"count must be >= 1, got {count}")
+        check_mode(mode, epsilon)
+        encoded = self.encode(graph_tensors(graph, self.device))
+        return [
+            self.play(PlacementState(graph, devices), Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher, encoded)
+            for _ in range(int(count))
+        ]
 
     @abstractmethod
-    def play(self, state: PlacementState, choose: Chooser, teacher: bool) -> Rollout:
+    def encode(self, inputs: GraphTensors) -> SimpleNamespace:
+        """Everything an episode on this graph needs from the networks before the first step."""
+
+    @abstractmethod
+    def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
         """Run one episode from the empty ``state``; ``choose(probs, k)`` makes decision ``k``."""
 
     def save(self, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> None:
