@@ -49,6 +49,7 @@ def assert_topological(graph: wb.DataflowGraph, order: np.ndarray) -> None:
 def test_import_workbench_stays_light():
     code = "import sys, workbench; workbench.placers(); assert 'torch' not in sys.modules and 'dgl' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+    assert wb.PlacementEnv is PlacementEnv and wb.make_policy is make_policy and wb.load_policy is load_policy
 
 
 # ------------------------------------------------------------------- features
