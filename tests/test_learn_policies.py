@@ -53,6 +53,18 @@ def test_batched_log_prob_equals_the_step_loop_choices(policies, method):
     assert float(rollout.log_prob) == pytest.approx(sum(choose.log_probs), rel=1e-4, abs=1e-3)
 
 
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_other_activations_score_consistently(activation):
+    torch.manual_seed(1)
+    policy = make_policy("joint", replace(SMALL, activation=activation, head_hidden=(16, 8)))
+    graph = wb.bundled_graph("chain_mm")
+    choose = RecordingChooser("sample", 0.0, 2 * graph.num_nodes, torch.Generator().manual_seed(4))
+    rollout = policy.play(PlacementState(graph, 3), choose, False, policy.encode(graph_tensors(graph, torch.device("cpu"))))
+    assert float(rollout.log_prob) == pytest.approx(sum(choose.log_probs), rel=1e-4, abs=1e-3)
+    with pytest.raises(ValueError, match="activation"):
+        replace(SMALL, activation="gelu")
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(graph=dags(), devices=st.integers(1, 4), method=st.sampled_from(sorted(METHODS)), mode=st.sampled_from(["greedy", "sample", "epsilon"]))
 def test_every_method_gives_valid_rollouts(policies, graph, devices, method, mode):

@@ -35,7 +35,7 @@ class JointPolicy(LearnedPolicy):
         self.node = nn.Linear(len(NODE_FEATURES), w)
         self.device_proj = nn.Linear(len(DEVICE_FEATURES), w)
         segments = {"node": w, "embedding": w, "down": w, "up": w, "device": w, "device_sum": w}
-        self.head = ScoringHead(segments, config.head_hidden, config.negative_slope)
+        self.head = ScoringHead(segments, config.head_hidden, config.activation, config.negative_slope)
 
     def encode(self, inputs: GraphTensors) -> SimpleNamespace:
         head = self.head

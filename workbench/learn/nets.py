@@ -29,21 +29,35 @@ from torch import nn
 from ..graph import DataflowGraph
 from .features import EDGE_FEATURES, NODE_FEATURES, static_features
 
-__all__ = ["Encoder", "EdgeConv", "ScoringHead", "aggregate", "mlp", "numpy_mlp", "sums_before", "GraphTensors", "graph_tensors", "path_sum"]
+__all__ = ["ACTIVATIONS", "Encoder", "EdgeConv", "ScoringHead", "aggregate", "mlp", "numpy_mlp", "sums_before", "GraphTensors", "graph_tensors", "path_sum"]
 
 
-def mlp(sizes: list[int], negative_slope: float) -> nn.Sequential:
-    """Linear layers of ``sizes`` (input first, output last) with LeakyReLU between them."""
+ACTIVATIONS = ("leaky_relu", "relu", "tanh")
+
+
+def activation_layer(name: str, negative_slope: float) -> nn.Module:
+    """The activation ``name`` (one of ``ACTIVATIONS``)."""
+    if name == "leaky_relu":
+        return nn.LeakyReLU(negative_slope)
+    if name == "relu":
+        return nn.ReLU()
+    if name == "tanh":
+        return nn.Tanh()
+    raise ValueError(f"unknown activation {name!r}; use one of {', '.join(ACTIVATIONS)}")
+
+
+def mlp(sizes: list[int], activation: str, negative_slope: float) -> nn.Sequential:
+    """Linear layers of ``sizes`` (input first, output last) with ``activation`` between them."""
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
         if i:
-            layers.append(nn.LeakyReLU(negative_slope))
+            layers.append(activation_layer(activation, negative_slope))
         layers.append(nn.Linear(a, b))
     return nn.Sequential(*layers)
 
 
 def numpy_mlp(layers: nn.Sequential):
-    """A numpy function computing ``layers`` (Linear and LeakyReLU only) on float64 rows, without autograd.
+    """A numpy function computing ``layers`` (as :func:`mlp` builds them) on float64 rows, without autograd.
 
     Rollouts call it once per step: tiny numpy products avoid torch's per-op
     overhead and its thread pool, which stalls on busy machines.
@@ -55,8 +69,12 @@ def numpy_mlp(layers: nn.Sequential):
             steps.append(lambda x, w=weight, b=bias: x @ w + b)
         elif isinstance(layer, nn.LeakyReLU):
             steps.append(lambda x, slope=layer.negative_slope: np.where(x > 0, x, slope * x))
+        elif isinstance(layer, nn.ReLU):
+            steps.append(lambda x: np.maximum(x, 0.0))
+        elif isinstance(layer, nn.Tanh):
+            steps.append(np.tanh)
         else:
-            raise TypeError(f"numpy_mlp handles Linear and LeakyReLU layers, not {type(layer).__name__}")
+            raise TypeError(f"numpy_mlp handles Linear, LeakyReLU, ReLU and Tanh layers, not {type(layer).__name__}")
 
     def run(x: np.ndarray) -> np.ndarray:
         for step in steps:
@@ -75,14 +93,14 @@ class ScoringHead(nn.Module):
     contributions, and only what changes per step is computed per step.
     """
 
-    def __init__(self, segments: dict[str, int], hidden: tuple[int, ...], negative_slope: float) -> None:
+    def __init__(self, segments: dict[str, int], hidden: tuple[int, ...], activation: str, negative_slope: float) -> None:
         super().__init__()
         self.slices: dict[str, slice] = {}
         start = 0
         for name, size in segments.items():
             self.slices[name] = slice(start, start + size)
             start += size
-        self.layers = mlp([start, *hidden, 1], negative_slope)
+        self.layers = mlp([start, *hidden, 1], activation, negative_slope)
 
     def part(self, name: str, x: torch.Tensor) -> torch.Tensor:
         """Segment ``name``'s contribution to the first layer (no bias)."""

@@ -32,7 +32,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from .env import PlacementState
 from .features import FEATURE_LAYOUT
-from .nets import GraphTensors, graph_tensors
+from .nets import ACTIVATIONS, GraphTensors, graph_tensors
 
 __all__ = [
     "PolicyConfig",
@@ -78,6 +78,7 @@ class PolicyConfig:
         share_encoder: one encoder for SEL and PLC instead of one each.
         head_hidden: hidden layer sizes of the scoring MLPs (input ``4 * width``, output 1).
         negative_slope: slope of the heads' LeakyReLU.
+        activation: the heads' activation: ``leaky_relu``, ``relu`` or ``tanh``.
         attention_heads: GDP: heads of the attention over the op sequence.
         attention_layers: GDP: attention layers.
         max_devices: GDP: size of its per-op device output (graphs may use up to this many devices).
@@ -91,6 +92,7 @@ class PolicyConfig:
     share_encoder: bool = False
     head_hidden: tuple[int, ...] = (64,)
     negative_slope: float = 0.1
+    activation: str = "leaky_relu"
     attention_heads: int = 4
     attention_layers: int = 2
     max_devices: int = 16
@@ -99,6 +101,8 @@ class PolicyConfig:
         object.__setattr__(self, "head_hidden", tuple(int(h) for h in self.head_hidden))
         if self.method not in METHODS:
             raise ValueError(f"unknown learned method {self.method!r}; known: {', '.join(METHODS)}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
         if self.aggregator not in ("mean", "sum"):
             raise ValueError(f"aggregator must be mean or sum, got {self.aggregator!r}")
         for name in ("width", "message_passing_steps", "edge_hidden", "attention_heads", "attention_layers", "max_devices"):
