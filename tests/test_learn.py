@@ -154,7 +154,7 @@ def doppler():
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(graph=dags(), devices=st.integers(1, 4), mode=st.sampled_from(["greedy", "sample", "epsilon"]))
+@given(graph=dags(), devices=st.integers(1, 4), mode=st.sampled_from(["greedy", "sample", "epsilon", "teacher"]))
 def test_rollouts_give_valid_assignments(doppler, graph, devices, mode):
     r = doppler.rollout(graph, devices, mode=mode, epsilon=0.5, teacher=True)
     assert r.assignment.shape == (graph.num_nodes,) and r.assignment.min() >= 0 and r.assignment.max() < devices

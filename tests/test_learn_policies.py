@@ -37,8 +37,8 @@ class RecordingChooser(Chooser):
         super().__init__(*args)
         self.log_probs: list[float] = []
 
-    def __call__(self, probs, decision):
-        pick = super().__call__(probs, decision)
+    def __call__(self, probs, decision, teacher=None):
+        pick = super().__call__(probs, decision, teacher)
         self.log_probs.append(float(np.log(probs[pick])))
         return pick
 
@@ -66,7 +66,7 @@ def test_other_activations_score_consistently(activation):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(graph=dags(), devices=st.integers(1, 4), method=st.sampled_from(sorted(METHODS)), mode=st.sampled_from(["greedy", "sample", "epsilon"]))
+@given(graph=dags(), devices=st.integers(1, 4), method=st.sampled_from(sorted(METHODS)), mode=st.sampled_from(["greedy", "sample", "epsilon", "teacher"]))
 def test_every_method_gives_valid_rollouts(policies, graph, devices, method, mode):
     r = policies[method].rollout(graph, devices, mode=mode, epsilon=0.3, teacher=True)
     assert r.assignment.min() >= 0 and r.assignment.max() < devices
@@ -98,6 +98,23 @@ def test_several_rollouts_share_one_encoder_pass(policies, method):
     policy.zero_grad()
     sum(r.log_prob + r.imitation_loss for r in many).backward()
     assert all(p.grad is not None for p in policy.parameters())
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_teacher_mode_replays_the_critical_path_teacher(policies, method):
+    graph = wb.bundled_graph("chain_mm")
+    r = policies[method].rollout(graph, 3, mode="teacher")
+    assert r.teacher_agreement == 1.0 and float(r.imitation_loss) > 0
+    if method == "placeto":  # its op order is fixed: the teacher only picks devices
+        state = PlacementState(graph, 3)
+        for op in graph.topological_order.tolist():
+            state.place(op, int(state.teacher_devices(state.schedule.earliest_starts(op))[0]))
+        assert np.array_equal(r.assignment, state.schedule.device)
+    else:
+        teacher = wb.place(graph, "critical_path", devices=3)
+        assert np.array_equal(r.assignment, teacher.assignment)
+        if method != "gdp":
+            assert np.array_equal(r.order, teacher.order)
 
 
 def test_ablations_follow_the_teacher_in_the_head_they_do_not_learn(policies):

@@ -106,8 +106,9 @@ class DopplerPolicy(LearnedPolicy):
             ready = state.ready_ops()
             teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
             if self.learn_select:
-                pos = choose(softmax(e.sel_np[ready]), 2 * t)
-                sel.add(ready, pos, None if teacher_ops is None else np.isin(ready, teacher_ops))
+                sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
+                pos = choose(softmax(e.sel_np[ready]), 2 * t, sel_teacher)
+                sel.add(ready, pos, sel_teacher)
                 op = int(ready[pos])
             else:
                 op = int(teacher_ops[0])
@@ -115,8 +116,9 @@ class DopplerPolicy(LearnedPolicy):
             teacher_devices = state.teacher_devices(earliest)
             if self.learn_place:
                 feats[t] = state.device_features(op, earliest)
-                target = choose(softmax(e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)), 2 * t + 1)
-                plc.add(all_devices, target, np.isin(all_devices, teacher_devices) if teacher else None)
+                plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
+                target = choose(softmax(e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)), 2 * t + 1, plc_teacher)
+                plc.add(all_devices, target, plc_teacher)
                 device_sum[target] += e.device_part_np[op]
             else:
                 target = int(teacher_devices[0])

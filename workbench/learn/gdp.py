@@ -87,7 +87,8 @@ class GDPPolicy(LearnedPolicy):
         assignment = np.zeros(n, dtype=np.int64)
         agree = 0
         for t, op in enumerate(order.tolist()):
-            assignment[op] = choose(probs[t], t)
-            decisions.add(all_devices, int(assignment[op]), None if tied is None else np.isin(all_devices, tied[op]))
-            agree += bool(tied is not None and assignment[op] in tied[op])
+            teacher_mask = None if tied is None else np.isin(all_devices, tied[op])
+            assignment[op] = choose(probs[t], t, teacher_mask)
+            decisions.add(all_devices, int(assignment[op]), teacher_mask)
+            agree += bool(teacher and teacher_mask[assignment[op]])
         return finish_rollout(assignment, order, [decisions.terms(logits)], teacher, agree, device)

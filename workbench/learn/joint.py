@@ -73,13 +73,13 @@ class JointPolicy(LearnedPolicy):
             earliest = np.stack([state.schedule.earliest_starts(int(op)) for op in ready])
             feats = np.stack([state.device_features(int(op), e) for op, e in zip(ready, earliest)])
             logits = e.finish(feats @ e.device_weight + e.device_bias + e.own_np[ready][:, None, :] + device_sum[None])
-            pick = choose(softmax(logits.reshape(-1)), t)
-            op, target = int(ready[pick // d]), pick % d
             teacher_pairs = None
             if teacher:
                 tied = np.isin(ready, state.teacher_ops(ready))[:, None] & (earliest == earliest.min(axis=1, keepdims=True))
                 teacher_pairs = tied.reshape(-1)
-                agree += bool(teacher_pairs[pick])
+            pick = choose(softmax(logits.reshape(-1)), t, teacher_pairs)
+            op, target = int(ready[pick // d]), pick % d
+            agree += bool(teacher and teacher_pairs[pick])
             decisions.add(np.arange(offset, offset + ready.size * d), pick, teacher_pairs)
             offset += ready.size * d
             pair_feats.append(feats)

@@ -67,10 +67,10 @@ class PlacetoPolicy(LearnedPolicy):
             preds = graph.predecessors(op)  # in topological order every placed neighbour is a predecessor
             neighbours = np.zeros((d, width))
             np.add.at(neighbours, state.schedule.device[preds], e.neighbour_np[preds])
-            target = choose(softmax(e.finish(e.own_np[op] + neighbours + device_sum)), t)
-            teacher_devices = state.teacher_devices(state.schedule.earliest_starts(op)) if teacher else None
-            decisions.add(all_devices, target, None if teacher_devices is None else np.isin(all_devices, teacher_devices))
-            agree += bool(teacher and target in teacher_devices)
+            teacher_mask = np.isin(all_devices, state.teacher_devices(state.schedule.earliest_starts(op))) if teacher else None
+            target = choose(softmax(e.finish(e.own_np[op] + neighbours + device_sum)), t, teacher_mask)
+            decisions.add(all_devices, target, teacher_mask)
+            agree += bool(teacher and teacher_mask[target])
             device_sum[target] += e.device_part_np[op]
             state.place(op, target)
         assignment = state.schedule.device

@@ -48,7 +48,7 @@ __all__ = [
 
 CHECKPOINT_FORMAT = "workbench-policy"
 CHECKPOINT_VERSION = 1
-MODES = ("greedy", "sample", "epsilon")
+MODES = ("greedy", "sample", "epsilon", "teacher")
 
 # method -> (module, class, constructor keyword arguments)
 METHODS: dict[str, tuple[str, str, dict[str, str]]] = {
@@ -154,7 +154,7 @@ def check_mode(mode: str, epsilon: float) -> None:
 
 
 class Chooser:
-    """Greedy, sampled or epsilon-greedy choices, reproducible from one ``torch.Generator``.
+    """Greedy, sampled, epsilon-greedy or teacher choices, reproducible from one ``torch.Generator``.
 
     All uniform draws of an episode (two per decision: explore?, which) are
     taken up front, so the step loop never calls into torch's RNG.
@@ -166,8 +166,10 @@ class Chooser:
         device = generator.device if generator is not None else "cpu"
         self.draws = torch.rand((max(decisions, 1), 2), generator=generator, dtype=torch.float64, device=device).cpu().numpy()
 
-    def __call__(self, probs: np.ndarray, decision: int) -> int:
-        """Index of the chosen candidate, given the candidates' probabilities."""
+    def __call__(self, probs: np.ndarray, decision: int, teacher: np.ndarray | None = None) -> int:
+        """Index of the chosen candidate, given the candidates' probabilities (and the teacher's mask over them)."""
+        if self.mode == "teacher":
+            return int(np.flatnonzero(teacher)[0])
         explore, which = self.draws[decision]
         if self.mode == "sample":
             cumulative = np.cumsum(probs)
@@ -303,8 +305,10 @@ class LearnedPolicy(nn.Module, ABC):
 
         Args:
             mode: ``"greedy"`` (most probable action), ``"sample"`` (from the
-                policy) or ``"epsilon"`` (greedy, but with probability
-                ``epsilon`` a uniformly random legal action).
+                policy), ``"epsilon"`` (greedy, but with probability
+                ``epsilon`` a uniformly random legal action) or ``"teacher"``
+                (the critical-path teacher's action, smallest id among ties:
+                imitation on the teacher's own trajectory; implies ``teacher``).
             generator: a ``torch.Generator`` for reproducible draws (else torch's global RNG).
             teacher: also compute the imitation loss against the critical-path teacher.
         """
@@ -329,6 +333,7 @@ class LearnedPolicy(nn.Module, ABC):
         if int(count) < 1:
             raise ValueError(f"count must be >= 1, got {count}")
         check_mode(mode, epsilon)
+        teacher = teacher or mode == "teacher"
         encoded = self.encode(graph_tensors(graph, self.device))
         return [
             self.play(PlacementState(graph, devices), Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher, encoded)
@@ -341,7 +346,7 @@ class LearnedPolicy(nn.Module, ABC):
 
     @abstractmethod
     def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
-        """Run one episode from the empty ``state``; ``choose(probs, k)`` makes decision ``k``."""
+        """Run one episode from the empty ``state``; ``choose(probs, k, teacher_mask)`` makes decision ``k``."""
 
     def save(self, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> None:
         """Write weights, config, versions, feature layout and ``extra`` to ``path`` atomically.
