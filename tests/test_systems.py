@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import workbench as wb
 from workbench.systems import Measurement, SimulatorOracle, calibrate, measure, spearman, trace_violations
-from workbench.systems.executor import CalibratedKernels, LocalExecutor, OpKernels
+from workbench.systems.executor import CalibratedKernels, LocalExecutor, WaitKernels
 
 SMALL = dict(memory_budget=8 << 20, max_transfer_bytes=1 << 20)
 
@@ -90,29 +90,10 @@ def test_executor_runs_each_paper_graph_and_its_trace_obeys_the_model(name, exec
     assert _workbench_threads() == []
 
 
-class SleepKernels(OpKernels):
-    """Ops and copies that wait exactly their modeled time: the executor's dispatch, free of CPU noise."""
-
-    def setup(self, graph, assignment, workers, time_scale):
-        self.op_seconds, self.edge_seconds = graph.compute * time_scale, graph.comm * time_scale
-        return {"kernel": "sleep"}
-
-    def run(self, op, inputs, worker, stop):
-        stop.wait(self.op_seconds[op])
-        return op
-
-    def send(self, edge, value, source, target):
-        time.sleep(self.edge_seconds[edge])
-        return value
-
-    def teardown(self):
-        pass
-
-
 @pytest.mark.parametrize("method", ["single", "round_robin", "critical_path"])
 def test_dispatch_reproduces_the_simulated_runtime_when_op_times_are_exact(method):
     graph = wb.bundled_graph("chain_mm")
-    executor = LocalExecutor(4, device="cpu", target_seconds=0.25, warmup=0, kernels=SleepKernels())
+    executor = LocalExecutor(4, device="cpu", target_seconds=0.25, warmup=0, kernels=WaitKernels())
     assignment = wb.place(graph, method, 4).assignment
     real = executor.measure(graph, assignment, repeats=2)
     simulated = SimulatorOracle(4, executor.scale_for(graph)).measure(graph, assignment)
@@ -123,7 +104,7 @@ def test_dispatch_reproduces_the_simulated_runtime_when_op_times_are_exact(metho
 
 def test_independent_ops_run_concurrently_on_their_workers():
     graph = wb.DataflowGraph.from_edges([1.0] * 4, [])
-    executor = LocalExecutor(4, device="cpu", time_scale=0.05, warmup=0, kernels=SleepKernels())
+    executor = LocalExecutor(4, device="cpu", time_scale=0.05, warmup=0, kernels=WaitKernels())
     single = executor.measure(graph, [0, 0, 0, 0], repeats=1)
     spread = executor.measure(graph, [0, 1, 2, 3], repeats=1)
     assert single.seconds > 0.19 and spread.seconds < 0.6 * single.seconds

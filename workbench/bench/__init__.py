@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "sim": ("workbench.bench.sim", "fast vs SimPy engine per evaluation, and batch throughput, on the paper graphs"),
+    "systems": ("workbench.bench.systems", "real-system backend: executor overhead per op, runtime fidelity vs the simulator, kernel sizing, remote round trips"),
 }
 
 
