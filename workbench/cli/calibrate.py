@@ -18,6 +18,7 @@ def register(sub) -> None:
     parser.add_argument("--seed", type=int, default=0, help="which random placements (default 0)")
     parser.add_argument("--engine", metavar="HOST:PORT", help="measure on a remote engine instead of the local executor")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="local executor devices (default auto: CUDA when present)")
+    parser.add_argument("--emulate", action="store_true", help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)")
     parser.add_argument("--target-seconds", type=float, default=0.1, help="scale the graph so its lower bound lasts this long (default 0.1)")
     parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
     parser.add_argument("--out", metavar="DIR", help="output folder (default runs/calibrate-GRAPH-Nd); holds a journal to resume from")
@@ -29,6 +30,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from . import CliError
     from ..systems import LocalExecutor, RemoteEngine, calibrate
+    from ..systems.executor import WaitKernels
 
     if not args.timeout > 0:
         raise CliError(f"--timeout must be > 0 seconds, got {args.timeout}")
@@ -36,7 +38,7 @@ def run(args) -> int:
     if args.engine:
         oracle = RemoteEngine.from_address(args.engine, devices=args.devices)
     else:
-        oracle = LocalExecutor(args.devices, args.device, args.time_scale, args.target_seconds)
+        oracle = LocalExecutor(args.devices, args.device, args.time_scale, args.target_seconds, kernels=WaitKernels() if args.emulate else None)
     out = Path(args.out or f"runs/calibrate-{graph.name}-{args.devices}d")
     try:
         result = calibrate(graph, oracle, args.devices, args.placements, args.repeats, args.timeout, args.seed, journal=out / "measurements.jsonl", statistic=args.statistic)
