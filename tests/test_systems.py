@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import workbench as wb
-from workbench.systems import Measurement, SimulatorOracle, calibrate, measure, spearman, trace_violations
+from workbench.systems import Measurement, MeasurementError, SimulatorOracle, calibrate, measure, spearman, trace_violations
 from workbench.systems.executor import CalibratedKernels, LocalExecutor, WaitKernels
 
 SMALL = dict(memory_budget=8 << 20, max_transfer_bytes=1 << 20)
@@ -54,6 +54,9 @@ def test_measurement_median_failure_and_json_round_trip():
     assert not Measurement.from_samples([]).ok
     back = Measurement.from_dict(failed.to_dict())
     assert math.isnan(back.seconds) and back.errors == failed.errors
+    assert float(m) == 2.0  # usable as a reward
+    with pytest.raises(MeasurementError, match="op 3 raised"):
+        float(failed)  # never a silent number
 
 
 def test_spearman_known_values():
@@ -90,16 +93,17 @@ def test_executor_runs_each_paper_graph_and_its_trace_obeys_the_model(name, exec
     assert _workbench_threads() == []
 
 
-@pytest.mark.parametrize("method", ["single", "round_robin", "critical_path"])
+@pytest.mark.parametrize("method", ["round_robin", "critical_path", "random"])
 def test_dispatch_reproduces_the_simulated_runtime_when_op_times_are_exact(method):
     graph = wb.bundled_graph("chain_mm")
-    executor = LocalExecutor(4, device="cpu", target_seconds=0.25, warmup=0, kernels=WaitKernels())
+    executor = LocalExecutor(4, device="cpu", target_seconds=0.4, warmup=0, kernels=WaitKernels())
     assignment = wb.place(graph, method, 4).assignment
     real = executor.measure(graph, assignment, repeats=2)
     simulated = SimulatorOracle(4, executor.scale_for(graph)).measure(graph, assignment)
     assert real.ok and trace_violations(graph, assignment, real.trace, slack=1e-4) == []
-    # thread wake-ups only add time (a loaded machine adds a lot); ties may break differently
-    assert 0.8 < min(real.samples) / simulated.seconds < 1.35, (real.samples, simulated.seconds)
+    # thread wake-ups only add time (a loaded machine adds a lot); ties may break differently.
+    # Queued transfers gave 1.9x here, serialized devices would give 2-4x.
+    assert 0.8 < min(real.samples) / simulated.seconds < 1.5, (real.samples, simulated.seconds)
 
 
 def test_independent_ops_run_concurrently_on_their_workers():

@@ -194,6 +194,7 @@ class CalibratedKernels(OpKernels):
 
         def measure() -> _Speed:
             space = self._workspace(worker)
+            _settle([worker])
             rows = space["x"].shape[0]
 
             def per_call(fn, min_seconds: float) -> float:
@@ -303,6 +304,12 @@ class WaitKernels(OpKernels):
 
     def teardown(self) -> None:
         pass
+
+
+def _settle(workers: Sequence[Worker]) -> None:
+    """Wait for work queued on the GPUs' default streams (allocations, fills) before worker streams use it."""
+    for device in {w.device for w in workers if w.stream is not None}:
+        _torch().cuda.synchronize(device)
 
 
 class _stream:
@@ -568,6 +575,7 @@ class LocalExecutor:
         pool = ThreadPoolExecutor(max_workers=transfer_threads, thread_name_prefix="workbench-transfer")
         try:
             details.update(self.kernels.setup(graph, values, workers, scale))
+            _settle(workers)
             for k in range(self.warmup + repeats):
                 left = deadline - time.monotonic()
                 label = "warm-up run" if k < self.warmup else f"run {k - self.warmup + 1} of {repeats}"
