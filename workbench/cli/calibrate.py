@@ -29,14 +29,21 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from . import CliError
-    from ..systems import LocalExecutor, RemoteEngine, calibrate
+    from ..systems import EngineError, LocalExecutor, RemoteEngine, calibrate
     from ..systems.executor import WaitKernels
 
     if not args.timeout > 0:
         raise CliError(f"--timeout must be > 0 seconds, got {args.timeout}")
     graph = load_graph_argument(args.graph)
     if args.engine:
-        oracle = RemoteEngine.from_address(args.engine, devices=args.devices)
+        oracle = RemoteEngine.from_address(args.engine)
+        try:
+            hello = oracle.hello()
+        except EngineError as exc:
+            raise CliError(str(exc)) from None
+        if hello["devices"] < args.devices:
+            raise CliError(f"the engine at {args.engine} has {hello['devices']} devices, fewer than --devices {args.devices}")
+        oracle.devices = args.devices
     else:
         oracle = LocalExecutor(args.devices, args.device, args.time_scale, args.target_seconds, kernels=WaitKernels() if args.emulate else None)
     out = Path(args.out or f"runs/calibrate-{graph.name}-{args.devices}d")

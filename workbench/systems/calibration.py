@@ -260,9 +260,11 @@ def _load_journal(path: Path | None) -> dict[str, Measurement]:
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line)
-            done[entry["key"]] = Measurement.from_dict(entry["measurement"])
+            measurement = Measurement.from_dict(entry["measurement"])
         except (ValueError, KeyError, TypeError):
             continue  # a half-written last line from an interrupted run
+        if measurement.ok:  # failures are measured again
+            done[entry["key"]] = measurement
     return done
 
 
@@ -295,7 +297,8 @@ def calibrate(
         nominal_scale: seconds per graph unit before calibration (default: the
             time scale the oracle reports, else the median measured/simulated ratio).
         journal: a JSON-lines file of finished measurements: appended to as
-            they finish, and read first so an interrupted run resumes.
+            they finish, and read first so an interrupted run resumes (failed
+            measurements are tried again).
         progress: show a tqdm progress bar.
         statistic: ``"median"`` or ``"min"`` of each placement's runs
             (the minimum resists interference from other processes).
