@@ -155,9 +155,9 @@ class CalibratedKernels(OpKernels):
     ``c * time_scale / seconds_per_row`` rows (in chunks of at most ``rows``,
     checking for a stop between chunks); ``seconds_per_row`` is measured once
     per device and thread count, as the fastest of several short batches (on
-    a shared machine other processes only ever add time). An op first copies a few values of each
-    input into its block and leaves a few of its results in its output, so
-    the data really flows along the edges.
+    a shared machine other processes only ever add time). An op first copies
+    a few values of each input into its block and leaves a few of its results
+    in its output, so the data really flows along the edges.
 
     An edge of communication cost ``m`` between devices moves
     ``m * time_scale * copy_bytes_per_second`` bytes (the measured copy
