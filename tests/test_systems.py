@@ -242,8 +242,9 @@ def test_calibration_on_the_executor_writes_report_and_figure_and_resumes(tmp_pa
     journal = tmp_path / "measurements.jsonl"
     result = calibrate(graph, executor, placements=5, repeats=1, journal=journal, progress=False)
     assert result.summary["measured"] == 5 and len(journal.read_text().splitlines()) == 5
-    for key in ("spearman_before", "spearman_after", "median_relative_error_after"):
-        assert -1.0 <= result.summary[key] <= 1.0 or key.startswith("median")
+    assert np.all(np.isfinite(result.measured)) and np.all(result.after > 0)
+    # the fitted simulator is scaled to the measurements: its median ratio to them is 1
+    assert np.median(result.measured / result.after) == pytest.approx(1.0, rel=1e-6)
     paths = result.save(tmp_path)
     import json
 
