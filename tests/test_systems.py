@@ -208,6 +208,21 @@ def test_workers_use_cuda_exactly_when_it_is_available():
     assert [w.device.type for w in workers] == [expected] * 2
 
 
+def test_cuda_workers_run_a_paper_graph_and_release_their_memory():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    graph = wb.bundled_graph("ffnn")
+    before = torch.cuda.memory_allocated()
+    executor = LocalExecutor(4, device="cuda", target_seconds=0.05, warmup=1)
+    assignment = wb.place(graph, "critical_path", 4).assignment
+    result = executor.measure(graph, assignment, repeats=2)
+    assert result.ok, result.errors
+    assert result.details["devices"][0].startswith("cuda")
+    assert trace_violations(graph, assignment, result.trace, slack=1e-4) == []
+    assert torch.cuda.memory_allocated() == before
+
+
 def test_import_workbench_systems_does_not_import_torch():
     import subprocess
     import sys
