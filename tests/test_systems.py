@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import workbench as wb
-from workbench.systems import Measurement, SimulatorOracle, calibrate, measure, spearman, trace_violations
-from workbench.systems.executor import CalibratedKernels, LocalExecutor, OpKernels
+from workbench.systems import Measurement, MeasurementError, SimulatorOracle, calibrate, measure, spearman, trace_violations
+from workbench.systems.executor import CalibratedKernels, LocalExecutor, WaitKernels
 
 SMALL = dict(memory_budget=8 << 20, max_transfer_bytes=1 << 20)
 
@@ -54,6 +54,9 @@ def test_measurement_median_failure_and_json_round_trip():
     assert not Measurement.from_samples([]).ok
     back = Measurement.from_dict(failed.to_dict())
     assert math.isnan(back.seconds) and back.errors == failed.errors
+    assert float(m) == 2.0  # usable as a reward
+    with pytest.raises(MeasurementError, match="op 3 raised"):
+        float(failed)  # never a silent number
 
 
 def test_spearman_known_values():
@@ -90,40 +93,22 @@ def test_executor_runs_each_paper_graph_and_its_trace_obeys_the_model(name, exec
     assert _workbench_threads() == []
 
 
-class SleepKernels(OpKernels):
-    """Ops and copies that wait exactly their modeled time: the executor's dispatch, free of CPU noise."""
-
-    def setup(self, graph, assignment, workers, time_scale):
-        self.op_seconds, self.edge_seconds = graph.compute * time_scale, graph.comm * time_scale
-        return {"kernel": "sleep"}
-
-    def run(self, op, inputs, worker, stop):
-        stop.wait(self.op_seconds[op])
-        return op
-
-    def send(self, edge, value, source, target):
-        time.sleep(self.edge_seconds[edge])
-        return value
-
-    def teardown(self):
-        pass
-
-
-@pytest.mark.parametrize("method", ["single", "round_robin", "critical_path"])
+@pytest.mark.parametrize("method", ["round_robin", "critical_path", "random"])
 def test_dispatch_reproduces_the_simulated_runtime_when_op_times_are_exact(method):
     graph = wb.bundled_graph("chain_mm")
-    executor = LocalExecutor(4, device="cpu", target_seconds=0.25, warmup=0, kernels=SleepKernels())
+    executor = LocalExecutor(4, device="cpu", target_seconds=0.4, warmup=0, kernels=WaitKernels())
     assignment = wb.place(graph, method, 4).assignment
     real = executor.measure(graph, assignment, repeats=2)
     simulated = SimulatorOracle(4, executor.scale_for(graph)).measure(graph, assignment)
     assert real.ok and trace_violations(graph, assignment, real.trace, slack=1e-4) == []
-    # thread wake-ups only add time (a loaded machine adds a lot); ties may break differently
-    assert 0.8 < min(real.samples) / simulated.seconds < 1.35, (real.samples, simulated.seconds)
+    # thread wake-ups only add time (a loaded machine adds a lot); ties may break differently.
+    # Queued transfers gave 1.9x here, serialized devices would give 2-4x.
+    assert 0.8 < min(real.samples) / simulated.seconds < 1.5, (real.samples, simulated.seconds)
 
 
 def test_independent_ops_run_concurrently_on_their_workers():
     graph = wb.DataflowGraph.from_edges([1.0] * 4, [])
-    executor = LocalExecutor(4, device="cpu", time_scale=0.05, warmup=0, kernels=SleepKernels())
+    executor = LocalExecutor(4, device="cpu", time_scale=0.05, warmup=0, kernels=WaitKernels())
     single = executor.measure(graph, [0, 0, 0, 0], repeats=1)
     spread = executor.measure(graph, [0, 1, 2, 3], repeats=1)
     assert single.seconds > 0.19 and spread.seconds < 0.6 * single.seconds
@@ -223,6 +208,21 @@ def test_workers_use_cuda_exactly_when_it_is_available():
     assert [w.device.type for w in workers] == [expected] * 2
 
 
+def test_cuda_workers_run_a_paper_graph_and_release_their_memory():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    graph = wb.bundled_graph("ffnn")
+    before = torch.cuda.memory_allocated()
+    executor = LocalExecutor(4, device="cuda", target_seconds=0.05, warmup=1)
+    assignment = wb.place(graph, "critical_path", 4).assignment
+    result = executor.measure(graph, assignment, repeats=2)
+    assert result.ok, result.errors
+    assert result.details["devices"][0].startswith("cuda")
+    assert trace_violations(graph, assignment, result.trace, slack=1e-4) == []
+    assert torch.cuda.memory_allocated() == before
+
+
 def test_import_workbench_systems_does_not_import_torch():
     import subprocess
     import sys
@@ -257,8 +257,9 @@ def test_calibration_on_the_executor_writes_report_and_figure_and_resumes(tmp_pa
     journal = tmp_path / "measurements.jsonl"
     result = calibrate(graph, executor, placements=5, repeats=1, journal=journal, progress=False)
     assert result.summary["measured"] == 5 and len(journal.read_text().splitlines()) == 5
-    for key in ("spearman_before", "spearman_after", "median_relative_error_after"):
-        assert -1.0 <= result.summary[key] <= 1.0 or key.startswith("median")
+    assert np.all(np.isfinite(result.measured)) and np.all(result.after > 0)
+    # the fitted simulator is scaled to the measurements: its median ratio to them is 1
+    assert np.median(result.measured / result.after) == pytest.approx(1.0, rel=1e-6)
     paths = result.save(tmp_path)
     import json
 

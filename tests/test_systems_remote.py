@@ -205,6 +205,10 @@ def test_commands_report_bad_input_in_one_line(capsys):
     assert "--port must be in" in capsys.readouterr().err
     assert main(["calibrate", "no_such_graph"]) == 2
     assert "no such file" in capsys.readouterr().err
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    assert main(["calibrate", "chain_mm", "--engine", f"127.0.0.1:{port}"]) == 2
+    assert "unreachable" in capsys.readouterr().err
     with pytest.raises(ValueError, match="HOST:PORT"):
         RemoteEngine.from_address("localhost")
 

@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "generators": ("workbench.bench.generators", "generated paper families vs the bundled graphs; import speed of a GPT with thousands of ops"),
     "placers": ("workbench.bench.placers", "every placement method on the paper graphs (makespan, seconds) and its gap to the STG optima"),
     "episode": ("workbench.bench.episode", "learned policies: inference and training-episode (rollout + REINFORCE update) seconds per paper graph"),
+    "systems": ("workbench.bench.systems", "real-system backend: executor overhead per op, runtime fidelity vs the simulator, kernel sizing, remote round trips"),
 }
 
 

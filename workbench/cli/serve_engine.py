@@ -15,6 +15,7 @@ def register(sub) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the engine)")
     parser.add_argument("--port", type=int, default=7070, help="TCP port (default 7070; 0 picks a free one)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="worker devices (default auto: CUDA when present)")
+    parser.add_argument("--emulate", action="store_true", help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)")
     parser.add_argument("--target-seconds", type=float, default=0.2, help="scale each graph so its lower bound lasts this long (default 0.2)")
     parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before each measurement (default 1)")
@@ -26,6 +27,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from . import CliError
     from ..systems import LocalExecutor, SimulatorOracle, serve_engine
+    from ..systems.executor import WaitKernels
 
     if not 0 <= args.port < 65536:
         raise CliError(f"--port must be in 0..65535, got {args.port}")
@@ -33,7 +35,8 @@ def run(args) -> int:
     if args.simulate:
         oracle = SimulatorOracle(args.devices, args.time_scale or 1.0)
     else:
-        oracle = LocalExecutor(args.devices, args.device, args.time_scale, args.target_seconds, warmup=args.warmup)
+        kernels = WaitKernels() if args.emulate else None
+        oracle = LocalExecutor(args.devices, args.device, args.time_scale, args.target_seconds, warmup=args.warmup, kernels=kernels)
     try:
         server = serve_engine(graphs, oracle, args.host, args.port, args.max_timeout)
     except OSError as exc:

@@ -22,12 +22,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..graph import DataflowGraph
-from .oracle import CostOracle, Measurement, SimulatorOracle, scaled_trace, spearman, trace_violations
+from .oracle import CostOracle, Measurement, MeasurementError, SimulatorOracle, scaled_trace, spearman, trace_violations
 
 __all__ = [
     "measure",
     "make_oracle",
     "Measurement",
+    "MeasurementError",
     "CostOracle",
     "SimulatorOracle",
     "LocalExecutor",

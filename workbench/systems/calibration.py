@@ -59,7 +59,7 @@ def calibration_placements(graph: DataflowGraph, devices: int, count: int = 24, 
     base = dict(chosen).get("critical_path")
     if base is None:
         base = np.asarray(place(graph, "critical_path", devices, seed=seed).assignment)
-    families = ["random", "perturbed", "fewer_devices"]
+    families = ["random", "perturbed"] + (["fewer_devices"] if devices > 2 else [])
     k = 0
     while len(chosen) < count:
         family = families[k % len(families)]
@@ -72,7 +72,7 @@ def calibration_placements(graph: DataflowGraph, devices: int, count: int = 24, 
             moved[pick] = rng.integers(0, devices, int(pick.sum()))
             chosen.append((f"critical_path {int(share * 100)}% moved #{k}", moved))
         else:
-            used = 1 + (k // 3) % max(1, devices - 1)
+            used = 2 + (k // 3) % (devices - 2)
             chosen.append((f"random on {used} devices #{k}", rng.integers(0, used, n)))
         k += 1
     return [(label, a.astype(np.int64)) for label, a in chosen[:count]]
@@ -249,8 +249,8 @@ class Calibration:
         return {k: str(v) for k, v in paths.items()}
 
 
-def _journal_key(label: str, assignment: np.ndarray) -> str:
-    return f"{label}|{','.join(map(str, assignment.tolist()))}"
+def _journal_key(round_: int, label: str, assignment: np.ndarray) -> str:
+    return f"{round_}|{label}|{','.join(map(str, assignment.tolist()))}"
 
 
 def _load_journal(path: Path | None) -> dict[str, Measurement]:
@@ -260,9 +260,11 @@ def _load_journal(path: Path | None) -> dict[str, Measurement]:
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line)
-            done[entry["key"]] = Measurement.from_dict(entry["measurement"])
+            measurement = Measurement.from_dict(entry["measurement"])
         except (ValueError, KeyError, TypeError):
             continue  # a half-written last line from an interrupted run
+        if measurement.ok:  # failures are measured again
+            done[entry["key"]] = measurement
     return done
 
 
@@ -277,6 +279,7 @@ def calibrate(
     nominal_scale: float | None = None,
     journal: str | os.PathLike | None = None,
     progress: bool = True,
+    statistic: str = "median",
 ) -> Calibration:
     """Measure ``placements`` placements with ``oracle``, fit the simulator, and compare before and after.
 
@@ -286,44 +289,58 @@ def calibrate(
             remote engine; the simulator is accepted for testing).
         devices: devices to place on (default: the oracle's).
         placements: how many placements to measure (at least 4).
-        repeats: timed runs per placement.
+        repeats: timed runs per placement, measured in rounds (every
+            placement once, then again), so that a change in the machine's
+            load hits all placements alike rather than a few.
         timeout: seconds per placement.
         seed: which random placements.
         nominal_scale: seconds per graph unit before calibration (default: the
             time scale the oracle reports, else the median measured/simulated ratio).
         journal: a JSON-lines file of finished measurements: appended to as
-            they finish, and read first so an interrupted run resumes.
+            they finish, and read first so an interrupted run resumes (failed
+            measurements are tried again).
         progress: show a tqdm progress bar.
+        statistic: ``"median"`` or ``"min"`` of each placement's runs
+            (the minimum resists interference from other processes).
     """
     from tqdm.auto import tqdm
 
     devices = int(devices or oracle.devices)
+    if statistic not in ("median", "min"):
+        raise ValueError(f"statistic must be 'median' or 'min', got {statistic!r}")
     if placements < 4:
         raise ValueError(f"calibration needs at least 4 placements, got {placements}")
     chosen = calibration_placements(graph, devices, placements, seed)
     journal_path = Path(journal) if journal is not None else None
     done = _load_journal(journal_path)
     wants_trace = "trace" in inspect.signature(oracle.measure).parameters
-    results: list[Measurement] = []
-    for label, assignment in tqdm(chosen, desc=f"calibrate {graph.name}", disable=not progress, unit="placement"):
-        key = _journal_key(label, assignment)
+    options = {"trace": True} if wants_trace else {}
+    rounds = [(r, label, a) for r in range(repeats) for label, a in chosen]
+    for r, label, assignment in tqdm(rounds, desc=f"calibrate {graph.name}", disable=not progress, unit="run"):
+        key = _journal_key(r, label, assignment)
         if key not in done:
-            options = {"trace": True} if wants_trace else {}
-            done[key] = oracle.measure(graph, assignment, repeats=repeats, timeout=timeout, **options)
+            done[key] = oracle.measure(graph, assignment, repeats=1, timeout=timeout, **options)
             if journal_path is not None:
                 journal_path.parent.mkdir(parents=True, exist_ok=True)
                 with journal_path.open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps({"key": key, "measurement": done[key].to_dict()}) + "\n")
-        results.append(done[key])
+    runs = [[done[_journal_key(r, label, a)] for r in range(repeats)] for label, a in chosen]
+    results = [
+        Measurement.from_samples(
+            [s for m in mine for s in m.samples], errors=[e for m in mine for e in m.errors], oracle=mine[0].oracle, details=dict(mine[0].details)
+        )
+        for mine in runs
+    ]
 
     labels = [label for label, _ in chosen]
     assignments = np.array([a for _, a in chosen])
-    measured = np.array([m.seconds if m.ok else math.nan for m in results])
+    pick = {"median": np.median, "min": np.min}[statistic]
+    measured = np.array([float(pick(m.samples)) if m.ok else math.nan for m in results])
     failures = [f"{label}: {m.error}" for label, m in zip(labels, results) if not m.ok]
     ok = np.flatnonzero(np.isfinite(measured))
     if ok.size < 4:
         raise RuntimeError(f"only {ok.size} of {len(chosen)} measurements succeeded; first failure: {failures[0] if failures else 'none'}")
-    traces = [results[i].trace for i in ok if results[i].trace is not None]
+    traces = [m.trace for i in ok for m in runs[i] if m.trace is not None]
     if not traces:
         raise ValueError(f"the oracle {type(oracle).__name__} returned no traces; calibration fits op and transfer times from traces")
 
@@ -340,12 +357,13 @@ def calibrate(
 
     half_a, half_b = ok[0::2], ok[1::2]
     held_out = math.nan
-    traces_a = [results[i].trace for i in half_a if results[i].trace is not None]
+    traces_a = [m.trace for i in half_a for m in runs[i] if m.trace is not None]
     if half_b.size >= 2 and traces_a:
         partial, _ = _fit_and_predict(graph, traces_a, devices, nominal_scale, measured[half_a], assignments[half_a])
         held_out = spearman(_predict(partial, graph, assignments[half_b]), measured[half_b])
 
     summary = {
+        "statistic": statistic,
         "placements": len(chosen),
         "measured": int(ok.size),
         "spearman_before": spearman(before[ok], measured[ok]),

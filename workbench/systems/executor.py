@@ -23,7 +23,9 @@ multiplication whose size is calibrated on each worker so that the op takes
 worth of bytes per cross-device edge (at the calibrated copy bandwidth,
 within a memory budget). A graph imported from a PyTorch model can run the
 module's own ops through a different :class:`OpKernels` (the hook: ``setup``,
-``run``, ``send``, ``teardown``).
+``run``, ``send``, ``teardown``; see ``module_kernels.py``), and
+:class:`WaitKernels` emulates devices whose ops take exactly their modeled
+time, which isolates the runtime itself.
 
 Failures end the measurement with an error, never a hang: an op that raises,
 a worker thread that dies, or the timeout passing stops every worker (they
@@ -51,7 +53,7 @@ from ..sim import check_assignment, lower_bound
 from ..sim.trace import Trace
 from .oracle import Measurement
 
-__all__ = ["LocalExecutor", "Worker", "OpKernels", "CalibratedKernels", "Stopped"]
+__all__ = ["LocalExecutor", "Worker", "OpKernels", "CalibratedKernels", "WaitKernels", "Stopped"]
 
 
 class Stopped(Exception):
@@ -152,9 +154,10 @@ class CalibratedKernels(OpKernels):
     orthogonal weight. An op of compute cost ``c`` multiplies
     ``c * time_scale / seconds_per_row`` rows (in chunks of at most ``rows``,
     checking for a stop between chunks); ``seconds_per_row`` is measured once
-    per device and thread count. An op first copies a few values of each
-    input into its block and leaves a few of its results in its output, so
-    the data really flows along the edges.
+    per device and thread count, as the fastest of several short batches (on
+    a shared machine other processes only ever add time). An op first copies
+    a few values of each input into its block and leaves a few of its results
+    in its output, so the data really flows along the edges.
 
     An edge of communication cost ``m`` between devices moves
     ``m * time_scale * copy_bytes_per_second`` bytes (the measured copy
@@ -191,18 +194,22 @@ class CalibratedKernels(OpKernels):
 
         def measure() -> _Speed:
             space = self._workspace(worker)
+            _settle([worker])
             rows = space["x"].shape[0]
 
             def per_call(fn, min_seconds: float) -> float:
-                for _ in range(3):
-                    fn()
+                """The fastest of several short batches: other processes only ever add time."""
+                fn()
                 worker.sync()
-                calls, began = 0, time.perf_counter()
-                while calls < 5 or time.perf_counter() - began < min_seconds:
-                    fn()
-                    calls += 1
-                worker.sync()
-                return (time.perf_counter() - began) / calls
+                best, began, batches = math.inf, time.perf_counter(), 0
+                while batches < 5 or time.perf_counter() - began < min_seconds:
+                    start = time.perf_counter()
+                    for _ in range(3):
+                        fn()
+                    worker.sync()
+                    best = min(best, (time.perf_counter() - start) / 3)
+                    batches += 1
+                return best
 
             with _stream(worker):
                 chunk = per_call(lambda: torch.mm(space["x"], space["w"], out=space["y"]), 0.05)
@@ -271,6 +278,38 @@ class CalibratedKernels(OpKernels):
 
     def teardown(self) -> None:
         self._state = {}
+
+
+class WaitKernels(OpKernels):
+    """Emulated devices: each op and each copy just waits its modeled time (``cost * time_scale``).
+
+    No CPU work, so many workers run truly in parallel even on a small or
+    busy machine. What remains is the executor itself (threads, queues,
+    wake-ups): measuring with these kernels shows how closely the runtime
+    follows the simulator's model and what it costs per op.
+    """
+
+    def setup(self, graph: DataflowGraph, assignment: np.ndarray, workers: Sequence[Worker], time_scale: float) -> dict[str, Any]:
+        self.op_seconds, self.edge_seconds = graph.compute * time_scale, graph.comm * time_scale
+        return {"kernel": "wait"}
+
+    def run(self, op: int, inputs: dict[int, Any], worker: Worker, stop: threading.Event) -> Any:
+        if stop.wait(self.op_seconds[op]):
+            raise Stopped()
+        return op
+
+    def send(self, edge: int, value: Any, source: Worker, target: Worker) -> Any:
+        time.sleep(self.edge_seconds[edge])
+        return value
+
+    def teardown(self) -> None:
+        pass
+
+
+def _settle(workers: Sequence[Worker]) -> None:
+    """Wait for work queued on the GPUs' default streams (allocations, fills) before worker streams use it."""
+    for device in {w.device for w in workers if w.stream is not None}:
+        _torch().cuda.synchronize(device)
 
 
 class _stream:
@@ -536,6 +575,7 @@ class LocalExecutor:
         pool = ThreadPoolExecutor(max_workers=transfer_threads, thread_name_prefix="workbench-transfer")
         try:
             details.update(self.kernels.setup(graph, values, workers, scale))
+            _settle(workers)
             for k in range(self.warmup + repeats):
                 left = deadline - time.monotonic()
                 label = "warm-up run" if k < self.warmup else f"run {k - self.warmup + 1} of {repeats}"

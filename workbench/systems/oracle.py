@@ -12,7 +12,8 @@ Errors come in two kinds. A bad request (an assignment that does not fit the
 graph or the devices) raises :class:`~workbench.sim.AssignmentError` at once.
 A run that fails (an op raised, a worker died, the timeout passed, the engine
 is unreachable) returns a Measurement with ``ok == False``, ``seconds`` NaN and
-the reasons in ``errors``: never a hang and never a silent zero.
+the reasons in ``errors``: never a hang and never a silent zero (``float()``
+of a failed Measurement raises :class:`MeasurementError`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from ..graph import DataflowGraph
 from ..sim import Priority, check_assignment, simulate
 from ..sim.trace import Trace
 
-__all__ = ["Measurement", "CostOracle", "SimulatorOracle", "scaled_trace", "trace_violations", "spearman"]
+__all__ = ["Measurement", "MeasurementError", "CostOracle", "SimulatorOracle", "scaled_trace", "trace_violations", "spearman"]
+
+
+class MeasurementError(RuntimeError):
+    """A failed measurement used as a number; ``.measurement`` holds it, the message its errors."""
+
+    def __init__(self, measurement: "Measurement") -> None:
+        super().__init__(f"{measurement.oracle or 'oracle'} measurement failed: {'; '.join(measurement.errors)}")
+        self.measurement = measurement
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,12 @@ class Measurement:
     def error(self) -> str | None:
         """The first error, or ``None``."""
         return self.errors[0] if self.errors else None
+
+    def __float__(self) -> float:
+        """``seconds``, so ``float(oracle.measure(...))`` is a reward; raises :class:`MeasurementError` when it failed."""
+        if not self.ok:
+            raise MeasurementError(self)
+        return self.seconds
 
     @classmethod
     def from_samples(cls, samples: Sequence[float], traces: Sequence[Trace | None] = (), **fields: Any) -> "Measurement":

@@ -230,6 +230,7 @@ def _field(request: Mapping[str, Any], name: str, kind: type | tuple[type, ...],
 
 class _Handler(socketserver.StreamRequestHandler):
     server: "EngineServer"
+    timeout = 300.0  # an idle connection is closed after this many seconds
 
     def handle(self) -> None:
         while True:
