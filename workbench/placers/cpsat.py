@@ -45,7 +45,8 @@ class CpSatPlacer(Placer):
 
     Args:
         time_limit: wall-time limit of the solver in seconds.
-        workers: CP-SAT search workers (its portfolio); 0 lets OR-Tools decide.
+        workers: CP-SAT search workers (its portfolio); 0 lets OR-Tools decide. With 1 the
+            search is deterministic for a seed, when it finishes within the time limit.
     """
 
     def __init__(self, time_limit: float = 10.0, workers: int = 8) -> None:
