@@ -59,3 +59,14 @@ def test_bad_methods_and_options_are_one_line_errors(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_place_shows_a_proven_bound_beside_the_simple_one(capsys):
+    # rand0060 on 2 processors: simple bound 157, CP-SAT proves 165.
+    from workbench.datasets import stg_graphs
+
+    path = str(stg_graphs()[60])
+    assert main(["place", path, "--devices", "2", "--method", "cpsat", "--time-limit", "5"]) == 0
+    out = capsys.readouterr().out
+    bound = float(out.split("lower bound")[1].split()[0].replace(",", ""))
+    assert 157 < bound <= 165 and "proven by cpsat; the simple bound is 157" in out

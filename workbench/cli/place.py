@@ -24,6 +24,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..placers import place, placers
+    from ..sim import lower_bound
 
     if args.list:
         methods = placers()
@@ -44,6 +45,9 @@ def run(args) -> int:
         print(f"method       {placement.method}")
         print(f"makespan     {placement.makespan:,.6g}")
         print(f"lower bound  {placement.lower_bound:,.6g}  (gap {placement.makespan / placement.lower_bound - 1:.1%})")
+        simple = lower_bound(graph, args.devices)
+        if placement.lower_bound > simple:
+            print(f"             proven by {placement.method}; the simple bound is {simple:,.6g}")
         print(f"seconds      {placement.seconds:.3f}")
         print(f"assignment   {placement.assignment.tolist()}")
     return 0

@@ -19,9 +19,10 @@ budget. Moves follow the graph's structure:
 Proposals are evaluated in speculative batches: the evaluator is much
 cheaper per assignment in a batch, so several proposals from the current
 assignment are simulated at once and examined in order, the first accepted
-one wins and the rest are discarded (but still counted). The batch grows as
-the acceptance rate falls, so few evaluations are wasted. ``budget`` counts
-every simulated assignment; ``time_limit`` optionally caps wall time.
+one wins; the rest are discarded (but counted, and the best of them is kept
+if it beats the best so far). The batch grows as the acceptance rate falls,
+so few evaluations are wasted. ``budget`` counts every simulated
+assignment; ``time_limit`` optionally caps wall time.
 """
 
 from __future__ import annotations
@@ -130,7 +131,6 @@ class LocalSearchPlacer(Placer):
                 "evaluations": evaluator.evaluations,
                 "start_method": START_METHODS[first],
                 "start_makespan": float(start_makespans[first]),
-                "search_seconds": time.perf_counter() - began,
             },
         )
 
