@@ -19,7 +19,7 @@ from workbench.learn.nets import graph_tensors
 from workbench.learn.policy import Chooser
 from workbench.placers.base import REGISTRY
 
-from test_learn import SIX, SMALL, assert_topological, dags, reinforce
+from .test_learn import SIX, SMALL, assert_topological, dags, reinforce
 
 torch.set_num_threads(1)
 
