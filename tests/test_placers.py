@@ -14,25 +14,15 @@ from workbench.placers import REGISTRY, get_placer, placers
 from workbench.placers.list_scheduling import InsertionSchedule, rank_order, upward_rank
 from workbench.placers.local_search import critical_chain
 
+from .conftest import SMALL_DAGS
+from .conftest import small_dag as dag
+
 # Options that keep the search and exact methods fast (and CP-SAT deterministic: one worker).
 FAST_OPTIONS = {"local_search": {"budget": 300}, "cpsat": {"time_limit": 5.0, "workers": 1}}
 CORE_PLACERS = [name for name, (module, _, _) in REGISTRY.items() if module.startswith("workbench.placers.")]
 
-DAGS = {
-    "single_op": ([5.0], []),
-    "chain": ([3.0, 1.0, 4.0, 1.0], [(0, 1, 2.0), (1, 2, 2.0), (2, 3, 2.0)]),
-    "fork": ([2.0, 3.0, 3.0, 3.0], [(0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0)]),
-    "join": ([3.0, 3.0, 3.0, 2.0], [(0, 3, 1.0), (1, 3, 1.0), (2, 3, 1.0)]),
-    "diamond": ([1.0, 4.0, 4.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)]),
-    "independent": ([2.0, 7.0, 1.0, 8.0, 2.0], []),
-}
 # (dag, devices): every DAG on 2 devices, and more devices than ops.
-CASES = [(name, 2) for name in DAGS] + [("fork", 8), ("single_op", 3)]
-
-
-def dag(name: str) -> wb.DataflowGraph:
-    compute, edges = DAGS[name]
-    return wb.DataflowGraph.from_edges(compute, edges, metadata={"name": name})
+CASES = [(name, 2) for name in SMALL_DAGS] + [("fork", 8), ("single_op", 3)]
 
 
 def brute_force_optimum(graph: wb.DataflowGraph, devices: int) -> float:
