@@ -75,15 +75,6 @@ def _pop(key1, key2, value, base, size):
     return size
 
 
-@njit(cache=True, inline="always")
-def _grant_next(d, n, busy, q_prio, q_seq, q_op, q_size, fifo, tail):
-    """Hand idle device ``d`` to the first op in its queue; returns the new FIFO tail."""
-    busy[d] = q_op[d * n]
-    q_size[d] = _pop(q_prio, q_seq, q_op, d * n, q_size[d])
-    fifo[tail] = busy[d] * _SHIFT + GRANT
-    return tail + 1
-
-
 @njit(cache=True)
 def simulate_one(
     compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority,
@@ -126,7 +117,10 @@ def simulate_one(
                 q_size[d] = _push(q_prio, q_seq, q_op, d * n, q_size[d], priority[item], requests, item)
                 requests += 1
                 if busy[d] < 0:
-                    tail = _grant_next(d, n, busy, q_prio, q_seq, q_op, q_size, fifo, tail)
+                    busy[d] = q_op[d * n]
+                    q_size[d] = _pop(q_prio, q_seq, q_op, d * n, q_size[d])
+                    fifo[tail] = busy[d] * _SHIFT + GRANT
+                    tail += 1
             elif kind == GRANT:
                 start[item] = now
                 at = now + compute[item] / speed[assignment[item]]
@@ -147,7 +141,10 @@ def simulate_one(
                 tail += 2
             elif kind == RELEASE:
                 if busy[item] < 0 and q_size[item] > 0:
-                    tail = _grant_next(item, n, busy, q_prio, q_seq, q_op, q_size, fifo, tail)
+                    busy[item] = q_op[item * n]
+                    q_size[item] = _pop(q_prio, q_seq, q_op, item * n, q_size[item])
+                    fifo[tail] = busy[item] * _SHIFT + GRANT
+                    tail += 1
             elif kind == FINISH:
                 a = assignment[item]
                 for k in range(out_ptr[item], out_ptr[item + 1]):
