@@ -1,0 +1,294 @@
+"""Three-stage training: run directories, resume, determinism, checkpoints, the stages themselves.
+
+The tests run against a tiny stand-in policy (a real torch module with the
+CONTRACTS.md rollout API: a linear SEL head on bottom level and compute, a
+linear PLC head on earliest start), so they check the training machinery
+fast and independently of the learned policies' architecture; the tests at
+the end run the real ``workbench.learn`` policy when it is importable.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+import workbench
+from workbench.schedule import PartialSchedule
+from workbench.training import METRIC_COLUMNS, TrainConfig, read_meta, read_metrics, train
+from workbench.training.config import field_docs
+from workbench.training.rundir import RunDirectory
+
+CHAIN = "chain_mm_112nodes"
+
+
+# --- a stand-in policy implementing the rollout API --------------------------------------------------
+@dataclass(frozen=True)
+class TinyConfig:
+    hidden: int = 0
+
+
+@dataclass
+class Rollout:
+    assignment: np.ndarray
+    order: np.ndarray
+    log_prob: torch.Tensor
+    entropy: torch.Tensor
+    imitation_loss: torch.Tensor | None
+    teacher_agreement: float | None
+    steps: int
+
+
+class TinyPolicy(torch.nn.Module):
+    """Linear SEL on (bottom level, compute) per ready op, linear PLC on earliest start per device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sel = torch.nn.Linear(2, 1)
+        self.plc = torch.nn.Linear(1, 1)
+        self.config = TinyConfig()
+
+    def _choose(self, logits, mode, epsilon, generator, teacher_actions):
+        dist = torch.distributions.Categorical(logits=logits)
+        if mode == "greedy":
+            action = int(torch.argmax(logits))
+        elif mode == "epsilon" and float(torch.rand((), generator=generator)) < epsilon:
+            action = int(torch.randint(len(logits), (), generator=generator))
+        else:
+            action = int(torch.multinomial(dist.probs, 1, generator=generator))
+        imitation = None
+        if teacher_actions is not None:
+            imitation = -torch.log(dist.probs[teacher_actions].sum())
+        return action, dist.log_prob(torch.tensor(action)), dist.entropy(), imitation
+
+    def rollout(self, graph, devices, mode="sample", epsilon=0.0, generator=None, teacher=False):
+        schedule = PartialSchedule(graph, devices)
+        level = graph.bottom_level(with_comm=True)
+        scale = float(level.max())
+        log_prob, entropies, losses, agreed = 0.0, [], [], 0
+        while not schedule.done:
+            ready = np.array(schedule.ready_ops)
+            features = torch.tensor(np.stack([level[ready], graph.compute[ready]], 1) / scale, dtype=torch.float32)
+            best_ops = np.flatnonzero(level[ready] == level[ready].max()) if teacher else None
+            i, lp_op, ent_op, il_op = self._choose(self.sel(features).squeeze(-1), mode, epsilon, generator, best_ops)
+            op = int(ready[i])
+            starts = schedule.earliest_starts(op)
+            device_features = torch.tensor((starts - starts.min())[:, None] / scale, dtype=torch.float32)
+            best_devices = np.flatnonzero(starts == starts.min()) if teacher else None
+            d, lp_dev, ent_dev, il_dev = self._choose(self.plc(device_features).squeeze(-1), mode, epsilon, generator, best_devices)
+            schedule.place(op, d)
+            log_prob = log_prob + lp_op + lp_dev
+            entropies.append(ent_op + ent_dev)
+            if teacher:
+                losses.append(il_op + il_dev)
+                agreed += int(i in best_ops and d in best_devices)
+        steps = graph.num_nodes
+        return Rollout(
+            schedule.device.copy(), np.array(schedule.order), log_prob, torch.stack(entropies).mean(),
+            torch.stack(losses).mean() if teacher else None, agreed / steps if teacher else None, steps,
+        )  # fmt: skip
+
+    def save(self, path, extra=None):
+        torch.save({"weights": self.state_dict(), "config": {}, "extra": extra or {}}, path)
+
+
+def tiny_load_policy(path, map_location=None):
+    payload = torch.load(path, map_location=map_location, weights_only=True)
+    policy = TinyPolicy()
+    policy.load_state_dict(payload["weights"])
+    return policy
+
+
+TINY = types.SimpleNamespace(make_policy=lambda method, config=None: TinyPolicy(), load_policy=tiny_load_policy)
+
+
+def tiny_config(**changes) -> TrainConfig:
+    base = dict(graphs=(CHAIN,), stages=("il", "sim"), episodes=(6, 6), checkpoint_every=3, search_samples=2, device="cpu")
+    return TrainConfig(**{**base, **changes})
+
+
+def without_time(rows):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "full"
+    result = train(tiny_config(), out, library=TINY, progress=False)
+    return out, result
+
+
+# --- config ------------------------------------------------------------------------------------------
+def test_config_fields_all_documented_and_json_round_trips():
+    config = tiny_config(seed=3)
+    docs = field_docs()
+    assert set(docs) == {f for f in TrainConfig.__dataclass_fields__}
+    assert all(len(doc) > 10 for doc in docs.values())
+    assert TrainConfig.from_dict(json.loads(config.to_json())) == config
+
+
+@pytest.mark.parametrize(
+    "changes, fragment",
+    [
+        (dict(stages=("il", "warp")), "unknown stage 'warp'"),
+        (dict(episodes=(5,)), "2 stage(s) need 2 episode count(s)"),
+        (dict(method="magic"), "unknown method 'magic'"),
+        (dict(rl_epsilon_start=1.5), "rl_epsilon_start must be in [0, 1]"),
+        (dict(oracle="nonsense"), "TrainConfig.oracle"),
+    ],
+)
+def test_config_rejects_bad_values_naming_the_field(changes, fragment):
+    with pytest.raises(ValueError) as info:
+        tiny_config(**changes)
+    assert fragment in str(info.value)
+
+
+# --- the run directory contract ------------------------------------------------------------------------
+def test_run_directory_matches_the_contract(finished_run):
+    out, result = finished_run
+    config = tiny_config()
+    assert result.status == "finished" and result.episodes == 12
+    assert TrainConfig.from_dict(json.loads((out / "config.json").read_text())) == config
+    with open(out / "metrics.csv") as handle:
+        assert tuple(next(csv.reader(handle))) == METRIC_COLUMNS
+    rows = read_metrics(out / "metrics.csv")
+    assert [int(r["episode"]) for r in rows] == list(range(12))
+    assert [r["stage"] for r in rows] == ["il"] * 6 + ["sim"] * 6
+    assert all(r["oracle"] == "sim" and r["graph"] == CHAIN for r in rows)
+    il, sim = rows[:6], rows[6:]
+    assert all(r["baseline"] == "" and r["loss_policy"] == "" and r["loss_imitation"] != "" for r in il)
+    assert all(r["loss_imitation"] == "" and r["teacher_agreement"] == "" and r["baseline"] != "" for r in sim)
+    # ε decays linearly to its end value; the optimizer's learning rate really decays to rl_lr_end
+    assert [float(r["epsilon"]) for r in sim] == pytest.approx(np.linspace(0.2, 0.0, 6))
+    assert [float(r["lr"]) for r in sim] == pytest.approx(np.linspace(1e-4, 1e-7, 6))
+    assert np.all(np.diff([float(r["seconds"]) for r in rows]) > 0)
+    meta = read_meta(out / "meta.json")
+    assert {"status", "method", "graphs", "devices", "seed", "stages", "started", "updated", "versions", "machine", "command", "error", "reference"} <= set(meta)
+    assert meta["status"] == "finished" and meta["error"] is None and meta["stages"] == ["il", "sim"]
+    graph = workbench.bundled_graph(CHAIN)
+    assert meta["reference"]["critical_path"] == workbench.place(graph, "critical_path", 4).makespan
+    best = json.loads((out / "best" / "placement.json").read_text())
+    assert set(best) == {"graph", "devices", "assignment", "order", "makespan", "stage", "episode", "method"}
+    assert workbench.simulate(graph, best["assignment"], 4).makespan == best["makespan"]
+    assert best["makespan"] <= min(float(r["makespan"]) for r in rows)
+    trace = json.loads((out / "best" / "trace.json").read_text())
+    assert trace
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["il.pt", "last.pt", "sim.pt"]
+    assert not [p for p in out.rglob(".tmp-*")]
+
+
+def test_rerunning_a_finished_run_returns_without_training(finished_run):
+    out, _ = finished_run
+    before = (out / "metrics.csv").read_text()
+    result = train(tiny_config(), out, library=TINY, progress=False)
+    assert result.status == "finished" and (out / "metrics.csv").read_text() == before
+
+
+def test_a_different_config_in_the_same_directory_is_refused(finished_run):
+    out, _ = finished_run
+    with pytest.raises(ValueError, match="config differs in seed"):
+        train(tiny_config(seed=9), out, library=TINY, progress=False)
+
+
+def test_a_non_run_directory_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a run directory"):
+        train(tiny_config(), tmp_path, library=TINY, progress=False)
+
+
+# --- interruption, resume, determinism ---------------------------------------------------------------
+class Crash(KeyboardInterrupt):
+    pass
+
+
+def crash_at(episode):
+    def callback(row):
+        if row["episode"] == episode:
+            raise Crash
+
+    return callback
+
+
+def test_resume_after_a_crash_continues_the_same_episodes_and_metrics(tmp_path, finished_run):
+    out = tmp_path / "run"
+    with pytest.raises(Crash):  # like a kill: episodes 6 and 7 are lost, the checkpoint after episode 5 is kept
+        train(tiny_config(), out, library=TINY, progress=False, callback=crash_at(7))
+    assert read_meta(out / "meta.json")["status"] == "interrupted"
+    assert len(read_metrics(out / "metrics.csv")) == 8
+    result = train(tiny_config(), out, library=TINY, progress=False)
+    assert result.status == "finished" and result.episodes == 12
+    resumed = read_metrics(out / "metrics.csv")
+    assert [int(r["episode"]) for r in resumed] == list(range(12))
+    # the resumed run is exactly the uninterrupted one (deterministic on CPU)
+    assert without_time(resumed) == without_time(read_metrics(finished_run[0] / "metrics.csv"))
+
+
+def test_sigterm_stops_after_the_episode_with_a_checkpoint_and_resumes(tmp_path, finished_run):
+    import signal
+
+    out = tmp_path / "run"
+
+    def terminate(row):
+        if row["episode"] == 4:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    result = train(tiny_config(), out, library=TINY, progress=False, callback=terminate)
+    assert result.status == "interrupted" and result.episodes == 5
+    assert read_meta(out / "meta.json")["status"] == "interrupted"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    result = train(tiny_config(), out, library=TINY, progress=False)
+    assert result.episodes == 12
+    assert without_time(read_metrics(out / "metrics.csv")) == without_time(read_metrics(finished_run[0] / "metrics.csv"))
+
+
+def test_another_seed_trains_differently(tmp_path, finished_run):
+    rows = read_metrics(train(tiny_config(seed=1, episodes=(3, 1)), tmp_path / "s1", library=TINY, progress=False).run_dir / "metrics.csv")
+    reference = read_metrics(finished_run[0] / "metrics.csv")[:3]
+    assert [r["makespan"] for r in rows[:3]] != [r["makespan"] for r in reference] or [r["loss"] for r in rows[:3]] != [r["loss"] for r in reference]
+
+
+def test_a_half_written_metrics_line_is_ignored_and_dropped_on_resume(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        train(tiny_config(), out, library=TINY, progress=False, callback=crash_at(7))
+    with open(out / "metrics.csv", "a") as handle:
+        handle.write("sim,8,chain_mm_11")  # power loss mid-line
+    assert len(read_metrics(out / "metrics.csv")) == 8
+    train(tiny_config(), out, library=TINY, progress=False)
+    assert [int(r["episode"]) for r in read_metrics(out / "metrics.csv")] == list(range(12))
+
+
+# --- bad checkpoints ----------------------------------------------------------------------------------------
+def test_a_corrupt_checkpoint_gives_a_clear_error(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        train(tiny_config(), out, library=TINY, progress=False, callback=crash_at(7))
+    last = out / "checkpoints" / "last.pt"
+    last.write_bytes(last.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"last\.pt is unreadable"):
+        train(tiny_config(), out, library=TINY, progress=False)
+
+
+def test_a_missing_init_checkpoint_gives_a_clear_error(tmp_path):
+    missing = tmp_path / "nowhere.pt"
+    with pytest.raises(FileNotFoundError, match="nowhere.pt does not exist"):
+        train(tiny_config(init_checkpoint=str(missing)), tmp_path / "run", library=TINY, progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bare_policy_file_is_not_a_training_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        train(tiny_config(), out, library=TINY, progress=False, callback=crash_at(7))
+    TinyPolicy().save(out / "checkpoints" / "last.pt")
+    with pytest.raises(ValueError, match="no training state"):
+        train(tiny_config(), out, library=TINY, progress=False)
