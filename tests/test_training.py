@@ -23,6 +23,7 @@ import torch
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import workbench
+from workbench.datasets import STG_DIR
 from workbench.schedule import PartialSchedule
 from workbench.training import METRIC_COLUMNS, TrainConfig, read_meta, read_metrics, train
 from workbench.training.config import field_docs
@@ -48,8 +49,14 @@ class Rollout:
     steps: int
 
 
+def _spread(values: np.ndarray) -> np.ndarray:
+    """``values`` rescaled to [0, 1] within the current candidates (1 = the largest)."""
+    span = values.max() - values.min()
+    return (values - values.min()) / span if span > 0 else np.zeros_like(values)
+
+
 class TinyPolicy(torch.nn.Module):
-    """Linear SEL on (bottom level, compute) per ready op, linear PLC on earliest start per device."""
+    """Linear SEL on (bottom level, compute) per ready op, linear PLC on earliest start per device (rescaled among the candidates)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -77,12 +84,12 @@ class TinyPolicy(torch.nn.Module):
         log_prob, entropies, losses, agreed = 0.0, [], [], 0
         while not schedule.done:
             ready = np.array(schedule.ready_ops)
-            features = torch.tensor(np.stack([level[ready], graph.compute[ready]], 1) / scale, dtype=torch.float32)
+            features = torch.tensor(np.stack([_spread(level[ready]), graph.compute[ready] / scale], 1), dtype=torch.float32)
             best_ops = np.flatnonzero(level[ready] == level[ready].max()) if teacher else None
             i, lp_op, ent_op, il_op = self._choose(self.sel(features).squeeze(-1), mode, epsilon, generator, best_ops)
             op = int(ready[i])
             starts = schedule.earliest_starts(op)
-            device_features = torch.tensor((starts - starts.min())[:, None] / scale, dtype=torch.float32)
+            device_features = torch.tensor(_spread(starts)[:, None], dtype=torch.float32)
             best_devices = np.flatnonzero(starts == starts.min()) if teacher else None
             d, lp_dev, ent_dev, il_dev = self._choose(self.plc(device_features).squeeze(-1), mode, epsilon, generator, best_devices)
             schedule.place(op, d)
@@ -292,3 +299,78 @@ def test_a_bare_policy_file_is_not_a_training_checkpoint(tmp_path):
     TinyPolicy().save(out / "checkpoints" / "last.pt")
     with pytest.raises(ValueError, match="no training state"):
         train(tiny_config(), out, library=TINY, progress=False)
+
+
+# --- the stages learn --------------------------------------------------------------------------------------
+SMALL = str(STG_DIR / "50" / "rand0000.stg")
+SMALL_2 = str(STG_DIR / "50" / "rand0001.stg")
+
+
+def test_imitation_on_chainmm_reaches_the_teacher_makespan(tmp_path):
+    result = train(tiny_config(stages=("il",), episodes=(12,), il_lr=0.2, il_epsilon=0.1, search_samples=0), tmp_path / "il", library=TINY, progress=False)
+    found = result.evaluation[CHAIN]
+    assert found["greedy"] == found["critical_path"] == workbench.place(workbench.bundled_graph(CHAIN), "critical_path", 4).makespan
+    agreement = [float(r["teacher_agreement"]) for r in read_metrics(tmp_path / "il" / "metrics.csv")]
+    assert np.mean(agreement[-3:]) > 2 * np.mean(agreement[:3])
+
+
+def _mean_sampled_makespan(policy, graph, samples=8):
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        return np.mean([workbench.simulate(graph, policy.rollout(graph, 4, generator=generator).assignment, 4).makespan for _ in range(samples)])
+
+
+def test_reinforce_improves_on_its_starting_checkpoint(tmp_path):
+    torch.manual_seed(0)
+    start = TinyPolicy()
+    with torch.no_grad():
+        start.plc.weight.fill_(3.0)  # prefers the device where the op starts latest: a poor start
+    start.save(tmp_path / "start.pt")
+    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(20,), init_checkpoint=str(tmp_path / "start.pt"),
+                         rl_lr_start=0.1, rl_lr_end=0.01, rl_mode="sample", search_samples=0, checkpoint_every=100)  # fmt: skip
+    train(config, tmp_path / "rl", library=TINY, progress=False)
+    trained = tiny_load_policy(tmp_path / "rl" / "checkpoints" / "sim.pt")
+    graph = workbench.load_graph(SMALL)
+    assert float(trained.plc.weight) < 3.0
+    assert _mean_sampled_makespan(trained, graph) < _mean_sampled_makespan(start, graph)
+
+
+def test_the_real_stage_uses_the_given_oracle_and_logs_the_prediction(tmp_path):
+    calls = []
+
+    def doubled(graph, assignment):  # a "real system" twice as slow as the simulator
+        calls.append(1)
+        return 2 * workbench.simulate(graph, assignment, 4).makespan
+
+    config = tiny_config(graphs=(SMALL,), stages=("il", "real"), episodes=(2, 3), search_samples=0)
+    train(config, tmp_path / "run", oracle=doubled, library=TINY, progress=False)
+    with open(tmp_path / "run" / "metrics.csv") as handle:
+        assert tuple(next(csv.reader(handle))) == METRIC_COLUMNS + ("predicted",)
+    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    real = [r for r in rows if r["stage"] == "real"]
+    assert len(real) == 3 and len(calls) == 1 + 3  # one reference measurement, one per episode
+    assert all(r["oracle"] == "real" and float(r["makespan"]) == 2 * float(r["predicted"]) for r in real)
+    teacher = 2 * workbench.place(workbench.load_graph(SMALL), "critical_path", 4).makespan
+    assert float(real[0]["reward"]) == pytest.approx(-float(real[0]["makespan"]) / teacher)
+    assert all(r["predicted"] == "" for r in rows if r["stage"] == "il")
+
+
+def test_the_real_stage_defaults_to_the_simulator(tmp_path):
+    config = tiny_config(graphs=(SMALL,), stages=("real",), episodes=(2,), search_samples=0)
+    train(config, tmp_path / "run", library=TINY, progress=False)
+    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    assert all(r["oracle"] == "sim" and r["makespan"] == r["predicted"] for r in rows)
+
+
+def test_multi_graph_training_cycles_graphs_and_keeps_a_best_placement_each(tmp_path):
+    config = tiny_config(graphs=(SMALL, SMALL_2), episodes=(2, 2), search_samples=1)
+    result = train(config, tmp_path / "run", library=TINY, progress=False)
+    names = ["rand0000", "rand0001"]
+    assert [r["graph"] for r in read_metrics(tmp_path / "run" / "metrics.csv")] == names * 2
+    meta = read_meta(tmp_path / "run" / "meta.json")
+    assert set(meta["reference"]) == set(names) == set(result.evaluation)
+    for name in names:
+        best = json.loads((tmp_path / "run" / "best" / name / "placement.json").read_text())
+        assert best["graph"] == name
+        assert best["makespan"] <= result.evaluation[name]["search"]
+    assert json.loads((tmp_path / "run" / "best" / "placement.json").read_text())["graph"] == names[0]

@@ -52,6 +52,8 @@ class TrainConfig:
     """Stages II/III ε at the first episode of the stage."""
     rl_epsilon_end: float = 0.0
     """Stages II/III ε at the last episode (linear decay)."""
+    rl_mode: str = "epsilon"
+    """Stages II/III rollouts: ``epsilon`` (the paper: the policy's most probable action, a uniform legal one with probability ε) or ``sample`` (sample from the policy; ε unused)."""
     entropy_weight: float = 1e-2
     """Stages II/III entropy bonus weight."""
     baseline_decay: float = 0.9
@@ -101,6 +103,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.checkpoint_every must be >= 1, got {self.checkpoint_every}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"TrainConfig.device: use auto, cpu or cuda, got {self.device!r}")
+        if self.rl_mode not in ("epsilon", "sample"):
+            raise ValueError(f"TrainConfig.rl_mode: use epsilon or sample, got {self.rl_mode!r}")
         if self.oracle != "sim" and ":" not in self.oracle:
             raise ValueError(f"TrainConfig.oracle: use 'sim' or 'module:factory', got {self.oracle!r}")
 

@@ -53,7 +53,7 @@ def reinforce_episode(
     generator: torch.Generator,
 ) -> dict[str, Any]:
     """One ε-greedy rollout, measured by ``oracle``, and one REINFORCE step; returns the metrics."""
-    rollout = policy.rollout(graph, config.devices, mode="epsilon", epsilon=epsilon, generator=generator)
+    rollout = policy.rollout(graph, config.devices, mode=config.rl_mode, epsilon=epsilon, generator=generator)
     makespan = float(oracle.measure(graph, rollout.assignment))
     reward = -makespan / reference
     if baseline is None:
@@ -68,7 +68,7 @@ def reinforce_episode(
         "reward": reward,
         "baseline": baseline,
         "new_baseline": config.baseline_decay * baseline + (1 - config.baseline_decay) * reward,
-        "epsilon": epsilon,
+        "epsilon": epsilon if config.rl_mode == "epsilon" else None,
         "loss": float(loss.detach()),
         "loss_policy": float(loss_policy.detach()),
         "loss_entropy": float(loss_entropy.detach()),
