@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,3 +375,50 @@ def test_multi_graph_training_cycles_graphs_and_keeps_a_best_placement_each(tmp_
         assert best["graph"] == name
         assert best["makespan"] <= result.evaluation[name]["search"]
     assert json.loads((tmp_path / "run" / "best" / "placement.json").read_text())["graph"] == names[0]
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+def test_cli_trains_with_the_stand_in_policy_and_resumes(tmp_path, monkeypatch, capsys):
+    from workbench.cli import main
+
+    monkeypatch.setitem(sys.modules, "workbench.learn", TINY)
+    argv = ["train", SMALL, "--devices", "3", "--stages", "il,sim", "--episodes", "2,2", "--out", str(tmp_path / "run"),
+            "--seed", "4", "--set", "search_samples=2", "--set", "rl_mode=sample", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "finished, 4 episodes" in printed and "critical_path" in printed
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["devices"] == 3 and config["seed"] == 4 and config["rl_mode"] == "sample" and config["episodes"] == [2, 2]
+    assert main(argv) == 0  # a finished run: nothing to do
+    assert len(read_metrics(tmp_path / "run" / "metrics.csv")) == 4
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--stages", "il,warp"], "unknown stage 'warp'"),
+        (["--episodes", "5,x"], "--episodes '5,x'"),
+        (["--set", "nonsense=1"], "--set 'nonsense=1'"),
+        (["--set", "il_lr=fast"], "not a valid float"),
+        (["--init-checkpoint", "/nowhere/x.pt"], "/nowhere/x.pt does not exist"),
+    ],
+)
+def test_cli_bad_arguments_give_one_clear_line(tmp_path, monkeypatch, capsys, extra, fragment):
+    from workbench.cli import main
+
+    monkeypatch.setitem(sys.modules, "workbench.learn", TINY)
+    assert main(["train", SMALL, "--out", str(tmp_path / "run"), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and len(err.splitlines()) == 1
+
+
+def test_export_ships_the_policy_with_the_run_records(finished_run, tmp_path):
+    from workbench.training.pretrained import export_policy
+
+    target = export_policy(finished_run[0], tmp_path / "pretrained" / CHAIN, library=TINY)
+    assert target.name == "doppler.pt"
+    payload = torch.load(target, weights_only=True)
+    assert payload["extra"]["run"]["evaluation"][CHAIN]["greedy"] > 0
+    assert "optimizer" not in payload["extra"]
+    assert (target.parent / "metrics.csv").read_text() == (finished_run[0] / "metrics.csv").read_text()
+    assert torch.equal(tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / "last.pt").plc.weight)
