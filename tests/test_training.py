@@ -364,12 +364,16 @@ def test_the_real_stage_defaults_to_the_simulator(tmp_path):
 
 
 def test_multi_graph_training_cycles_graphs_and_keeps_a_best_placement_each(tmp_path):
-    config = tiny_config(graphs=(SMALL, SMALL_2), episodes=(2, 2), search_samples=1)
+    unseen = str(STG_DIR / "50" / "rand0002.stg")
+    config = tiny_config(graphs=(SMALL, SMALL_2), episodes=(2, 2), search_samples=1, eval_graphs=(unseen,))
     result = train(config, tmp_path / "run", library=TINY, progress=False)
     names = ["rand0000", "rand0001"]
+    transfer = result.evaluation["rand0002"]
+    assert transfer["seen"] is False and transfer["search"] <= transfer["greedy"] and transfer["best_heuristic"] <= transfer["critical_path"]
+    assert not (tmp_path / "run" / "best" / "rand0002").exists()
     assert [r["graph"] for r in read_metrics(tmp_path / "run" / "metrics.csv")] == names * 2
     meta = read_meta(tmp_path / "run" / "meta.json")
-    assert set(meta["reference"]) == set(names) == set(result.evaluation)
+    assert set(meta["reference"]) == set(names) == {n for n, e in result.evaluation.items() if e["seen"]}
     for name in names:
         best = json.loads((tmp_path / "run" / "best" / name / "placement.json").read_text())
         assert best["graph"] == name

@@ -64,6 +64,8 @@ class TrainConfig:
     """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an object with ``measure(graph, assignment) -> seconds``."""
     checkpoint_every: int = 50
     """Write ``checkpoints/last.pt`` every this many episodes (and at every stage end)."""
+    eval_graphs: tuple[str, ...] = ()
+    """Graphs never trained on, placed by the trained policy at the end (transfer), beside the training graphs."""
     search_samples: int = 16
     """Inference-time search after training: sample this many placements per graph and keep the best (0 skips it)."""
     device: str = "auto"
@@ -71,6 +73,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graphs", tuple(str(g) for g in self.graphs))
+        object.__setattr__(self, "eval_graphs", tuple(str(g) for g in self.eval_graphs))
         object.__setattr__(self, "stages", tuple(str(s) for s in self.stages))
         object.__setattr__(self, "episodes", tuple(int(e) for e in self.episodes))
         if not self.graphs:

@@ -91,6 +91,7 @@ def train(
             raise ValueError(f"training needs the learned policies (workbench.learn), which do not import here: {exc}") from None
     run = RunDirectory(out)
     graphs = load_graphs(config.graphs)
+    unseen = {name: g for name, g in load_graphs(config.eval_graphs).items() if name not in graphs}
     device = _torch_device(config.device)
     sim = SimulatorOracle(config.devices)
     real = as_oracle(oracle, config.devices) if oracle is not None else oracle_from_spec(config.oracle, config.devices)
@@ -206,7 +207,7 @@ def train(
                         bar.write(f"stopped after episode {episode - 1}; rerun the same command to resume from {run.last_checkpoint}")
                         return TrainResult(run.path, "interrupted", episode, {})
 
-            # --- 5. the trained policy, greedy and best of K --------------------------------------------------
+            # --- 5. the trained policy, greedy and best of K, on its graphs and on unseen ones -----------------
             evaluation = {}
             policy.eval()
             for name, graph in graphs.items():
@@ -214,10 +215,10 @@ def train(
                 if found.best_makespan < best.get(name, np.inf):
                     best[name] = found.best_makespan
                     _write_best(run, config, graphs, name, found.best_assignment, found.best_order, found.best_makespan, "search", episode)
-                evaluation[name] = {
-                    "greedy": found.greedy_makespan, "search": found.best_makespan, "search_samples": config.search_samples,
-                    "best_seen": best[name], "critical_path": _teacher_makespan(graph, config.devices),
-                }  # fmt: skip
+                evaluation[name] = {**_evaluation(found, graph, config.devices), "seen": True, "best_seen": best[name]}
+            for name, graph in unseen.items():
+                found = search(policy, graph, config.devices, config.search_samples, seed=config.seed)
+                evaluation[name] = {**_evaluation(found, graph, config.devices), "seen": False, **reference_makespans({name: graph}, config.devices)[name]}
             run.update_meta(status="finished", evaluation=evaluation, finished=_now())
             return TrainResult(run.path, "finished", episode, evaluation)
     except KeyboardInterrupt:
@@ -277,8 +278,9 @@ def _teacher_assignment(graph: DataflowGraph, devices: int) -> np.ndarray:
     return CriticalPathPlacer().place(graph, devices).assignment
 
 
-def _teacher_makespan(graph: DataflowGraph, devices: int) -> float:
-    return SimulatorOracle(devices).measure(graph, _teacher_assignment(graph, devices))
+def _evaluation(found: Any, graph: DataflowGraph, devices: int) -> dict[str, Any]:
+    teacher = SimulatorOracle(devices).measure(graph, _teacher_assignment(graph, devices))
+    return {"greedy": found.greedy_makespan, "search": found.best_makespan, "search_samples": found.samples, "critical_path": teacher}
 
 
 def _existing_run(run: RunDirectory, config: TrainConfig) -> dict[str, Any] | None:
