@@ -70,6 +70,8 @@ class TrainConfig:
     """Inference-time search after training: sample this many placements per graph and keep the best (0 skips it)."""
     device: str = "auto"
     """Torch device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
+    threads: int = 1
+    """Torch CPU threads. One rollout is a long chain of small ops, so one thread is fastest, by far on a busy machine."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graphs", tuple(str(g) for g in self.graphs))
@@ -102,6 +104,8 @@ class TrainConfig:
         for name in ("il_entropy_weight", "entropy_weight", "grad_clip", "search_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.threads < 1:
+            raise ValueError(f"TrainConfig.threads must be >= 1, got {self.threads}")
         if self.checkpoint_every < 1:
             raise ValueError(f"TrainConfig.checkpoint_every must be >= 1, got {self.checkpoint_every}")
         if self.device not in ("auto", "cpu", "cuda"):

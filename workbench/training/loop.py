@@ -93,6 +93,7 @@ def train(
     graphs = load_graphs(config.graphs)
     unseen = {name: g for name, g in load_graphs(config.eval_graphs).items() if name not in graphs}
     device = _torch_device(config.device)
+    torch.set_num_threads(config.threads)
     sim = SimulatorOracle(config.devices)
     real = as_oracle(oracle, config.devices) if oracle is not None else oracle_from_spec(config.oracle, config.devices)
 
