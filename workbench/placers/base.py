@@ -107,6 +107,12 @@ REGISTRY: dict[str, tuple[str, str, str]] = {
     "round_robin": ("workbench.placers.simple", "RoundRobinPlacer", "op i on device i mod D"),
     "random": ("workbench.placers.simple", "RandomPlacer", "uniformly random device per op (seeded)"),
     "critical_path": ("workbench.placers.critical_path", "CriticalPathPlacer", "the paper's teacher: largest bottom level first, earliest-start device"),
+    "doppler": ("workbench.learn.placers", "DopplerPlacer", "DOPPLER: learned SEL (next op) + PLC (device) policies; needs a checkpoint"),
+    "doppler_sel_only": ("workbench.learn.placers", "DopplerSelOnlyPlacer", "ablation: learned SEL, critical-path device choice; needs a checkpoint"),
+    "doppler_plc_only": ("workbench.learn.placers", "DopplerPlcOnlyPlacer", "ablation: critical-path op order, learned PLC; needs a checkpoint"),
+    "placeto": ("workbench.learn.placers", "PlacetoPlacer", "Placeto: topological order, placement-aware embeddings; needs a checkpoint"),
+    "gdp": ("workbench.learn.placers", "GDPPlacer", "GDP: graph encoder + attention, all ops in one pass; needs a checkpoint"),
+    "joint": ("workbench.learn.placers", "JointPlacer", "one policy over (ready op, device) pairs; needs a checkpoint"),
 }
 
 
