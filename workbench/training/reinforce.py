@@ -31,7 +31,10 @@ def linear_schedule(start: float, end: float, step: int, steps: int) -> float:
     """``start`` at step 0, ``end`` at step ``steps − 1``, linear in between."""
     if steps <= 1:
         return start
-    return start + (end - start) * min(step, steps - 1) / (steps - 1)
+    if step >= steps - 1:
+        return end
+    value = start + (end - start) * step / (steps - 1)
+    return min(max(value, min(start, end)), max(start, end))
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, steps: int) -> torch.optim.lr_scheduler.LRScheduler:
