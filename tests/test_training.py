@@ -426,3 +426,19 @@ def test_export_ships_the_policy_with_the_run_records(finished_run, tmp_path):
     assert "optimizer" not in payload["extra"]
     assert (target.parent / "metrics.csv").read_text() == (finished_run[0] / "metrics.csv").read_text()
     assert torch.equal(tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / "last.pt").plc.weight)
+
+
+# --- the real DOPPLER policy (workbench.learn) -----------------------------------------------------------
+@pytest.mark.slow
+def test_real_policy_imitation_on_chainmm_reaches_the_teacher_and_is_placeable(tmp_path):
+    pytest.importorskip("dgl")
+    learn = pytest.importorskip("workbench.learn")
+    from workbench.training.pretrained import export_policy
+
+    config = TrainConfig(graphs=(CHAIN,), stages=("il",), episodes=(10,), search_samples=0, device="cpu")
+    result = train(config, tmp_path / "il", library=learn, progress=False)
+    found = result.evaluation[CHAIN]
+    assert found["greedy"] <= 1.001 * found["critical_path"]
+    target = export_policy(tmp_path / "il", tmp_path / "pretrained" / CHAIN, library=learn)
+    placed = workbench.place(workbench.bundled_graph(CHAIN), "doppler", 4, checkpoint=str(target))
+    assert placed.makespan == found["greedy"]
