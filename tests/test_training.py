@@ -417,9 +417,11 @@ def test_cli_bad_arguments_give_one_clear_line(tmp_path, monkeypatch, capsys, ex
 
 
 def test_export_ships_the_policy_with_the_run_records(finished_run, tmp_path):
-    from workbench.training.pretrained import export_policy
+    from workbench.training.pretrained import export_policy, summary_table
 
     target = export_policy(finished_run[0], tmp_path / "pretrained" / CHAIN, library=TINY)
+    row = summary_table(tmp_path / "pretrained").splitlines()[-1]
+    assert row.startswith(f"| {CHAIN} | 6+6 |") and "1700.1 |" in row
     assert target.name == "doppler.pt"
     payload = torch.load(target, weights_only=True)
     assert payload["extra"]["run"]["evaluation"][CHAIN]["greedy"] > 0

@@ -24,7 +24,7 @@ from .config import TrainConfig
 from .loop import train
 from .rundir import RunDirectory, read_meta
 
-__all__ = ["PRETRAINED_DIR", "export_policy", "main"]
+__all__ = ["PRETRAINED_DIR", "export_policy", "summary_table", "main"]
 
 PRETRAINED_DIR = DATASETS_DIR / "pretrained"
 
@@ -47,6 +47,31 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     return target
 
 
+def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
+    """A markdown table of the shipped policies: budget, wall time, and makespans beside the heuristics (÷ 1e10)."""
+    from .rundir import read_metrics
+
+    lines = [
+        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy | best of greedy + K samples | best seen in training |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for meta_path in sorted(Path(folder).glob("*/meta.json")):
+        meta, rows = read_meta(meta_path), read_metrics(meta_path.parent / "metrics.csv")
+        name = meta_path.parent.name
+        found, reference = meta["evaluation"][name], meta["reference"]
+        budget = "+".join(str(sum(r["stage"] == s for r in rows)) for s in meta["stages"])
+
+        def cell(value: float) -> str:
+            return f"{value / 1e10:.1f} ({value / found['critical_path']:.3f}×)"
+
+        lines.append(
+            f"| {name} | {budget} | {float(rows[-1]['seconds']) / 60:.1f} min | {found['critical_path'] / 1e10:.1f} | "
+            f"{reference['best_heuristic'] / 1e10:.1f} ({reference['best_heuristic_method']}) | {cell(found['greedy'])} | "
+            f"{cell(found['search'])}, K={found['search_samples']} | {cell(found['best_seen'])} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workbench.training.pretrained", description=__doc__.split("\n\n")[0])
     parser.add_argument("--graphs", nargs="+", default=list(PAPER_GRAPHS), help="paper graphs (default: all four)")
@@ -57,7 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default="runs/pretrained", help="where the runs go (resumable)")
     parser.add_argument("--to", default=str(PRETRAINED_DIR), help="where the exported policies go")
+    parser.add_argument("--table", action="store_true", help="print the markdown summary of the policies in --to, then exit")
     args = parser.parse_args(argv)
+    if args.table:
+        print(summary_table(args.to))
+        return 0
     for graph in args.graphs:
         config = TrainConfig(
             graphs=(graph,), devices=args.devices, method=args.method, stages=tuple(args.stages.split(",")),
