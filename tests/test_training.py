@@ -427,6 +427,7 @@ def test_export_ships_the_policy_with_the_run_records(finished_run, tmp_path):
     assert payload["extra"]["run"]["evaluation"][CHAIN]["greedy"] > 0
     assert "optimizer" not in payload["extra"]
     assert (target.parent / "metrics.csv").read_text() == (finished_run[0] / "metrics.csv").read_text()
+    assert json.loads((target.parent / "best_placement.json").read_text())["graph"] == CHAIN
     assert torch.equal(tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / "last.pt").plc.weight)
 
 

@@ -3,7 +3,8 @@
 Each graph gets its own run (``RUNS/<graph>``, resumable like any ``workbench
 train`` run); its final policy is exported to
 ``datasets/pretrained/<graph>/<method>.pt`` beside the run's ``config.json``,
-``meta.json`` and ``metrics.csv``, so every shipped number can be traced to
+``meta.json``, ``metrics.csv`` and its best placement (``best_placement.json``:
+the best seen in training, often better than the policy's greedy one), so every shipped number can be traced to
 the episodes that produced it. Usage::
 
     python -m workbench.training.pretrained --episodes 150,250 [--graphs ffnn ...] [--runs runs/pretrained]
@@ -44,6 +45,7 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     policy.save(target, extra={"run": summary})
     for name in ("config.json", "meta.json", "metrics.csv"):
         atomic_write_text(destination / name, (run.path / name).read_text(encoding="utf-8"))
+    atomic_write_text(destination / "best_placement.json", (run.best_dir / "placement.json").read_text(encoding="utf-8"))
     return target
 
 
