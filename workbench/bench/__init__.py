@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "sim": ("workbench.bench.sim", "fast vs SimPy engine per evaluation, and batch throughput, on the paper graphs"),
+    "episode": ("workbench.bench.episode", "learned policies: inference and training-episode (rollout + REINFORCE update) seconds per paper graph"),
 }
 
 
