@@ -27,8 +27,8 @@ from .context import DashboardContext, PathError, resolve_inside
 
 __all__ = ["LAUNCHABLE", "MAX_RUNNING", "Job", "JobManager", "LaunchError", "launchable_commands", "command_arguments", "validate_arguments"]
 
-LAUNCHABLE = ("train", "place", "sweep", "calibrate")
-"""Commands the Launch page may start, when the installed CLI has them."""
+LAUNCHABLE = ("place", "train", "sweep", "calibrate")
+"""Commands the Launch page may start, when the installed CLI has them; the first (a quick placement) is the default."""
 
 MAX_RUNNING = 2
 """At most this many jobs run at once (they compete for the same cores)."""
