@@ -107,6 +107,10 @@ REGISTRY: dict[str, tuple[str, str, str]] = {
     "round_robin": ("workbench.placers.simple", "RoundRobinPlacer", "op i on device i mod D"),
     "random": ("workbench.placers.simple", "RandomPlacer", "uniformly random device per op (seeded)"),
     "critical_path": ("workbench.placers.critical_path", "CriticalPathPlacer", "the paper's teacher: largest bottom level first, earliest-start device"),
+    "heft": ("workbench.placers.heft", "HeftPlacer", "HEFT (Topcuoglu et al. 2002): upward rank, earliest finish with insertion"),
+    "cpop": ("workbench.placers.cpop", "CpopPlacer", "CPOP (Topcuoglu et al. 2002): critical path on one device, others earliest finish"),
+    "peft": ("workbench.placers.peft", "PeftPlacer", "PEFT (Arabnejad, Barbosa 2014): earliest finish plus optimistic cost table"),
+    "etf": ("workbench.placers.etf", "EtfPlacer", "ETF (Hwang et al. 1989): ready op and device with the earliest start"),
 }
 
 
