@@ -40,6 +40,8 @@ _EXPORTS = {
     "Placement": "workbench.placers",
     "Placer": "workbench.placers",
     "register_placer": "workbench.placers",
+    "sweep": "workbench.sweeps",
+    "read_results": "workbench.sweeps",
 }
 
 __all__ = sorted(_EXPORTS)

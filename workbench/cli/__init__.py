@@ -18,6 +18,7 @@ COMMANDS = (
     "simulate",
     "place",
     "bench",
+    "sweep",
 )
 
 
