@@ -19,6 +19,7 @@ COMMANDS = (
     "place",
     "bench",
     "sweep",
+    "reproduce",
 )
 
 

@@ -196,7 +196,7 @@ def parse_config(data: Any, base: str | Path = ".") -> SweepConfig:
     if workers is not None and (not _is_int(workers) or workers < 1):
         raise ConfigError(f"workers: must be a positive integer, got {workers!r}")
     name = str(data.get("name", "sweep"))
-    graphs = tuple(_graph_spec(entry, Path(base)) for entry in _as_list(data["graphs"]))
+    graphs = tuple(graph_spec(entry, Path(base)) for entry in _as_list(data["graphs"]))
     labels = [g.label for g in graphs]
     if len(set(labels)) != len(labels):
         raise ConfigError(f"graphs: duplicate graph label(s) {sorted({x for x in labels if labels.count(x) > 1})}; give each a distinct 'label'")
@@ -240,7 +240,8 @@ def _seeds(value: Any) -> tuple[int, ...]:
     return tuple(dict.fromkeys(seeds))
 
 
-def _graph_spec(entry: Any, base: Path) -> GraphSpec:
+def graph_spec(entry: Any, base: Path) -> GraphSpec:
+    """A graph of the grid: a bundled name or prefix, a file (absolute or relative to ``base``), or ``{generate: KIND, ...}``."""
     from ..datasets import PAPER_GRAPHS
 
     if isinstance(entry, Mapping):
@@ -257,7 +258,7 @@ def _graph_spec(entry: Any, base: Path) -> GraphSpec:
             return GraphSpec(str(label or default), "generate", kind, params)
         if set(entry) != {"path"}:
             raise ConfigError(f"graphs: an entry must be a name, a path, {{path: ..., label: ...}} or {{generate: KIND, ...}}; got keys {sorted(entry)}")
-        return _with_label(_graph_spec(str(entry["path"]), base), label)
+        return _with_label(graph_spec(str(entry["path"]), base), label)
     text = str(entry)
     for candidate in (Path(text), base / text):
         if candidate.is_file():
