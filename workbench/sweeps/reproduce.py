@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
+from .figures import write_figure
 from .grid import GraphSpec, MethodSpec, SweepConfig, accepted_options
 from .runners import sweep
 
@@ -332,26 +333,7 @@ def _figure(stats: pd.DataFrame, graphs: list[str], path_stem: Path) -> Path | N
         values = [100 * (PAPER_REPORTED[g]["critical_path"] - PAPER_REPORTED[g][column]) / PAPER_REPORTED[g]["critical_path"] for g in graphs]
         figure.add_trace(go.Bar(name=f"paper: {column}", x=titles, y=values, legendgroup="paper"), row=1, col=2)
     figure.update_layout(barmode="group", yaxis_title="improvement over critical path (%)", width=1300, height=520, template="plotly_white")
-    png = path_stem.with_suffix(".png")
-    try:
-        _with_chromium()
-        figure.write_image(str(png), scale=1)
-        return png
-    except Exception:  # noqa: BLE001 - kaleido/Chromium missing or broken: fall back to interactive HTML
-        html = path_stem.with_suffix(".html")
-        figure.write_html(str(html), include_plotlyjs="cdn")
-        return html
-
-
-def _with_chromium() -> None:
-    """Point kaleido at Debian's Chromium when no browser path is configured."""
-    import os
-    import shutil
-
-    if not os.environ.get("BROWSER_PATH"):
-        found = shutil.which("chromium") or shutil.which("chromium-browser")
-        if found:
-            os.environ["BROWSER_PATH"] = found
+    return write_figure(figure, path_stem.with_suffix(".png"))
 
 
 def _versions() -> dict[str, str]:
