@@ -75,7 +75,8 @@ class MethodSpec:
     Attributes:
         method: a registered placer name.
         label: its name in the results table (defaults to ``method``).
-        options: option name → list of values to try.
+        options: option name → values to try (a list in the config expands; to pass a
+            list as one value, wrap it in another list).
     """
 
     method: str
@@ -292,7 +293,10 @@ def _method_spec(entry: Any) -> MethodSpec:
     unknown = sorted(set(map(str, options)) - set(accepted))
     if unknown:
         raise ConfigError(f"methods: {method!r} does not take option(s) {', '.join(unknown)}; it takes: {', '.join(accepted) or 'none'}")
-    grid = tuple((str(k), tuple(_as_list(v)) or (v,)) for k, v in sorted(options.items()))
+    empty = sorted(str(k) for k, v in options.items() if isinstance(v, (list, tuple)) and not v)
+    if empty:
+        raise ConfigError(f"methods: option(s) {', '.join(empty)} of {method!r} have an empty list of values")
+    grid = tuple((str(k), tuple(_as_list(v))) for k, v in sorted(options.items()))
     return MethodSpec(method, str(label or method), grid)
 
 

@@ -79,22 +79,29 @@ def _serial(tasks: list[Task], workers: int | None, address: str | None) -> Iter
         yield run_cell(*task)
 
 
+def _one_thread_per_worker() -> None:
+    # numerical libraries imported later in the worker (torch, BLAS) must not each grab every core
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+
+
 def _local(tasks: list[Task], workers: int | None, address: str | None) -> Iterator[dict[str, Any]]:
     # spawn: safe with threads (numba, torch) in the driver; children inherit sys.path
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers or os.cpu_count(), mp_context=context) as pool:
-        pending = {pool.submit(run_cell, *task) for task in _portable(tasks)}
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield future.result()
-        finally:
-            for future in pending:
-                future.cancel()
+    pool = ProcessPoolExecutor(max_workers=workers or os.cpu_count(), mp_context=context, initializer=_one_thread_per_worker)
+    pending = {pool.submit(run_cell, *task) for task in _portable(tasks)}
+    try:
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
+    finally:  # on an interrupt, drop queued cells instead of finishing them
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _ray(tasks: list[Task], workers: int | None, address: str | None) -> Iterator[dict[str, Any]]:
+    """Join the cluster at ``address`` (whose workers must have this workbench installed), or start a
+    private local instance with ``workers`` CPUs; shut down only an instance this call started."""
     try:
         import ray
     except ImportError:
@@ -116,8 +123,9 @@ def _ray(tasks: list[Task], workers: int | None, address: str | None) -> Iterato
         graph_refs: dict[int, Any] = {}  # each graph goes to the object store once
         pending = []
         for cell, graph, entry in _portable(tasks):
-            ref = graph_refs.get(id(graph)) or graph_refs.setdefault(id(graph), ray.put(graph))
-            pending.append(remote.remote(cell, ref, entry))
+            if id(graph) not in graph_refs:
+                graph_refs[id(graph)] = ray.put(graph)
+            pending.append(remote.remote(cell, graph_refs[id(graph)], entry))
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
