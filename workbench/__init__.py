@@ -42,6 +42,9 @@ _EXPORTS = {
     "register_placer": "workbench.placers",
     "sweep": "workbench.sweeps",
     "read_results": "workbench.sweeps",
+    "generate": "workbench.generators",
+    "DeviceProfile": "workbench.generators",
+    "from_torch": "workbench.importers",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -20,6 +20,8 @@ COMMANDS = (
     "bench",
     "sweep",
     "reproduce",
+    "generate",
+    "import-model",
 )
 
 

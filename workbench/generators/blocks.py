@@ -1,0 +1,235 @@
+"""Partitioned tensor programs: one graph node per block kernel.
+
+A tensor is split into blocks along each of its dimensions; an einsum over
+partitioned tensors becomes one kernel per combination of blocks of all its
+indices, and when a contracted index is split, one ``sum`` node per output
+block adds the partial results. Input tensors (activations fed in, weights)
+are not nodes: as in the DOPPLER paper's graphs, only computations are
+scheduled. This is how systems that decompose einsums into block kernels
+build their task graphs (Bourgeois et al., "EinDecomp: decomposition of
+declaratively-specified machine learning and numerical computations for
+parallel execution", 2024; the DOPPLER paper's graphs come from such a
+system).
+
+Costs come from a :class:`CostModel`: ``roofline`` (a
+:class:`~workbench.generators.profiles.DeviceProfile`, seconds) or ``paper``
+(the convention of the paper's files: a kernel costs the number of points of
+its block iteration space, a ``sum`` node the elements it writes, and
+sending any node's output costs four times its compute cost; the paper's
+time unit).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..graph import DataflowGraph
+from .profiles import DTYPE_BYTES, DeviceProfile
+
+__all__ = ["BlockTensor", "BlockProgram", "CostModel", "PAPER_TIME_UNIT"]
+
+PAPER_TIME_UNIT = "paper (÷1e10 when reported)"
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Turns a node's work into (compute, communication) costs.
+
+    Attributes:
+        kind: ``"roofline"`` (seconds from ``profile``) or ``"paper"`` (the
+            paper files' convention, see the module docstring).
+        profile: the device profile used by ``roofline``.
+        dtype: element type of every tensor (sets bytes and the FLOP rate).
+    """
+
+    kind: str
+    profile: DeviceProfile
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("roofline", "paper"):
+            raise ValueError(f"unknown cost model {self.kind!r}; use 'roofline' or 'paper'")
+        if self.dtype not in DTYPE_BYTES:
+            raise ValueError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+        if self.kind == "roofline":
+            self.profile.peak_flops(self.dtype)
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def time_unit(self) -> str:
+        return "s" if self.kind == "roofline" else PAPER_TIME_UNIT
+
+    def costs(self, flops: float, points: float, nbytes: float, out_bytes: float) -> tuple[float, float]:
+        if self.kind == "paper":
+            return float(points), 4.0 * float(points)
+        return self.profile.kernel_time(flops, nbytes, self.dtype), self.profile.transfer_time(out_bytes)
+
+
+def _bounds(size: int, parts: int) -> list[int]:
+    return [size * i // parts for i in range(parts + 1)]
+
+
+@dataclass(frozen=True)
+class BlockTensor:
+    """A tensor split into blocks.
+
+    Attributes:
+        name: label used in node names.
+        shape: full size per dimension.
+        parts: number of blocks per dimension.
+        blocks: node id producing each block (``-1``: an input, no node), shape ``parts``.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    parts: tuple[int, ...]
+    blocks: np.ndarray
+
+    def block_shape(self, index: Sequence[int]) -> tuple[int, ...]:
+        return tuple(_bounds(s, p)[i + 1] - _bounds(s, p)[i] for s, p, i in zip(self.shape, self.parts, index))
+
+
+class BlockProgram:
+    """Builds the block-kernel graph of a tensor program, op by op."""
+
+    def __init__(self, cost_model: CostModel) -> None:
+        self.cost_model = cost_model
+        self.compute: list[float] = []
+        self.comm: list[float] = []
+        self.names: list[str] = []
+        self.op_types: list[str] = []
+        self.src: list[int] = []
+        self.dst: list[int] = []
+        self.total_flops = 0.0
+
+    # ------------------------------------------------------------ nodes
+    def _node(self, name: str, op_type: str, preds: Sequence[int], flops: float, points: float, nbytes: float, out_bytes: float) -> int:
+        node = len(self.compute)
+        compute, comm = self.cost_model.costs(flops, points, nbytes, out_bytes)
+        self.compute.append(compute)
+        self.comm.append(comm)
+        self.names.append(name)
+        self.op_types.append(op_type)
+        for pred in dict.fromkeys(int(p) for p in preds if p >= 0):
+            self.src.append(pred)
+            self.dst.append(node)
+        self.total_flops += flops
+        return node
+
+    def input(self, name: str, shape: Sequence[int], parts: Sequence[int]) -> BlockTensor:
+        """An input tensor (weights or activations fed in): blocks without nodes."""
+        shape, parts = tuple(int(s) for s in shape), tuple(int(p) for p in parts)
+        if len(shape) != len(parts):
+            raise ValueError(f"{name}: {len(shape)} dimensions but {len(parts)} partition counts")
+        for size, count in zip(shape, parts):
+            if size < 1 or count < 1 or count > size:
+                raise ValueError(f"{name}: cannot split a dimension of size {size} into {count} parts")
+        return BlockTensor(name, shape, parts, np.full(parts, -1, dtype=np.int64))
+
+    def repartition(self, tensor: BlockTensor, parts: Sequence[int]) -> BlockTensor:
+        """Re-split ``tensor``; each new block gathers the old blocks it overlaps (one node each)."""
+        parts = tuple(int(p) for p in parts)
+        if parts == tensor.parts:
+            return tensor
+        out = self.input(tensor.name, tensor.shape, parts)
+        old = [_bounds(s, p) for s, p in zip(tensor.shape, tensor.parts)]
+        new = [_bounds(s, p) for s, p in zip(tensor.shape, parts)]
+        for index in itertools.product(*(range(p) for p in parts)):
+            ranges = []
+            for axis, i in enumerate(index):
+                lo, hi = new[axis][i], new[axis][i + 1]
+                ranges.append([j for j in range(tensor.parts[axis]) if old[axis][j] < hi and old[axis][j + 1] > lo])
+            preds = [tensor.blocks[j] for j in itertools.product(*ranges)]
+            if all(p < 0 for p in preds):
+                continue
+            elems = float(np.prod(out.block_shape(index)))
+            nbytes = elems * self.cost_model.itemsize
+            out.blocks[index] = self._node(f"{tensor.name}.repartition{list(index)}", "repartition", preds, 0.0, elems, 2 * nbytes, nbytes)
+        return out
+
+    def einsum(
+        self, name: str, spec: str, *tensors: BlockTensor, op_type: str, flops_per_point: float = 1.0, combine: str = "sum"
+    ) -> BlockTensor:
+        """One kernel per block of the iteration space of ``spec`` (``"ik,kj->ij"``), plus partial results combined.
+
+        ``flops_per_point`` is the work per point of the iteration space: 2 for
+        a multiply-add, 1 for an add or a comparison, more for transcendental
+        functions. ``combine`` names the op (``sum``, ``max``) that merges the
+        partial results of a split contracted index: one node per output block.
+        """
+        inputs_spec, _, out_labels = spec.replace(" ", "").partition("->")
+        in_labels = inputs_spec.split(",")
+        if len(in_labels) != len(tensors):
+            raise ValueError(f"{name}: spec {spec!r} names {len(in_labels)} inputs, got {len(tensors)}")
+        sizes: dict[str, int] = {}
+        parts: dict[str, int] = {}
+        for labels, tensor in zip(in_labels, tensors):
+            if len(labels) != len(tensor.shape):
+                raise ValueError(f"{name}: {tensor.name} has {len(tensor.shape)} dimensions, spec {labels!r} has {len(labels)}")
+            for label, size, count in zip(labels, tensor.shape, tensor.parts):
+                if sizes.setdefault(label, size) != size:
+                    raise ValueError(f"{name}: index {label!r} is {sizes[label]} in one input and {size} in {tensor.name}")
+                parts.setdefault(label, count)
+        if set(out_labels) - set(sizes):
+            raise ValueError(f"{name}: output index not in any input: {spec!r}")
+        tensors = tuple(self.repartition(t, [parts[label] for label in labels]) for labels, t in zip(in_labels, tensors))
+        reduced = [label for label in sizes if label not in out_labels]
+        order = list(out_labels) + reduced
+        bounds = {label: _bounds(sizes[label], parts[label]) for label in order}
+        out = self.input(name, [sizes[label] for label in out_labels], [parts[label] for label in out_labels])
+        partials: dict[tuple[int, ...], list[int]] = {}
+        itemsize = self.cost_model.itemsize
+        for index in itertools.product(*(range(parts[label]) for label in order)):
+            at = dict(zip(order, index))
+            block = {label: bounds[label][at[label] + 1] - bounds[label][at[label]] for label in order}
+            points = float(np.prod([block[label] for label in order]))
+            out_elems = float(np.prod([block[label] for label in out_labels]))
+            in_elems = sum(float(np.prod([block[label] for label in labels])) for labels in in_labels)
+            preds = [t.blocks[tuple(at[label] for label in labels)] for labels, t in zip(in_labels, tensors)]
+            suffix = list(index) if index else ""
+            node = self._node(
+                f"{name}{suffix}", op_type, preds, flops_per_point * points, points, (in_elems + out_elems) * itemsize, out_elems * itemsize
+            )
+            partials.setdefault(index[: len(out_labels)], []).append(node)
+        for out_index, nodes in partials.items():
+            if len(nodes) == 1:
+                out.blocks[out_index] = nodes[0]
+                continue
+            elems = float(np.prod(out.block_shape(out_index)))
+            out.blocks[out_index] = self._node(
+                f"{name}.{combine}{list(out_index)}", combine, nodes, (len(nodes) - 1) * elems, elems, (len(nodes) + 1) * elems * itemsize, elems * itemsize
+            )
+        return out
+
+    def select_last(self, name: str, tensor: BlockTensor, axis: int) -> BlockTensor:
+        """The last slice along ``axis`` (that dimension dropped): one copy node per remaining block."""
+        shape = tensor.shape[:axis] + tensor.shape[axis + 1 :]
+        parts = tensor.parts[:axis] + tensor.parts[axis + 1 :]
+        out = self.input(name, shape, parts)
+        for index in itertools.product(*(range(p) for p in parts)):
+            source = tensor.blocks[index[:axis] + (tensor.parts[axis] - 1,) + index[axis:]]
+            elems = float(np.prod(out.block_shape(index)))
+            nbytes = elems * self.cost_model.itemsize
+            out.blocks[index] = self._node(f"{name}{list(index)}", "slice", [source], 0.0, elems, 2 * nbytes, nbytes)
+        return out
+
+    # ------------------------------------------------------------ result
+    def graph(self, metadata: dict[str, Any]) -> DataflowGraph:
+        comm = np.asarray(self.comm)
+        src = np.asarray(self.src, dtype=np.int64)
+        return DataflowGraph(
+            compute=self.compute,
+            src=src,
+            dst=self.dst,
+            comm=comm[src] if src.size else np.zeros(0),
+            names=tuple(self.names),
+            op_types=tuple(self.op_types),
+            metadata={"time_unit": self.cost_model.time_unit, "total_flops": self.total_flops, **metadata},
+        )
