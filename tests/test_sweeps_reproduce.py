@@ -72,3 +72,17 @@ def test_write_section_replaces_only_its_own_section(tmp_path):
     path.write_text(f"# R\n\n## A\n\na\n\n{SECTION}\n\nold\n\n## B\n\nb\n")
     write_section(path, "new")
     assert path.read_text() == f"# R\n\n## A\n\na\n\n{SECTION}\n\nnew\n\n## B\n\nb\n"
+
+
+def test_find_checkpoint_takes_a_shipped_policy_only_for_its_last_stage(tmp_path, monkeypatch):
+    import workbench.sweeps.reproduce as reproduce
+
+    shipped = tmp_path / "pretrained" / "ffnn_192nodes"
+    shipped.mkdir(parents=True)
+    (shipped / "doppler.pt").write_bytes(b"w")
+    monkeypatch.setattr(reproduce, "DATASETS_DIR", tmp_path)
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path / "no-runs") == shipped / "doppler.pt"
+    assert find_checkpoint("doppler", "ffnn_192nodes", "il", tmp_path / "no-runs") is None
+    (shipped / "meta.json").write_text(json.dumps({"method": "doppler", "stages": ["il"]}))
+    assert find_checkpoint("doppler", "ffnn_192nodes", "il", tmp_path / "no-runs") == shipped / "doppler.pt"
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path / "no-runs") is None

@@ -53,14 +53,17 @@ def layered_dag(nodes: int, seed: int = 0, width: int | None = None, ccr: float 
 
 
 def _graph(nodes: int) -> tuple[DataflowGraph, str]:
+    """A layered graph of about ``nodes`` ops: sqrt(n) layers of sqrt(n) ops, ~3 inputs per op."""
     import workbench
 
+    side = max(2, round(math.sqrt(nodes)))
     if hasattr(workbench, "generate"):
         try:
-            return workbench.generate("layered", nodes=nodes, seed=0), "workbench.generate('layered')"
+            graph = workbench.generate("layered", layers=side, width=side, width_jitter=0.0, edge_prob=1.0 / side, seed=0)
+            return graph, f"workbench.generate('layered', layers=w, width=w, width_jitter=0, edge_prob=1/w) with w = round(sqrt(n))"
         except Exception:  # noqa: BLE001 - a generator without this family or parameter: use our own
             pass
-    return layered_dag(nodes), "workbench.bench.scale.layered_dag (workbench.generate not available)"
+    return layered_dag(nodes), "workbench.bench.scale.layered_dag (workbench.generate('layered') not available)"
 
 
 def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
@@ -156,7 +159,7 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
                 call = build(graph)
                 call()  # warm-up: numba compilation, caches
                 seconds, peak = _measure(call, repeats=1 if n >= 3_000 or quick else 3)
-                rows.append({"method": name, "devices": devices, "nodes": n, "seconds": seconds, "peak_mib": peak, "note": ""})
+                rows.append({"method": name, "devices": devices, "nodes": n, "ops": graph.num_nodes, "seconds": seconds, "peak_mib": peak, "note": ""})
                 if seconds > SKIP_AFTER_SECONDS:
                     too_slow_at = n
     growth = {}
@@ -191,7 +194,11 @@ def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _markdown(rows, growth, sizes, source, figure_path) -> str:
-    lines = [f"Graphs: {source}. Seconds per call (best of 3; 1 at ≥ 3,000 ops) / peak traced memory MiB.\n"]
+    actual = sorted({r["ops"] for r in rows if "ops" in r})
+    lines = [
+        f"Graphs: {source}; actual sizes {', '.join(f'{n:,}' for n in actual)} ops. "
+        "Seconds per call (best of 3; 1 at ≥ 3,000 ops) / peak traced memory MiB.\n"
+    ]
     for devices in DEVICES:
         lines.append(f"\n**{devices} devices**\n")
         lines.append("| method | " + " | ".join(f"{n:,} ops" for n in sizes) + " | growth exponent (n ≥ 1,000) |")

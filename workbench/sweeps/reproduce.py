@@ -119,19 +119,16 @@ class Plan:
 
 
 def find_checkpoint(method: str, graph: str, stage: str, runs: Path) -> Path | None:
-    """The newest checkpoint of ``method`` trained on ``graph`` up to ``stage``.
+    """The newest checkpoint of ``method`` trained on ``graph`` through ``stage`` (``"il"`` or ``"sim"``).
 
-    Looks in training run directories (``runs/*/meta.json`` naming the method
-    and graph; ``checkpoints/<stage>.pt``) and then in
-    ``datasets/pretrained/<graph>/<method>.pt`` (Stages I+II) or
-    ``<method>_il.pt`` (Stage I).
+    Looks in training run directories under ``runs`` (any ``meta.json`` naming
+    the method and graph, with ``checkpoints/<stage>.pt``), then in the shipped
+    ``datasets/pretrained/<graph>/<method>.pt`` when the ``meta.json`` beside
+    it says its last stage is ``stage`` (no ``meta.json``: taken as Stages I+II).
     """
     found: list[tuple[str, Path]] = []
-    for meta_path in sorted(runs.glob("*/meta.json")) if runs.is_dir() else []:
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    for meta_path in sorted(runs.glob("**/meta.json")) if runs.is_dir() else []:
+        meta = _read_json(meta_path)
         graphs = [str(g) for g in meta.get("graphs") or []]
         if meta.get("method") != method or not any(graph.startswith(g) or g.startswith(graph) for g in graphs):
             continue
@@ -140,8 +137,20 @@ def find_checkpoint(method: str, graph: str, stage: str, runs: Path) -> Path | N
             found.append((str(meta.get("updated", "")), checkpoint))
     if found:
         return max(found)[1]
-    pretrained = DATASETS_DIR / "pretrained" / graph / (f"{method}.pt" if stage == "sim" else f"{method}_{stage}.pt")
-    return pretrained if pretrained.is_file() else None
+    pretrained = DATASETS_DIR / "pretrained" / graph / f"{method}.pt"
+    if not pretrained.is_file():
+        return None
+    stages = _read_json(pretrained.with_name("meta.json")).get("stages") or ["il", "sim"]
+    return pretrained if stages[-1] == stage else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``, or ``{}`` when it is missing or unreadable (a run being written)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _method_spec(row: Row, graph: str, settings: Settings, runs: Path) -> tuple[MethodSpec | None, str | None]:
