@@ -160,3 +160,13 @@ def test_ray_engine_on_a_local_two_cpu_instance(tmp_path):
     assert not ray.is_initialized(), "the sweep shuts down the Ray instance it started"
     assert (on_ray["status"] == "ok").all()
     assert list(on_ray.sort_values("cell")["makespan"]) == list(serial.sort_values("cell")["makespan"])
+
+
+def test_generated_graphs_in_a_config(tmp_path):
+    if not hasattr(wb, "generate"):
+        pytest.skip("workbench.generate is not part of this installation")
+    config = parse_config({**SMALL, "devices": 2, "seeds": 1, "methods": ["critical_path"], "graphs": [{"generate": "layered", "layers": 3, "width": 4, "seed": 2}]})
+    assert config.graphs[0].label == "layered(layers=3,seed=2,width=4)"
+    frame = sweep(config, out=tmp_path / "g.csv", progress=False)
+    assert frame.iloc[0]["status"] == "ok"
+    assert frame.iloc[0]["nodes"] == wb.generate("layered", layers=3, width=4, seed=2).num_nodes
