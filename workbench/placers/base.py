@@ -111,6 +111,8 @@ REGISTRY: dict[str, tuple[str, str, str]] = {
     "cpop": ("workbench.placers.cpop", "CpopPlacer", "CPOP (Topcuoglu et al. 2002): critical path on one device, others earliest finish"),
     "peft": ("workbench.placers.peft", "PeftPlacer", "PEFT (Arabnejad, Barbosa 2014): earliest finish plus optimistic cost table"),
     "etf": ("workbench.placers.etf", "EtfPlacer", "ETF (Hwang et al. 1989): ready op and device with the earliest start"),
+    "local_search": ("workbench.placers.local_search", "LocalSearchPlacer", "simulated annealing from the best heuristic, structure-aware moves (budget in evaluations)"),
+    "cpsat": ("workbench.placers.cpsat", "CpSatPlacer", "exact CP-SAT schedule model, time-limited; reports its proven lower bound"),
 }
 
 

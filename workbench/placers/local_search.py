@@ -1,0 +1,251 @@
+"""Simulated annealing over assignments, scored by the simulator itself (Kirkpatrick, Gelatt, Vecchi, Science 1983).
+
+The strong non-learned baseline. It starts from the best of the classic
+heuristics (every one evaluated in the simulator) and anneals: propose a
+small change of the current assignment, simulate it, keep it when it is
+better or, with probability ``exp(-increase / temperature)``, when it is
+worse. The temperature falls geometrically from ``initial_temperature`` to
+``final_temperature`` (both relative to the starting makespan) over the
+budget. Moves follow the graph's structure:
+
+- move an op to the device of one of its neighbours (saves a transfer),
+- move an op to another device (balances load),
+- swap the devices of two ops on different devices,
+- move an op of the current critical chain (the chain of inputs and device
+  waits that ends at the makespan, read from a simulated trace) to a
+  neighbour's device or another device: only these can shorten the makespan,
+- move a connected group of ops that share a device to another device.
+
+Proposals are evaluated in speculative batches: the evaluator is much
+cheaper per assignment in a batch, so several proposals from the current
+assignment are simulated at once and examined in order, the first accepted
+one wins and the rest are discarded (but still counted). The batch grows as
+the acceptance rate falls, so few evaluations are wasted. ``budget`` counts
+every simulated assignment; ``time_limit`` optionally caps wall time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numba import njit
+
+from ..cluster import Devices, as_cluster, num_devices
+from ..graph import DataflowGraph
+from .base import Decision, Placer, get_placer
+
+START_METHODS = ("critical_path", "heft", "cpop", "peft", "etf", "round_robin", "single")
+MOVE_KINDS = ("neighbour", "random", "swap", "critical", "group")
+MOVE_WEIGHTS = (0.3, 0.15, 0.15, 0.25, 0.15)
+_CUMULATIVE_WEIGHTS = np.cumsum(MOVE_WEIGHTS[:-1]) / np.sum(MOVE_WEIGHTS)
+# Evaluations between refreshes of the critical chain (each refresh is one more simulation).
+CRITICAL_REFRESH = 8
+
+
+class LocalSearchPlacer(Placer):
+    """Simulated annealing from the best heuristic with structure-aware moves.
+
+    Args:
+        budget: simulator evaluations, the starting heuristics included.
+        time_limit: optional wall-time cap in seconds.
+        initial_temperature: starting temperature as a fraction of the starting makespan.
+        final_temperature: final temperature as a fraction of the starting makespan.
+        max_batch: the most proposals simulated together.
+        progress: show a tqdm progress bar.
+    """
+
+    def __init__(
+        self,
+        budget: int = 20_000,
+        time_limit: float | None = None,
+        initial_temperature: float = 0.03,
+        final_temperature: float = 3e-4,
+        max_batch: int = 16,
+        progress: bool = False,
+    ) -> None:
+        if int(budget) < len(START_METHODS):
+            raise ValueError(f"budget must be at least {len(START_METHODS)} evaluations (one per starting heuristic), got {budget}")
+        if time_limit is not None and not time_limit > 0:
+            raise ValueError(f"time_limit must be > 0 seconds, got {time_limit}")
+        if not 0 < final_temperature <= initial_temperature:
+            raise ValueError(f"need 0 < final_temperature <= initial_temperature, got {final_temperature} and {initial_temperature}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self.budget = int(budget)
+        self.time_limit = time_limit
+        self.initial_temperature = float(initial_temperature)
+        self.final_temperature = float(final_temperature)
+        self.max_batch = int(max_batch)
+        self.progress = progress
+
+    def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
+        from ..sim import Evaluator
+
+        began = time.perf_counter()
+        rng = np.random.default_rng(seed)
+        evaluator = Evaluator(graph, devices)
+        starts = np.array([get_placer(name).place(graph, devices).assignment for name in START_METHODS])
+        start_makespans = np.atleast_1d(evaluator(starts))
+        first = int(np.argmin(start_makespans))
+        moves = _Moves(graph, devices, rng)
+        current, current_makespan = starts[first].copy(), float(start_makespans[first])
+        best, best_makespan = current.copy(), current_makespan
+        scale = max(current_makespan, np.finfo(float).tiny)
+        acceptance, since_refresh, stale = 0.5, 0, True
+        bar = _progress_bar(self.budget, self.progress)
+        while evaluator.evaluations < self.budget and graph.num_nodes and moves.num_devices > 1:
+            elapsed = time.perf_counter() - began
+            if self.time_limit is not None and elapsed >= self.time_limit:
+                break
+            done = evaluator.evaluations / self.budget
+            if self.time_limit is not None:
+                done = max(done, elapsed / self.time_limit)
+            temperature = scale * self.initial_temperature * (self.final_temperature / self.initial_temperature) ** done
+            if stale and since_refresh >= CRITICAL_REFRESH and evaluator.evaluations < self.budget - 1:
+                moves.set_critical(current, evaluator)
+                stale, since_refresh = False, 0
+            size = int(min(self.max_batch, self.budget - evaluator.evaluations, max(1, round(1 / max(acceptance, 1e-3)))))
+            proposals = moves.propose(current, size)
+            makespans = np.atleast_1d(evaluator(proposals))
+            since_refresh += size
+            bar.update(size)
+            increase = makespans - current_makespan
+            accepted = np.flatnonzero((increase <= 0) | (rng.random(size) < np.exp(-np.maximum(increase, 0) / temperature)))
+            lowest = int(np.argmin(makespans))
+            if makespans[lowest] < best_makespan:
+                best, best_makespan = proposals[lowest].copy(), float(makespans[lowest])
+                bar.set_postfix(best=f"{best_makespan:.6g}")
+            if accepted.size:
+                pick = int(accepted[0])
+                current, current_makespan = proposals[pick].copy(), float(makespans[pick])
+                stale = True
+                acceptance = 0.9 * acceptance + 0.1 / (pick + 1)
+            else:
+                acceptance = 0.9 * acceptance + 0.05 / size
+        bar.close()
+        return Decision(
+            best,
+            details={
+                "evaluations": evaluator.evaluations,
+                "start_method": START_METHODS[first],
+                "start_makespan": float(start_makespans[first]),
+                "search_seconds": time.perf_counter() - began,
+            },
+        )
+
+
+class _Moves:
+    """Proposal generator: each proposal is the current assignment with one structured change."""
+
+    def __init__(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> None:
+        self.graph = graph
+        self.num_devices = num_devices(devices)
+        self.cluster = as_cluster(devices)
+        self.rng = rng
+        n = graph.num_nodes
+        pairs = np.concatenate([np.stack([graph.src, graph.dst]), np.stack([graph.dst, graph.src])], axis=1)
+        order = np.lexsort((pairs[1], pairs[0]))
+        self.nb_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(pairs[0], minlength=n), out=self.nb_ptr[1:])
+        self.nb = pairs[1][order]
+        self.critical = np.arange(n)
+
+    def neighbours(self, op: int) -> np.ndarray:
+        return self.nb[self.nb_ptr[op] : self.nb_ptr[op + 1]]
+
+    def set_critical(self, assignment: np.ndarray, evaluator) -> None:
+        """Recompute the critical chain of ``assignment`` from its simulated trace (one evaluation)."""
+        from ..sim import simulate
+
+        evaluator.evaluations += 1
+        trace = simulate(self.graph, assignment, self.cluster).trace
+        self.critical = critical_chain(self.graph, assignment, trace.ready, trace.start, trace.end)
+
+    def _other_device(self, device: int) -> int:
+        return int((device + self.rng.integers(1, self.num_devices)) % self.num_devices)
+
+    def _neighbour_device(self, assignment: np.ndarray, op: int) -> int:
+        devices = assignment[self.neighbours(op)]
+        devices = devices[devices != assignment[op]]
+        return int(devices[self.rng.integers(devices.size)]) if devices.size else self._other_device(int(assignment[op]))
+
+    def _group(self, assignment: np.ndarray, op: int) -> list[int]:
+        """``op`` and up to a few ops reached from it through neighbours on the same device."""
+        limit = int(self.rng.integers(2, 9))
+        group, frontier, device = {op}, [op], assignment[op]
+        while frontier and len(group) < limit:
+            for v in self.neighbours(frontier.pop(0)):
+                if assignment[v] == device and int(v) not in group and len(group) < limit:
+                    group.add(int(v))
+                    frontier.append(int(v))
+        return list(group)
+
+    def propose(self, assignment: np.ndarray, count: int) -> np.ndarray:
+        rng = self.rng
+        n = assignment.size
+        out = np.repeat(assignment[None, :], count, axis=0)
+        kinds = np.searchsorted(_CUMULATIVE_WEIGHTS, rng.random(count), side="right")
+        ops = rng.integers(0, n, size=count)
+        critical = self.critical[rng.integers(0, self.critical.size, size=count)]
+        for row, kind in enumerate(kinds):
+            name = MOVE_KINDS[kind]
+            op = int(critical[row] if name == "critical" else ops[row])
+            if name == "random":
+                out[row, op] = self._other_device(int(assignment[op]))
+            elif name in ("neighbour", "critical"):
+                if name == "critical" and rng.random() < 0.3:
+                    out[row, op] = self._other_device(int(assignment[op]))
+                else:
+                    out[row, op] = self._neighbour_device(assignment, op)
+            elif name == "swap":
+                other = int(rng.integers(n))
+                if assignment[other] == assignment[op]:
+                    out[row, op] = self._other_device(int(assignment[op]))
+                else:
+                    out[row, op], out[row, other] = assignment[other], assignment[op]
+            else:
+                out[row, self._group(assignment, op)] = self._other_device(int(assignment[op]))
+        return out
+
+
+def critical_chain(graph: DataflowGraph, assignment: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The ops of the chain that ends at the makespan: each waited either for its last input or for its device."""
+    ptr, pred, edge = graph.pred_csr
+    return _critical_chain(ptr, pred, graph.comm[edge], np.asarray(assignment, dtype=np.int64), ready, start, end)
+
+
+@njit(cache=True)
+def _critical_chain(ptr, pred, pred_comm, assignment, ready, start, end):  # pragma: no cover - compiled
+    n = assignment.size
+    chain = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return chain
+    op = int(np.argmax(end))
+    length = 0
+    while True:
+        chain[length] = op
+        length += 1
+        previous = -1
+        if start[op] > ready[op]:  # waited for its device: the op that ran there just before
+            for v in range(n):
+                if assignment[v] == assignment[op] and end[v] == start[op] and start[v] < start[op]:
+                    previous = v
+                    break
+        else:  # waited for its last input
+            latest = -1.0
+            for k in range(ptr[op], ptr[op + 1]):
+                u = pred[k]
+                arrival = end[u] + (pred_comm[k] if assignment[u] != assignment[op] else 0.0)
+                if arrival > latest:
+                    latest, previous = arrival, u
+        if previous < 0 or length == n:  # inputs are earlier in the DAG, device waits earlier in time
+            break
+        op = previous
+    return chain[:length]
+
+
+def _progress_bar(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, unit="eval", desc="local search")
