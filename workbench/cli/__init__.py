@@ -23,6 +23,7 @@ COMMANDS = (
     "reproduce",
     "generate",
     "import-model",
+    "train",
 )
 
 
