@@ -443,7 +443,9 @@ def reproduce(
     stats, failures = summarize(frame)
     targets = [(g, 4) for g in chosen] + [(c.graphs[0].label, 8) for c in work.sweeps if c.devices == (8,)]
     figure = _figure(stats, chosen, stem)
-    command = "workbench reproduce" + (" --quick" if quick else "") + (f" --seeds {seeds}" if seeds else "") + (f" --graphs {' '.join(graphs)}" if graphs else "") + f" --out {out}"
+    flags = [("--quick", quick), (f"--seeds {seeds}", seeds), (f"--engine {engine}", engine != "serial"), (f"--workers {workers}", workers)]
+    flags += [(f"--graphs {' '.join(graphs or [])}", graphs), (f"--runs {runs}", str(runs) != "runs"), (f"--out {out}", True)]
+    command = " ".join(["workbench reproduce", *(flag for flag, used in flags if used)])
     m = machine()
     relative = lambda p: p.relative_to(out.parent).as_posix() if p.is_relative_to(out.parent) else str(p)  # noqa: E731
     body = [
