@@ -158,12 +158,18 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
     sizes = QUICK_SIZES if quick else SIZES
     graphs = {n: _graph(n) for n in sizes}
     source = graphs[sizes[0]][1]
+    from tqdm.auto import tqdm
+
     rows: list[dict[str, Any]] = []
+    bar = tqdm(desc="bench scale", unit="measurement")
     for devices in DEVICES:
         methods = _methods(devices)
+        bar.total = len(DEVICES) * len(methods) * len(sizes)
         for name, build in methods.items():
             too_slow_at = None
             for n in sizes:
+                bar.set_postfix_str(f"{name}, {devices} devices, {n:,} ops")
+                bar.update()
                 if too_slow_at is not None:
                     rows.append({"method": name, "devices": devices, "nodes": n, "seconds": None, "peak_mib": None, "note": f"skipped: > {SKIP_AFTER_SECONDS:.0f} s at {too_slow_at} ops"})
                     continue
@@ -177,6 +183,7 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
                 rows.append({"method": name, "devices": devices, "nodes": n, "ops": graph.num_nodes, "seconds": seconds, "peak_mib": peak, "note": ""})
                 if (time.perf_counter() - began) / (repeats + 1) > SKIP_AFTER_SECONDS:  # wall per call, traced one included
                     too_slow_at = n
+    bar.close()
     growth = {}
     for name in dict.fromkeys(r["method"] for r in rows):
         for devices in DEVICES:
