@@ -260,14 +260,17 @@ def _cell_text(stats: pd.DataFrame, failures: pd.Series, unavailable: Mapping, g
         error = failures.get((graph, devices, label))
         return f"failed: {_short(error)}" if error is not None else "–"
     row = match.iloc[0]
-    return f"{row['mean'] / TIME_SCALE:,.1f} ± {row['std'] / TIME_SCALE:,.1f} ({_percent(row['improvement'])})"
+    if graph in PAPER_REPORTED:  # the paper's raw integer units, shown as the paper does
+        return f"{row['mean'] / TIME_SCALE:,.1f} ± {row['std'] / TIME_SCALE:,.1f} ({_percent(row['improvement'])})"
+    return f"{row['mean']:.4g} ± {row['std']:.2g} ({_percent(row['improvement'])})"
 
 
 def _tables(stats: pd.DataFrame, failures: pd.Series, unavailable: Mapping, targets: list[tuple[str, int]]) -> str:
     lines = []
     for devices in sorted({d for _, d in targets}):
         graphs = [g for g, d in targets if d == devices]
-        lines.append(f"**{devices} devices** — simulated makespan / 1e10, mean ± std over seeds (improvement over critical path)\n")
+        unit = "/ 1e10" if all(g in PAPER_REPORTED for g in graphs) else "in the generator's unit (seconds)"
+        lines.append(f"**{devices} devices** — simulated makespan {unit}, mean ± std over seeds (improvement over critical path)\n")
         lines.append("| method | " + " | ".join(PAPER_GRAPH_TITLES.get(g, g) for g in graphs) + " |")
         lines.append("|---|" + "---|" * len(graphs))
         for row in ROWS:
@@ -350,14 +353,17 @@ def _discussion(stats: pd.DataFrame, unavailable: Mapping, graphs: list[str]) ->
 
 
 def _provenance(checkpoints: Mapping[tuple[str, str], str]) -> str:
-    """Where each learned row's checkpoint came from: its path and the command that trained it."""
-    lines = []
+    """Where each learned row's checkpoint came from: its path, the rows using it and the command that trained it."""
+    users: dict[str, list[str]] = {}
     for (graph, label), path in sorted(checkpoints.items()):
+        users.setdefault(path, []).append(label)
+    lines = []
+    for path, labels in users.items():
         checkpoint = Path(path)
         meta = _read_json(checkpoint.parent.parent / "meta.json") or _read_json(checkpoint.with_name("meta.json"))
-        command = f" — trained by `{meta['command']}`" if meta.get("command") else ""
-        lines.append(f"- {PAPER_GRAPH_TITLES.get(graph, graph)}, {label}: `{path}`{command}")
-    return "Checkpoints of the learned rows:\n\n" + "\n".join(lines) if lines else "No learned checkpoints were found (see `--runs`)."
+        command = f" — `{meta['command']}`" if meta.get("command") else ""
+        lines.append(f"- `{path}`: {', '.join(labels)}{command}")
+    return "Checkpoints of the learned rows (path: rows — training command):\n\n" + "\n".join(lines) if lines else "No learned checkpoints were found (see `--runs`)."
 
 
 def _figure(stats: pd.DataFrame, graphs: list[str], path_stem: Path) -> Path | None:
