@@ -87,3 +87,10 @@ def test_find_checkpoint_takes_a_shipped_policy_only_for_its_last_stage(tmp_path
     (shipped / "meta.json").write_text(json.dumps({"method": "doppler", "stages": ["il"]}))
     assert find_checkpoint("doppler", "ffnn_192nodes", "il", tmp_path / "no-runs") == shipped / "doppler.pt"
     assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path / "no-runs") is None
+
+
+def test_write_section_keeps_a_hand_written_notes_subsection(tmp_path):
+    path = tmp_path / "r.md"
+    path.write_text(f"# R\n\n{SECTION}\n\nold table\n\n### Notes\n\nmy reading\n\n## B\n\nb\n")
+    write_section(path, "new table")
+    assert path.read_text() == f"# R\n\n{SECTION}\n\nnew table\n\n### Notes\n\nmy reading\n\n## B\n\nb\n"

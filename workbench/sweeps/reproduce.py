@@ -405,14 +405,23 @@ def _versions() -> dict[str, str]:
     return found
 
 
+NOTES = "### Notes"
+
+
 def write_section(path: Path, body: str) -> None:
-    """Replace (or append) the ``## Paper comparison`` section of a markdown file, atomically."""
+    """Replace (or append) the ``## Paper comparison`` section of a markdown file, atomically.
+
+    A ``### Notes`` subsection already in the section (a person's reading of
+    the numbers) is kept at the section's end.
+    """
     from ..graph import atomic_write_text
 
     text = path.read_text(encoding="utf-8") if path.exists() else "# Results\n"
-    section = f"{SECTION}\n\n{body.strip()}\n"
     pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
+    old = pattern.search(text)
+    notes = old.group(0)[old.group(0).index(NOTES):].strip() if old and NOTES in old.group(0) else ""
+    section = f"{SECTION}\n\n{body.strip()}\n" + (f"\n{notes}\n" if notes else "")
+    if old:
         text = pattern.sub(lambda _: section + "\n", text, count=1).rstrip() + "\n"
     else:
         text = text.rstrip() + "\n\n" + section
