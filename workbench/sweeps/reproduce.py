@@ -462,7 +462,10 @@ def reproduce(
     flags += [(f"--graphs {' '.join(graphs or [])}", graphs), (f"--runs {runs}", str(runs) != "runs"), (f"--out {out}", True)]
     command = " ".join(["workbench reproduce", *(flag for flag, used in flags if used)])
     m = machine()
-    relative = lambda p: p.relative_to(out.parent).as_posix() if p.is_relative_to(out.parent) else str(p)  # noqa: E731
+
+    def relative(path: Path) -> str:  # links in the markdown are relative to it
+        return path.relative_to(out.parent).as_posix() if path.is_relative_to(out.parent) else str(path)
+
     body = [
         f"Produced by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
         f"({m['cpu']}, {m['cores']} cores; {', '.join(f'{k} {v}' for k, v in _versions().items())}).",
