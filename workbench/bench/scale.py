@@ -109,19 +109,19 @@ def _methods(devices: int) -> dict[str, Callable[[DataflowGraph], Callable[[], A
     return methods
 
 
-def _per_evaluation(graph: DataflowGraph, devices: int, budget: int = 200) -> Callable[[], Any]:
-    """One local-search evaluation: (a run of 2·budget − a run of budget) / budget, so the
-    starting heuristics, which both runs pay, cancel out."""
+def _per_evaluation(graph: DataflowGraph, devices: int, short: int = 200, extra: int = 1_000) -> Callable[[], Any]:
+    """One local-search evaluation: (a run of short + extra evaluations − a run of short) / extra, so the
+    starting heuristics, which both runs pay, cancel out (extra is large enough to stand above their noise)."""
     from ..placers.base import get_placer
 
-    short, long = get_placer("local_search", budget=budget), get_placer("local_search", budget=2 * budget)
+    brief, longer = get_placer("local_search", budget=short), get_placer("local_search", budget=short + extra)
 
     def call() -> float:
         began = time.perf_counter()
-        short.place(graph, devices, seed=0)
+        brief.place(graph, devices, seed=0)
         middle = time.perf_counter()
-        long.place(graph, devices, seed=0)
-        return max(0.0, (time.perf_counter() - middle) - (middle - began)) / budget
+        longer.place(graph, devices, seed=0)
+        return max(0.0, (time.perf_counter() - middle) - (middle - began)) / extra
 
     return call
 
