@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from workbench.cli import main
+from workbench.datasets import DATASETS_DIR
 from workbench.placers.base import REGISTRY, Decision, Placer
 from workbench.sweeps.reproduce import ROWS, SECTION, find_checkpoint, write_section
 
@@ -25,20 +26,20 @@ class FakeLearnedPlacer(Placer):
 
 
 @pytest.fixture
-def fake_doppler(tmp_path):
-    REGISTRY["doppler"] = (__name__, "FakeLearnedPlacer", "fake")
+def fake_doppler(tmp_path, monkeypatch):
+    monkeypatch.setitem(REGISTRY, "doppler", (__name__, "FakeLearnedPlacer", "fake"))
     run = tmp_path / "runs" / "r1"
     (run / "checkpoints").mkdir(parents=True)
     (run / "checkpoints" / "sim.pt").write_bytes(b"weights")
     (run / "meta.json").write_text(json.dumps({"method": "doppler", "graphs": ["chain_mm_112nodes"], "status": "finished", "updated": "x"}))
-    yield tmp_path / "runs"
-    del REGISTRY["doppler"]
+    return tmp_path / "runs"
 
 
 def test_find_checkpoint_reads_run_directories(fake_doppler):
     assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim.pt"
     assert find_checkpoint("doppler", "chain_mm_112nodes", "il", fake_doppler) is None
-    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", fake_doppler) is None
+    # no run trained ffnn: the shipped pretrained checkpoint stands in for Stage I+II
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", fake_doppler) == DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.pt"
     assert find_checkpoint("gdp", "chain_mm_112nodes", "sim", fake_doppler) is None
 
 

@@ -244,6 +244,7 @@ def test_sigterm_stops_after_the_episode_with_a_checkpoint_and_resumes(tmp_path,
     import signal
 
     out = tmp_path / "run"
+    handler_before = signal.getsignal(signal.SIGTERM)
 
     def terminate(row):
         if row["episode"] == 4:
@@ -252,7 +253,7 @@ def test_sigterm_stops_after_the_episode_with_a_checkpoint_and_resumes(tmp_path,
     result = train(tiny_config(), out, library=TINY, progress=False, callback=terminate)
     assert result.status == "interrupted" and result.episodes == 5
     assert read_meta(out / "meta.json")["status"] == "interrupted"
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is handler_before, "the previous SIGTERM handler is restored"
     result = train(tiny_config(), out, library=TINY, progress=False)
     assert result.episodes == 12
     assert without_time(read_metrics(out / "metrics.csv")) == without_time(read_metrics(finished_run[0] / "metrics.csv"))
