@@ -17,6 +17,7 @@ COMMANDS = (
     "info",
     "simulate",
     "place",
+    "compare",
     "bench",
     "generate",
     "import-model",

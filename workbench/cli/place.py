@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from .common import add_graph_argument, load_graph_argument, positive_int, print_json
+from . import CliError
+from .common import load_graph_argument, positive_int, print_json
 
 
 def register(sub) -> None:
     parser = sub.add_parser("place", help="place a graph with one method and simulate it")
-    add_graph_argument(parser)
+    parser.add_argument("--list", action="store_true", help="list the registered methods and exit")
+    parser.add_argument("graph", metavar="GRAPH", nargs="?", help="a graph file (.txt, .stg, .json) or a bundled graph name such as ffnn")
     parser.add_argument("--devices", type=positive_int, default=4)
     parser.add_argument("--method", default="critical_path", help="a registered method (see `workbench place --list`)")
     parser.add_argument("--seed", type=int, default=0)
@@ -19,8 +21,16 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..placers import place
+    from ..placers import place, placers
 
+    if args.list:
+        methods = placers()
+        width = max(map(len, methods))
+        for name, description in methods.items():
+            print(f"{name:<{width}}  {description}")
+        return 0
+    if args.graph is None:
+        raise CliError("GRAPH is required (or --list to see the methods)")
     options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit), ("checkpoint", args.checkpoint)) if v is not None}
     graph = load_graph_argument(args.graph)
     placement = place(graph, method=args.method, devices=args.devices, seed=args.seed, **options)

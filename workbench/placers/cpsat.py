@@ -90,6 +90,13 @@ class CpSatPlacer(Placer):
                 per_device[d].append(interval)
         for intervals in per_device:
             model.AddNoOverlap(intervals)
+        # Redundant (tightens the bound): every op lasts at least its shortest duration, and at most
+        # num_dev ops run at once.
+        shortest = duration.min(axis=1)
+        for v in range(n):
+            model.Add(end[v] >= start[v] + int(shortest[v]))
+        running = [model.NewIntervalVar(start[v], int(shortest[v]), start[v] + int(shortest[v]), f"any{v}") for v in range(n)]
+        model.AddCumulative(running, [1] * n, num_dev)
         if cluster.is_identical or len(set(cluster.speeds)) == 1:
             _break_device_symmetry(model, graph, on, num_dev)
         for e in range(graph.num_edges):

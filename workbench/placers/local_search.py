@@ -29,14 +29,16 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from numba import njit
 
-from ..cluster import Devices, num_devices
+from ..cluster import Devices, as_cluster, num_devices
 from ..graph import DataflowGraph
 from .base import Decision, Placer, get_placer
 
 START_METHODS = ("critical_path", "heft", "cpop", "peft", "etf", "round_robin", "single")
 MOVE_KINDS = ("neighbour", "random", "swap", "critical", "group")
 MOVE_WEIGHTS = (0.3, 0.15, 0.15, 0.25, 0.15)
+_CUMULATIVE_WEIGHTS = np.cumsum(MOVE_WEIGHTS[:-1]) / np.sum(MOVE_WEIGHTS)
 # Evaluations between refreshes of the critical chain (each refresh is one more simulation).
 CRITICAL_REFRESH = 8
 
@@ -139,7 +141,7 @@ class _Moves:
     def __init__(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> None:
         self.graph = graph
         self.num_devices = num_devices(devices)
-        self.devices = devices
+        self.cluster = as_cluster(devices)
         self.rng = rng
         n = graph.num_nodes
         pairs = np.concatenate([np.stack([graph.src, graph.dst]), np.stack([graph.dst, graph.src])], axis=1)
@@ -157,7 +159,7 @@ class _Moves:
         from ..sim import simulate
 
         evaluator.evaluations += 1
-        trace = simulate(self.graph, assignment, self.devices).trace
+        trace = simulate(self.graph, assignment, self.cluster).trace
         self.critical = critical_chain(self.graph, assignment, trace.ready, trace.start, trace.end)
 
     def _other_device(self, device: int) -> int:
@@ -183,7 +185,7 @@ class _Moves:
         rng = self.rng
         n = assignment.size
         out = np.repeat(assignment[None, :], count, axis=0)
-        kinds = rng.choice(len(MOVE_KINDS), size=count, p=MOVE_WEIGHTS)
+        kinds = np.searchsorted(_CUMULATIVE_WEIGHTS, rng.random(count), side="right")
         ops = rng.integers(0, n, size=count)
         critical = self.critical[rng.integers(0, self.critical.size, size=count)]
         for row, kind in enumerate(kinds):
@@ -209,25 +211,38 @@ class _Moves:
 
 def critical_chain(graph: DataflowGraph, assignment: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """The ops of the chain that ends at the makespan: each waited either for its last input or for its device."""
-    if graph.num_nodes == 0:
-        return np.arange(0)
     ptr, pred, edge = graph.pred_csr
+    return _critical_chain(ptr, pred, graph.comm[edge], np.asarray(assignment, dtype=np.int64), ready, start, end)
+
+
+@njit(cache=True)
+def _critical_chain(ptr, pred, pred_comm, assignment, ready, start, end):  # pragma: no cover - compiled
+    n = assignment.size
+    chain = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return chain
     op = int(np.argmax(end))
-    chain = [op]
+    length = 0
     while True:
-        if start[op] > ready[op]:
-            before = np.flatnonzero((assignment == assignment[op]) & (end == start[op]) & (start < start[op]))
-            if before.size == 0:
-                break
-            op = int(before[0])
-        else:
-            preds = pred[ptr[op] : ptr[op + 1]]
-            if preds.size == 0:
-                break
-            arrival = end[preds] + np.where(assignment[preds] != assignment[op], graph.comm[edge[ptr[op] : ptr[op + 1]]], 0.0)
-            op = int(preds[np.argmax(arrival)])
-        chain.append(op)  # predecessors come earlier in the DAG and device waits earlier in time: no cycle
-    return np.array(chain, dtype=np.int64)
+        chain[length] = op
+        length += 1
+        previous = -1
+        if start[op] > ready[op]:  # waited for its device: the op that ran there just before
+            for v in range(n):
+                if assignment[v] == assignment[op] and end[v] == start[op] and start[v] < start[op]:
+                    previous = v
+                    break
+        else:  # waited for its last input
+            latest = -1.0
+            for k in range(ptr[op], ptr[op + 1]):
+                u = pred[k]
+                arrival = end[u] + (pred_comm[k] if assignment[u] != assignment[op] else 0.0)
+                if arrival > latest:
+                    latest, previous = arrival, u
+        if previous < 0 or length == n:  # inputs are earlier in the DAG, device waits earlier in time
+            break
+        op = previous
+    return chain[:length]
 
 
 def _progress_bar(total: int, enabled: bool):

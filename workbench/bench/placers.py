@@ -1,0 +1,133 @@
+"""Placement quality and speed: every method on the paper graphs and on the STG set with known optima.
+
+Two tables. The paper graphs on 4 devices: each method's simulated makespan
+(the paper's unit, ÷ 1e10) and wall seconds, local search at 20,000 and
+60,000 evaluations, CP-SAT with its proven bound. The STG 50-task set on 2,
+4, 8 and 16 processors: each method's mean and worst gap to the optimum,
+and a count of impossible results (a makespan below the proven floor, or a
+CP-SAT bound above the best known makespan), which must be zero.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from typing import Any
+
+import numpy as np
+
+PAPER_METHODS = ("single", "round_robin", "critical_path", "heft", "cpop", "peft", "etf")
+STG_METHODS = ("round_robin", "critical_path", "heft", "cpop", "peft", "etf", "local_search", "cpsat")
+PROCESSORS = (2, 4, 8, 16)
+UNIT = 1e10
+
+
+def stg_optima() -> dict[tuple[str, int], tuple[float, float]]:
+    """``(graph, processors) -> (proven floor, best known makespan)``.
+
+    Most rows of ``optimal_makespans.csv`` hold the proven optimum (floor ==
+    best known). 51 rows hold two numbers: a proven lower bound and the best
+    known makespan, for instances whose optimum was not proven.
+    """
+    from ..datasets import STG_DIR
+
+    optima = {}
+    with open(STG_DIR / "optimal_makespans.csv", newline="", encoding="utf-8") as handle:
+        rows = csv.reader(handle)
+        next(rows)
+        for row in rows:
+            floor = float(row[2])
+            optima[row[0], int(row[1])] = (floor, float(row[3]) if len(row) > 3 else floor)
+    return optima
+
+
+def _timed_place(graph, method: str, devices: int, **options: Any):
+    began = time.process_time()
+    from ..placers import place
+
+    placement = place(graph, method=method, devices=devices, **options)
+    return placement, time.process_time() - began
+
+
+def paper_table(quick: bool, devices: int = 4) -> list[dict[str, Any]]:
+    """One row per method: makespan (÷1e10), wall and CPU seconds on each paper graph."""
+    from ..datasets import PAPER_GRAPHS, bundled_graph
+    from ..sim import lower_bound
+
+    budgets = (2_000, 6_000) if quick else (20_000, 60_000)
+    runs: list[tuple[str, str, dict[str, Any]]] = [(m, m, {}) for m in PAPER_METHODS]
+    runs += [(f"local_search {b // 1000}k", "local_search", {"budget": b}) for b in budgets]
+    runs.append(("cpsat", "cpsat", {"time_limit": 2.0 if quick else 10.0}))
+    rows = [{"method": label, "graphs": {}} for label, _, _ in runs]
+    bound_row: dict[str, Any] = {"method": "lower bound (simple)", "graphs": {}}
+    for name in PAPER_GRAPHS:
+        graph = bundled_graph(name)
+        bound_row["graphs"][name] = {"makespan": lower_bound(graph, devices) / UNIT}
+        for row, (_, method, options) in zip(rows, runs):
+            placement, cpu = _timed_place(graph, method, devices, **options)
+            row["graphs"][name] = {"makespan": placement.makespan / UNIT, "seconds": placement.seconds, "cpu_seconds": cpu}
+            if method == "cpsat" and placement.details["proven_lower_bound"] > lower_bound(graph, devices):
+                row["graphs"][name]["proven_lower_bound"] = placement.details["proven_lower_bound"] / UNIT
+    return rows + [bound_row]
+
+
+def stg_table(quick: bool) -> dict[str, Any]:
+    """Per method: mean and worst gap to the best known makespan over every STG graph and processor count."""
+    from tqdm.auto import tqdm
+
+    from ..datasets import stg_graphs
+    from ..formats import load_graph
+
+    optima = stg_optima()
+    graphs = stg_graphs()[::18] if quick else stg_graphs()
+    options = {"local_search": {"budget": 500 if quick else 2_000}, "cpsat": {"time_limit": 1.0}}
+    gaps: dict[str, list[float]] = {m: [] for m in STG_METHODS}
+    seconds: dict[str, float] = {m: 0.0 for m in STG_METHODS}
+    impossible: list[str] = []
+    with tqdm(total=len(graphs) * len(PROCESSORS), desc="STG", unit="instance") as bar:
+        for path in graphs:
+            graph = load_graph(path)
+            key = f"{path.parent.name}/{path.name}"
+            for processors in PROCESSORS:
+                floor, best_known = optima[key, processors]
+                for method in STG_METHODS:
+                    placement, _ = _timed_place(graph, method, processors, **options.get(method, {}))
+                    seconds[method] += placement.seconds
+                    gaps[method].append(placement.makespan / best_known - 1)
+                    if placement.makespan < floor or placement.details.get("proven_lower_bound", 0.0) > best_known:
+                        impossible.append(f"{method} on {key} x{processors}")
+                bar.update()
+    instances = len(graphs) * len(PROCESSORS)
+    rows = [
+        {"method": m, "mean_gap": float(np.mean(g)), "worst_gap": float(np.max(g)), "optimal_share": float(np.mean(np.asarray(g) <= 1e-12)), "mean_seconds": seconds[m] / instances}
+        for m, g in gaps.items()
+    ]
+    return {"instances": instances, "rows": rows, "impossible": impossible, "options": options}
+
+
+def _markdown(paper: list[dict[str, Any]], stg: dict[str, Any]) -> str:
+    names = list(paper[0]["graphs"])
+    short = [n.split("_")[0] if not n.startswith("full") else "layer" for n in names]
+    short = ["block" if n == "transformer" else n for n in short]
+    lines = ["| method | " + " | ".join(f"{s} ÷1e10 | s" for s in short) + " |", "|---" * (1 + 2 * len(names)) + "|"]
+    for row in paper:
+        cells = []
+        for n in names:
+            cell = row["graphs"][n]
+            value = f"{cell['makespan']:.1f}"
+            if "proven_lower_bound" in cell:
+                value += f" (proven bound {cell['proven_lower_bound']:.1f})"
+            cells += [value, f"{cell['seconds']:.2f}" if "seconds" in cell else ""]
+        lines.append(f"| {row['method']} | " + " | ".join(cells) + " |")
+    lines += ["", f"STG 50-task set, {stg['instances']} instances (graphs x 2/4/8/16 processors); gap to the best known makespan:", ""]
+    lines += ["| method | mean gap | worst gap | optimal | mean s |", "|---|---|---|---|---|"]
+    for r in stg["rows"]:
+        lines.append(f"| {r['method']} | {r['mean_gap']:.2%} | {r['worst_gap']:.2%} | {r['optimal_share']:.0%} | {r['mean_seconds']:.3f} |")
+    lines.append(f"\nimpossible results (below the proven floor, or a bound above the best known): {len(stg['impossible'])}")
+    return "\n".join(lines)
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    paper = paper_table(quick)
+    stg = stg_table(quick)
+    return {"benchmark": "placers", "quick": quick, "paper": paper, "stg": stg, "markdown": _markdown(paper, stg)}

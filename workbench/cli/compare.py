@@ -1,0 +1,65 @@
+"""``workbench compare GRAPH --devices N``: several placement methods side by side on one graph."""
+
+from __future__ import annotations
+
+from . import CliError
+from .common import add_graph_argument, load_graph_argument, positive_int, print_json
+
+DEFAULT_METHODS = ("single", "round_robin", "critical_path", "heft", "cpop", "peft", "etf", "local_search")
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("compare", help="compare placement methods on one graph")
+    add_graph_argument(parser)
+    parser.add_argument("--devices", type=positive_int, default=4)
+    parser.add_argument("--methods", help=f"comma-separated registered methods (default: {','.join(DEFAULT_METHODS)})")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=positive_int, help="simulator evaluations for search methods")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="wall-time limit for search and exact methods")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=run)
+
+
+def parse_methods(text: str | None) -> list[str]:
+    """The method list of ``--methods``; unknown names get an error listing the registered ones."""
+    from ..placers import REGISTRY
+
+    if text is None:
+        return list(DEFAULT_METHODS)
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    if not methods:
+        raise CliError("--methods is empty; give comma-separated names")
+    unknown = [m for m in methods if m not in REGISTRY]
+    if unknown:
+        raise CliError(f"unknown method(s) {', '.join(unknown)}; registered: {', '.join(REGISTRY)}")
+    return list(dict.fromkeys(methods))
+
+
+def run(args) -> int:
+    import inspect
+
+    from ..placers import get_placer, place
+
+    methods = parse_methods(args.methods)
+    graph = load_graph_argument(args.graph)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise CliError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    placements = []
+    for method in methods:
+        accepted = inspect.signature(type(get_placer(method))).parameters
+        options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit)) if v is not None and k in accepted}
+        placements.append(place(graph, method=method, devices=args.devices, seed=args.seed, **options))
+    bound = max(p.lower_bound for p in placements)
+    rows = [
+        {"method": p.method, "makespan": p.makespan, "gap": p.makespan / bound - 1 if bound > 0 else 0.0, "seconds": p.seconds, "lower_bound": p.lower_bound}
+        for p in placements
+    ]
+    if args.json:
+        print_json({"graph": graph.name, "devices": args.devices, "best_lower_bound": bound, "rows": rows})
+        return 0
+    width = max(len("method"), *(len(r["method"]) for r in rows))
+    print(f"{graph.name} on {args.devices} devices; best lower bound {bound:,.6g}")
+    print(f"{'method':<{width}}  {'makespan':>14}  {'gap':>7}  {'seconds':>8}")
+    for r in rows:
+        print(f"{r['method']:<{width}}  {r['makespan']:>14,.6g}  {r['gap']:>7.1%}  {r['seconds']:>8.3f}")
+    return 0
