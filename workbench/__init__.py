@@ -8,6 +8,8 @@ never imports torch:
 - simulation: :func:`simulate`, :func:`simulate_many`, :class:`Evaluator`,
   :func:`lower_bound`, :func:`validate`, :class:`Cluster`
 - placement: :func:`place`, :func:`placers`
+- learned policies (import torch + DGL on first use): :class:`PlacementEnv`,
+  :func:`make_policy`, :func:`load_policy`, :class:`PolicyConfig`
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ _EXPORTS = {
     "LocalExecutor": "workbench.systems",
     "RemoteEngine": "workbench.systems",
     "calibrate": "workbench.systems",
+    "PlacementEnv": "workbench.learn",
+    "EnvConfig": "workbench.learn",
+    "PolicyConfig": "workbench.learn",
+    "LearnedPolicy": "workbench.learn",
+    "Rollout": "workbench.learn",
+    "make_policy": "workbench.learn",
+    "load_policy": "workbench.learn",
 }
 
 __all__ = sorted(_EXPORTS)

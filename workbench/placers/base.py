@@ -113,6 +113,12 @@ REGISTRY: dict[str, tuple[str, str, str]] = {
     "etf": ("workbench.placers.etf", "EtfPlacer", "ETF (Hwang et al. 1989): ready op and device with the earliest start"),
     "local_search": ("workbench.placers.local_search", "LocalSearchPlacer", "simulated annealing from the best heuristic, structure-aware moves (budget in evaluations)"),
     "cpsat": ("workbench.placers.cpsat", "CpSatPlacer", "exact CP-SAT schedule model, time-limited; reports its proven lower bound"),
+    "doppler": ("workbench.learn.placers", "DopplerPlacer", "DOPPLER: learned SEL (next op) + PLC (device) policies; needs a checkpoint"),
+    "doppler_sel_only": ("workbench.learn.placers", "DopplerSelOnlyPlacer", "ablation: learned SEL, critical-path device choice; needs a checkpoint"),
+    "doppler_plc_only": ("workbench.learn.placers", "DopplerPlcOnlyPlacer", "ablation: critical-path op order, learned PLC; needs a checkpoint"),
+    "placeto": ("workbench.learn.placers", "PlacetoPlacer", "Placeto: topological order, placement-aware embeddings; needs a checkpoint"),
+    "gdp": ("workbench.learn.placers", "GDPPlacer", "GDP: graph encoder + attention, all ops in one pass; needs a checkpoint"),
+    "joint": ("workbench.learn.placers", "JointPlacer", "one policy over (ready op, device) pairs; needs a checkpoint"),
 }
 
 

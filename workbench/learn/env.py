@@ -1,0 +1,184 @@
+"""The placement environment: place a graph's ops one at a time, as DOPPLER's policies do.
+
+:class:`PlacementState` is the bare state machine the policies' rollouts
+drive (a running :class:`~workbench.schedule.PartialSchedule` plus the mask of
+ready ops). :class:`PlacementEnv` wraps it in the Gymnasium API with a
+pluggable cost oracle and the terminal reward.
+
+One step places one op: the action is ``(op, device)`` with ``op`` ready (all
+its predecessors placed). ``info["op_mask"]`` and ``info["device_mask"]`` say
+which ops and devices are legal. When every op is placed the episode ends
+with reward ``-(makespan - baseline) / scale``: the makespan from the cost
+oracle (the fast simulator unless another is given), ``baseline`` the running
+mean of past episodes' makespans, ``scale`` the graph's lower bound (see
+:class:`EnvConfig`). Earlier steps have reward 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..cluster import Devices
+from ..graph import DataflowGraph
+from ..schedule import PartialSchedule
+from .features import device_features, static_features
+
+__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "CostOracle"]
+
+CostOracle = Callable[[np.ndarray], float]
+
+
+class PlacementState:
+    """A partial placement: which ops are placed where, when they could run, which are ready."""
+
+    def __init__(self, graph: DataflowGraph, devices: Devices) -> None:
+        self.graph = graph
+        self.features = static_features(graph)
+        self.schedule = PartialSchedule(graph, devices)
+        self.num_devices = self.schedule.num_devices
+        self.ready = graph.in_degree == 0
+        self._waiting = graph.in_degree.copy()
+        self._succ_ptr, self._succ, _ = graph.succ_csr
+
+    @property
+    def done(self) -> bool:
+        return self.schedule.done
+
+    def ready_ops(self) -> np.ndarray:
+        """Ready op ids, ascending."""
+        return np.flatnonzero(self.ready)
+
+    def device_features(self, op: int, earliest_start: np.ndarray | None = None) -> np.ndarray:
+        """``(devices, len(DEVICE_FEATURES))`` features for placing ``op`` next."""
+        return device_features(self.schedule, op, self.features.time_scale, earliest_start)
+
+    def place(self, op: int, device: int) -> None:
+        """Place a ready ``op`` on ``device``; raises ``ValueError`` on an illegal action."""
+        if not (0 <= op < self.graph.num_nodes and self.ready[op]):
+            raise ValueError(f"op {op} is not ready to place (placed already, unplaced inputs, or no such op)")
+        self.schedule.place(op, device)
+        self.ready[op] = False
+        succ = self._succ[self._succ_ptr[op] : self._succ_ptr[op + 1]]
+        self._waiting[succ] -= 1
+        self.ready[succ[self._waiting[succ] == 0]] = True
+
+    def teacher_ops(self, ready: np.ndarray) -> np.ndarray:
+        """The ready ops the critical-path teacher could pick: all with the largest bottom level."""
+        level = self.features.bottom_level[ready]
+        return ready[level == level.max()]
+
+    @staticmethod
+    def teacher_devices(earliest_start: np.ndarray) -> np.ndarray:
+        """The devices the teacher could pick for an op: all where it starts earliest."""
+        return np.flatnonzero(earliest_start == earliest_start.min())
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """How :class:`PlacementEnv` turns a makespan into a reward.
+
+    Attributes:
+        baseline: ``"running_mean"`` subtracts the mean makespan of the
+            episodes finished so far (none before the first), ``"none"``
+            subtracts nothing.
+        normalize: divide makespan and baseline by ``lower_bound(graph,
+            devices)``, so rewards are comparable across graphs.
+        discount: per-step discount applied to the terminal reward when the
+            env reports ``info["returns"]`` (the return of every step).
+    """
+
+    baseline: str = "running_mean"
+    normalize: bool = True
+    discount: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.baseline not in ("running_mean", "none"):
+            raise ValueError(f"baseline must be 'running_mean' or 'none', got {self.baseline!r}")
+        if not 0.0 < self.discount <= 1.0:
+            raise ValueError(f"discount must be in (0, 1], got {self.discount}")
+
+
+class PlacementEnv(gym.Env):
+    """Gymnasium env: each step places one ready op on one device.
+
+    Observation: ``{"assignment": device per op (-1 = unplaced), "ready": 0/1
+    per op}``. Action: ``(op, device)``. ``info`` always holds ``op_mask``,
+    ``device_mask`` and ``state`` (the :class:`PlacementState`, for
+    features); at the end also ``makespan``, ``baseline``, ``assignment``,
+    ``order`` and ``returns``.
+
+    Args:
+        graph: the graph to place.
+        devices: number of devices or a :class:`~workbench.Cluster`.
+        cost_oracle: ``assignment -> makespan``; default the fast simulator
+            (:class:`workbench.Evaluator`).
+        config: reward settings (:class:`EnvConfig`).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, graph: DataflowGraph, devices: Devices = 4, cost_oracle: CostOracle | None = None, config: EnvConfig | None = None) -> None:
+        from ..sim import Evaluator, lower_bound
+
+        self.graph = graph
+        self.devices = devices
+        self.config = config or EnvConfig()
+        self.cost_oracle = cost_oracle or Evaluator(graph, devices)
+        self.state = PlacementState(graph, devices)
+        d = self.state.num_devices
+        n = graph.num_nodes
+        bound = lower_bound(graph, devices)
+        self.scale = bound if (self.config.normalize and bound > 0) else 1.0
+        self.observation_space = spaces.Dict(
+            {"assignment": spaces.Box(-1, d - 1, shape=(n,), dtype=np.int64), "ready": spaces.MultiBinary(n)}
+        )
+        self.action_space = spaces.MultiDiscrete([max(n, 1), d])
+        self.episodes = 0
+        self.makespan_sum = 0.0
+
+    @property
+    def baseline(self) -> float:
+        """The makespan subtracted from the next episode's reward."""
+        if self.config.baseline == "none" or self.episodes == 0:
+            return 0.0
+        return self.makespan_sum / self.episodes
+
+    def _observe(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        s = self.state
+        obs = {"assignment": s.schedule.device.copy(), "ready": s.ready.astype(np.int8)}
+        info = {"op_mask": s.ready.copy(), "device_mask": np.ones(s.num_devices, dtype=bool), "state": s}
+        return obs, info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.state = PlacementState(self.graph, self.devices)
+        return self._observe()
+
+    def step(self, action):
+        op, device = (int(a) for a in action)
+        if not 0 <= device < self.state.num_devices:
+            raise ValueError(f"device {device} outside 0..{self.state.num_devices - 1}")
+        self.state.place(op, device)
+        obs, info = self._observe()
+        if not self.state.done:
+            return obs, 0.0, False, False, info
+        assignment = self.state.schedule.device.copy()
+        makespan = float(self.cost_oracle(assignment))
+        baseline = self.baseline
+        reward = -(makespan - baseline) / self.scale
+        self.episodes += 1
+        self.makespan_sum += makespan
+        steps = self.graph.num_nodes
+        info.update(
+            makespan=makespan,
+            baseline=baseline,
+            assignment=assignment,
+            order=np.asarray(self.state.schedule.order, dtype=np.int64),
+            returns=reward * self.config.discount ** np.arange(steps - 1, -1, -1, dtype=float),
+        )
+        return obs, reward, True, False, info

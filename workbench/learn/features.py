@@ -1,0 +1,172 @@
+"""The policies' inputs: static per-graph features and per-step device features.
+
+Static features (computed once per graph, numpy): per op its compute cost,
+bottom level (longest compute + communication path to an exit, own cost
+included), top level (longest path from an entry, own cost excluded), total
+communication into it and out of it; per edge of the bidirected
+message-passing graph the producer's communication cost and a flag for the
+reverse direction. Each column is divided by its maximum over the graph.
+
+Dynamic features (per step, for the op being placed, per device ``d``): the
+compute already assigned to ``d``; the compute of the op's inputs that sit on
+``d``; the earliest start and the latest end among those inputs; the earliest
+time the op could start on ``d``. Times come from the running
+:class:`~workbench.schedule.PartialSchedule`, which uses real earliest start
+times (an op waits for its device *and* its inputs; the paper's public code
+records start times that ignore waiting for inputs). They are divided by the
+graph's longest compute + communication path.
+
+``FEATURE_LAYOUT`` names every column; checkpoints store it and refuse to load
+into a different layout.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import DataflowGraph
+from ..schedule import PartialSchedule
+
+__all__ = [
+    "NODE_FEATURES",
+    "EDGE_FEATURES",
+    "DEVICE_FEATURES",
+    "FEATURE_LAYOUT",
+    "StaticFeatures",
+    "static_features",
+    "device_features",
+    "longest_path_members",
+]
+
+NODE_FEATURES = ("compute", "bottom_level", "top_level", "comm_in", "comm_out")
+EDGE_FEATURES = ("comm", "reverse")
+DEVICE_FEATURES = ("device_compute", "input_compute", "input_earliest_start", "input_latest_end", "earliest_start")
+FEATURE_LAYOUT = {
+    "version": 1,
+    "node": list(NODE_FEATURES),
+    "edge": list(EDGE_FEATURES),
+    "device": list(DEVICE_FEATURES),
+    "node_scaling": "column / column max over the graph",
+    "device_scaling": "time / longest compute+communication path",
+}
+
+
+@dataclass(frozen=True)
+class StaticFeatures:
+    """Everything about a graph the policies need that does not change while placing.
+
+    Attributes:
+        node: ``(n, len(NODE_FEATURES))`` float32, each column scaled to max 1.
+        src, dst: endpoints of the bidirected message-passing edges (forward
+            edges first, then their reverses).
+        edge: ``(2m, len(EDGE_FEATURES))`` float32 per bidirected edge.
+        down_path: ``(rows, cols)``: op ``rows[k]`` has op ``cols[k]`` on its
+            longest path to an exit (itself included).
+        up_path: the same for the longest path from an entry.
+        time_scale: the divisor of the dynamic time features.
+        bottom_level: unscaled bottom levels (the critical-path teacher's key).
+    """
+
+    node: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    edge: np.ndarray
+    down_path: tuple[np.ndarray, np.ndarray]
+    up_path: tuple[np.ndarray, np.ndarray]
+    time_scale: float
+    bottom_level: np.ndarray
+
+
+def _scaled_columns(columns: list[np.ndarray]) -> np.ndarray:
+    table = np.stack(columns, axis=1) if columns[0].size else np.zeros((0, len(columns)))
+    peak = table.max(axis=0, initial=0.0)
+    return (table / np.where(peak > 0, peak, 1.0)).astype(np.float32)
+
+
+def longest_path_members(graph: DataflowGraph, downward: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, cols)`` pairs: ``cols`` lies on ``rows``' longest path to an exit (``downward``) or from an entry.
+
+    Each op follows the neighbour that continues its longest compute +
+    communication path (the smallest id on ties) and includes itself.
+    """
+    n = graph.num_nodes
+    if downward:
+        level = graph.bottom_level(with_comm=True)
+        ptr, nbr, edge = graph.succ_csr
+        order = graph.topological_order[::-1]
+    else:
+        level = graph.top_level(with_comm=True) + graph.compute
+        ptr, nbr, edge = graph.pred_csr
+        order = graph.topological_order
+    members: list[list[int]] = [[] for _ in range(n)]
+    for op in order.tolist():
+        lo, hi = ptr[op], ptr[op + 1]
+        if hi > lo:
+            best = int(nbr[lo:hi][np.argmax(graph.comm[edge[lo:hi]] + level[nbr[lo:hi]])])
+            members[op] = [op] + members[best]
+        else:
+            members[op] = [op]
+    rows = np.repeat(np.arange(n), [len(m) for m in members])
+    cols = np.fromiter((c for m in members for c in m), dtype=np.int64, count=rows.size)
+    return rows, cols
+
+
+_cache: "weakref.WeakKeyDictionary[DataflowGraph, StaticFeatures]" = weakref.WeakKeyDictionary()
+
+
+def static_features(graph: DataflowGraph) -> StaticFeatures:
+    """The graph's static features (computed once per graph object, then cached)."""
+    cached = _cache.get(graph)
+    if cached is not None:
+        return cached
+    n = graph.num_nodes
+    bottom = graph.bottom_level(with_comm=True)
+    node = _scaled_columns(
+        [
+            graph.compute,
+            bottom,
+            graph.top_level(with_comm=True),
+            np.bincount(graph.dst, weights=graph.comm, minlength=n),
+            np.bincount(graph.src, weights=graph.comm, minlength=n),
+        ]
+    )
+    m = graph.num_edges
+    comm = _scaled_columns([np.concatenate([graph.comm, graph.comm])])[:, 0]
+    reverse = np.concatenate([np.zeros(m), np.ones(m)]).astype(np.float32)
+    longest = graph.longest_path(with_comm=True)
+    features = StaticFeatures(
+        node=node,
+        src=np.concatenate([graph.src, graph.dst]),
+        dst=np.concatenate([graph.dst, graph.src]),
+        edge=np.stack([comm, reverse], axis=1).astype(np.float32),
+        down_path=longest_path_members(graph, downward=True),
+        up_path=longest_path_members(graph, downward=False),
+        time_scale=longest if longest > 0 else 1.0,
+        bottom_level=bottom,
+    )
+    _cache[graph] = features
+    return features
+
+
+def device_features(schedule: PartialSchedule, op: int, time_scale: float, earliest_start: np.ndarray | None = None) -> np.ndarray:
+    """``(devices, len(DEVICE_FEATURES))`` float32 for placing ``op`` next, scaled by ``time_scale``.
+
+    ``earliest_start`` is ``schedule.earliest_starts(op)`` when the caller has it already.
+    """
+    d = schedule.num_devices
+    preds = schedule.graph.predecessors(op)
+    out = np.zeros((d, len(DEVICE_FEATURES)))
+    out[:, 0] = schedule.device_compute
+    if preds.size:
+        where = schedule.device[preds]
+        out[:, 1] = np.bincount(where, weights=schedule.graph.compute[preds], minlength=d)
+        starts, ends = schedule.start[preds], schedule.end[preds]
+        for device in np.unique(where).tolist():
+            on = where == device
+            out[device, 2] = starts[on].min()
+            out[device, 3] = ends[on].max()
+    out[:, 4] = schedule.earliest_starts(op) if earliest_start is None else earliest_start
+    return (out / time_scale).astype(np.float32)

@@ -1,0 +1,151 @@
+"""Network building blocks shared by the learned policies: the MPNN encoder and MLP heads.
+
+The encoder is the message-passing neural network of Gilmer et al. (2017)
+that DOPPLER uses: an edge-conditioned convolution (``dgl.nn.NNConv``)
+followed by a GRU, repeated for a fixed number of steps on the bidirected
+graph. The edge network (linear, ReLU, linear) maps an edge's features to
+its ``width x width`` message matrix; its first layer runs once per forward
+pass, its last is NNConv's ``edge_func``.
+
+:class:`EdgeConv` is ``dgl.nn.NNConv`` with the same parameters and the same
+output (a test checks it against ``NNConv.forward``), computed about 10x
+faster on CPU: DGL's NNConv materialises every edge's message matrix and
+broadcasts source features against them into a ``(nodes, in, out)`` buffer
+per call; here all messages come from one dense matrix product and DGL only
+averages them.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import dgl
+import dgl.function as fn
+import numpy as np
+import torch
+from torch import nn
+
+from ..graph import DataflowGraph
+from .features import EDGE_FEATURES, NODE_FEATURES, static_features
+
+__all__ = ["Encoder", "EdgeConv", "mlp", "numpy_mlp", "GraphTensors", "graph_tensors", "path_sum"]
+
+
+def mlp(sizes: list[int], negative_slope: float) -> nn.Sequential:
+    """Linear layers of ``sizes`` (input first, output last) with LeakyReLU between them."""
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        if i:
+            layers.append(nn.LeakyReLU(negative_slope))
+        layers.append(nn.Linear(a, b))
+    return nn.Sequential(*layers)
+
+
+def numpy_mlp(layers: nn.Sequential):
+    """A numpy function computing ``layers`` (Linear and LeakyReLU only) on float64 rows, without autograd.
+
+    Rollouts call it once per step: tiny numpy products avoid torch's per-op
+    overhead and its thread pool, which stalls on busy machines.
+    """
+    steps = []
+    for layer in layers:
+        if isinstance(layer, nn.Linear):
+            weight, bias = layer.weight.detach().cpu().double().numpy().T, layer.bias.detach().cpu().double().numpy()
+            steps.append(lambda x, w=weight, b=bias: x @ w + b)
+        elif isinstance(layer, nn.LeakyReLU):
+            steps.append(lambda x, slope=layer.negative_slope: np.where(x > 0, x, slope * x))
+        else:
+            raise TypeError(f"numpy_mlp handles Linear and LeakyReLU layers, not {type(layer).__name__}")
+
+    def run(x: np.ndarray) -> np.ndarray:
+        for step in steps:
+            x = step(x)
+        return x
+
+    return run
+
+
+@dataclass(frozen=True)
+class GraphTensors:
+    """A graph's static features as tensors on one device, ready for the networks."""
+
+    graph: dgl.DGLGraph
+    node: torch.Tensor
+    edge: torch.Tensor
+    down_path: tuple[torch.Tensor, torch.Tensor]
+    up_path: tuple[torch.Tensor, torch.Tensor]
+    num_nodes: int
+
+
+_tensor_cache: "weakref.WeakKeyDictionary[DataflowGraph, dict[str, GraphTensors]]" = weakref.WeakKeyDictionary()
+
+
+def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
+    """The bidirected DGL graph and feature tensors of ``graph`` on ``device`` (cached)."""
+    per_device = _tensor_cache.setdefault(graph, {})
+    key = str(device)
+    if key not in per_device:
+        feats = static_features(graph)
+        as_long = lambda a: torch.as_tensor(a, dtype=torch.int64, device=device)  # noqa: E731
+        dg = dgl.graph((as_long(feats.src), as_long(feats.dst)), num_nodes=graph.num_nodes)
+        per_device[key] = GraphTensors(
+            graph=dg,
+            node=torch.as_tensor(feats.node, device=device),
+            edge=torch.as_tensor(feats.edge, device=device),
+            down_path=(as_long(feats.down_path[0]), as_long(feats.down_path[1])),
+            up_path=(as_long(feats.up_path[0]), as_long(feats.up_path[1])),
+            num_nodes=graph.num_nodes,
+        )
+    return per_device[key]
+
+
+def path_sum(embedding: torch.Tensor, path: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Per op, the sum of ``embedding`` over the ops on its path (``path`` from :func:`graph_tensors`)."""
+    rows, cols = path
+    return torch.zeros_like(embedding).index_add_(0, rows, embedding[cols])
+
+
+class EdgeConv(dgl.nn.NNConv):
+    """``dgl.nn.NNConv`` whose ``edge_func`` is one linear layer, computed without per-edge matrices.
+
+    With ``edge_func(z) = A z + a``, an edge's message ``h_src @ W(z)`` equals
+    ``(h_src ⊗ [z, 1]) @ [A, a]`` rearranged: one dense matrix product over all
+    edges instead of a ``(width x width)`` matrix per edge.
+    """
+
+    def __init__(self, width: int, edge_hidden: int, aggregator: str) -> None:
+        super().__init__(width, width, edge_func=nn.Linear(edge_hidden, width * width), aggregator_type=aggregator)
+
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, efeat: torch.Tensor) -> torch.Tensor:
+        linear = self.edge_func
+        d_in, d_out, k = self._in_src_feats, self._out_feats, linear.in_features
+        table = torch.cat([linear.weight, linear.bias.unsqueeze(1)], dim=1).view(d_in, d_out, k + 1).transpose(1, 2).reshape(d_in * (k + 1), d_out)
+        src, _ = graph.edges()
+        edge_inputs = torch.cat([efeat, efeat.new_ones(efeat.shape[0], 1)], dim=1)
+        outer = (feat[src].unsqueeze(2) * edge_inputs.unsqueeze(1)).reshape(efeat.shape[0], d_in * (k + 1))
+        with graph.local_scope():
+            graph.edata["m"] = outer @ table
+            graph.update_all(fn.copy_e("m", "m"), self.reducer("m", "neigh"))
+            return graph.dstdata["neigh"] + self.bias
+
+
+class Encoder(nn.Module):
+    """MPNN: project node features, then ``steps`` rounds of NNConv + GRU at ``width``."""
+
+    def __init__(self, width: int, steps: int, edge_hidden: int, aggregator: str) -> None:
+        super().__init__()
+        self.width = width
+        self.steps = steps
+        self.project = nn.Linear(len(NODE_FEATURES), width)
+        self.edge_net = nn.Sequential(nn.Linear(len(EDGE_FEATURES), edge_hidden), nn.ReLU())
+        self.conv = EdgeConv(width, edge_hidden, aggregator)
+        self.gru = nn.GRUCell(width, width)
+
+    def forward(self, inputs: GraphTensors) -> torch.Tensor:
+        """Embeddings ``(n, width)`` of every op."""
+        hidden = torch.relu(self.project(inputs.node))
+        edge_hidden = self.edge_net(inputs.edge)
+        for _ in range(self.steps):
+            hidden = self.gru(torch.relu(self.conv(inputs.graph, hidden, edge_hidden)), hidden)
+        return hidden
