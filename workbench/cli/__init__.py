@@ -23,6 +23,7 @@ COMMANDS = (
     "import-model",
     "serve-engine",
     "calibrate",
+    "train",
 )
 
 

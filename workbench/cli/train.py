@@ -1,0 +1,96 @@
+"""``workbench train GRAPH [GRAPH ...]``: train a placement policy through imitation, simulator RL and real-system RL."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+
+from . import CliError
+from .common import positive_int
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "train",
+        help="train a learned placer (stages il, sim, real) into a run directory",
+        description="Train a placement policy; rerun the same command to resume an interrupted run.",
+    )
+    parser.add_argument("graphs", nargs="*", metavar="GRAPH", help="bundled graph names or graph files; several train one policy on all")
+    parser.add_argument("--devices", type=positive_int, default=4)
+    parser.add_argument("--method", default="doppler", help="doppler (default), placeto, gdp, joint, doppler_sel_only, doppler_plc_only")
+    parser.add_argument("--stages", default="il,sim", help="comma-separated stages among il, sim, real (default il,sim)")
+    parser.add_argument("--episodes", default="2000,4000", help="episodes per stage, comma-separated (default 2000,4000)")
+    parser.add_argument("--out", metavar="DIR", help="the run directory (runs/NAME)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init-checkpoint", metavar="PATH", help="start from this policy checkpoint")
+    parser.add_argument("--eval", nargs="+", default=[], metavar="GRAPH", help="graphs not trained on, placed by the trained policy at the end (transfer)")
+    parser.add_argument("--oracle", default="sim", help="cost oracle of the real stage: sim, or module:factory")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any other TrainConfig field, e.g. --set rl_lr_start=3e-4 (repeatable; see --fields)")
+    parser.add_argument("--fields", action="store_true", help="list the TrainConfig fields with their defaults and meaning, then exit")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..training import TrainConfig, field_docs, train
+
+    if args.fields:
+        docs = field_docs()
+        for f in dataclasses.fields(TrainConfig):
+            default = "(required)" if f.default is dataclasses.MISSING else repr(f.default)
+            print(f"{f.name:18} {default:14} {docs.get(f.name, '')}")
+        return 0
+    if not args.graphs or not args.out:
+        raise CliError("give at least one GRAPH and --out DIR (the run directory)")
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    try:
+        episodes = tuple(int(e) for e in args.episodes.split(","))
+    except ValueError:
+        raise CliError(f"--episodes {args.episodes!r}: give whole numbers separated by commas, e.g. 2000,4000") from None
+    values = dict(
+        graphs=tuple(args.graphs), devices=args.devices, method=args.method, stages=stages, episodes=episodes,
+        seed=args.seed, init_checkpoint=args.init_checkpoint, oracle=args.oracle, eval_graphs=tuple(args.eval),
+    )  # fmt: skip
+    values.update(_overrides(args.set, TrainConfig))
+    config = TrainConfig(**values)
+    command = shlex.join(["workbench", "train", *sys.argv[2:]]) if sys.argv[1:2] == ["train"] else None
+    result = train(config, args.out, progress=not args.no_progress, command=command)
+    if result.status == "interrupted":
+        print(f"interrupted after {result.episodes} episodes; rerun the same command to resume", file=sys.stderr)
+        return 130
+    print(f"run          {result.run_dir} ({result.status}, {result.episodes} episodes)")
+    for graph, found in result.evaluation.items():
+        cp = found["critical_path"]
+        label = graph if found["seen"] else f"{graph} (unseen)"
+        print(f"{label:28} greedy {found['greedy']:,.6g} ({found['greedy'] / cp:.3f}× critical_path)  "
+              f"best of {found['search_samples']} samples {found['search']:,.6g} ({found['search'] / cp:.3f}×)")  # fmt: skip
+    return 0
+
+
+def _overrides(items: list[str], cls) -> dict:
+    """``FIELD=VALUE`` pairs parsed with each field's type (tuples are comma-separated)."""
+    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    out = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in types:
+            raise CliError(f"--set {item!r}: expected FIELD=VALUE with FIELD among {', '.join(types)}")
+        kind = str(types[name])
+        try:
+            if kind.startswith("tuple"):
+                value = tuple(int(x) if "int" in kind else x for x in text.split(","))
+            elif kind == "int":
+                value = int(text)
+            elif kind == "float":
+                value = float(text)
+            elif "None" in kind and text.lower() in ("", "none"):
+                value = None
+            else:
+                value = text
+        except ValueError:
+            raise CliError(f"--set {item!r}: {text!r} is not a valid {kind}") from None
+        out[name] = value
+    return out

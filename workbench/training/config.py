@@ -1,0 +1,156 @@
+"""The one frozen training configuration, saved as ``config.json`` in every run directory.
+
+Defaults follow the DOPPLER paper (Yao et al., ICLR 2026, Sec. 4 and App. C):
+REINFORCE with learning rate 1e-4 decaying to 1e-7, ε-greedy exploration
+0.2 decaying to 0, entropy weight 1e-2, a running-mean baseline.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+__all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs"]
+
+STAGES = ("il", "sim", "real")
+METHODS = ("doppler", "placeto", "gdp", "joint", "doppler_sel_only", "doppler_plc_only")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides what a training run does; two runs with equal configs train identically on CPU."""
+
+    graphs: tuple[str, ...]
+    """Graphs to train on: bundled names (``ffnn``) or graph files; episodes cycle through them in this order."""
+    devices: int = 4
+    """Number of identical devices to place on."""
+    method: str = "doppler"
+    """Policy to train (``workbench.learn.make_policy`` name)."""
+    stages: tuple[str, ...] = ("il", "sim")
+    """Stages in order: ``il`` (imitate critical_path), ``sim`` (REINFORCE in the simulator), ``real`` (REINFORCE against the cost oracle)."""
+    episodes: tuple[int, ...] = (2000, 4000)
+    """Episodes per stage, one number per entry of ``stages``."""
+    seed: int = 0
+    """Seed for the policy's initial weights and every sampled action."""
+    init_checkpoint: str | None = None
+    """Policy checkpoint to start from instead of fresh weights (for example a Stage II ``sim.pt``)."""
+    il_lr: float = 1e-3
+    """Stage I learning rate (constant)."""
+    il_epsilon: float = 0.2
+    """Stage I: probability of a uniform legal action in the learner's own rollouts, so it sees states off the teacher's path."""
+    il_entropy_weight: float = 1e-2
+    """Stage I entropy bonus weight."""
+    rl_lr_start: float = 1e-4
+    """Stages II/III learning rate at the first episode of the stage."""
+    rl_lr_end: float = 1e-7
+    """Stages II/III learning rate at the last episode (linear decay, applied by a torch LR scheduler)."""
+    rl_epsilon_start: float = 0.2
+    """Stages II/III ε at the first episode of the stage."""
+    rl_epsilon_end: float = 0.0
+    """Stages II/III ε at the last episode (linear decay)."""
+    rl_mode: str = "epsilon"
+    """Stages II/III rollouts: ``epsilon`` (the paper: the policy's most probable action, a uniform legal one with probability ε) or ``sample`` (sample from the policy; ε unused)."""
+    entropy_weight: float = 1e-2
+    """Stages II/III entropy bonus weight."""
+    baseline_decay: float = 0.9
+    """Running-mean baseline per graph: ``b ← decay·b + (1-decay)·reward`` (the first reward of a stage initialises it)."""
+    grad_clip: float = 1.0
+    """Gradient norm clip per update (0 disables)."""
+    oracle: str = "sim"
+    """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an object with ``measure(graph, assignment) -> seconds``."""
+    checkpoint_every: int = 50
+    """Write ``checkpoints/last.pt`` every this many episodes (and at every stage end)."""
+    eval_graphs: tuple[str, ...] = ()
+    """Graphs never trained on, placed by the trained policy at the end (transfer), beside the training graphs."""
+    search_samples: int = 16
+    """Inference-time search after training: sample this many placements per graph and keep the best (0 skips it)."""
+    device: str = "auto"
+    """Torch device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
+    threads: int = 1
+    """Torch CPU threads. One rollout is a long chain of small ops, so one thread is fastest, by far on a busy machine."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "graphs", tuple(str(g) for g in self.graphs))
+        object.__setattr__(self, "eval_graphs", tuple(str(g) for g in self.eval_graphs))
+        object.__setattr__(self, "stages", tuple(str(s) for s in self.stages))
+        object.__setattr__(self, "episodes", tuple(int(e) for e in self.episodes))
+        if not self.graphs:
+            raise ValueError("TrainConfig.graphs: give at least one graph")
+        if not self.stages:
+            raise ValueError("TrainConfig.stages: give at least one stage")
+        unknown = [s for s in self.stages if s not in STAGES]
+        if unknown:
+            raise ValueError(f"TrainConfig.stages: unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
+        if len(set(self.stages)) != len(self.stages):
+            raise ValueError(f"TrainConfig.stages: a stage appears twice in {','.join(self.stages)}")
+        if len(self.episodes) != len(self.stages):
+            raise ValueError(f"TrainConfig.episodes: {len(self.stages)} stage(s) need {len(self.stages)} episode count(s), got {len(self.episodes)}")
+        if any(e < 1 for e in self.episodes):
+            raise ValueError(f"TrainConfig.episodes: every stage needs at least 1 episode, got {list(self.episodes)}")
+        if self.method not in METHODS:
+            raise ValueError(f"TrainConfig.method: unknown method {self.method!r}; methods are {', '.join(METHODS)}")
+        if self.devices < 1:
+            raise ValueError(f"TrainConfig.devices must be >= 1, got {self.devices}")
+        for name in ("il_lr", "rl_lr_start", "rl_lr_end"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)}")
+        for name in ("il_epsilon", "rl_epsilon_start", "rl_epsilon_end", "baseline_decay"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"TrainConfig.{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("il_entropy_weight", "entropy_weight", "grad_clip", "search_samples"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.threads < 1:
+            raise ValueError(f"TrainConfig.threads must be >= 1, got {self.threads}")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"TrainConfig.checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"TrainConfig.device: use auto, cpu or cuda, got {self.device!r}")
+        if self.rl_mode not in ("epsilon", "sample"):
+            raise ValueError(f"TrainConfig.rl_mode: use epsilon or sample, got {self.rl_mode!r}")
+        if self.oracle != "sim" and ":" not in self.oracle:
+            raise ValueError(f"TrainConfig.oracle: use 'sim' or 'module:factory', got {self.oracle!r}")
+
+    @property
+    def total_episodes(self) -> int:
+        return sum(self.episodes)
+
+    def stage_bounds(self) -> list[tuple[str, int, int]]:
+        """``(stage, first episode, end episode)`` per stage; episodes count from 0 over the whole run."""
+        bounds, first = [], 0
+        for stage, count in zip(self.stages, self.episodes):
+            bounds.append((stage, first, first + count))
+            first += count
+        return bounds
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{source}: unknown TrainConfig field(s) {', '.join(unknown)}")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def field_docs() -> dict[str, str]:
+    """Field name → its docstring (the string literal under each field above)."""
+    tree = ast.parse(inspect.getsource(TrainConfig))
+    body = tree.body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+            docs[node.target.id] = " ".join(str(after.value.value).split())
+    return docs

@@ -1,0 +1,108 @@
+"""Regenerate ``datasets/pretrained/``: train a policy on each paper graph and ship it with its run's records.
+
+Each graph gets its own run (``RUNS/<graph>``, resumable like any ``workbench
+train`` run); its final policy is exported to
+``datasets/pretrained/<graph>/<method>.pt`` beside the run's ``config.json``,
+``meta.json`` and ``metrics.csv``, so every shipped number can be traced to
+the episodes that produced it. Usage::
+
+    python -m workbench.training.pretrained --episodes 150,250 [--graphs ffnn ...] [--runs runs/pretrained]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..datasets import DATASETS_DIR, PAPER_GRAPHS
+from ..graph import atomic_write_text
+from .checkpoint import load_checkpoint
+from .config import TrainConfig
+from .loop import train
+from .rundir import RunDirectory, read_meta
+
+__all__ = ["PRETRAINED_DIR", "export_policy", "summary_table", "main"]
+
+PRETRAINED_DIR = DATASETS_DIR / "pretrained"
+
+
+def export_policy(run_dir: str | Path, destination: str | Path, library: Any = None) -> Path:
+    """Write the run's final policy (no optimizer state) to ``destination/<method>.pt`` with the run's records."""
+    if library is None:
+        import workbench.learn as library
+    run, destination = RunDirectory(run_dir), Path(destination)
+    meta = read_meta(run.meta_path)
+    if meta.get("status") != "finished":
+        raise ValueError(f"{run.path} has status {meta.get('status')!r}; only finished runs are exported")
+    policy, _ = load_checkpoint(library, run.last_checkpoint, map_location="cpu")
+    summary = {key: meta.get(key) for key in ("command", "stages", "seed", "devices", "reference", "evaluation", "started", "finished")}
+    target = destination / f"{meta['method']}.pt"
+    destination.mkdir(parents=True, exist_ok=True)
+    policy.save(target, extra={"run": summary})
+    for name in ("config.json", "meta.json", "metrics.csv"):
+        atomic_write_text(destination / name, (run.path / name).read_text(encoding="utf-8"))
+    return target
+
+
+def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
+    """A markdown table of the shipped policies: budget, wall time, and makespans beside the heuristics (÷ 1e10)."""
+    from .rundir import read_metrics
+
+    lines = [
+        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy | best of greedy + K samples | best seen in training |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for meta_path in sorted(Path(folder).glob("*/meta.json")):
+        meta, rows = read_meta(meta_path), read_metrics(meta_path.parent / "metrics.csv")
+        name = meta_path.parent.name
+        found, reference = meta["evaluation"][name], meta["reference"]
+        budget = "+".join(str(sum(r["stage"] == s for r in rows)) for s in meta["stages"])
+
+        def cell(value: float) -> str:
+            return f"{value / 1e10:.1f} ({value / found['critical_path']:.3f}×)"
+
+        lines.append(
+            f"| {name} | {budget} | {float(rows[-1]['seconds']) / 60:.1f} min | {found['critical_path'] / 1e10:.1f} | "
+            f"{reference['best_heuristic'] / 1e10:.1f} ({reference['best_heuristic_method']}) | {cell(found['greedy'])} | "
+            f"{cell(found['search'])}, K={found['search_samples']} | {cell(found['best_seen'])} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.training.pretrained", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graphs", nargs="+", default=list(PAPER_GRAPHS), help="paper graphs (default: all four)")
+    parser.add_argument("--method", default="doppler")
+    parser.add_argument("--stages", default="il,sim")
+    parser.add_argument("--episodes", default="150,250", help="episodes per stage (default 150,250)")
+    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", default="runs/pretrained", help="where the runs go (resumable)")
+    parser.add_argument("--to", default=str(PRETRAINED_DIR), help="where the exported policies go")
+    parser.add_argument("--table", action="store_true", help="print the markdown summary of the policies in --to, then exit")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(summary_table(args.to))
+        return 0
+    for graph in args.graphs:
+        config = TrainConfig(
+            graphs=(graph,), devices=args.devices, method=args.method, stages=tuple(args.stages.split(",")),
+            episodes=tuple(int(e) for e in args.episodes.split(",")), seed=args.seed,
+        )  # fmt: skip
+        out = Path(args.runs) / graph
+        command = shlex.join(["python", "-m", "workbench.training.pretrained", *(argv if argv is not None else sys.argv[1:])])
+        result = train(config, out, command=command)
+        if result.status != "finished":
+            print(f"{graph}: {result.status} after {result.episodes} episodes; rerun to resume", file=sys.stderr)
+            return 130
+        target = export_policy(out, Path(args.to) / graph)
+        found = result.evaluation[graph]
+        print(f"{graph}: {target}  greedy {found['greedy']:.6g}  best of {found['search_samples']} {found['search']:.6g}  critical_path {found['critical_path']:.6g}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

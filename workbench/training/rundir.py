@@ -1,0 +1,186 @@
+"""Run directories (CONTRACTS.md section 2): what the dashboard, notebooks and sweeps read.
+
+Every file is written atomically (temporary file, then rename), and
+``metrics.csv`` only ever grows by whole, flushed lines, so a reader sees a
+consistent directory at every instant; a half-written last line (power
+loss) is ignored by :func:`read_metrics` and dropped on resume.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import os
+import platform
+import socket
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..graph import atomic_write_text
+from .config import TrainConfig
+
+__all__ = ["RunDirectory", "METRIC_COLUMNS", "read_metrics", "read_meta", "versions", "machine"]
+
+METRIC_COLUMNS = (
+    "stage", "episode", "graph", "makespan", "reward", "baseline", "loss", "loss_policy", "loss_entropy",
+    "loss_imitation", "teacher_agreement", "epsilon", "lr", "seconds", "oracle",
+)  # fmt: skip
+PREDICTED_COLUMN = "predicted"
+"""Appended to the header when the run has a ``real`` stage: the simulator's makespan beside the oracle's."""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages that decide the numbers."""
+    import numpy
+    import torch
+
+    from .. import __version__
+
+    found = {"workbench": __version__, "python": platform.python_version(), "numpy": numpy.__version__, "torch": torch.__version__}
+    try:
+        import dgl
+
+        found["dgl"] = dgl.__version__
+    except Exception:  # dgl is optional for the stand-in policies of the tests
+        pass
+    return found
+
+
+def machine() -> dict[str, Any]:
+    from ..bench import machine as bench_machine
+
+    import torch
+
+    return {**bench_machine(), "host": socket.gethostname(), "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def _format(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
+    """The complete rows of a ``metrics.csv`` (a half-written last line is ignored)."""
+    text = Path(path).read_text(encoding="utf-8")
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return [r for r in rows if None not in r.values() and None not in r]
+
+
+def read_meta(path: str | os.PathLike) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+class RunDirectory:
+    """One run's directory: config, meta, metrics, best placements and checkpoints."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.config_path = self.path / "config.json"
+        self.meta_path = self.path / "meta.json"
+        self.metrics_path = self.path / "metrics.csv"
+        self.best_dir = self.path / "best"
+        self.checkpoint_dir = self.path / "checkpoints"
+        self.last_checkpoint = self.checkpoint_dir / "last.pt"
+
+    def columns(self, config: TrainConfig) -> tuple[str, ...]:
+        return METRIC_COLUMNS + ((PREDICTED_COLUMN,) if "real" in config.stages else ())
+
+    def stage_checkpoint(self, stage: str) -> Path:
+        return self.checkpoint_dir / f"{stage}.pt"
+
+    # --- creating and reopening -------------------------------------------------------
+    def existing_config(self) -> TrainConfig | None:
+        """The config of a run already in this directory, or None for a new one."""
+        if not self.config_path.exists():
+            return None
+        try:
+            data = json.loads(self.config_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{self.config_path} is not valid JSON ({exc.msg}); it is not a run directory this tool wrote") from None
+        return TrainConfig.from_dict(data, source=str(self.config_path))
+
+    def create(self, config: TrainConfig, meta: Mapping[str, Any]) -> None:
+        """Start a fresh run: config, meta (status running) and a metrics header."""
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"{self.path} exists and is not a directory")
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.config_path, config.to_json())
+        self.write_meta(dict(meta))
+        self.truncate_metrics(config, keep_before=0)
+
+    def truncate_metrics(self, config: TrainConfig, keep_before: int) -> None:
+        """Rewrite ``metrics.csv`` with only the complete rows of episodes ``< keep_before`` (resume)."""
+        columns = self.columns(config)
+        rows = read_metrics(self.metrics_path) if self.metrics_path.exists() else []
+        kept = [r for r in rows if int(r["episode"]) < keep_before]
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([r.get(c, "") for c in columns] for r in kept)
+        atomic_write_text(self.metrics_path, buffer.getvalue())
+
+    # --- meta -----------------------------------------------------------------------------
+    def read_meta(self) -> dict[str, Any]:
+        return read_meta(self.meta_path)
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        meta["updated"] = _now()
+        atomic_write_text(self.meta_path, json.dumps(meta, indent=2) + "\n")
+
+    def update_meta(self, **changes: Any) -> dict[str, Any]:
+        meta = self.read_meta()
+        meta.update(changes)
+        self.write_meta(meta)
+        return meta
+
+    # --- metrics --------------------------------------------------------------------------
+    def open_metrics(self, config: TrainConfig) -> "MetricsWriter":
+        return MetricsWriter(self.metrics_path, self.columns(config))
+
+    # --- best placements --------------------------------------------------------------------
+    def write_best(self, placement: Mapping[str, Any], trace_json: str, subdir: str | None = None) -> None:
+        """``best/placement.json`` and ``best/trace.json`` (in ``best/<subdir>/`` when given)."""
+        folder = self.best_dir / subdir if subdir else self.best_dir
+        atomic_write_text(folder / "trace.json", trace_json)
+        atomic_write_text(folder / "placement.json", json.dumps(dict(placement), indent=2) + "\n")
+
+
+class MetricsWriter:
+    """Appends one whole, flushed CSV line per episode."""
+
+    def __init__(self, path: Path, columns: Iterable[str]) -> None:
+        self.columns = tuple(columns)
+        self._handle = open(path, "a", encoding="utf-8", newline="")
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        unknown = set(row) - set(self.columns)
+        if unknown:
+            raise KeyError(f"metrics row has columns outside the header: {sorted(unknown)}")
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerow([_format(row.get(c)) for c in self.columns])
+        self._handle.write(buffer.getvalue())
+        self._handle.flush()
+
+    def sync(self) -> None:
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> "MetricsWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
