@@ -51,6 +51,8 @@ _EXPORTS = {
     "LocalExecutor": "workbench.systems",
     "RemoteEngine": "workbench.systems",
     "calibrate": "workbench.systems",
+    "sweep": "workbench.sweeps",
+    "read_results": "workbench.sweeps",
     "PlacementEnv": "workbench.learn",
     "EnvConfig": "workbench.learn",
     "PolicyConfig": "workbench.learn",

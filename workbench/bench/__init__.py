@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "sim": ("workbench.bench.sim", "fast vs SimPy engine per evaluation, and batch throughput, on the paper graphs"),
+    "scale": ("workbench.bench.scale", "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference"),
     "generators": ("workbench.bench.generators", "generated paper families vs the bundled graphs; import speed of a GPT with thousands of ops"),
     "placers": ("workbench.bench.placers", "every placement method on the paper graphs (makespan, seconds) and its gap to the STG optima"),
 }

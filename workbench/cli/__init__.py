@@ -23,6 +23,8 @@ COMMANDS = (
     "import-model",
     "serve-engine",
     "calibrate",
+    "sweep",
+    "reproduce",
     "train",
 )
 

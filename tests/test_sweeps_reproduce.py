@@ -1,0 +1,88 @@
+"""`workbench reproduce --quick` on a tiny setting: every row present, learned rows found or explained."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from workbench.cli import main
+from workbench.placers.base import REGISTRY, Decision, Placer
+from workbench.sweeps.reproduce import ROWS, SECTION, find_checkpoint, write_section
+
+
+class FakeLearnedPlacer(Placer):
+    """Stands in for a learned placer: needs an existing checkpoint file, places round-robin."""
+
+    def __init__(self, checkpoint=None, samples=1):
+        if checkpoint is None or not open(checkpoint, "rb").read():
+            raise FileNotFoundError("no checkpoint")
+        self.samples = samples
+
+    def place(self, graph, devices, seed=0):
+        return Decision(np.arange(graph.num_nodes, dtype=np.int64) % devices)
+
+
+@pytest.fixture
+def fake_doppler(tmp_path):
+    REGISTRY["doppler"] = (__name__, "FakeLearnedPlacer", "fake")
+    run = tmp_path / "runs" / "r1"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "sim.pt").write_bytes(b"weights")
+    (run / "meta.json").write_text(json.dumps({"method": "doppler", "graphs": ["chain_mm_112nodes"], "status": "finished", "updated": "x"}))
+    yield tmp_path / "runs"
+    del REGISTRY["doppler"]
+
+
+def test_find_checkpoint_reads_run_directories(fake_doppler):
+    assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim.pt"
+    assert find_checkpoint("doppler", "chain_mm_112nodes", "il", fake_doppler) is None
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", fake_doppler) is None
+    assert find_checkpoint("gdp", "chain_mm_112nodes", "sim", fake_doppler) is None
+
+
+def test_quick_reproduce_writes_every_row(fake_doppler, tmp_path, capsys):
+    out = tmp_path / "docs" / "results.md"
+    out.parent.mkdir()
+    out.write_text("# Results\n\n## Other area\n\nkept\n")
+    code = main(["reproduce", "--quick", "--graphs", "chain_mm", "--seeds", "1", "--out", str(out), "--runs", str(fake_doppler), "--no-progress"])
+    assert code == 0
+    text = out.read_text()
+    assert "## Other area\n\nkept" in text, "other sections are left alone"
+    section = text[text.index(SECTION):]
+    table = [line for line in section.splitlines() if line.startswith("| ")]
+    for row in ROWS:
+        assert any(line.startswith(f"| {row.label} |") for line in table), row.label
+    line = lambda label: next(x for x in table if x.startswith(f"| {label} |"))  # noqa: E731
+    assert "not available: no Stage I checkpoint" in line("doppler (Stage I)")
+    assert "not available" not in line("doppler (Stage I+II)") and "±" in line("doppler (Stage I+II)")
+    assert "±" in line("critical_path") and "+0.0%" in line("critical_path")
+    assert "+46.8%" in section, "the paper's Doppler-SIM improvement on ChainMM is shown"
+    assert "workbench reproduce --quick" in section
+    raw = out.parent / "results" / "paper_comparison_quick.csv"
+    assert raw.exists()
+    # rerunning is idempotent: one section, finished cells skipped
+    assert main(["reproduce", "--quick", "--graphs", "chain_mm", "--seeds", "1", "--out", str(out), "--runs", str(fake_doppler), "--no-progress"]) == 0
+    assert out.read_text().count(SECTION) == 1
+
+
+def test_write_section_replaces_only_its_own_section(tmp_path):
+    path = tmp_path / "r.md"
+    path.write_text(f"# R\n\n## A\n\na\n\n{SECTION}\n\nold\n\n## B\n\nb\n")
+    write_section(path, "new")
+    assert path.read_text() == f"# R\n\n## A\n\na\n\n{SECTION}\n\nnew\n\n## B\n\nb\n"
+
+
+def test_find_checkpoint_takes_a_shipped_policy_only_for_its_last_stage(tmp_path, monkeypatch):
+    import workbench.sweeps.reproduce as reproduce
+
+    shipped = tmp_path / "pretrained" / "ffnn_192nodes"
+    shipped.mkdir(parents=True)
+    (shipped / "doppler.pt").write_bytes(b"w")
+    monkeypatch.setattr(reproduce, "DATASETS_DIR", tmp_path)
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path / "no-runs") == shipped / "doppler.pt"
+    assert find_checkpoint("doppler", "ffnn_192nodes", "il", tmp_path / "no-runs") is None
+    (shipped / "meta.json").write_text(json.dumps({"method": "doppler", "stages": ["il"]}))
+    assert find_checkpoint("doppler", "ffnn_192nodes", "il", tmp_path / "no-runs") == shipped / "doppler.pt"
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path / "no-runs") is None
