@@ -49,6 +49,7 @@ def assert_topological(graph: wb.DataflowGraph, order: np.ndarray) -> None:
 def test_import_workbench_stays_light():
     code = "import sys, workbench; workbench.placers(); assert 'torch' not in sys.modules and 'dgl' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+    assert wb.PlacementEnv is PlacementEnv and wb.make_policy is make_policy and wb.load_policy is load_policy
 
 
 # ------------------------------------------------------------------- features
@@ -123,6 +124,12 @@ def test_env_masks_allow_only_legal_actions_and_end_with_a_valid_assignment(grap
     assert reward == pytest.approx(-makespan / env.scale)
 
 
+def test_env_passes_gymnasiums_checker():
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(PlacementEnv(wb.DataflowGraph.from_edges([1, 2, 3], []), 2), skip_render_check=True)
+
+
 def test_env_reward_subtracts_the_running_mean_baseline_and_uses_the_given_oracle():
     calls = []
     oracle = lambda assignment: calls.append(assignment.copy()) or 10.0 * (len(calls))  # noqa: E731
@@ -147,7 +154,7 @@ def doppler():
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(graph=dags(), devices=st.integers(1, 4), mode=st.sampled_from(["greedy", "sample", "epsilon"]))
+@given(graph=dags(), devices=st.integers(1, 4), mode=st.sampled_from(["greedy", "sample", "epsilon", "teacher"]))
 def test_rollouts_give_valid_assignments(doppler, graph, devices, mode):
     r = doppler.rollout(graph, devices, mode=mode, epsilon=0.5, teacher=True)
     assert r.assignment.shape == (graph.num_nodes,) and r.assignment.min() >= 0 and r.assignment.max() < devices
@@ -210,6 +217,21 @@ def test_edge_conv_equals_dgl_nnconv():
         torch.nn.init.normal_(conv.bias)
         feat, edge = torch.randn(inputs.num_nodes, 8), torch.randn(inputs.graph.num_edges(), 3)
         torch.testing.assert_close(conv(inputs.graph, feat, edge), dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge), rtol=1e-4, atol=1e-5)
+
+
+def test_torch_aggregation_matches_dgl():
+    """Where DGL has no CUDA support the encoder averages messages in torch: same numbers."""
+    import dgl.function as fn
+
+    from workbench.learn.nets import aggregate, graph_tensors
+
+    g = graph_tensors(wb.bundled_graph("ffnn"), torch.device("cpu")).graph
+    messages = torch.randn(g.num_edges(), 5)
+    for aggregator, reducer in (("mean", fn.mean), ("sum", fn.sum)):
+        with g.local_scope():
+            g.edata["m"] = messages
+            g.update_all(fn.copy_e("m", "m"), reducer("m", "out"))
+            torch.testing.assert_close(aggregate(messages, g.edges()[1], g.num_nodes(), aggregator), g.dstdata["out"])
 
 
 def reinforce(policy, graph, devices, episodes, lr, seed=0):

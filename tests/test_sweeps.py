@@ -170,3 +170,22 @@ def test_generated_graphs_in_a_config(tmp_path):
     frame = sweep(config, out=tmp_path / "g.csv", progress=False)
     assert frame.iloc[0]["status"] == "ok"
     assert frame.iloc[0]["nodes"] == wb.generate("layered", layers=3, width=4, seed=2).num_nodes
+
+
+def test_parquet_output_needs_pyarrow_and_says_so(tmp_path):
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="Parquet needs pyarrow"):
+            sweep({**SMALL, "devices": 2, "seeds": 1}, out=tmp_path / "r.parquet", progress=False)
+    else:
+        frame = sweep({**SMALL, "devices": 2, "seeds": 1}, out=tmp_path / "r.parquet", progress=False)
+        assert len(read_results(tmp_path / "r.parquet")) == len(frame) == 2
+
+
+def test_an_unreadable_results_file_is_not_overwritten(tmp_path):
+    out = tmp_path / "r.csv"
+    out.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a sweep results table"):
+        sweep({**SMALL, "devices": 2, "seeds": 1}, out=out, progress=False)
+    assert out.read_text() == "a,b\n1,2\n"

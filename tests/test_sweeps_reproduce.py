@@ -60,6 +60,7 @@ def test_quick_reproduce_writes_every_row(fake_doppler, tmp_path, capsys):
     assert "±" in line("critical_path") and "+0.0%" in line("critical_path")
     assert "+46.8%" in section, "the paper's Doppler-SIM improvement on ChainMM is shown"
     assert "workbench reproduce --quick" in section
+    assert f"{fake_doppler / 'r1' / 'checkpoints' / 'sim.pt'}" in section, "the checkpoint used is named"
     raw = out.parent / "results" / "paper_comparison_quick.csv"
     assert raw.exists()
     # rerunning is idempotent: one section, finished cells skipped

@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "scale": ("workbench.bench.scale", "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference"),
     "generators": ("workbench.bench.generators", "generated paper families vs the bundled graphs; import speed of a GPT with thousands of ops"),
     "placers": ("workbench.bench.placers", "every placement method on the paper graphs (makespan, seconds) and its gap to the STG optima"),
+    "episode": ("workbench.bench.episode", "learned policies: inference and training-episode (rollout + REINFORCE update) seconds per paper graph"),
 }
 
 

@@ -3,7 +3,13 @@
 - :class:`PlacementEnv` — Gymnasium env placing one ready op per step.
 - :func:`make_policy` / :func:`load_policy` — policies by method name
   (``doppler``, ``doppler_sel_only``, ``doppler_plc_only``, ``placeto``,
-  ``gdp``, ``joint``); ``policy.rollout(graph, devices)`` → :class:`Rollout`.
+  ``gdp``, ``joint``); ``policy.rollout(graph, devices)`` → :class:`Rollout`;
+  ``policy.rollouts(graph, devices, count)`` → several sharing one encoder pass;
+  ``policy.save(path)``.
+- Registry placers: ``workbench.place(graph, method="doppler", checkpoint=PATH)``.
+
+On small graphs one torch thread (``torch.set_num_threads(1)``) is fastest;
+extra threads only contend for tiny tensors.
 
 Only this package imports torch and DGL.
 """

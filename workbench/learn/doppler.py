@@ -19,19 +19,22 @@ earliest-start device) and only the other is learned.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 from torch import nn
 
 from .env import PlacementState
 from .features import DEVICE_FEATURES, NODE_FEATURES
-from .nets import Encoder, GraphTensors, graph_tensors, mlp, numpy_mlp, path_sum
-from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, combine, softmax
+from .nets import Encoder, GraphTensors, ScoringHead, path_sum, sums_before
+from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, as_numpy, finish_rollout, softmax
 
-__all__ = ["DopplerPolicy"]
+__all__ = ["DopplerPolicy", "encoder"]
 
 
 def encoder(config: PolicyConfig) -> Encoder:
+    """The MPNN encoder ``config`` describes."""
     return Encoder(config.width, config.message_passing_steps, config.edge_hidden, config.aggregator)
 
 
@@ -45,61 +48,55 @@ class DopplerPolicy(LearnedPolicy):
                 raise ValueError(f"{name} must be 'learned' or 'critical_path', got {value!r}")
         self.learn_select = select == "learned"
         self.learn_place = place == "learned"
-        w, sizes = config.width, [4 * config.width, *config.head_hidden, 1]
+        w = config.width
         if self.learn_select:
             self.sel_encoder = encoder(config)
             self.sel_node = nn.Linear(len(NODE_FEATURES), w)
-            self.sel_head = mlp(sizes, config.negative_slope)
+            self.sel_head = ScoringHead({"node": w, "embedding": w, "down": w, "up": w}, config.head_hidden, config.activation, config.negative_slope)
         if self.learn_place:
             if not (config.share_encoder and self.learn_select):
                 self.plc_encoder = encoder(config)
             self.plc_node = nn.Linear(len(NODE_FEATURES), w)
             self.plc_device = nn.Linear(len(DEVICE_FEATURES), w)
-            self.plc_head = mlp(sizes, config.negative_slope)
+            self.plc_head = ScoringHead({"device": w, "node": w, "embedding": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope)
 
     # ------------------------------------------------------------ networks
     def select_logits(self, inputs: GraphTensors, embedding: torch.Tensor) -> torch.Tensor:
         """SEL's logit for every op ``(n,)``."""
-        x = torch.cat([self.sel_node(inputs.node), embedding, path_sum(embedding, inputs.down_path), path_sum(embedding, inputs.up_path)], dim=1)
-        return self.sel_head(x).squeeze(-1)
+        return self.sel_head(
+            node=self.sel_node(inputs.node), embedding=embedding, down=path_sum(embedding, inputs.down_path), up=path_sum(embedding, inputs.up_path)
+        )
 
     def place_parts(self, inputs: GraphTensors, embedding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """PLC's first layer split by input: per op its own part (bias included) and its device-sum part."""
-        w = self.config.width
-        first = self.plc_head[0]
-        own = self.plc_node(inputs.node) @ first.weight[:, w : 2 * w].T + embedding @ first.weight[:, 2 * w : 3 * w].T + first.bias
-        return own, embedding @ first.weight[:, 3 * w :].T
+        """PLC's first layer per op: its own part (bias included) and its contribution to its device's sum."""
+        head = self.plc_head
+        own = head.part("node", self.plc_node(inputs.node)) + head.part("embedding", embedding) + head.bias
+        return own, head.part("device_sum", embedding)
 
     def place_logits(self, device_feats: torch.Tensor, own: torch.Tensor, device_sum: torch.Tensor) -> torch.Tensor:
         """PLC's logits ``(..., devices)`` from device features ``(..., devices, F)`` and the precomputed parts."""
-        first = self.plc_head[0]
-        hidden = self.plc_device(device_feats) @ first.weight[:, : self.config.width].T + own.unsqueeze(-2) + device_sum
-        return self.plc_head[1:](hidden).squeeze(-1)
-
-    def numpy_place_logits(self):
-        """:meth:`place_logits` as a numpy function ``(device features, own + device-sum part) -> logits``."""
-        first, w = self.plc_head[0], self.config.width
-        with torch.no_grad():
-            device_weight = (first.weight[:, :w] @ self.plc_device.weight).T.cpu().double().numpy()
-            device_bias = (first.weight[:, :w] @ self.plc_device.bias).cpu().double().numpy()
-        rest = numpy_mlp(self.plc_head[1:])
-        return lambda feats, parts: rest(feats @ device_weight + device_bias + parts)[:, 0]
+        return self.plc_head.finish(self.plc_head.part("device", self.plc_device(device_feats)) + own.unsqueeze(-2) + device_sum)
 
     # ------------------------------------------------------------- rollout
-    def play(self, state: PlacementState, choose: Chooser, teacher: bool) -> Rollout:
-        graph = state.graph
-        n, d, device = graph.num_nodes, state.num_devices, self.device
-        inputs = graph_tensors(graph, device)
+    def encode(self, inputs: GraphTensors) -> SimpleNamespace:
+        encoded = SimpleNamespace()
         if self.learn_select:
             sel_embedding = self.sel_encoder(inputs)
-            sel_logits = self.select_logits(inputs, sel_embedding)
-            sel_np = sel_logits.detach().cpu().double().numpy()
+            encoded.sel_logits = self.select_logits(inputs, sel_embedding)
+            encoded.sel_np = as_numpy(encoded.sel_logits)
         if self.learn_place:
             plc_embedding = self.plc_encoder(inputs) if hasattr(self, "plc_encoder") else sel_embedding
-            own, device_part = self.place_parts(inputs, plc_embedding)
-            step_logits = self.numpy_place_logits()
-            own_np, device_part_np = (x.detach().cpu().double().numpy() for x in (own, device_part))
-            device_sum = np.zeros((d, own.shape[1]))
+            encoded.own, encoded.device_part = self.place_parts(inputs, plc_embedding)
+            encoded.own_np, encoded.device_part_np = as_numpy(encoded.own), as_numpy(encoded.device_part)
+            encoded.device_weight, encoded.device_bias = self.plc_head.numpy_projected_part("device", self.plc_device)
+            encoded.finish = self.plc_head.numpy_finish()
+        return encoded
+
+    def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
+        e = encoded
+        n, d, device = state.graph.num_nodes, state.num_devices, self.device
+        if self.learn_place:
+            device_sum = np.zeros((d, e.own.shape[1]))
             feats = np.zeros((n, d, len(DEVICE_FEATURES)), dtype=np.float32)
         sel, plc = Decisions(), Decisions()
         devices_chosen = np.zeros(n, dtype=np.int64)
@@ -109,8 +106,9 @@ class DopplerPolicy(LearnedPolicy):
             ready = state.ready_ops()
             teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
             if self.learn_select:
-                pos = choose(softmax(sel_np[ready]), 2 * t)
-                sel.add(ready, pos, None if teacher_ops is None else np.isin(ready, teacher_ops))
+                sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
+                pos = choose(softmax(e.sel_np[ready]), 2 * t, sel_teacher)
+                sel.add(ready, pos, sel_teacher)
                 op = int(ready[pos])
             else:
                 op = int(teacher_ops[0])
@@ -118,31 +116,21 @@ class DopplerPolicy(LearnedPolicy):
             teacher_devices = state.teacher_devices(earliest)
             if self.learn_place:
                 feats[t] = state.device_features(op, earliest)
-                target = choose(softmax(step_logits(feats[t], own_np[op] + device_sum)), 2 * t + 1)
-                plc.add(all_devices, target, np.isin(all_devices, teacher_devices) if teacher else None)
-                device_sum[target] += device_part_np[op]
+                plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
+                target = choose(softmax(e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)), 2 * t + 1, plc_teacher)
+                plc.add(all_devices, target, plc_teacher)
+                device_sum[target] += e.device_part_np[op]
             else:
                 target = int(teacher_devices[0])
             if teacher:
-                agree += bool(teacher_ops is not None and op in teacher_ops and target in teacher_devices)
+                agree += bool(op in teacher_ops and target in teacher_devices)
             devices_chosen[t] = target
             state.place(op, target)
         heads = []
         if self.learn_select:
-            heads.append(sel.terms(sel_logits))
+            heads.append(sel.terms(e.sel_logits))
         if self.learn_place:
             order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
-            placed = torch.zeros(n, d, own.shape[1], device=device)
-            placed[torch.arange(n, device=device), torch.from_numpy(devices_chosen).to(device)] = device_part[order]
-            before = torch.cumsum(placed, dim=0) - placed
-            heads.append(plc.terms(self.place_logits(torch.from_numpy(feats).to(device), own[order], before)))
-        log_prob, entropy, imitation = combine(heads, n, device)
-        return Rollout(
-            assignment=state.schedule.device.copy(),
-            order=np.asarray(state.schedule.order, dtype=np.int64),
-            log_prob=log_prob,
-            entropy=entropy,
-            imitation_loss=imitation if teacher else None,
-            teacher_agreement=agree / max(n, 1) if teacher else None,
-            steps=n,
-        )
+            before = sums_before(e.device_part[order], devices_chosen, d)
+            heads.append(plc.terms(self.place_logits(torch.from_numpy(feats).to(device), e.own[order], before)))
+        return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)

@@ -107,10 +107,11 @@ class PlacementEnv(gym.Env):
     """Gymnasium env: each step places one ready op on one device.
 
     Observation: ``{"assignment": device per op (-1 = unplaced), "ready": 0/1
-    per op}``. Action: ``(op, device)``. ``info`` always holds ``op_mask``,
-    ``device_mask`` and ``state`` (the :class:`PlacementState`, for
-    features); at the end also ``makespan``, ``baseline``, ``assignment``,
-    ``order`` and ``returns``.
+    per op}``. Action: ``(op, device)``; an illegal one raises ``ValueError``.
+    ``info`` always holds ``op_mask`` and ``device_mask``; at the end also
+    ``makespan``, ``baseline``, ``assignment``, ``order`` and ``returns``.
+    ``env.state`` (a :class:`PlacementState`) gives the partial schedule and
+    the device features of any ready op.
 
     Args:
         graph: the graph to place.
@@ -151,7 +152,7 @@ class PlacementEnv(gym.Env):
     def _observe(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         s = self.state
         obs = {"assignment": s.schedule.device.copy(), "ready": s.ready.astype(np.int8)}
-        info = {"op_mask": s.ready.copy(), "device_mask": np.ones(s.num_devices, dtype=bool), "state": s}
+        info = {"op_mask": s.ready.copy(), "device_mask": np.ones(s.num_devices, dtype=bool)}
         return obs, info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -21,6 +21,7 @@ import platform
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from .env import PlacementState
 from .features import FEATURE_LAYOUT
+from .nets import ACTIVATIONS, GraphTensors, graph_tensors
 
 __all__ = [
     "PolicyConfig",
@@ -46,7 +48,7 @@ __all__ = [
 
 CHECKPOINT_FORMAT = "workbench-policy"
 CHECKPOINT_VERSION = 1
-MODES = ("greedy", "sample", "epsilon")
+MODES = ("greedy", "sample", "epsilon", "teacher")
 
 # method -> (module, class, constructor keyword arguments)
 METHODS: dict[str, tuple[str, str, dict[str, str]]] = {
@@ -76,6 +78,7 @@ class PolicyConfig:
         share_encoder: one encoder for SEL and PLC instead of one each.
         head_hidden: hidden layer sizes of the scoring MLPs (input ``4 * width``, output 1).
         negative_slope: slope of the heads' LeakyReLU.
+        activation: the heads' activation: ``leaky_relu``, ``relu`` or ``tanh``.
         attention_heads: GDP: heads of the attention over the op sequence.
         attention_layers: GDP: attention layers.
         max_devices: GDP: size of its per-op device output (graphs may use up to this many devices).
@@ -89,6 +92,7 @@ class PolicyConfig:
     share_encoder: bool = False
     head_hidden: tuple[int, ...] = (64,)
     negative_slope: float = 0.1
+    activation: str = "leaky_relu"
     attention_heads: int = 4
     attention_layers: int = 2
     max_devices: int = 16
@@ -97,6 +101,8 @@ class PolicyConfig:
         object.__setattr__(self, "head_hidden", tuple(int(h) for h in self.head_hidden))
         if self.method not in METHODS:
             raise ValueError(f"unknown learned method {self.method!r}; known: {', '.join(METHODS)}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
         if self.aggregator not in ("mean", "sum"):
             raise ValueError(f"aggregator must be mean or sum, got {self.aggregator!r}")
         for name in ("width", "message_passing_steps", "edge_hidden", "attention_heads", "attention_layers", "max_devices"):
@@ -148,7 +154,7 @@ def check_mode(mode: str, epsilon: float) -> None:
 
 
 class Chooser:
-    """Greedy, sampled or epsilon-greedy choices, reproducible from one ``torch.Generator``.
+    """Greedy, sampled, epsilon-greedy or teacher choices, reproducible from one ``torch.Generator``.
 
     All uniform draws of an episode (two per decision: explore?, which) are
     taken up front, so the step loop never calls into torch's RNG.
@@ -160,8 +166,10 @@ class Chooser:
         device = generator.device if generator is not None else "cpu"
         self.draws = torch.rand((max(decisions, 1), 2), generator=generator, dtype=torch.float64, device=device).cpu().numpy()
 
-    def __call__(self, probs: np.ndarray, decision: int) -> int:
-        """Index of the chosen candidate, given the candidates' probabilities."""
+    def __call__(self, probs: np.ndarray, decision: int, teacher: np.ndarray | None = None) -> int:
+        """Index of the chosen candidate, given the candidates' probabilities (and the teacher's mask over them)."""
+        if self.mode == "teacher":
+            return int(np.flatnonzero(teacher)[0])
         explore, which = self.draws[decision]
         if self.mode == "sample":
             cumulative = np.cumsum(probs)
@@ -169,6 +177,11 @@ class Chooser:
         if self.mode == "epsilon" and explore < self.epsilon:
             return min(int(which * probs.size), probs.size - 1)
         return int(np.argmax(probs))
+
+
+def as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A float64 numpy copy of ``tensor`` without gradient (for the step loop)."""
+    return tensor.detach().cpu().double().numpy()
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -247,6 +260,21 @@ def combine(heads: list[HeadTerms], steps: int, device: torch.device) -> tuple[t
     return log_prob, entropy, imitation
 
 
+def finish_rollout(assignment: np.ndarray, order: np.ndarray, heads: list[HeadTerms], teacher: bool, agreed: int, device: torch.device) -> Rollout:
+    """The :class:`Rollout` of an episode whose learned heads scored ``heads`` and agreed with the teacher ``agreed`` times."""
+    steps = int(order.size)
+    log_prob, entropy, imitation = combine(heads, steps, device)
+    return Rollout(
+        assignment=np.asarray(assignment, dtype=np.int64).copy(),
+        order=np.asarray(order, dtype=np.int64),
+        log_prob=log_prob,
+        entropy=entropy,
+        imitation_loss=imitation if teacher else None,
+        teacher_agreement=agreed / max(steps, 1) if teacher else None,
+        steps=steps,
+    )
+
+
 # ---------------------------------------------------------------------- policy
 class LearnedPolicy(nn.Module, ABC):
     """A placement policy: ``rollout`` places a graph; ``save``/``load_policy`` persist it."""
@@ -277,17 +305,48 @@ class LearnedPolicy(nn.Module, ABC):
 
         Args:
             mode: ``"greedy"`` (most probable action), ``"sample"`` (from the
-                policy) or ``"epsilon"`` (greedy, but with probability
-                ``epsilon`` a uniformly random legal action).
+                policy), ``"epsilon"`` (greedy, but with probability
+                ``epsilon`` a uniformly random legal action) or ``"teacher"``
+                (the critical-path teacher's action, smallest id among ties:
+                imitation on the teacher's own trajectory; implies ``teacher``).
             generator: a ``torch.Generator`` for reproducible draws (else torch's global RNG).
             teacher: also compute the imitation loss against the critical-path teacher.
         """
-        state = PlacementState(graph, devices)
-        return self.play(state, Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher)
+        return self.rollouts(graph, devices, 1, mode, epsilon, generator, teacher)[0]
+
+    def rollouts(
+        self,
+        graph: DataflowGraph,
+        devices: Devices,
+        count: int,
+        mode: str = "sample",
+        epsilon: float = 0.0,
+        generator: torch.Generator | None = None,
+        teacher: bool = False,
+    ) -> list[Rollout]:
+        """``count`` episodes that share one encoder pass (cheaper than ``count`` calls of :meth:`rollout`).
+
+        Their log-probabilities share the encoder's graph: add up their
+        losses and call ``backward`` once. The first equals :meth:`rollout`
+        with the same generator state.
+        """
+        if int(count) < 1:
+            raise ValueError(f"count must be >= 1, got {count}")
+        check_mode(mode, epsilon)
+        teacher = teacher or mode == "teacher"
+        encoded = self.encode(graph_tensors(graph, self.device))
+        return [
+            self.play(PlacementState(graph, devices), Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher, encoded)
+            for _ in range(int(count))
+        ]
 
     @abstractmethod
-    def play(self, state: PlacementState, choose: Chooser, teacher: bool) -> Rollout:
-        """Run one episode from the empty ``state``; ``choose(probs, k)`` makes decision ``k``."""
+    def encode(self, inputs: GraphTensors) -> SimpleNamespace:
+        """Everything an episode on this graph needs from the networks before the first step."""
+
+    @abstractmethod
+    def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
+        """Run one episode from the empty ``state``; ``choose(probs, k, teacher_mask)`` makes decision ``k``."""
 
     def save(self, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> None:
         """Write weights, config, versions, feature layout and ``extra`` to ``path`` atomically.

@@ -116,6 +116,7 @@ class Plan:
 
     sweeps: list[SweepConfig] = field(default_factory=list)
     unavailable: dict[tuple[str, int, str], str] = field(default_factory=dict)  # (graph, devices, row) -> reason
+    checkpoints: dict[tuple[str, str], str] = field(default_factory=dict)  # (graph, row) -> checkpoint used
     notes: list[str] = field(default_factory=list)
 
 
@@ -206,6 +207,9 @@ def plan(settings: Settings, graphs: list[str], runs: Path, out: Path, engine: s
                 result.unavailable[(spec.label, devices, row.label)] = str(reason)
             else:
                 methods.append(method)
+                checkpoint = dict(method.options).get("checkpoint")
+                if checkpoint:
+                    result.checkpoints[(spec.label, row.label)] = checkpoint[0]
         if methods:
             result.sweeps.append(
                 SweepConfig(
@@ -339,6 +343,17 @@ def _discussion(stats: pd.DataFrame, unavailable: Mapping, graphs: list[str]) ->
     return "\n".join(points)
 
 
+def _provenance(checkpoints: Mapping[tuple[str, str], str]) -> str:
+    """Where each learned row's checkpoint came from: its path and the command that trained it."""
+    lines = []
+    for (graph, label), path in sorted(checkpoints.items()):
+        checkpoint = Path(path)
+        meta = _read_json(checkpoint.parent.parent / "meta.json") or _read_json(checkpoint.with_name("meta.json"))
+        command = f" — trained by `{meta['command']}`" if meta.get("command") else ""
+        lines.append(f"- {PAPER_GRAPH_TITLES.get(graph, graph)}, {label}: `{path}`{command}")
+    return "Checkpoints of the learned rows:\n\n" + "\n".join(lines) if lines else "No learned checkpoints were found (see `--runs`)."
+
+
 def _figure(stats: pd.DataFrame, graphs: list[str], path_stem: Path) -> Path | None:
     """Improvement over critical path per graph: ours (4 devices) beside the paper's. PNG, else HTML."""
     try:
@@ -435,6 +450,7 @@ def reproduce(
         "Only the *relative improvement over critical path* is comparable between the two.",
         _tables(stats, failures, work.unavailable, targets),
         _paper_table(stats, chosen),
+        _provenance(work.checkpoints),
         "### What the measurements say",
         _discussion(stats, work.unavailable, chosen),
         *(f"- {note}" for note in work.notes),

@@ -10,6 +10,7 @@ layer of our own.
 from __future__ import annotations
 
 import datetime as dt
+import multiprocessing
 import os
 import socket
 import time
@@ -17,8 +18,6 @@ import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
-
-import multiprocessing
 
 from ..graph import DataflowGraph
 from .grid import Cell, SweepConfig, load_config, parse_config
@@ -38,7 +37,6 @@ def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registry_entr
 
     if not isinstance(graph, DataflowGraph):
         graph = DataflowGraph.from_dict(graph)
-
     if registry_entry is not None:  # placers registered at run time in the driver exist here too
         REGISTRY.setdefault(cell.method, registry_entry)
     row = {**cell.parameters(), "nodes": graph.num_nodes, "edges": graph.num_edges, "host": socket.gethostname()}

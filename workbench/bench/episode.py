@@ -1,0 +1,128 @@
+"""Learned-policy episode speed: inference (greedy rollout) and training (rollout + REINFORCE update) per graph.
+
+A training episode here is what one step of Stage II does: a sampled
+rollout, the simulator's makespan, the REINFORCE loss with a running
+baseline, backward and an Adam step. The last column runs ``BATCH``
+rollouts per update through ``policy.rollouts`` (one encoder pass for all). Times are per episode on one CPU thread
+(``torch.set_num_threads(1)``), median over repeats, as wall time and as the
+process's CPU time (less sensitive to other load on the machine).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+BATCH = 4  # rollouts per update in the batched training column (they share one encoder pass)
+
+# The paper's public code on these machines' CPUs, seconds per training episode (issue 5).
+PAPER_TRAINING_SECONDS = {"chain_mm_112nodes": 1.4, "full_transformer_layer_261nodes": 4.1}
+
+
+def _median_times(fn, repeats: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``fn()`` over ``repeats`` calls (after one warm-up call)."""
+    fn()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - w)
+        cpu.append(time.process_time() - c)
+    return float(np.median(wall)), float(np.median(cpu))
+
+
+def _blank(value: float | None, pattern: str) -> str:
+    return "" if value is None else pattern.format(value)
+
+
+def edge_conv_speed(graph, repeats: int, width: int = 128, edge_hidden: int = 8) -> dict[str, float]:
+    """Seconds per forward + backward of one message-passing step: DGL's ``NNConv.forward`` vs :class:`EdgeConv`."""
+    import dgl
+    import torch
+
+    from ..learn.nets import EdgeConv, graph_tensors
+
+    inputs = graph_tensors(graph, torch.device("cpu"))
+    conv = EdgeConv(width, edge_hidden, "mean")
+    feat = torch.randn(graph.num_nodes, width, requires_grad=True)
+    edge = torch.randn(inputs.graph.num_edges(), edge_hidden)
+    times = {}
+    for label, forward in (("dgl_nnconv_s", lambda: dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge)), ("edge_conv_s", lambda: conv(inputs.graph, feat, edge))):
+        times[label], _ = _median_times(lambda: forward().sum().backward(), repeats)
+    return times
+
+
+def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
+    import torch
+
+    from ..datasets import PAPER_GRAPHS, bundled_graph
+    from ..learn import METHODS, make_policy
+    from ..sim import Evaluator, lower_bound
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    repeats = 3 if quick else 10
+    methods = ["doppler"] if quick else list(METHODS)
+    rows = []
+    try:
+        for name in PAPER_GRAPHS:
+            graph = bundled_graph(name)
+            evaluate, scale = Evaluator(graph, devices), lower_bound(graph, devices)
+            for method in methods if name in PAPER_TRAINING_SECONDS else methods[:1]:
+                torch.manual_seed(0)
+                policy = make_policy(method)
+                optimizer = torch.optim.Adam(policy.parameters(), lr=1e-4)
+                generator = torch.Generator().manual_seed(0)
+                baseline = [None]
+
+                def infer() -> None:
+                    with torch.no_grad():
+                        policy.rollout(graph, devices, mode="greedy")
+
+                def train(count: int = 1) -> None:
+                    loss = 0.0
+                    for r in policy.rollouts(graph, devices, count, generator=generator):
+                        makespan = evaluate(r.assignment)
+                        baseline[0] = makespan if baseline[0] is None else 0.9 * baseline[0] + 0.1 * makespan
+                        loss = loss + (makespan - baseline[0]) / scale * r.log_prob - 0.01 * r.entropy
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+                infer_wall, infer_cpu = _median_times(infer, repeats)
+                train_wall, train_cpu = _median_times(train, repeats)
+                _, batch_cpu = _median_times(lambda: train(BATCH), repeats)
+                paper = PAPER_TRAINING_SECONDS.get(name)
+                rows.append(
+                    {
+                        "graph": name,
+                        "ops": graph.num_nodes,
+                        "method": method,
+                        "inference_s": infer_wall,
+                        "inference_cpu_s": infer_cpu,
+                        "training_s": train_wall,
+                        "training_cpu_s": train_cpu,
+                        f"training_cpu_s_per_episode_{BATCH}_per_update": batch_cpu / BATCH,
+                        "paper_training_s": paper,
+                        "speedup_vs_paper_cpu": None if paper is None else paper / train_cpu,
+                    }
+                )
+        conv = edge_conv_speed(bundled_graph(PAPER_GRAPHS[-1]), repeats)
+    finally:
+        torch.set_num_threads(threads)
+    header = (
+        f"| graph | ops | method | inference s (wall / CPU) | training episode s (wall / CPU) | paper's code, training s | speed-up (CPU) | CPU s per episode, {BATCH} rollouts per update |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = [
+        f"| {r['graph']} | {r['ops']} | {r['method']} | {r['inference_s']:.3f} / {r['inference_cpu_s']:.3f} | "
+        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {_blank(r['paper_training_s'], '{}')} | {_blank(r['speedup_vs_paper_cpu'], '{:.0f}×')} | {r[f'training_cpu_s_per_episode_{BATCH}_per_update']:.3f} |"
+        for r in rows
+    ]
+    conv_line = (
+        f"\n\nOne NNConv step, forward + backward, {PAPER_GRAPHS[-1]} (width 128): DGL's NNConv.forward "
+        f"{conv['dgl_nnconv_s'] * 1e3:.1f} ms, EdgeConv {conv['edge_conv_s'] * 1e3:.1f} ms ({conv['dgl_nnconv_s'] / conv['edge_conv_s']:.0f}× faster)."
+    )
+    return {"benchmark": "episode", "devices": devices, "threads": 1, "repeats": repeats, "rows": rows, "edge_conv": conv, "markdown": header + "\n".join(lines) + conv_line}
