@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import workbench as wb
-from workbench.notebook import Comparison, compare_panel, default_methods, gantt_grid
+from workbench.notebook import Comparison, compare_panel, default_methods, gantt_grid, relative_to, scaling_exponents
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +88,30 @@ def test_panel_reports_a_method_it_cannot_run_and_draws_the_rest(comparison):
     assert list(panel.table["method"]) == ["critical_path"]
     panel.methods.value = ()
     assert "pick at least one method" in panel.status.value
+
+
+def test_relative_to_divides_by_the_reference_row_with_the_same_keys():
+    frame = pd.DataFrame(
+        {
+            "graph": ["a", "a", "a", "a", "b"],
+            "seed": [0, 0, 1, 1, 0],
+            "label": ["critical_path", "heft", "critical_path", "heft", "heft"],
+            "makespan": [10.0, 5.0, 20.0, 30.0, 7.0],
+        }
+    )
+    ratio = relative_to(frame, "critical_path", by="label", keys=("graph", "seed"))
+    assert ratio.iloc[:4].tolist() == [1.0, 0.5, 1.0, 1.5]
+    assert np.isnan(ratio.iloc[4]), "no teacher row for graph b"
+    with pytest.raises(ValueError, match="several rows per graph"):
+        relative_to(frame, "critical_path", by="label", keys=("graph",))
+
+
+def test_scaling_exponents_recover_a_power_law():
+    nodes = np.array([100, 300, 1000, 3000])
+    frame = pd.DataFrame(
+        {"method": ["linear"] * 4 + ["quadratic"] * 4, "nodes": np.concatenate([nodes, nodes]), "seconds": np.concatenate([2e-4 * nodes, 3e-7 * nodes**2])}
+    )
+    slopes = scaling_exponents(frame)
+    assert slopes["linear"] == pytest.approx(1.0) and slopes["quadratic"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="two distinct nodes"):
+        scaling_exponents(frame[frame["nodes"] == 100])

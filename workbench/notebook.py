@@ -14,6 +14,7 @@ import html
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -30,6 +31,8 @@ __all__ = [
     "pretrained_methods",
     "default_methods",
     "Comparison",
+    "relative_to",
+    "scaling_exponents",
     "gantt_grid",
     "ComparePanel",
     "compare_panel",
@@ -107,9 +110,7 @@ class Comparison:
         per_cell = frame.groupby(["graph", "devices"])
         frame["lower_bound"] = per_cell["lower_bound"].transform("max")
         frame["gap"] = frame["makespan"] / frame["lower_bound"] - 1
-        teacher = frame.loc[frame["method"] == "critical_path", ["graph", "devices", "makespan"]].rename(columns={"makespan": "teacher"})
-        frame = frame.merge(teacher, on=["graph", "devices"], how="left")
-        frame["vs_critical_path"] = frame["makespan"] / frame["teacher"]
+        frame["vs_critical_path"] = relative_to(frame, "critical_path")
         return frame[["graph", "devices", "method", "makespan", "vs_critical_path", "gap", "lower_bound", "seconds"]]
 
     def bars(self, graph: str, devices: int, methods: Sequence[str]) -> go.Figure:
@@ -123,6 +124,33 @@ class Comparison:
         g = self.graph(graph)
         traces = {m: simulate(g, self.placement(graph, devices, m).assignment, devices).trace for m in methods}
         return gantt_grid(g, traces, columns=columns, title=f"{graph} on {devices} devices")
+
+
+def relative_to(
+    frame: pd.DataFrame, reference: str, value: str = "makespan", by: str = "method", keys: Sequence[str] = ("graph", "devices")
+) -> pd.Series:
+    """``value`` of each row divided by the ``reference`` row's with the same ``keys`` (NaN where there is none).
+
+    For a sweep table, ``relative_to(results, "critical_path", by="label", keys=("graph", "devices", "seed"))``
+    relates every method to the teacher on the same graph, device count and seed.
+    """
+    keys = list(keys)
+    base = frame.loc[frame[by] == reference, [*keys, value]]
+    if base.duplicated(keys).any():
+        raise ValueError(f"{reference!r} has several rows per {', '.join(keys)}; add the distinguishing column to keys")
+    merged = frame[keys].merge(base.rename(columns={value: "_reference"}), on=keys, how="left")
+    return pd.Series(frame[value].to_numpy() / merged["_reference"].to_numpy(), index=frame.index, name=f"{value} / {reference}")
+
+
+def scaling_exponents(frame: pd.DataFrame, x: str = "nodes", y: str = "seconds", by: str = "method") -> pd.Series:
+    """Per group, the slope of log ``y`` against log ``x`` (least squares): cost grows like ``x ** slope``."""
+    slopes = {}
+    for label, group in frame.groupby(by, sort=False):
+        data = group[(group[x] > 0) & (group[y] > 0)]
+        if data[x].nunique() < 2:
+            raise ValueError(f"{by}={label!r}: a slope needs at least two distinct {x} values with positive {y}")
+        slopes[label] = float(np.polyfit(np.log(data[x].astype(float)), np.log(data[y].astype(float)), 1)[0])
+    return pd.Series(slopes, name=f"{y} ~ {x}^k")
 
 
 def gantt_grid(graph: DataflowGraph, traces: Mapping[str, Any], columns: int = 2, title: str | None = None) -> go.Figure:
