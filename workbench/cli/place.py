@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from . import CliError
 from .common import load_graph_argument, positive_int, print_json
 
@@ -22,6 +24,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..placers import place, placers
+    from ..sim import lower_bound
 
     if args.list:
         methods = placers()
@@ -32,6 +35,8 @@ def run(args) -> int:
     if args.graph is None:
         raise CliError("GRAPH is required (or --list to see the methods)")
     options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit), ("checkpoint", args.checkpoint)) if v is not None}
+    if args.method == "local_search" and sys.stderr.isatty():
+        options["progress"] = True  # a tqdm bar on the terminal; stdout stays clean for --json
     graph = load_graph_argument(args.graph)
     placement = place(graph, method=args.method, devices=args.devices, seed=args.seed, **options)
     if args.json:
@@ -40,6 +45,9 @@ def run(args) -> int:
         print(f"method       {placement.method}")
         print(f"makespan     {placement.makespan:,.6g}")
         print(f"lower bound  {placement.lower_bound:,.6g}  (gap {placement.makespan / placement.lower_bound - 1:.1%})")
+        simple = lower_bound(graph, args.devices)
+        if placement.lower_bound > simple:
+            print(f"             proven by {placement.method}; the simple bound is {simple:,.6g}")
         print(f"seconds      {placement.seconds:.3f}")
         print(f"assignment   {placement.assignment.tolist()}")
     return 0

@@ -14,7 +14,8 @@ schedules ops in any order, the runtime dispatches first come first served,
 so the solver's assignment can simulate worse than its model makespan
 (``details["model_makespan"]``); the placer returns the solver's assignment
 unless the heuristic it started from simulates better
-(``details["kept_heuristic_hint"]``).
+(``details["kept_heuristic_hint"]``). The decision's ``order`` lists the ops
+by their start in the returned schedule, usable as the simulator's priority.
 
 Costs are scaled to integers: times are divided by ``scale`` and rounded
 *down*, so the scaled problem is a relaxation of the real one and
@@ -44,7 +45,8 @@ class CpSatPlacer(Placer):
 
     Args:
         time_limit: wall-time limit of the solver in seconds.
-        workers: CP-SAT search workers (its portfolio); 0 lets OR-Tools decide.
+        workers: CP-SAT search workers (its portfolio); 0 lets OR-Tools decide. With 1 the
+            search is deterministic for a seed, when it finishes within the time limit.
     """
 
     def __init__(self, time_limit: float = 10.0, workers: int = 8) -> None:
@@ -121,14 +123,15 @@ class CpSatPlacer(Placer):
         solver.parameters.num_workers = self.workers or (os.cpu_count() or 1)
         status = solver.Solve(model)
         found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        assignment = hint
+        assignment, order = hint, np.lexsort((np.arange(n), hint_trace.start))
         if found:
             solved = np.array([next(d for d in range(num_dev) if solver.Value(on[v][d])) for v in range(n)], dtype=np.int64)
             if simulate(graph, solved, devices).makespan <= hint_trace.makespan:
-                assignment = solved
+                assignment, order = solved, np.lexsort((np.arange(n), [solver.Value(start[v]) for v in range(n)]))
         bound = max(0.0, float(solver.BestObjectiveBound())) * scale if status != cp_model.INFEASIBLE else 0.0
         return Decision(
             assignment,
+            order=order,
             details={
                 "proven_lower_bound": bound,
                 "status": solver.StatusName(status),

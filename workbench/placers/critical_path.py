@@ -19,6 +19,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .base import Decision, Placer
+from .list_scheduling import schedule_decision
 
 
 def critical_path_choice(schedule: PartialSchedule, bottom_level: np.ndarray) -> tuple[int, int]:
@@ -36,4 +37,4 @@ class CriticalPathPlacer(Placer):
         level = graph.bottom_level(with_comm=True)
         while not schedule.done:
             schedule.place(*critical_path_choice(schedule, level))
-        return Decision(schedule.device.copy(), order=np.array(schedule.order), details={"estimated_makespan": float(np.nanmax(schedule.end, initial=0.0))})
+        return schedule_decision(schedule)
