@@ -426,8 +426,13 @@ def test_export_ships_the_policy_with_the_run_records(finished_run, tmp_path):
     payload = torch.load(target, weights_only=True)
     assert payload["extra"]["run"]["evaluation"][CHAIN]["greedy"] > 0
     assert "optimizer" not in payload["extra"]
+    record = json.loads((target.parent / "export.json").read_text())
+    assert set(record["greedy_by_stage"]) == {"il", "sim"}
+    chosen = record["exported_from"].split("/")[-1].removesuffix(".pt")
+    assert record["greedy_by_stage"][chosen][CHAIN] == min(v[CHAIN] for v in record["greedy_by_stage"].values())
     assert (target.parent / "metrics.csv").read_text() == (finished_run[0] / "metrics.csv").read_text()
-    assert torch.equal(tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / "last.pt").plc.weight)
+    assert json.loads((target.parent / "best_placement.json").read_text())["graph"] == CHAIN
+    assert torch.equal(tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / f"{chosen}.pt").plc.weight)
 
 
 # --- the real DOPPLER policy (workbench.learn) -----------------------------------------------------------

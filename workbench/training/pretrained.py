@@ -2,8 +2,10 @@
 
 Each graph gets its own run (``RUNS/<graph>``, resumable like any ``workbench
 train`` run); its final policy is exported to
-``datasets/pretrained/<graph>/<method>.pt`` beside the run's ``config.json``,
-``meta.json`` and ``metrics.csv``, so every shipped number can be traced to
+``datasets/pretrained/<graph>/<method>.pt`` (the stage checkpoint with the
+best greedy placement, see :func:`export_policy`) beside the run's ``config.json``,
+``meta.json``, ``metrics.csv`` and its best placement (``best_placement.json``:
+the best seen in training, often better than the policy's greedy one), so every shipped number can be traced to
 the episodes that produced it. Usage::
 
     python -m workbench.training.pretrained --episodes 150,250 [--graphs ffnn ...] [--runs runs/pretrained]
@@ -12,16 +14,21 @@ the episodes that produced it. Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+import torch
+
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
 from ..graph import atomic_write_text
+from ..sim import simulate
 from .checkpoint import load_checkpoint
 from .config import TrainConfig
-from .loop import train
+from .loop import load_graphs, train
 from .rundir import RunDirectory, read_meta
 
 __all__ = ["PRETRAINED_DIR", "export_policy", "summary_table", "main"]
@@ -30,33 +37,53 @@ PRETRAINED_DIR = DATASETS_DIR / "pretrained"
 
 
 def export_policy(run_dir: str | Path, destination: str | Path, library: Any = None) -> Path:
-    """Write the run's final policy (no optimizer state) to ``destination/<method>.pt`` with the run's records."""
+    """Write the run's policy (no optimizer state) to ``destination/<method>.pt`` with the run's records.
+
+    Of the run's stage checkpoints (``checkpoints/<stage>.pt``) the one whose
+    greedy placement is best (mean makespan ÷ critical_path's over the run's
+    graphs; ties: the later stage) is exported; ``export.json`` records each
+    stage's greedy makespans and the choice.
+    """
     if library is None:
         import workbench.learn as library
     run, destination = RunDirectory(run_dir), Path(destination)
     meta = read_meta(run.meta_path)
     if meta.get("status") != "finished":
         raise ValueError(f"{run.path} has status {meta.get('status')!r}; only finished runs are exported")
-    policy, _ = load_checkpoint(library, run.last_checkpoint, map_location="cpu")
+    config = run.existing_config()
+    graphs = load_graphs(config.graphs)
+    greedy: dict[str, dict[str, float]] = {}
+    chosen, chosen_score, policy = "", float("inf"), None
+    for stage in config.stages:
+        candidate, _ = load_checkpoint(library, run.stage_checkpoint(stage), map_location="cpu")
+        with torch.no_grad():
+            greedy[stage] = {name: simulate(g, candidate.rollout(g, config.devices, mode="greedy").assignment, config.devices).makespan for name, g in graphs.items()}
+        score = float(np.mean([greedy[stage][name] / meta["evaluation"][name]["critical_path"] for name in graphs]))
+        if score <= chosen_score:
+            chosen, chosen_score, policy = stage, score, candidate
     summary = {key: meta.get(key) for key in ("command", "stages", "seed", "devices", "reference", "evaluation", "started", "finished")}
+    record = {"exported_from": f"checkpoints/{chosen}.pt", "greedy_by_stage": greedy}
     target = destination / f"{meta['method']}.pt"
     destination.mkdir(parents=True, exist_ok=True)
-    policy.save(target, extra={"run": summary})
+    policy.save(target, extra={"run": summary, **record})
     for name in ("config.json", "meta.json", "metrics.csv"):
         atomic_write_text(destination / name, (run.path / name).read_text(encoding="utf-8"))
+    atomic_write_text(destination / "best_placement.json", (run.best_dir / "placement.json").read_text(encoding="utf-8"))
+    atomic_write_text(destination / "export.json", json.dumps(record, indent=2) + "\n")
     return target
 
 
 def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
-    """A markdown table of the shipped policies: budget, wall time, and makespans beside the heuristics (÷ 1e10)."""
+    """A markdown table of the shipped policies: budget, wall time, greedy makespan per stage, beside the heuristics (÷ 1e10)."""
     from .rundir import read_metrics
 
     lines = [
-        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy | best of greedy + K samples | best seen in training |",
-        "|---|---|---|---|---|---|---|---|",
+        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped | best of greedy + K samples (final policy) | best seen in training |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for meta_path in sorted(Path(folder).glob("*/meta.json")):
         meta, rows = read_meta(meta_path), read_metrics(meta_path.parent / "metrics.csv")
+        record = json.loads((meta_path.parent / "export.json").read_text(encoding="utf-8"))
         name = meta_path.parent.name
         found, reference = meta["evaluation"][name], meta["reference"]
         budget = "+".join(str(sum(r["stage"] == s for r in rows)) for s in meta["stages"])
@@ -64,10 +91,11 @@ def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
         def cell(value: float) -> str:
             return f"{value / 1e10:.1f} ({value / found['critical_path']:.3f}×)"
 
+        by_stage = ", ".join(f"{stage} {cell(values[name])}" for stage, values in record["greedy_by_stage"].items())
         lines.append(
             f"| {name} | {budget} | {float(rows[-1]['seconds']) / 60:.1f} min | {found['critical_path'] / 1e10:.1f} | "
-            f"{reference['best_heuristic'] / 1e10:.1f} ({reference['best_heuristic_method']}) | {cell(found['greedy'])} | "
-            f"{cell(found['search'])}, K={found['search_samples']} | {cell(found['best_seen'])} |"
+            f"{reference['best_heuristic'] / 1e10:.1f} ({reference['best_heuristic_method']}) | {by_stage} | "
+            f"{Path(record['exported_from']).stem} | {cell(found['search'])}, K={found['search_samples']} | {cell(found['best_seen'])} |"
         )
     return "\n".join(lines)
 
