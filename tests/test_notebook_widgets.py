@@ -5,9 +5,24 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import workbench as wb
-from workbench.notebook import Comparison, compare_panel, default_methods, gantt_grid, relative_to, scaling_exponents
+from workbench.notebook import (
+    HEURISTICS,
+    SEARCH,
+    Comparison,
+    compare_panel,
+    default_methods,
+    gantt_grid,
+    moved_ops,
+    placement_changes,
+    relative_to,
+    scaling_exponents,
+    seconds_oracle,
+    stage_placements,
+)
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +95,19 @@ def test_panel_redraws_when_a_widget_changes(comparison):
     assert panel.bars.layout.title.text.startswith("ffnn_192nodes")
 
 
-def test_panel_reports_a_method_it_cannot_run_and_draws_the_rest(comparison):
-    panel = compare_panel(comparison, devices=(4,), methods=["critical_path", "doppler"], options=None)
-    if "doppler" in default_methods(comparison.graphs["chain_mm_112nodes"]):
-        pytest.skip("a pretrained doppler checkpoint exists for chain_mm")
+def test_learned_methods_are_offered_where_a_checkpoint_ships(tmp_path, monkeypatch):
+    graph = wb.bundled_graph("ffnn")
+    monkeypatch.setattr("workbench.datasets.DATASETS_DIR", tmp_path)
+    assert default_methods(graph) == [*HEURISTICS, *SEARCH]
+    (tmp_path / "pretrained" / graph.name).mkdir(parents=True)
+    (tmp_path / "pretrained" / graph.name / "gdp.pt").touch()
+    assert default_methods(graph) == [*HEURISTICS, *SEARCH, "gdp"]
+
+
+def test_panel_reports_a_method_it_cannot_run_and_draws_the_rest(comparison, tmp_path, monkeypatch):
+    monkeypatch.setattr("workbench.datasets.DATASETS_DIR", tmp_path)  # no pretrained checkpoints at all
+    fresh = Comparison([comparison.graphs["chain_mm_112nodes"]])
+    panel = compare_panel(fresh, devices=(4,), methods=["critical_path", "doppler"])
     assert "doppler skipped" in panel.status.value and "checkpoint" in panel.status.value
     assert list(panel.table["method"]) == ["critical_path"]
     panel.methods.value = ()
@@ -115,3 +139,63 @@ def test_scaling_exponents_recover_a_power_law():
     assert slopes["linear"] == pytest.approx(1.0) and slopes["quadratic"] == pytest.approx(2.0)
     with pytest.raises(ValueError, match="two distinct nodes"):
         scaling_exponents(frame[frame["nodes"] == 100])
+
+
+@given(st.data())
+@settings(max_examples=60, deadline=None)
+def test_moved_ops_ignores_device_names_and_is_symmetric(data):
+    devices = data.draw(st.integers(1, 6))
+    n = data.draw(st.integers(0, 40))
+    before = np.array(data.draw(st.lists(st.integers(0, devices - 1), min_size=n, max_size=n)), dtype=np.int64)
+    after = np.array(data.draw(st.lists(st.integers(0, devices - 1), min_size=n, max_size=n)), dtype=np.int64)
+    renamed = np.array(data.draw(st.permutations(range(devices))))[before]
+    assert moved_ops(before, renamed, devices) == 0
+    moved = moved_ops(before, after, devices)
+    assert moved == moved_ops(after, before, devices)
+    assert 0 <= moved <= int((before != after).sum())
+
+
+def test_placement_changes_counts_moves_between_consecutive_placements():
+    placements = {"teacher": [0, 0, 1, 1], "stage I": [1, 1, 0, 0], "stage II": [1, 1, 0, 2]}
+    changes = placement_changes(placements, devices=3)
+    assert changes[["from", "to"]].values.tolist() == [["teacher", "stage I"], ["stage I", "stage II"]]
+    assert changes["moved"].tolist() == [0, 1] and changes["moved_same_ids"].tolist() == [4, 1]
+    with pytest.raises(ValueError, match="differ in length"):
+        moved_ops([0, 1], [0], 2)
+    with pytest.raises(ValueError, match="0..1"):
+        moved_ops([0, 2], [0, 1], 2)
+
+
+def test_seconds_oracle_hands_seconds_to_training_and_refuses_failed_measurements():
+    from workbench.systems import Measurement
+
+    class Backend:
+        def __init__(self, result):
+            self.result, self.calls = result, []
+
+        def measure(self, graph, assignment, repeats, timeout):
+            self.calls.append((repeats, timeout))
+            return self.result
+
+    backend = Backend(Measurement(seconds=0.25, samples=(0.25,), oracle="local"))
+    assert seconds_oracle(backend, repeats=2, timeout=5.0)(None, np.zeros(3)) == 0.25
+    assert backend.calls == [(2, 5.0)]
+    failing = Backend(Measurement(seconds=float("nan"), errors=("worker 2 ran out of memory",), oracle="local"))
+    with pytest.raises(RuntimeError, match="local could not measure the placement: worker 2 ran out of memory"):
+        seconds_oracle(failing)(None, np.zeros(3))
+
+
+@pytest.mark.slow
+def test_stage_placements_place_with_each_stage_checkpoint(tmp_path):
+    from workbench.training import TrainConfig, train
+
+    graph = wb.bundled_graph("chain_mm_112nodes")
+    config = TrainConfig(graphs=("chain_mm_112nodes",), stages=("il", "sim"), episodes=(2, 2), search_samples=0)
+    run = train(config, tmp_path / "run", progress=False)
+    placements = stage_placements(run.run_dir, graph)
+    assert list(placements) == ["il", "sim"]
+    for stage, placement in placements.items():
+        assert placement.details["checkpoint"].endswith(f"{stage}.pt")
+        assert placement.makespan == wb.simulate(graph, placement.assignment, 4).makespan
+    with pytest.raises(ValueError, match="not a training run directory"):
+        stage_placements(tmp_path, graph)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,10 @@ __all__ = [
     "Comparison",
     "relative_to",
     "scaling_exponents",
+    "moved_ops",
+    "placement_changes",
+    "stage_placements",
+    "seconds_oracle",
     "gantt_grid",
     "ComparePanel",
     "compare_panel",
@@ -151,6 +156,78 @@ def scaling_exponents(frame: pd.DataFrame, x: str = "nodes", y: str = "seconds",
             raise ValueError(f"{by}={label!r}: a slope needs at least two distinct {x} values with positive {y}")
         slopes[label] = float(np.polyfit(np.log(data[x].astype(float)), np.log(data[y].astype(float)), 1)[0])
     return pd.Series(slopes, name=f"{y} ~ {x}^k")
+
+
+def moved_ops(before: Sequence[int], after: Sequence[int], devices: int) -> int:
+    """How many ops ``after`` places elsewhere than ``before``, once its devices are renamed to match best.
+
+    Identical devices make device ids arbitrary: a placement with devices 0 and 1
+    swapped is the same placement. The renaming maximizes the ops that stay
+    (a linear assignment between the two sets of devices).
+    """
+    from ortools.graph.python import linear_sum_assignment
+
+    before, after = np.asarray(before, dtype=np.int64), np.asarray(after, dtype=np.int64)
+    if before.shape != after.shape:
+        raise ValueError(f"the placements differ in length ({before.size} and {after.size} ops)")
+    if before.size and (min(before.min(), after.min()) < 0 or max(before.max(), after.max()) >= devices):
+        raise ValueError(f"device ids must lie in 0..{devices - 1}")
+    overlap = np.zeros((devices, devices), dtype=np.int64)
+    np.add.at(overlap, (after, before), 1)
+    matching = linear_sum_assignment.SimpleLinearSumAssignment()
+    rows, cols = np.divmod(np.arange(devices * devices), devices)
+    matching.add_arcs_with_cost(rows, cols, -overlap.ravel())
+    if matching.solve() != matching.OPTIMAL:
+        raise RuntimeError("device matching failed")
+    return int(before.size + matching.optimal_cost())
+
+
+def placement_changes(placements: Mapping[str, Any], devices: int) -> pd.DataFrame:
+    """From each placement to the next (``{label: Placement or assignment}``, in order): ops moved and makespans.
+
+    ``moved`` counts ops on a different device up to renaming devices
+    (:func:`moved_ops`); ``moved_same_ids`` compares device ids as they are.
+    """
+    labels = list(placements)
+    assignments = {k: np.asarray(getattr(v, "assignment", v)) for k, v in placements.items()}
+    rows = []
+    for first, second in zip(labels, labels[1:]):
+        row = {"from": first, "to": second, "moved": moved_ops(assignments[first], assignments[second], devices),
+               "moved_same_ids": int((assignments[first] != assignments[second]).sum())}  # fmt: skip
+        for label, key in ((first, "makespan_from"), (second, "makespan_to")):
+            row[key] = getattr(placements[label], "makespan", None)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["from", "to", "moved", "moved_same_ids", "makespan_from", "makespan_to"])
+
+
+def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Placement]:
+    """The greedy placement of ``graph`` by each stage checkpoint of a training run (``checkpoints/<stage>.pt``), in stage order."""
+    from .training import read_meta
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "meta.json").is_file():
+        raise ValueError(f"{run_dir} is not a training run directory (no meta.json)")
+    meta = read_meta(run_dir / "meta.json")
+    found = {stage: run_dir / "checkpoints" / f"{stage}.pt" for stage in meta["stages"]}
+    found = {stage: path for stage, path in found.items() if path.is_file()}
+    if not found:
+        raise ValueError(f"{run_dir} holds no stage checkpoint (checkpoints/<stage>.pt for {', '.join(meta['stages'])})")
+    return {stage: place(graph, method=meta["method"], devices=int(meta["devices"]), checkpoint=path) for stage, path in found.items()}
+
+
+def seconds_oracle(oracle: Any, repeats: int = 1, timeout: float = 60.0) -> Callable[[DataflowGraph, np.ndarray], float]:
+    """A backend of :mod:`workbench.systems` (``measure(...) -> Measurement``) as training's oracle (``f(graph, assignment) -> seconds``).
+
+    A failed measurement raises with the backend's errors instead of handing NaN to REINFORCE.
+    """
+
+    def measure(graph: DataflowGraph, assignment: np.ndarray) -> float:
+        measurement = oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
+        if not measurement.ok:
+            raise RuntimeError(f"{measurement.oracle or type(oracle).__name__} could not measure the placement: {'; '.join(measurement.errors) or 'no time'}")
+        return float(measurement.seconds)
+
+    return measure
 
 
 def gantt_grid(graph: DataflowGraph, traces: Mapping[str, Any], columns: int = 2, title: str | None = None) -> go.Figure:
