@@ -41,10 +41,12 @@ SEED = 0
 # %%
 import pandas as pd
 import plotly.express as px
+from IPython.display import Markdown
 
 import workbench as wb
 from workbench.notebook import HEURISTICS, SEARCH, Comparison, compare_panel, pretrained_methods
 from workbench.placers import placers
+from workbench.training.pretrained import summary_table
 
 graphs = [wb.bundled_graph(name) for name in GRAPHS]
 descriptions = placers()
@@ -56,6 +58,13 @@ pd.DataFrame(
 
 # %%
 pd.Series({name: ", ".join(methods) or "none shipped" for name, methods in pretrained.items()}, name="pretrained policies")
+
+# %% [markdown]
+# How the shipped policies were trained, from their own run records
+# (makespans ÷ 1e10, ratios to the teacher's):
+
+# %%
+Markdown(summary_table())
 
 # %% [markdown]
 # ## Place every graph with every method
