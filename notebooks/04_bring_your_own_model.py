@@ -53,7 +53,7 @@ from workbench.dashboard import figures
 from workbench.dashboard.runs import read_run, references
 from workbench.importers import coarsen
 from workbench.models import gpt_decoder
-from workbench.notebook import Comparison
+from workbench.notebook import Comparison, stage_placements
 from workbench.training import TrainConfig, train
 
 decoder = gpt_decoder(layers=LAYERS)
@@ -131,6 +131,14 @@ config = TrainConfig(graphs=(str(graph_file),), devices=DEVICES, stages=("il", "
 result = train(config, out=RUNS / f"04_{batched.name}_{DEVICES}dev_{'+'.join(map(str, EPISODES))}")
 run = read_run(result.run_dir)
 figures.training_curves(run.metrics, references=references(run.meta), title="makespan per episode (seconds)")
+
+# %% [markdown]
+# What the greedy policy does after each stage (the episodes above explore,
+# so they scatter around it), beside the best placement seen in training:
+
+# %%
+greedy = {f"greedy after {stage}": p.makespan for stage, p in stage_placements(result.run_dir, batched).items()}
+pd.Series({**greedy, "best seen in training": run.best_placement["makespan"]}, name="makespan (s)")
 
 # %% [markdown]
 # ## Heuristics, search and the policy
