@@ -21,7 +21,7 @@
 # one worker per device on this machine, real matmuls and copies; CUDA when
 # present). Then the per-stage curves against the teacher and local search,
 # and what changed in the placement from one stage to the next. Takes about
-# six minutes with the full budget (about a minute in fast mode).
+# four minutes with the full budget (under a minute in fast mode).
 
 # %% tags=["parameters"]
 import os
