@@ -26,13 +26,13 @@ class ExplodingPlacer(Placer):
 
 
 class CountingPlacer(Placer):
-    """Counts its calls in a file (shared across processes) and places everything on device 0."""
+    """Counts its calls in ``log/calls.log`` (shared across processes) and places everything on device 0."""
 
-    def __init__(self, log: str = ""):
+    def __init__(self, log: str = "", checkpoint: str | None = None):
         self.log = log
 
     def place(self, graph, devices, seed=0):
-        with open(self.log, "a", encoding="utf-8") as handle:
+        with open(f"{self.log}/calls.log", "a", encoding="utf-8") as handle:
             handle.write(f"{seed}\n")
         return Decision(np.zeros(graph.num_nodes, dtype=np.int64))
 
@@ -101,7 +101,7 @@ def test_serial_and_local_pool_give_identical_results(tmp_path):
 
 def test_resume_skips_finished_cells_and_reruns_failed_ones(test_placers, tmp_path):
     log = tmp_path / "calls.log"
-    config = {**SMALL, "devices": 2, "seeds": 3, "methods": [{"method": "counting", "options": {"log": str(log)}}, "exploding"]}
+    config = {**SMALL, "devices": 2, "seeds": 3, "methods": [{"method": "counting", "options": {"log": str(tmp_path)}}, "exploding"]}
     out = tmp_path / "r.csv"
     first = sweep(config, out=out, progress=False)
     assert log.read_text().split() == ["0", "1", "2"]
@@ -189,3 +189,16 @@ def test_an_unreadable_results_file_is_not_overwritten(tmp_path):
     with pytest.raises(ValueError, match="not a sweep results table"):
         sweep({**SMALL, "devices": 2, "seeds": 1}, out=out, progress=False)
     assert out.read_text() == "a,b\n1,2\n"
+
+
+def test_a_changed_file_option_makes_its_cells_run_again(test_placers, tmp_path):
+    log, checkpoint = tmp_path / "calls.log", tmp_path / "policy.pt"
+    checkpoint.write_bytes(b"weights")
+    config = {**SMALL, "devices": 2, "seeds": 1, "methods": [{"method": "counting", "options": {"log": str(tmp_path), "checkpoint": str(checkpoint)}}]}
+    out = tmp_path / "r.csv"
+    sweep(config, out=out, progress=False)
+    sweep(config, out=out, progress=False)
+    assert log.read_text().split() == ["0"], "unchanged file: skipped"
+    checkpoint.write_bytes(b"retrained weights")
+    sweep(config, out=out, progress=False)
+    assert log.read_text().split() == ["0", "0"]

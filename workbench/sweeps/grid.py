@@ -21,6 +21,7 @@ import inspect
 import importlib
 import itertools
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -98,12 +99,17 @@ class Cell:
     label: str
     seed: int
     options: tuple[tuple[str, Any], ...] = ()
+    files: str = ""
 
     @property
     def key(self) -> str:
-        """A stable identity used to skip finished cells when a sweep is rerun."""
+        """A stable identity used to skip finished cells when a sweep is rerun.
+
+        It includes ``files``: the size and modification time of every option
+        that names a file (a checkpoint), so a retrained checkpoint runs again.
+        """
         return json.dumps(
-            [self.graph.label, self.devices, self.label, self.method, self.seed, dict(self.options)],
+            [self.graph.label, self.devices, self.label, self.method, self.seed, dict(self.options), self.files],
             sort_keys=True,
             default=str,
         )
@@ -153,13 +159,23 @@ class SweepConfig:
     def cells(self) -> list[Cell]:
         """Every combination, graphs outermost, seeds innermost."""
         return [
-            Cell(graph, devices, spec.method, spec.label, seed, tuple(sorted(options.items())))
+            Cell(graph, devices, spec.method, spec.label, seed, tuple(sorted(options.items())), _file_stamps(options))
             for graph in self.graphs
             for devices in self.devices
             for spec in self.methods
             for options in spec.option_sets()
             for seed in self.seeds
         ]
+
+
+def _file_stamps(options: Mapping[str, Any]) -> str:
+    """Size and modification time of each option value that names an existing file."""
+    stamps = {}
+    for name, value in sorted(options.items()):
+        if isinstance(value, str) and os.path.isfile(value):
+            stat = os.stat(value)
+            stamps[name] = [stat.st_size, stat.st_mtime_ns]
+    return json.dumps(stamps) if stamps else ""
 
 
 def load_config(path: str | Path) -> SweepConfig:

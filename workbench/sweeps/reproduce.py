@@ -246,13 +246,19 @@ def _percent(value: float) -> str:
     return "–" if not np.isfinite(value) else f"{value:+.1%}"
 
 
+def _short(error: str, limit: int = 90) -> str:
+    """An error cut to fit a table cell (the raw results keep it whole)."""
+    text = str(error)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _cell_text(stats: pd.DataFrame, failures: pd.Series, unavailable: Mapping, graph: str, devices: int, label: str) -> str:
     if (graph, devices, label) in unavailable:
         return unavailable[(graph, devices, label)]
     match = stats[(stats["graph"] == graph) & (stats["devices"] == devices) & (stats["label"] == label)]
     if match.empty:
         error = failures.get((graph, devices, label))
-        return f"failed: {error}" if error is not None else "–"
+        return f"failed: {_short(error)}" if error is not None else "–"
     row = match.iloc[0]
     return f"{row['mean'] / TIME_SCALE:,.1f} ± {row['std'] / TIME_SCALE:,.1f} ({_percent(row['improvement'])})"
 
@@ -335,11 +341,11 @@ def _discussion(stats: pd.DataFrame, unavailable: Mapping, graphs: list[str]) ->
         for g, frame in stats[stats["devices"] == devices].groupby("graph"):
             best = frame.loc[frame["mean"].idxmin()]
             points.append(f"- {devices} devices, {g}: best {_best(frame)} ({_percent(best['improvement'])} over critical path, {best['gap']:.1%} above the lower bound).")
-    reasons: dict[str, set[str]] = {}
-    for (_, _, row), reason in unavailable.items():
-        reasons.setdefault(reason.removeprefix("not available: "), set()).add(row)
-    for reason, rows in sorted(reasons.items()):
-        points.append(f"- Not measured here ({reason}): {', '.join(sorted(rows))}.")
+    reasons: dict[tuple[int, str], set[str]] = {}
+    for (_, devices, row), reason in unavailable.items():
+        reasons.setdefault((devices, reason.removeprefix("not available: ")), set()).add(row)
+    for (devices, reason), rows in sorted(reasons.items()):
+        points.append(f"- Not measured with {devices} devices on some or all graphs ({reason}): {', '.join(sorted(rows))}.")
     return "\n".join(points)
 
 
@@ -437,7 +443,9 @@ def reproduce(
     stats, failures = summarize(frame)
     targets = [(g, 4) for g in chosen] + [(c.graphs[0].label, 8) for c in work.sweeps if c.devices == (8,)]
     figure = _figure(stats, chosen, stem)
-    command = "workbench reproduce" + (" --quick" if quick else "") + (f" --seeds {seeds}" if seeds else "") + (f" --graphs {' '.join(graphs)}" if graphs else "") + f" --out {out}"
+    flags = [("--quick", quick), (f"--seeds {seeds}", seeds), (f"--engine {engine}", engine != "serial"), (f"--workers {workers}", workers)]
+    flags += [(f"--graphs {' '.join(graphs or [])}", graphs), (f"--runs {runs}", str(runs) != "runs"), (f"--out {out}", True)]
+    command = " ".join(["workbench reproduce", *(flag for flag, used in flags if used)])
     m = machine()
     relative = lambda p: p.relative_to(out.parent).as_posix() if p.is_relative_to(out.parent) else str(p)  # noqa: E731
     body = [
