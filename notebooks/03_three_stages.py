@@ -35,7 +35,7 @@ EPISODES = (20, 20, 2) if FAST else (200, 800, 30)  # per stage
 BACKEND = "local"  # Stage III's cost oracle: "local" (this machine) or "HOST:PORT" of a remote engine
 LOCAL_SEARCH_BUDGET = 1_000 if FAST else 20_000
 SEED = 0
-RUNS = Path("../runs/notebooks")  # training runs land here (git-ignored); a finished run is reused
+RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # training runs land here (git-ignored); a finished run is reused
 
 # %% [markdown]
 # ## What to beat

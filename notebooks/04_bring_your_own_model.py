@@ -34,7 +34,7 @@ DEVICES = 4
 PROFILE = "V100"
 LOCAL_SEARCH_BUDGET = 1_000 if FAST else 20_000
 EPISODES = (10, 10) if FAST else (200, 400)  # imitation, simulator RL
-RUNS = Path("../runs/notebooks")  # training runs land here (git-ignored); a finished run is reused
+RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # training runs land here (git-ignored); a finished run is reused
 
 # %% [markdown]
 # ## Import the decoder

@@ -32,7 +32,7 @@ SEEDS = 2 if FAST else 5
 LOCAL_SEARCH_BUDGET = 500 if FAST else 5_000
 SIZES = [50, 100, 200] if FAST else [100, 300, 1_000, 3_000, 10_000]  # ops of the generated graphs
 WORKERS = 2  # processes of the local pool
-RESULTS = Path("../runs/notebooks")  # results tables (git-ignored); finished cells are not run again
+RESULTS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # results tables (git-ignored); finished cells are not run again
 
 # %% [markdown]
 # ## A sweep is a small config
