@@ -449,3 +449,16 @@ def test_real_policy_imitation_on_chainmm_reaches_the_teacher_and_is_placeable(t
     target = export_policy(tmp_path / "il", tmp_path / "pretrained" / CHAIN, library=learn)
     placed = workbench.place(workbench.bundled_graph(CHAIN), "doppler", 4, checkpoint=str(target))
     assert placed.makespan == found["greedy"]
+
+
+@pytest.mark.slow
+def test_real_policy_resume_repeats_the_uninterrupted_run(tmp_path):
+    pytest.importorskip("dgl")
+    learn = pytest.importorskip("workbench.learn")
+    config = TrainConfig(graphs=(SMALL,), stages=("il", "sim"), episodes=(3, 3), checkpoint_every=2, search_samples=0, device="cpu")
+    train(config, tmp_path / "whole", library=learn, progress=False)
+    with pytest.raises(Crash):
+        train(config, tmp_path / "resumed", library=learn, progress=False, callback=crash_at(4))
+    train(config, tmp_path / "resumed", library=learn, progress=False)
+    whole, resumed = (read_metrics(tmp_path / name / "metrics.csv") for name in ("whole", "resumed"))
+    assert len(resumed) == 6 and without_time(resumed) == without_time(whole)

@@ -108,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--episodes", default="150,250", help="episodes per stage (default 150,250)")
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rl-mode", default="epsilon", choices=("epsilon", "sample"), help="TrainConfig.rl_mode of the RL stages")
     parser.add_argument("--runs", default="runs/pretrained", help="where the runs go (resumable)")
     parser.add_argument("--to", default=str(PRETRAINED_DIR), help="where the exported policies go")
     parser.add_argument("--table", action="store_true", help="print the markdown summary of the policies in --to, then exit")
@@ -118,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for graph in args.graphs:
         config = TrainConfig(
             graphs=(graph,), devices=args.devices, method=args.method, stages=tuple(args.stages.split(",")),
-            episodes=tuple(int(e) for e in args.episodes.split(",")), seed=args.seed,
+            episodes=tuple(int(e) for e in args.episodes.split(",")), seed=args.seed, rl_mode=args.rl_mode,
         )  # fmt: skip
         out = Path(args.runs) / graph
         command = shlex.join(["python", "-m", "workbench.training.pretrained", *(argv if argv is not None else sys.argv[1:])])
