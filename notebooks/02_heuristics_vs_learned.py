@@ -19,7 +19,7 @@
 # search, the time-limited exact CP-SAT model, and the pretrained DOPPLER
 # policies where a checkpoint ships in `datasets/pretrained/`. A results
 # table, makespan bars, Gantt charts side by side, and a panel to pick the
-# graph, devices and methods yourself. Takes about three minutes with the
+# graph, devices and methods yourself. Takes about two minutes with the
 # full search budgets (under a minute in fast mode).
 
 # %% tags=["parameters"]
