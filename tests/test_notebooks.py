@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import jupytext
@@ -36,11 +37,13 @@ def test_pair_is_in_sync_and_outputs_are_stripped(script):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_notebook_runs_in_fast_mode(script, monkeypatch):
+def test_notebook_runs_in_fast_mode(script, monkeypatch, tmp_path):
     from nbclient import NotebookClient
 
     monkeypatch.setenv("WORKBENCH_FAST", "1")
+    monkeypatch.setenv("WORKBENCH_NOTEBOOK_RUNS", str(tmp_path))  # training runs and sweep tables of this test only
     monkeypatch.setenv("DGLBACKEND", "pytorch")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(NOTEBOOKS.parent), os.environ.get("PYTHONPATH")])))  # the kernel imports this checkout
     notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
     NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]

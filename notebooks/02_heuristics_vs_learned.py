@@ -1,0 +1,130 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Heuristics, search and learned placers side by side
+#
+# Every placer in the workbench on the DOPPLER paper's four graphs with 4 and
+# 8 devices: the classic list-scheduling heuristics, simulated-annealing local
+# search, the time-limited exact CP-SAT model, and the pretrained DOPPLER
+# policies where a checkpoint ships in `datasets/pretrained/`. A results
+# table, makespan bars, Gantt charts side by side, and a panel to pick the
+# graph, devices and methods yourself. Takes about two minutes with the
+# full search budgets (under a minute in fast mode).
+
+# %% tags=["parameters"]
+import os
+
+FAST = os.environ.get("WORKBENCH_FAST", "0") == "1"  # CI sets this: small search budgets
+GRAPHS = ("chain_mm_112nodes", "ffnn_192nodes", "transformer_block_215nodes", "full_transformer_layer_261nodes")
+DEVICES = (4, 8)
+LOCAL_SEARCH_BUDGET = 1_000 if FAST else 20_000  # simulator evaluations per placement
+CPSAT_SECONDS = 1.0 if FAST else 10.0  # wall-time limit of the exact model per placement
+SEED = 0
+
+# %% [markdown]
+# ## The methods
+# `workbench.placers.placers()` lists every registered method. Learned methods need a
+# checkpoint; `pretrained_methods` says which ones ship one for each graph
+# (`workbench.place(graph, method="doppler")` then finds it by itself).
+
+# %%
+import pandas as pd
+import plotly.express as px
+from IPython.display import Markdown
+
+import workbench as wb
+from workbench.notebook import HEURISTICS, SEARCH, Comparison, compare_panel, pretrained_methods
+from workbench.placers import placers
+from workbench.training.pretrained import summary_table
+
+graphs = [wb.bundled_graph(name) for name in GRAPHS]
+descriptions = placers()
+pretrained = {graph.name: pretrained_methods(graph) for graph in graphs}
+pd.DataFrame(
+    {"description": [descriptions[m] for m in (*HEURISTICS, *SEARCH, "doppler")]},
+    index=[*HEURISTICS, *SEARCH, "doppler"],
+)
+
+# %%
+pd.Series({name: ", ".join(methods) or "none shipped" for name, methods in pretrained.items()}, name="pretrained policies")
+
+# %% [markdown]
+# How the shipped policies were trained, from their own run records
+# (makespans ÷ 1e10, ratios to the teacher's). They were trained on 4
+# devices; the 8-device columns below show how they carry over untrained.
+
+# %%
+Markdown(summary_table())
+
+# %% [markdown]
+# ## Place every graph with every method
+# A `Comparison` places each graph × device count × method once and keeps the
+# placement (assignment, simulated makespan, the best lower bound, wall
+# time). The table relates every makespan to the teacher's (critical path)
+# and to the lower bound no schedule can beat.
+
+# %%
+comparison = Comparison(
+    graphs,
+    options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}, "cpsat": {"time_limit": CPSAT_SECONDS}},
+    seed=SEED,
+)
+table = comparison.run(DEVICES)
+table.head(12)
+
+# %% [markdown]
+# Makespan ÷ 1e10 (the paper's unit), one column per graph and device count:
+
+# %%
+(table.pivot_table(index="method", columns=["graph", "devices"], values="makespan", sort=False) / 1e10).round(1)
+
+# %% [markdown]
+# Relative to the critical-path teacher (below 1 is better), and how far each
+# method stays above the lower bound:
+
+# %%
+px.bar(
+    table, x="graph", y="vs_critical_path", color="method", barmode="group", facet_row="devices",
+    title="makespan relative to critical path (lower is better)", height=600,
+)  # fmt: skip
+
+# %%
+table.groupby("method", sort=False)[["vs_critical_path", "gap", "seconds"]].mean().sort_values("vs_critical_path")
+
+# %% [markdown]
+# ## One graph up close
+# Makespan bars for the full transformer layer on four devices, then the Gantt
+# charts of the teacher, the best heuristic, local search and (when shipped)
+# DOPPLER on one shared time axis: idle gaps and cross-device transfers
+# show where the time goes.
+
+# %%
+GRAPH, COUNT = "full_transformer_layer_261nodes", 4
+methods = [*HEURISTICS, *SEARCH, *pretrained[GRAPH]]
+comparison.bars(GRAPH, COUNT, methods)
+
+# %%
+cell = table[(table["graph"] == GRAPH) & (table["devices"] == COUNT)].set_index("method")["makespan"]
+best_heuristic = cell[list(HEURISTICS)].idxmin()
+shown = list(dict.fromkeys(["critical_path", best_heuristic, "local_search", *pretrained[GRAPH]]))
+comparison.gantts(GRAPH, COUNT, shown, columns=2)
+
+# %% [markdown]
+# ## Pick for yourself
+# Choose a graph, the device count and the methods; the table, bars and
+# Gantt charts redraw. Placements already made above are reused, new ones are
+# placed on the spot.
+
+# %%
+compare_panel(comparison, devices=DEVICES, selected=["critical_path", "heft", "local_search", *pretrained[GRAPHS[0]]])

@@ -1,0 +1,123 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · DOPPLER's three training stages on ChainMM
+#
+# Train a DOPPLER policy on the paper's ChainMM graph the way the paper does:
+# Stage I imitates the critical-path teacher, Stage II improves on it with
+# REINFORCE in the simulator, Stage III goes on with REINFORCE against
+# measurements of the real system (here `workbench.systems.LocalExecutor`:
+# one worker per device on this machine, real matmuls and copies; CUDA when
+# present). Then the per-stage curves against the teacher and local search,
+# and what changed in the placement from one stage to the next. Takes about
+# four minutes with the full budget (under a minute in fast mode).
+
+# %% tags=["parameters"]
+import os
+from pathlib import Path
+
+FAST = os.environ.get("WORKBENCH_FAST", "0") == "1"  # CI sets this: a few episodes per stage
+GRAPH = "chain_mm_112nodes"
+DEVICES = 4
+STAGES = ("il", "sim", "real")  # leave out "real" to train in the simulator only
+EPISODES = (20, 20, 2) if FAST else (200, 800, 30)  # per stage
+BACKEND = "local"  # Stage III's cost oracle: "local" (this machine) or "HOST:PORT" of a remote engine
+LOCAL_SEARCH_BUDGET = 1_000 if FAST else 20_000
+SEED = 0
+RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # training runs land here (git-ignored); a finished run is reused
+
+# %% [markdown]
+# ## What to beat
+# The teacher (critical path), the other heuristics, and local search with a
+# budget of simulator evaluations, all on the simulator.
+
+# %%
+import pandas as pd
+
+import workbench as wb
+from workbench.dashboard import figures
+from workbench.dashboard.runs import read_run
+from workbench.notebook import HEURISTICS, Comparison, gantt_grid, placement_changes, seconds_oracle, stage_placements
+from workbench.systems import make_oracle
+from workbench.training import TrainConfig, train
+
+graph = wb.bundled_graph(GRAPH)
+baselines = Comparison([graph], options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}}, seed=SEED)
+table = baselines.run([DEVICES], [*HEURISTICS, "local_search"])
+teacher = baselines.placement(graph.name, DEVICES, "critical_path")
+search = baselines.placement(graph.name, DEVICES, "local_search")
+table
+
+# %% [markdown]
+# ## Train through the stages
+# One `TrainConfig` names the stages and their episodes; `train` writes a
+# run directory (config, meta, one metrics row per episode, checkpoints at
+# the end of each stage) and resumes it when rerun. Stage III needs a cost
+# oracle: `seconds_oracle` turns a backend's measurements into the seconds
+# REINFORCE rewards.
+
+# %%
+config = TrainConfig(graphs=(GRAPH,), devices=DEVICES, stages=STAGES, episodes=EPISODES, seed=SEED)
+oracle = seconds_oracle(make_oracle(BACKEND, DEVICES)) if "real" in STAGES else None
+result = train(config, out=RUNS / f"03_{GRAPH}_{'-'.join(STAGES)}_{'+'.join(map(str, EPISODES))}", oracle=oracle)
+run = read_run(result.run_dir)
+run.metrics.groupby("stage", sort=False).agg(episodes=("episode", "count"), first=("makespan", "first"), best=("makespan", "min"), last=("makespan", "last"))
+
+# %% [markdown]
+# ## Curves per stage
+# Makespan of every episode's rollout in the simulator (Stages I and II),
+# with the teacher and local search as reference lines. Stage I rolls out
+# with ε-exploration, so its episodes scatter above what the greedy policy
+# does; its second curve is how often the policy picked what the teacher
+# would.
+
+# %%
+simulated = run.metrics[run.metrics["oracle"] == "sim"]
+references = {"teacher (critical_path)": teacher.makespan, "local search": search.makespan}
+figures.training_curves(simulated, references=references, window=10, title=f"{GRAPH}: makespan per episode (simulator)")
+
+# %%
+figures.training_curves(run.metrics[run.metrics["stage"] == "il"], metric="teacher_agreement", window=5, title="Stage I: agreement with the teacher")
+
+# %% [markdown]
+# Stage III rewards measured seconds, a different unit from the simulator's,
+# so its curve has its own chart; each episode's simulator prediction stands
+# beside the measurement (how far the two rank placements alike is what
+# calibration, `workbench calibrate`, reports in full).
+
+# %%
+if "real" in STAGES:
+    measured = run.metrics[run.metrics["stage"] == "real"]
+    figures.training_curves(measured, window=5, title=f"Stage III: measured makespan ({BACKEND} backend, seconds)").show()
+    figures.calibration_scatter(measured["predicted"], measured["makespan"], title="Stage III: simulator prediction vs measurement").show()
+
+# %% [markdown]
+# ## What changed between the stages
+# Each stage's checkpoint places greedily (evaluated in the simulator). Device
+# ids are interchangeable, so "moved" counts ops on another device after
+# renaming devices to match best; `moved_same_ids` compares ids as they are.
+
+# %%
+by_stage = {"teacher": teacher, **{f"after {stage}": p for stage, p in stage_placements(result.run_dir, graph).items()}}
+figures.makespan_bars({**by_stage, "local search": search}, lower_bound=teacher.lower_bound, title="greedy placement after each stage")
+
+# %%
+placement_changes(by_stage, DEVICES)
+
+# %%
+for label, placement in by_stage.items():
+    figures.placement_heatmap(graph, placement.assignment, DEVICES, title=f"{label}: makespan {placement.makespan / 1e10:,.1f}").show()
+
+# %%
+gantt_grid(graph, {label: wb.simulate(graph, p.assignment, DEVICES).trace for label, p in by_stage.items()}, title="Gantt charts per stage")

@@ -1,0 +1,169 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Bring your own model
+#
+# Import a PyTorch model into a dataflow graph through torch.fx
+# (`workbench.from_torch`), coarsen it, and place it with the heuristics,
+# local search and a DOPPLER policy trained on it. The bundled GPT-style
+# decoder (`workbench.models.gpt_decoder`) comes first; it turns out to be a
+# single chain of work, so the second half runs the same decoder on
+# micro-batches, which gives the placers something to do. Costs come from a
+# V100 roofline model, in seconds. Takes about three minutes with the full
+# training budget (under a minute in fast mode).
+
+# %% tags=["parameters"]
+import os
+from pathlib import Path
+
+FAST = os.environ.get("WORKBENCH_FAST", "0") == "1"  # CI sets this: a few training episodes, small search budget
+LAYERS = 4  # decoder blocks
+MICRO_BATCHES = 4  # independent slices of the batch in the second half
+DEVICES = 4
+PROFILE = "V100"
+LOCAL_SEARCH_BUDGET = 1_000 if FAST else 20_000
+EPISODES = (10, 10) if FAST else (200, 400)  # imitation, simulator RL
+RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # training runs land here (git-ignored); a finished run is reused
+
+# %% [markdown]
+# ## Import the decoder
+# `from_torch` traces the module with torch.fx (falling back to torch.export),
+# propagates shapes on the model's `example_inputs()`, and costs every op on
+# the device profile: matmuls and attention by FLOPs, elementwise ops by
+# bytes moved, views free. Edges carry the bytes of the producer's output.
+
+# %%
+import pandas as pd
+import torch
+from torch import nn
+
+import workbench as wb
+from workbench.dashboard import figures
+from workbench.dashboard.runs import read_run, references
+from workbench.importers import coarsen
+from workbench.models import gpt_decoder
+from workbench.notebook import Comparison, stage_placements
+from workbench.training import TrainConfig, train
+
+decoder = gpt_decoder(layers=LAYERS)
+graph = wb.from_torch(decoder, profile=PROFILE, name="gpt_decoder")
+pd.Series(graph.op_types).value_counts().rename("ops per type")
+
+# %% [markdown]
+# ## Coarsen
+# `coarsen` fuses cheap single-input ops (views, elementwise) into their
+# producer and can group further down to a target size; compute is
+# preserved, and `metadata["coarse_groups"]` names the original ops behind
+# each coarse node.
+
+# %%
+coarse = coarsen(graph)
+pd.DataFrame({"imported": figures.graph_statistics(graph, DEVICES), "coarsened": figures.graph_statistics(coarse, DEVICES)})
+
+# %%
+pd.Series({i: [graph.names[op] for op in group] for i, group in enumerate(coarse.metadata["coarse_groups"][:8])}, name="original ops")
+
+# %%
+figures.graph_figure(coarse, color_by="compute", title=f"{coarse.name}: {coarse.num_nodes} ops in topological layers")
+
+# %% [markdown]
+# ## Placing the decoder as it is
+# The longest path carries all of the compute (see "longest path (compute)"
+# against "total compute" above): the decoder is one chain, the lower bound
+# equals running everything on one device, and a placer can only lose
+# time to transfers. The table says so.
+
+# %%
+plain = Comparison([coarse], options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}})
+plain.run([DEVICES], ["single", "round_robin", "critical_path", "heft", "etf", "local_search"])
+
+# %% [markdown]
+# ## Your own model: the decoder on micro-batches
+# Model code of your own goes through the same call. Here the batch is split
+# into slices that run through the decoder independently (as in
+# pipeline-parallel inference): independent chains a placer can spread over
+# the devices, with the final concatenation joining them.
+
+# %%
+class MicroBatched(nn.Module):
+    """Runs ``model`` on ``parts`` slices of the batch and concatenates the outputs."""
+
+    def __init__(self, model: nn.Module, parts: int) -> None:
+        super().__init__()
+        self.model, self.parts = model, parts
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        slices = ids.chunk(self.parts)
+        return torch.cat([self.model(slices[i]) for i in range(self.parts)])
+
+
+model = MicroBatched(gpt_decoder(layers=LAYERS, batch=2 * MICRO_BATCHES), MICRO_BATCHES)
+inputs = model.model.example_inputs()
+batched = coarsen(wb.from_torch(model, inputs, profile=PROFILE, name="gpt_microbatched"))
+pd.Series(figures.graph_statistics(batched, DEVICES), name=batched.name)
+
+# %%
+figures.graph_figure(batched, color_by="compute", title=f"{batched.name}: {MICRO_BATCHES} micro-batches")
+
+# %% [markdown]
+# ## Train a policy on it
+# A DOPPLER policy (SEL picks the next op, PLC its device) first imitates the
+# critical-path teacher, then improves by REINFORCE in the simulator. The
+# run directory records every episode; rerunning this cell with the same
+# settings reuses the finished run.
+
+# %%
+RUNS.mkdir(parents=True, exist_ok=True)
+graph_file = RUNS / f"{batched.name}.json"
+wb.save_graph(batched, graph_file)
+config = TrainConfig(graphs=(str(graph_file),), devices=DEVICES, stages=("il", "sim"), episodes=EPISODES)
+result = train(config, out=RUNS / f"04_{batched.name}_{DEVICES}dev_{'+'.join(map(str, EPISODES))}")
+run = read_run(result.run_dir)
+figures.training_curves(run.metrics, references=references(run.meta), title="makespan per episode (seconds)")
+
+# %% [markdown]
+# What the greedy policy does after each stage (the episodes above explore,
+# so they scatter around it), beside the best placement seen in training:
+
+# %%
+greedy = {f"greedy after {stage}": p.makespan for stage, p in stage_placements(result.run_dir, batched).items()}
+pd.Series({**greedy, "best seen in training": run.best_placement["makespan"]}, name="makespan (s)")
+
+# %% [markdown]
+# ## Heuristics, search and the policy
+# The policy places greedily from its last checkpoint (`samples=K` would keep
+# the best of K sampled placements).
+
+# %%
+checkpoint = result.run_dir / "checkpoints" / "last.pt"
+comparison = Comparison(
+    [batched],
+    options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}, "doppler": {"checkpoint": checkpoint}},
+)
+methods = ["single", "round_robin", "critical_path", "heft", "etf", "local_search", "doppler"]
+comparison.run([DEVICES], methods)
+
+# %%
+comparison.bars(batched.name, DEVICES, methods)
+
+# %%
+comparison.gantts(batched.name, DEVICES, ["critical_path", "etf", "local_search", "doppler"])
+
+# %% [markdown]
+# Where each micro-batch's ops went (ops in topological order × devices):
+
+# %%
+for method in ("critical_path", "doppler"):
+    placement = comparison.placement(batched.name, DEVICES, method)
+    figures.placement_heatmap(batched, placement.assignment, DEVICES, title=method).show()

@@ -1,0 +1,201 @@
+"""The notebooks' building blocks: comparisons, side-by-side Gantt charts and the compare panel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import workbench as wb
+from workbench.notebook import (
+    HEURISTICS,
+    SEARCH,
+    Comparison,
+    compare_panel,
+    default_methods,
+    gantt_grid,
+    moved_ops,
+    placement_changes,
+    relative_to,
+    scaling_exponents,
+    seconds_oracle,
+    stage_placements,
+)
+
+
+@pytest.fixture(scope="module")
+def comparison() -> Comparison:
+    graphs = [wb.bundled_graph("chain_mm_112nodes"), wb.bundled_graph("ffnn_192nodes")]
+    return Comparison(graphs, options={"local_search": {"budget": 200}})
+
+
+def test_table_matches_the_placers_and_relates_each_method_to_the_teacher(comparison):
+    table = comparison.run([4, 8], ["critical_path", "round_robin", "local_search"], progress=False)
+    assert len(table) == 2 * 2 * 3
+    for row in table.itertuples():
+        graph = comparison.graphs[row.graph]
+        expected = wb.simulate(graph, comparison.placement(row.graph, row.devices, row.method).assignment, row.devices).makespan
+        assert row.makespan == pytest.approx(expected)
+    teacher = table[table["method"] == "critical_path"]
+    assert np.allclose(teacher["vs_critical_path"], 1.0)
+    cell = table[(table["graph"] == "ffnn_192nodes") & (table["devices"] == 4)]
+    assert cell["lower_bound"].nunique() == 1 and (cell["gap"] >= -1e-9).all()
+    assert (cell["makespan"] >= cell["lower_bound"] * (1 - 1e-9)).all()
+
+
+def test_placements_are_computed_once(comparison, monkeypatch):
+    comparison.placement("chain_mm_112nodes", 4, "heft")
+    monkeypatch.setattr("workbench.notebook.place", lambda *a, **k: pytest.fail("placed again"))
+    comparison.placement("chain_mm_112nodes", 4, "heft")
+
+
+def test_bad_arguments_name_what_is_wrong(comparison):
+    with pytest.raises(ValueError, match="no_such_method"):
+        Comparison([wb.bundled_graph("ffnn")], options={"no_such_method": {}})
+    with pytest.raises(ValueError, match="unknown graph 'nope'"):
+        comparison.placement("nope", 4, "heft")
+    with pytest.raises(ValueError, match="budget"):
+        Comparison([wb.bundled_graph("ffnn")], options={"heft": {"budget": 3}}).placement("ffnn_192nodes", 4, "heft")
+
+
+def test_gantt_grid_draws_one_chart_per_method_on_a_shared_time_axis(comparison):
+    fig = comparison.gantts("chain_mm_112nodes", 4, ["critical_path", "round_robin", "local_search"], columns=2)
+    titles = [a.text for a in fig.layout.annotations]
+    assert [t.split(":")[0] for t in titles] == ["critical_path", "round_robin", "local_search"]
+    axes = {trace.xaxis for trace in fig.data}
+    assert axes == {"x", "x2", "x3"}
+    longest = max(comparison.placement("chain_mm_112nodes", 4, m).makespan for m in ("critical_path", "round_robin", "local_search"))
+    xaxes = [fig.layout[name] for name in ("xaxis", "xaxis2", "xaxis3")]
+    assert all(axis.range[1] == pytest.approx(longest * 1.01) for axis in xaxes)
+    assert len({axis.matches for axis in xaxes} - {None}) == 1, "zooming one chart zooms all"
+    assert list(fig.layout.yaxis3.tickvals) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="at least one trace"):
+        gantt_grid(comparison.graphs["chain_mm_112nodes"], {})
+
+
+def test_panel_redraws_when_a_widget_changes(comparison):
+    panel = compare_panel(comparison, devices=(4, 8), methods=["critical_path", "heft", "round_robin"], selected=["critical_path", "heft"])
+    assert list(panel.table["method"]) == ["critical_path", "heft"] and set(panel.table["devices"]) == {4}
+    assert len(panel.gantts.layout.yaxis.tickvals) == 4
+
+    panel.devices.value = 8
+    assert set(panel.table["devices"]) == {8}
+    assert len(panel.gantts.layout.yaxis.tickvals) == 8
+    assert "8 devices" in panel.bars.layout.title.text
+
+    panel.methods.value = ("round_robin", "critical_path", "heft")
+    assert list(panel.bars.data[0].x) == ["round_robin", "critical_path", "heft"]
+    best = panel.table.loc[panel.table["makespan"].idxmin(), "method"]
+    assert best in panel.status.value
+
+    panel.graph.value = "ffnn_192nodes"
+    assert set(panel.table["graph"]) == {"ffnn_192nodes"}
+    assert panel.bars.layout.title.text.startswith("ffnn_192nodes")
+
+
+def test_learned_methods_are_offered_where_a_checkpoint_ships(tmp_path, monkeypatch):
+    graph = wb.bundled_graph("ffnn")
+    monkeypatch.setattr("workbench.datasets.DATASETS_DIR", tmp_path)
+    assert default_methods(graph) == [*HEURISTICS, *SEARCH]
+    (tmp_path / "pretrained" / graph.name).mkdir(parents=True)
+    (tmp_path / "pretrained" / graph.name / "gdp.pt").touch()
+    assert default_methods(graph) == [*HEURISTICS, *SEARCH, "gdp"]
+
+
+def test_panel_reports_a_method_it_cannot_run_and_draws_the_rest(comparison, tmp_path, monkeypatch):
+    monkeypatch.setattr("workbench.datasets.DATASETS_DIR", tmp_path)  # no pretrained checkpoints at all
+    fresh = Comparison([comparison.graphs["chain_mm_112nodes"]])
+    panel = compare_panel(fresh, devices=(4,), methods=["critical_path", "doppler"])
+    assert "doppler skipped" in panel.status.value and "checkpoint" in panel.status.value
+    assert list(panel.table["method"]) == ["critical_path"]
+    panel.methods.value = ()
+    assert "pick at least one method" in panel.status.value
+
+
+def test_relative_to_divides_by_the_reference_row_with_the_same_keys():
+    frame = pd.DataFrame(
+        {
+            "graph": ["a", "a", "a", "a", "b"],
+            "seed": [0, 0, 1, 1, 0],
+            "label": ["critical_path", "heft", "critical_path", "heft", "heft"],
+            "makespan": [10.0, 5.0, 20.0, 30.0, 7.0],
+        }
+    )
+    ratio = relative_to(frame, "critical_path", by="label", keys=("graph", "seed"))
+    assert ratio.iloc[:4].tolist() == [1.0, 0.5, 1.0, 1.5]
+    assert np.isnan(ratio.iloc[4]), "no teacher row for graph b"
+    with pytest.raises(ValueError, match="several rows per graph"):
+        relative_to(frame, "critical_path", by="label", keys=("graph",))
+
+
+def test_scaling_exponents_recover_a_power_law():
+    nodes = np.array([100, 300, 1000, 3000])
+    frame = pd.DataFrame(
+        {"method": ["linear"] * 4 + ["quadratic"] * 4, "nodes": np.concatenate([nodes, nodes]), "seconds": np.concatenate([2e-4 * nodes, 3e-7 * nodes**2])}
+    )
+    slopes = scaling_exponents(frame)
+    assert slopes["linear"] == pytest.approx(1.0) and slopes["quadratic"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="two distinct nodes"):
+        scaling_exponents(frame[frame["nodes"] == 100])
+
+
+@given(st.data())
+@settings(max_examples=60, deadline=None)
+def test_moved_ops_ignores_device_names_and_is_symmetric(data):
+    devices = data.draw(st.integers(1, 6))
+    n = data.draw(st.integers(0, 40))
+    before = np.array(data.draw(st.lists(st.integers(0, devices - 1), min_size=n, max_size=n)), dtype=np.int64)
+    after = np.array(data.draw(st.lists(st.integers(0, devices - 1), min_size=n, max_size=n)), dtype=np.int64)
+    renamed = np.array(data.draw(st.permutations(range(devices))))[before]
+    assert moved_ops(before, renamed, devices) == 0
+    moved = moved_ops(before, after, devices)
+    assert moved == moved_ops(after, before, devices)
+    assert 0 <= moved <= int((before != after).sum())
+
+
+def test_placement_changes_counts_moves_between_consecutive_placements():
+    placements = {"teacher": [0, 0, 1, 1], "stage I": [1, 1, 0, 0], "stage II": [1, 1, 0, 2]}
+    changes = placement_changes(placements, devices=3)
+    assert changes[["from", "to"]].values.tolist() == [["teacher", "stage I"], ["stage I", "stage II"]]
+    assert changes["moved"].tolist() == [0, 1] and changes["moved_same_ids"].tolist() == [4, 1]
+    with pytest.raises(ValueError, match="differ in length"):
+        moved_ops([0, 1], [0], 2)
+    with pytest.raises(ValueError, match="0..1"):
+        moved_ops([0, 2], [0, 1], 2)
+
+
+def test_seconds_oracle_hands_seconds_to_training_and_refuses_failed_measurements():
+    from workbench.systems import Measurement
+
+    class Backend:
+        def __init__(self, result):
+            self.result, self.calls = result, []
+
+        def measure(self, graph, assignment, repeats, timeout):
+            self.calls.append((repeats, timeout))
+            return self.result
+
+    backend = Backend(Measurement(seconds=0.25, samples=(0.25,), oracle="local"))
+    assert seconds_oracle(backend, repeats=2, timeout=5.0)(None, np.zeros(3)) == 0.25
+    assert backend.calls == [(2, 5.0)]
+    failing = Backend(Measurement(seconds=float("nan"), errors=("worker 2 ran out of memory",), oracle="local"))
+    with pytest.raises(RuntimeError, match="local could not measure the placement: worker 2 ran out of memory"):
+        seconds_oracle(failing)(None, np.zeros(3))
+
+
+@pytest.mark.slow
+def test_stage_placements_place_with_each_stage_checkpoint(tmp_path):
+    from workbench.training import TrainConfig, train
+
+    graph = wb.bundled_graph("chain_mm_112nodes")
+    config = TrainConfig(graphs=("chain_mm_112nodes",), stages=("il", "sim"), episodes=(2, 2), search_samples=0)
+    run = train(config, tmp_path / "run", progress=False)
+    placements = stage_placements(run.run_dir, graph)
+    assert list(placements) == ["il", "sim"]
+    for stage, placement in placements.items():
+        assert placement.details["checkpoint"].endswith(f"{stage}.pt")
+        assert placement.makespan == wb.simulate(graph, placement.assignment, 4).makespan
+    with pytest.raises(ValueError, match="not a training run directory"):
+        stage_placements(tmp_path, graph)
