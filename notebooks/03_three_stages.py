@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -100,7 +102,13 @@ figures.training_curves(run.metrics[run.metrics["stage"] == "il"], metric="teach
 if "real" in STAGES:
     measured = run.metrics[run.metrics["stage"] == "real"]
     figures.training_curves(measured, window=5, title=f"Stage III: measured makespan ({BACKEND} backend, seconds)").show()
-    figures.calibration_scatter(measured["predicted"], measured["makespan"], title="Stage III: simulator prediction vs measurement").show()
+    figures.calibration_scatter(
+        {"Stage III episodes": (measured["predicted"], measured["makespan"])},
+        title="Stage III: simulator prediction vs measurement",
+        reference="fit",
+        x_title="simulated (graph units)",
+        y_title="measured (seconds)",
+    ).show()
 
 # %% [markdown]
 # ## What changed between the stages
