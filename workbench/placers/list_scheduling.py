@@ -32,12 +32,13 @@ class InsertionSchedule(PartialSchedule):
     def __init__(self, graph: DataflowGraph, devices: Devices) -> None:
         super().__init__(graph, devices)
         self._busy: list[list[tuple[float, float]]] = [[] for _ in range(self.num_devices)]
+        self._ends: list[list[float]] = [[] for _ in range(self.num_devices)]  # sorted too: intervals never overlap
 
     def _first_gap(self, device: int, ready: float, duration: float) -> float:
+        busy = self._busy[device]
         begin = ready
-        for start, end in self._busy[device]:
-            if end <= begin:
-                continue
+        for k in range(bisect.bisect_right(self._ends[device], ready), len(busy)):  # skip what ends before ``ready``
+            start, end = busy[k]
             if start >= begin + duration:
                 break
             begin = max(begin, end)
@@ -51,7 +52,10 @@ class InsertionSchedule(PartialSchedule):
 
     def place(self, op: int, device: int) -> float:
         begin = super().place(op, device)
-        bisect.insort(self._busy[device], (begin, float(self.end[op])))
+        interval = (begin, float(self.end[op]))
+        index = bisect.bisect(self._busy[device], interval)
+        self._busy[device].insert(index, interval)
+        self._ends[device].insert(index, interval[1])
         return begin
 
 
