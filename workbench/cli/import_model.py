@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-
+from ..imports import import_object
 from . import CliError
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "long")
@@ -25,16 +24,10 @@ def register(sub) -> None:
 
 
 def _factory(spec: str):
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise CliError(f"{spec!r}: expected PACKAGE.MODULE:FACTORY, e.g. workbench.models:gpt_decoder")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module_name!r}: {exc}") from None
-    if not hasattr(module, attr):
-        raise CliError(f"module {module_name!r} has no attribute {attr!r}")
-    return getattr(module, attr)
+        return import_object(spec)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _shape(text: str) -> tuple[int, ...]:

@@ -8,12 +8,12 @@ signature, is an oracle; :func:`as_oracle` wraps it.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..graph import DataflowGraph
+from ..imports import import_object
 from ..sim import Evaluator
 
 __all__ = ["CostOracle", "SimulatorOracle", "CallableOracle", "as_oracle", "oracle_from_spec"]
@@ -71,10 +71,9 @@ def oracle_from_spec(spec: str, devices: int) -> Any:
     """``"sim"`` → the simulator; ``"module:factory"`` → ``factory(devices=devices)`` as an oracle."""
     if spec == "sim":
         return SimulatorOracle(devices)
-    module_name, _, attr = spec.partition(":")
     try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
+        factory = import_object(spec)
+    except ValueError as exc:
         raise ValueError(f"oracle {spec!r}: cannot import it ({exc})") from None
     return as_oracle(factory(devices=devices), devices)
 
