@@ -46,6 +46,17 @@ def test_simulator_oracle_is_the_simulator_in_seconds():
         SimulatorOracle(4, time_scale=0.0)
 
 
+@pytest.mark.parametrize("overhead", [0.0, 1e-3])
+def test_simulator_oracle_makespan_is_measure_without_the_trace(overhead):
+    graph, other = wb.bundled_graph("chain_mm"), wb.bundled_graph("ffnn")
+    oracle = SimulatorOracle(wb.Cluster(speeds=[1.0, 2.0, 1.0, 0.5]), time_scale=1e-12, op_overhead=overhead, priority="blevel")
+    for g in (graph, other, graph):  # the cached evaluator per graph must not leak between graphs
+        assignment = np.arange(g.num_nodes) % 4
+        assert oracle.makespan(g, assignment) == pytest.approx(oracle.measure(g, assignment).seconds, rel=1e-12)
+    with pytest.raises(wb.AssignmentError):
+        oracle.makespan(graph, [4] * graph.num_nodes)
+
+
 def test_measurement_median_failure_and_json_round_trip():
     m = Measurement.from_samples([3.0, 1.0, 2.0], oracle="x")
     assert m.ok and m.seconds == 2.0 and m.samples == (3.0, 1.0, 2.0)

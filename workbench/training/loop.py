@@ -36,7 +36,7 @@ from ..graph import DataflowGraph
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .imitation import imitation_episode
-from .oracle import SimulatorOracle, as_oracle, oracle_from_spec, oracle_kind
+from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_episode
 from .rundir import RunDirectory, machine, versions
 from .search import policy_device, search
@@ -148,7 +148,7 @@ def train(
                         scheduler.load_state_dict(state["scheduler"])
                     baselines, references = dict(state["baselines"]), dict(state["references"])
                 else:
-                    references = {name: oracle_now.measure(g, _teacher_assignment(g, config.devices)) for name, g in graphs.items()}
+                    references = {name: makespan_of(oracle_now, g, _teacher_assignment(g, config.devices)) for name, g in graphs.items()}
 
                 # --- 3. the episodes -----------------------------------------------------------------------------
                 while episode < end:
@@ -159,7 +159,7 @@ def train(
                     began = time.perf_counter()
                     if stage == "il":
                         step = imitation_episode(policy, optimizer, graph, config, generator)
-                        step["makespan"] = sim.measure(graph, step["rollout"].assignment)
+                        step["makespan"] = sim.makespan(graph, step["rollout"].assignment)
                         step["reward"] = -step["makespan"] / references[name]
                     else:
                         epsilon = linear_schedule(config.rl_epsilon_start, config.rl_epsilon_end, episode - first, end - first)
@@ -168,7 +168,7 @@ def train(
                         scheduler.step()
                     elapsed += time.perf_counter() - began
                     rollout = step.pop("rollout")
-                    simulated = step["makespan"] if stage != "real" else sim.measure(graph, rollout.assignment)
+                    simulated = step["makespan"] if stage != "real" else sim.makespan(graph, rollout.assignment)
                     row = {
                         "stage": stage, "episode": episode, "graph": name, "makespan": step["makespan"],
                         "reward": step["reward"], "baseline": step.get("baseline"), "loss": step["loss"],
@@ -280,7 +280,7 @@ def _teacher_assignment(graph: DataflowGraph, devices: int) -> np.ndarray:
 
 
 def _evaluation(found: Any, graph: DataflowGraph, devices: int) -> dict[str, Any]:
-    teacher = SimulatorOracle(devices).measure(graph, _teacher_assignment(graph, devices))
+    teacher = SimulatorOracle(devices).makespan(graph, _teacher_assignment(graph, devices))
     return {"greedy": found.greedy_makespan, "search": found.best_makespan, "search_samples": found.samples, "critical_path": teacher}
 
 

@@ -1,9 +1,10 @@
 """Cost oracles: what a placement costs, as the reward of REINFORCE.
 
-Stage II asks the simulator; Stage III asks an oracle that measures the
-real system (the backends in ``workbench/systems/``). Any object with
-``measure(graph, assignment) -> seconds``, or any callable with that
-signature, is an oracle; :func:`as_oracle` wraps it.
+Stage II asks the simulator (:class:`workbench.systems.SimulatorOracle`);
+Stage III asks an oracle that measures the real system (the backends in
+``workbench/systems/``). Any object with ``measure(graph, assignment)``
+returning seconds (or a :class:`~workbench.systems.Measurement`), or any
+callable with that signature, is an oracle; :func:`as_oracle` wraps it.
 """
 
 from __future__ import annotations
@@ -14,34 +15,17 @@ import numpy as np
 
 from ..graph import DataflowGraph
 from ..imports import import_object
-from ..sim import Evaluator
+from ..systems.oracle import SimulatorOracle
 
-__all__ = ["CostOracle", "SimulatorOracle", "CallableOracle", "as_oracle", "oracle_from_spec"]
+__all__ = ["CostOracle", "SimulatorOracle", "CallableOracle", "as_oracle", "oracle_from_spec", "oracle_kind", "makespan_of"]
 
 
 @runtime_checkable
 class CostOracle(Protocol):
     """Anything that measures a placement's makespan."""
 
-    def measure(self, graph: DataflowGraph, assignment: np.ndarray) -> float:
-        """The makespan of running ``graph`` with op ``i`` on device ``assignment[i]``."""
-
-
-class SimulatorOracle:
-    """The simulator (paper execution model) as an oracle; one cached :class:`Evaluator` per graph."""
-
-    kind = "sim"
-
-    def __init__(self, devices: int = 4) -> None:
-        self.devices = devices
-        self._evaluators: dict[int, tuple[DataflowGraph, Evaluator]] = {}
-
-    def measure(self, graph: DataflowGraph, assignment: np.ndarray) -> float:
-        entry = self._evaluators.get(id(graph))
-        if entry is None or entry[0] is not graph:
-            entry = (graph, Evaluator(graph, self.devices))
-            self._evaluators[id(graph)] = entry
-        return float(entry[1](np.asarray(assignment, dtype=np.int64)))
+    def measure(self, graph: DataflowGraph, assignment: np.ndarray) -> Any:
+        """The makespan of running ``graph`` with op ``i`` on device ``assignment[i]`` (anything ``float()`` takes)."""
 
 
 class CallableOracle:
@@ -81,3 +65,11 @@ def oracle_from_spec(spec: str, devices: int) -> Any:
 def oracle_kind(oracle: Any) -> str:
     """``"sim"`` for simulator-backed oracles, else ``"real"`` (the metrics' ``oracle`` column)."""
     return getattr(oracle, "kind", "real")
+
+
+def makespan_of(oracle: Any, graph: DataflowGraph, assignment: np.ndarray) -> float:
+    """The oracle's makespan as a float: its trace-free ``makespan`` method when it has one, else ``float(measure(...))``."""
+    fast = getattr(oracle, "makespan", None)
+    if callable(fast):
+        return float(fast(graph, assignment))
+    return float(oracle.measure(graph, assignment))

@@ -23,6 +23,7 @@ import torch
 from ..graph import DataflowGraph
 from .config import TrainConfig
 from .imitation import apply_gradient
+from .oracle import makespan_of
 
 __all__ = ["reinforce_episode", "linear_schedule", "make_scheduler"]
 
@@ -57,7 +58,7 @@ def reinforce_episode(
 ) -> dict[str, Any]:
     """One ε-greedy rollout, measured by ``oracle``, and one REINFORCE step; returns the metrics."""
     rollout = policy.rollout(graph, config.devices, mode=config.rl_mode, epsilon=epsilon, generator=generator)
-    makespan = float(oracle.measure(graph, rollout.assignment))
+    makespan = makespan_of(oracle, graph, rollout.assignment)
     reward = -makespan / reference
     if baseline is None:
         baseline = reward

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..graph import DataflowGraph
-from .oracle import SimulatorOracle
+from .oracle import SimulatorOracle, makespan_of
 
 __all__ = ["SearchResult", "search", "policy_device"]
 
@@ -43,11 +43,11 @@ def search(policy: Any, graph: DataflowGraph, devices: int, samples: int, seed: 
     generator = torch.Generator(device=policy_device(policy)).manual_seed(seed)
     with torch.no_grad():
         greedy = policy.rollout(graph, devices, mode="greedy")
-        greedy_ms = float(oracle.measure(graph, greedy.assignment))
+        greedy_ms = makespan_of(oracle, graph, greedy.assignment)
         best, best_ms = greedy, greedy_ms
         for _ in range(samples):
             sampled = policy.rollout(graph, devices, mode="sample", generator=generator)
-            makespan = float(oracle.measure(graph, sampled.assignment))
+            makespan = makespan_of(oracle, graph, sampled.assignment)
             if makespan < best_ms:
                 best, best_ms = sampled, makespan
     return SearchResult(
