@@ -463,3 +463,24 @@ def test_real_policy_resume_repeats_the_uninterrupted_run(tmp_path):
     train(config, tmp_path / "resumed", library=learn, progress=False)
     whole, resumed = (read_metrics(tmp_path / name / "metrics.csv") for name in ("whole", "resumed"))
     assert len(resumed) == 6 and without_time(resumed) == without_time(whole)
+
+
+@pytest.mark.slow
+def test_grouped_updates_use_leave_one_out_baselines_and_resume_between_updates(tmp_path):
+    pytest.importorskip("dgl")
+    learn = pytest.importorskip("workbench.learn")
+    # groups of 4, 4 and 2 episodes; checkpoints fall only between updates
+    config = TrainConfig(graphs=(SMALL,), stages=("sim",), episodes=(10,), rollouts_per_update=4, rl_mode="sample",
+                         checkpoint_every=3, search_samples=0, device="cpu")  # fmt: skip
+    train(config, tmp_path / "whole", library=learn, progress=False)
+    whole = read_metrics(tmp_path / "whole" / "metrics.csv")
+    for group in (whole[0:4], whole[4:8], whole[8:10]):
+        rewards = np.array([float(r["reward"]) for r in group])
+        expected = (rewards.sum() - rewards) / (len(rewards) - 1)
+        np.testing.assert_allclose([float(r["baseline"]) for r in group], expected, rtol=1e-9)
+        assert len({r["lr"] for r in group}) == 1, "one update, one learning rate"
+    assert len({whole[0]["lr"], whole[4]["lr"], whole[8]["lr"]}) == 3, "the learning rate decays once per update"
+    with pytest.raises(Crash):  # inside the second update: resume replays it from the checkpoint after the first
+        train(config, tmp_path / "resumed", library=learn, progress=False, callback=crash_at(6))
+    train(config, tmp_path / "resumed", library=learn, progress=False)
+    assert without_time(read_metrics(tmp_path / "resumed" / "metrics.csv")) == without_time(whole)

@@ -56,6 +56,8 @@ class TrainConfig:
     """Stages II/III rollouts: ``epsilon`` (the paper: the policy's most probable action, a uniform legal one with probability ε) or ``sample`` (sample from the policy; ε unused)."""
     entropy_weight: float = 1e-2
     """Stages II/III entropy bonus weight."""
+    rollouts_per_update: int = 1
+    """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the running mean)."""
     baseline_decay: float = 0.9
     """Running-mean baseline per graph: ``b ← decay·b + (1-decay)·reward`` (the first reward of a stage initialises it)."""
     grad_clip: float = 1.0
@@ -104,6 +106,8 @@ class TrainConfig:
         for name in ("il_entropy_weight", "entropy_weight", "grad_clip", "search_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.rollouts_per_update < 1:
+            raise ValueError(f"TrainConfig.rollouts_per_update must be >= 1, got {self.rollouts_per_update}")
         if self.threads < 1:
             raise ValueError(f"TrainConfig.threads must be >= 1, got {self.threads}")
         if self.checkpoint_every < 1:

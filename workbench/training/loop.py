@@ -37,7 +37,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
-from .reinforce import linear_schedule, make_scheduler, reinforce_episode
+from .reinforce import linear_schedule, make_scheduler, reinforce_update
 from .rundir import RunDirectory, machine, versions
 from .search import policy_device, search
 
@@ -150,48 +150,54 @@ def train(
                 else:
                     references = {name: makespan_of(oracle_now, g, _teacher_assignment(g, config.devices)) for name, g in graphs.items()}
 
-                # --- 3. the episodes -----------------------------------------------------------------------------
+                # --- 3. the episodes (Stages II/III: `rollouts_per_update` of one graph per gradient step) -----------
+                group = 1 if stage == "il" else config.rollouts_per_update
+                names = list(graphs)
                 while episode < end:
-                    name = list(graphs)[episode % len(graphs)]
+                    name = names[(first + (episode - first) // group) % len(names)]
                     graph = graphs[name]
                     generator.manual_seed(config.seed * 1_000_003 + episode)
                     lr = optimizer.param_groups[0]["lr"]
                     began = time.perf_counter()
                     if stage == "il":
-                        step = imitation_episode(policy, optimizer, graph, config, generator)
-                        step["makespan"] = sim.makespan(graph, step["rollout"].assignment)
-                        step["reward"] = -step["makespan"] / references[name]
+                        steps = [imitation_episode(policy, optimizer, graph, config, generator)]
+                        steps[0]["makespan"] = sim.makespan(graph, steps[0]["rollout"].assignment)
+                        steps[0]["reward"] = -steps[0]["makespan"] / references[name]
                     else:
                         epsilon = linear_schedule(config.rl_epsilon_start, config.rl_epsilon_end, episode - first, end - first)
-                        step = reinforce_episode(policy, optimizer, graph, oracle_now, references[name], baselines.get(name), epsilon, config, generator)
-                        baselines[name] = step["new_baseline"]
+                        count = min(group, end - episode)
+                        steps = reinforce_update(policy, optimizer, graph, oracle_now, references[name], baselines.get(name), epsilon, config, generator, count)
+                        baselines[name] = steps[-1]["new_baseline"]
                         scheduler.step()
-                    elapsed += time.perf_counter() - began
-                    rollout = step.pop("rollout")
-                    simulated = step["makespan"] if stage != "real" else sim.makespan(graph, rollout.assignment)
-                    row = {
-                        "stage": stage, "episode": episode, "graph": name, "makespan": step["makespan"],
-                        "reward": step["reward"], "baseline": step.get("baseline"), "loss": step["loss"],
-                        "loss_policy": step.get("loss_policy"), "loss_entropy": step["loss_entropy"],
-                        "loss_imitation": step.get("loss_imitation"), "teacher_agreement": step.get("teacher_agreement"),
-                        "epsilon": step["epsilon"], "lr": lr, "seconds": round(elapsed, 4),
-                        "oracle": oracle_kind(oracle_now) if stage != "il" else "sim",
-                    }  # fmt: skip
-                    if "real" in config.stages:
-                        row["predicted"] = simulated if stage == "real" else None
-                    metrics.append(row)
-                    if simulated < best.get(name, np.inf):
-                        best[name] = simulated
-                        _write_best(run, config, graphs, name, rollout.assignment, rollout.order, simulated, stage, episode)
-                    episode += 1
-                    bar.update(1)
-                    bar.set_postfix(stage=stage, graph=name[:16], vs_cp=f"{step['makespan'] / references[name]:.3f}")
-                    if callback is not None:
-                        callback(row)
+                    seconds_each = (time.perf_counter() - began) / len(steps)
+                    for step in steps:
+                        elapsed += seconds_each
+                        rollout = step.pop("rollout")
+                        simulated = step["makespan"] if stage != "real" else sim.makespan(graph, rollout.assignment)
+                        row = {
+                            "stage": stage, "episode": episode, "graph": name, "makespan": step["makespan"],
+                            "reward": step["reward"], "baseline": step.get("baseline"), "loss": step["loss"],
+                            "loss_policy": step.get("loss_policy"), "loss_entropy": step["loss_entropy"],
+                            "loss_imitation": step.get("loss_imitation"), "teacher_agreement": step.get("teacher_agreement"),
+                            "epsilon": step["epsilon"], "lr": lr, "seconds": round(elapsed, 4),
+                            "oracle": oracle_kind(oracle_now) if stage != "il" else "sim",
+                        }  # fmt: skip
+                        if "real" in config.stages:
+                            row["predicted"] = simulated if stage == "real" else None
+                        metrics.append(row)
+                        if simulated < best.get(name, np.inf):
+                            best[name] = simulated
+                            _write_best(run, config, graphs, name, rollout.assignment, rollout.order, simulated, stage, episode)
+                        episode += 1
+                        bar.update(1)
+                        bar.set_postfix(stage=stage, graph=name[:16], vs_cp=f"{step['makespan'] / references[name]:.3f}")
+                        if callback is not None:
+                            callback(row)
 
-                    # --- 4. checkpoints --------------------------------------------------------------------------
+                    # --- 4. checkpoints (only between updates, so a resumed run replays whole updates) ------------
                     stage_done = episode == end
-                    if stage_done or stop.requested or episode % config.checkpoint_every == 0:
+                    crossed = episode // config.checkpoint_every > (episode - len(steps)) // config.checkpoint_every
+                    if stage_done or stop.requested or crossed:
                         metrics.sync()
                         training_state = {
                             "episode": episode, "stage": stage, "optimizer": optimizer.state_dict(),
