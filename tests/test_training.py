@@ -484,3 +484,18 @@ def test_grouped_updates_use_leave_one_out_baselines_and_resume_between_updates(
         train(config, tmp_path / "resumed", library=learn, progress=False, callback=crash_at(6))
     train(config, tmp_path / "resumed", library=learn, progress=False)
     assert without_time(read_metrics(tmp_path / "resumed" / "metrics.csv")) == without_time(whole)
+
+
+def test_tensorboard_mirrors_the_metrics_and_drops_replayed_episodes_on_resume(tmp_path):
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    out = tmp_path / "run"
+    with pytest.raises(Crash):  # episodes 6 and 7 reach TensorBoard, then are replayed after the resume
+        train(tiny_config(tensorboard=True), out, library=TINY, progress=False, callback=crash_at(7))
+    train(tiny_config(tensorboard=True), out, library=TINY, progress=False)
+    events = event_accumulator.EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    scalars = events.Scalars(f"{CHAIN}/makespan")
+    rows = read_metrics(out / "metrics.csv")
+    assert [s.step for s in scalars] == list(range(12)), "one event per episode, none twice"
+    np.testing.assert_allclose([s.value for s in scalars], [float(r["makespan"]) for r in rows], rtol=1e-6)
+    assert {f"{CHAIN}/loss_imitation", f"{CHAIN}/lr", f"{CHAIN}/reward"} <= set(events.Tags()["scalars"])

@@ -64,6 +64,8 @@ class TrainConfig:
     """Gradient norm clip per update (0 disables)."""
     oracle: str = "sim"
     """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an object with ``measure(graph, assignment) -> seconds``."""
+    tensorboard: bool = False
+    """Also log every metrics column to TensorBoard in ``<run>/tensorboard`` (needs ``pip install -e '.[tensorboard]'``)."""
     checkpoint_every: int = 50
     """Write ``checkpoints/last.pt`` every this many episodes (and at every stage end)."""
     eval_graphs: tuple[str, ...] = ()

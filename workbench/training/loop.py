@@ -127,7 +127,7 @@ def train(
     generator = torch.Generator(device=device)
     stop = _StopRequest()
     bar = _progress_bar(config.total_episodes, episode, progress)
-    metrics = run.open_metrics(config)
+    metrics = run.open_metrics(config, first_episode=episode)
     try:
         with stop:
             # --- 2. the stages -------------------------------------------------------------------------------

@@ -92,6 +92,7 @@ class RunDirectory:
         self.best_dir = self.path / "best"
         self.checkpoint_dir = self.path / "checkpoints"
         self.last_checkpoint = self.checkpoint_dir / "last.pt"
+        self.tensorboard_dir = self.path / "tensorboard"
 
     def columns(self, config: TrainConfig) -> tuple[str, ...]:
         return METRIC_COLUMNS + ((PREDICTED_COLUMN,) if "real" in config.stages else ())
@@ -145,8 +146,10 @@ class RunDirectory:
         return meta
 
     # --- metrics --------------------------------------------------------------------------
-    def open_metrics(self, config: TrainConfig) -> "MetricsWriter":
-        return MetricsWriter(self.metrics_path, self.columns(config))
+    def open_metrics(self, config: TrainConfig, first_episode: int = 0) -> "MetricsWriter":
+        """Append to ``metrics.csv`` (and to ``tensorboard/`` when the config asks, dropping its events from ``first_episode`` on)."""
+        tensorboard = self.tensorboard_dir if config.tensorboard else None
+        return MetricsWriter(self.metrics_path, self.columns(config), tensorboard, first_episode)
 
     # --- best placements --------------------------------------------------------------------
     def write_best(self, placement: Mapping[str, Any], trace_json: str, subdir: str | None = None) -> None:
@@ -157,10 +160,16 @@ class RunDirectory:
 
 
 class MetricsWriter:
-    """Appends one whole, flushed CSV line per episode."""
+    """Appends one whole, flushed CSV line per episode; optionally the numeric columns to TensorBoard too.
 
-    def __init__(self, path: Path, columns: Iterable[str]) -> None:
+    TensorBoard scalars are tagged ``<graph>/<column>`` with the episode as
+    step; on resume, events from ``first_episode`` on (episodes about to be
+    replayed) are purged.
+    """
+
+    def __init__(self, path: Path, columns: Iterable[str], tensorboard: Path | None = None, first_episode: int = 0) -> None:
         self.columns = tuple(columns)
+        self._tensorboard = _summary_writer(tensorboard, first_episode) if tensorboard is not None else None
         self._handle = open(path, "a", encoding="utf-8", newline="")
 
     def append(self, row: Mapping[str, Any]) -> None:
@@ -171,16 +180,33 @@ class MetricsWriter:
         csv.writer(buffer, lineterminator="\n").writerow([_format(row.get(c)) for c in self.columns])
         self._handle.write(buffer.getvalue())
         self._handle.flush()
+        if self._tensorboard is not None:
+            for column in self.columns:
+                value = row.get(column)
+                if isinstance(value, (int, float)) and column not in ("episode", "seconds"):
+                    self._tensorboard.add_scalar(f"{row['graph']}/{column}", value, int(row["episode"]))
 
     def sync(self) -> None:
         self._handle.flush()
         os.fsync(self._handle.fileno())
+        if self._tensorboard is not None:
+            self._tensorboard.flush()
 
     def close(self) -> None:
         self._handle.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
 
     def __enter__(self) -> "MetricsWriter":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _summary_writer(log_dir: Path, first_episode: int) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise ValueError("TrainConfig.tensorboard needs the tensorboard package: pip install -e '.[tensorboard]'") from None
+    return SummaryWriter(log_dir=str(log_dir), purge_step=first_episode or None)
