@@ -405,6 +405,7 @@ def test_cli_trains_with_the_stand_in_policy_and_resumes(tmp_path, monkeypatch, 
         (["--episodes", "5,x"], "--episodes '5,x'"),
         (["--set", "nonsense=1"], "--set 'nonsense=1'"),
         (["--set", "il_lr=fast"], "not a valid float"),
+        (["--set", "tensorboard=maybe"], "not a valid bool"),
         (["--init-checkpoint", "/nowhere/x.pt"], "/nowhere/x.pt does not exist"),
     ],
 )
@@ -499,3 +500,27 @@ def test_tensorboard_mirrors_the_metrics_and_drops_replayed_episodes_on_resume(t
     assert [s.step for s in scalars] == list(range(12)), "one event per episode, none twice"
     np.testing.assert_allclose([s.value for s in scalars], [float(r["makespan"]) for r in rows], rtol=1e-6)
     assert {f"{CHAIN}/loss_imitation", f"{CHAIN}/lr", f"{CHAIN}/reward"} <= set(events.Tags()["scalars"])
+
+
+def test_set_parses_every_field_type():
+    from workbench.training.config import parse_overrides
+
+    parsed = parse_overrides(["tensorboard=false", "rollouts_per_update=8", "rl_lr_start=3e-4", "eval_graphs=ffnn,chain_mm", "init_checkpoint=none"])
+    assert parsed == {"tensorboard": False, "rollouts_per_update": 8, "rl_lr_start": 3e-4, "eval_graphs": ("ffnn", "chain_mm"), "init_checkpoint": None}
+    assert parse_overrides(["tensorboard=TRUE"]) == {"tensorboard": True}
+
+
+def test_the_recorded_command_reproduces_the_config(tmp_path, monkeypatch):
+    import shlex
+
+    from workbench.cli import main
+
+    monkeypatch.setitem(sys.modules, "workbench.learn", TINY)
+    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(3,), rl_epsilon_start=0.1, rl_mode="sample", rl_lr_start=0.01,
+                         eval_graphs=(SMALL_2,), tensorboard=False, search_samples=0)  # fmt: skip
+    train(config, tmp_path / "a", library=TINY, progress=False)
+    command = read_meta(tmp_path / "a" / "meta.json")["command"]
+    argv = shlex.split(command)[1:]
+    argv[argv.index("--out") + 1] = str(tmp_path / "b")
+    assert main([*argv, "--no-progress"]) == 0
+    assert RunDirectory(tmp_path / "b").existing_config() == config

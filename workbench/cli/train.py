@@ -35,6 +35,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..training import TrainConfig, field_docs, train
+    from ..training.config import parse_overrides
 
     if args.fields:
         docs = field_docs()
@@ -53,7 +54,10 @@ def run(args) -> int:
         graphs=tuple(args.graphs), devices=args.devices, method=args.method, stages=stages, episodes=episodes,
         seed=args.seed, init_checkpoint=args.init_checkpoint, oracle=args.oracle, eval_graphs=tuple(args.eval),
     )  # fmt: skip
-    values.update(_overrides(args.set, TrainConfig))
+    try:
+        values.update(parse_overrides(args.set))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     config = TrainConfig(**values)
     command = shlex.join(["workbench", "train", *sys.argv[2:]]) if sys.argv[1:2] == ["train"] else None
     result = train(config, args.out, progress=not args.no_progress, command=command)
@@ -67,30 +71,3 @@ def run(args) -> int:
         print(f"{label:28} greedy {found['greedy']:,.6g} ({found['greedy'] / cp:.3f}× critical_path)  "
               f"best of {found['search_samples']} samples {found['search']:,.6g} ({found['search'] / cp:.3f}×)")  # fmt: skip
     return 0
-
-
-def _overrides(items: list[str], cls) -> dict:
-    """``FIELD=VALUE`` pairs parsed with each field's type (tuples are comma-separated)."""
-    types = {f.name: f.type for f in dataclasses.fields(cls)}
-    out = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep or name not in types:
-            raise CliError(f"--set {item!r}: expected FIELD=VALUE with FIELD among {', '.join(types)}")
-        kind = str(types[name])
-        try:
-            if kind.startswith("tuple"):
-                value = tuple(int(x) if "int" in kind else x for x in text.split(","))
-            elif kind == "int":
-                value = int(text)
-            elif kind == "float":
-                value = float(text)
-            elif "None" in kind and text.lower() in ("", "none"):
-                value = None
-            else:
-                value = text
-        except ValueError:
-            raise CliError(f"--set {item!r}: {text!r} is not a valid {kind}") from None
-        out[name] = value
-    return out

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-__all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs"]
+__all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs", "parse_overrides"]
 
 STAGES = ("il", "sim", "real")
 METHODS = ("doppler", "placeto", "gdp", "joint", "doppler_sel_only", "doppler_plc_only")
@@ -160,3 +160,37 @@ def field_docs() -> dict[str, str]:
         if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
             docs[node.target.id] = " ".join(str(after.value.value).split())
     return docs
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``FIELD=VALUE`` strings (``--set``) parsed with each TrainConfig field's type; tuples are comma-separated."""
+    types = {f.name: str(f.type) for f in fields(TrainConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in types:
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE with FIELD among {', '.join(types)}")
+        kind = types[name]
+        try:
+            out[name] = _parse_value(text.strip(), kind)
+        except ValueError:
+            raise ValueError(f"--set {item!r}: {text!r} is not a valid {kind}") from None
+    return out
+
+
+def _parse_value(text: str, kind: str) -> Any:
+    if kind.startswith("tuple"):
+        return tuple(int(x) if "int" in kind else x for x in text.split(","))
+    if kind == "bool":
+        words = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+        if text.lower() not in words:
+            raise ValueError(text)
+        return words[text.lower()]
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if "None" in kind and text.lower() in ("", "none"):
+        return None
+    return text

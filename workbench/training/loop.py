@@ -351,11 +351,19 @@ def _torch_device(name: str) -> torch.device:
 
 
 def _command_line(config: TrainConfig, out: Path) -> str:
+    """The ``workbench train`` command that makes this run: the options, then ``--set`` for every other non-default field."""
     parts = ["workbench", "train", *config.graphs, "--devices", str(config.devices), "--method", config.method,
              "--stages", ",".join(config.stages), "--episodes", ",".join(map(str, config.episodes)),
              "--out", str(out), "--seed", str(config.seed)]  # fmt: skip
     if config.init_checkpoint:
         parts += ["--init-checkpoint", config.init_checkpoint]
+    defaults = TrainConfig(graphs=config.graphs)
+    covered = {"graphs", "devices", "method", "stages", "episodes", "seed", "init_checkpoint"}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name not in covered and value != getattr(defaults, f.name):
+            text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else str(value)
+            parts += ["--set", f"{f.name}={text}"]
     return shlex.join(parts)
 
 

@@ -8,7 +8,8 @@ best greedy placement, see :func:`export_policy`) beside the run's ``config.json
 the best seen in training, often better than the policy's greedy one), so every shipped number can be traced to
 the episodes that produced it. Usage::
 
-    python -m workbench.training.pretrained --episodes 150,250 [--graphs ffnn ...] [--runs runs/pretrained]
+    python -m workbench.training.pretrained --episodes 150,250 [--graphs ffnn ...] [--runs runs/pretrained] [--set FIELD=VALUE ...]
+    python -m workbench.training.pretrained --export runs/bench-training/doppler/*/seed0   # finished runs made elsewhere
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..datasets import DATASETS_DIR, PAPER_GRAPHS
 from ..graph import atomic_write_text
 from ..sim import simulate
 from .checkpoint import load_checkpoint
-from .config import TrainConfig
+from .config import TrainConfig, parse_overrides
 from .loop import load_graphs, train
 from .rundir import RunDirectory, read_meta
 
@@ -109,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rl-mode", default="epsilon", choices=("epsilon", "sample"), help="TrainConfig.rl_mode of the RL stages")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any other TrainConfig field (repeatable)")
+    parser.add_argument("--export", nargs="+", metavar="RUN_DIR", help="export these finished single-graph runs instead of training")
     parser.add_argument("--runs", default="runs/pretrained", help="where the runs go (resumable)")
     parser.add_argument("--to", default=str(PRETRAINED_DIR), help="where the exported policies go")
     parser.add_argument("--table", action="store_true", help="print the markdown summary of the policies in --to, then exit")
@@ -116,10 +119,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.table:
         print(summary_table(args.to))
         return 0
+    if args.export:
+        for run_dir in args.export:
+            config = RunDirectory(run_dir).existing_config()
+            if config is None or len(config.graphs) != 1:
+                parser.error(f"--export {run_dir}: not a single-graph run directory")
+            graph = load_graphs(config.graphs)
+            print(f"{run_dir} -> {export_policy(run_dir, Path(args.to) / next(iter(graph)))}")
+        return 0
+    try:
+        overrides = parse_overrides(args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
     for graph in args.graphs:
         config = TrainConfig(
             graphs=(graph,), devices=args.devices, method=args.method, stages=tuple(args.stages.split(",")),
-            episodes=tuple(int(e) for e in args.episodes.split(",")), seed=args.seed, rl_mode=args.rl_mode,
+            episodes=tuple(int(e) for e in args.episodes.split(",")), seed=args.seed, **{"rl_mode": args.rl_mode, **overrides},
         )  # fmt: skip
         out = Path(args.runs) / graph
         command = shlex.join(["python", "-m", "workbench.training.pretrained", *(argv if argv is not None else sys.argv[1:])])
