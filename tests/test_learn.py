@@ -87,9 +87,9 @@ def test_teacher_counts_every_tied_best_action():
     graph = wb.DataflowGraph.from_edges([5, 5, 1], [])
     state = PlacementState(graph, 3)
     assert state.teacher_ops(state.ready_ops()).tolist() == [0, 1]
-    assert state.teacher_devices(state.schedule.earliest_starts(0)).tolist() == [0, 1, 2]
+    assert state.teacher_devices(0, state.schedule.earliest_starts(0)).tolist() == [0, 1, 2]
     state.place(0, 1)
-    assert state.teacher_devices(state.schedule.earliest_starts(1)).tolist() == [0, 2]
+    assert state.teacher_devices(1, state.schedule.earliest_starts(1)).tolist() == [0, 2]
 
 
 # ------------------------------------------------------------------------- env

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import workbench as wb
-from workbench.learn import METHODS, PlacementState, load_policy, make_policy
+from workbench.learn import METHODS, Guide, PlacementState, load_policy, make_policy
 from workbench.learn.nets import graph_tensors
 from workbench.learn.policy import Chooser
 from workbench.placers.base import REGISTRY
@@ -108,13 +108,33 @@ def test_teacher_mode_replays_the_critical_path_teacher(policies, method):
     if method == "placeto":  # its op order is fixed: the teacher only picks devices
         state = PlacementState(graph, 3)
         for op in graph.topological_order.tolist():
-            state.place(op, int(state.teacher_devices(state.schedule.earliest_starts(op))[0]))
+            state.place(op, int(state.teacher_devices(op, state.schedule.earliest_starts(op))[0]))
         assert np.array_equal(r.assignment, state.schedule.device)
     else:
         teacher = wb.place(graph, "critical_path", devices=3)
         assert np.array_equal(r.assignment, teacher.assignment)
         if method != "gdp":
             assert np.array_equal(r.order, teacher.order)
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_a_guide_replays_a_placement_and_scores_it(policies, method):
+    graph, policy = wb.bundled_graph("chain_mm"), policies[method]
+    sampled = policy.rollout(graph, 3, mode="sample", generator=torch.Generator().manual_seed(7))
+    replay = policy.rollout(graph, 3, mode="teacher", guide=Guide(sampled.order, sampled.assignment))
+    assert np.array_equal(replay.assignment, sampled.assignment) and np.array_equal(replay.order, sampled.order)
+    assert replay.teacher_agreement == 1.0
+    # self-imitation's loss is the replayed placement's mean -log probability per step
+    assert float(replay.imitation_loss) == pytest.approx(-float(sampled.log_prob) / graph.num_nodes, rel=1e-4)
+    other = policy.rollout(graph, 3, mode="teacher", guide=Guide(sampled.order, (sampled.assignment + 1) % 3))
+    assert np.array_equal(other.assignment, (sampled.assignment + 1) % 3)
+
+
+def test_a_bad_guide_is_refused():
+    with pytest.raises(ValueError, match="permutation"):
+        Guide([0, 0, 1], [0, 1, 2])
+    with pytest.raises(ValueError, match="graph has"):
+        PlacementState(SIX, 2, Guide([0, 1], [0, 0]))
 
 
 def test_ablations_follow_the_teacher_in_the_head_they_do_not_learn(policies):

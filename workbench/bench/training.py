@@ -65,6 +65,8 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
         graphs=(graph,), devices=4, method=variant.method, stages=("il", "sim"), episodes=(imitation, sim), seed=seed, device="cpu", **variant.settings
     )
     result = train(config, root / variant.name / graph / f"seed{seed}", progress=False)
+    if result.status != "finished":
+        raise KeyboardInterrupt(f"{result.run_dir} {result.status} after {result.episodes} episodes; rerun the benchmark to resume")
     found = result.evaluation[graph]
     rows = read_metrics(result.run_dir / "metrics.csv")
     return {
@@ -104,7 +106,12 @@ def run(quick: bool = False, workers: int | None = None, root: Path | None = Non
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     with ProcessPoolExecutor(workers) as pool:
         futures = [pool.submit(train_one, v, g, s, imitation, sims[g], root) for v, g, s in jobs]
-        runs = [f.result() for f in futures]
+        try:
+            runs = [f.result() for f in futures]
+        except BaseException:  # Ctrl-C, or a run stopped by a signal: start nothing new (running runs checkpoint and stop)
+            for future in futures:
+                future.cancel()
+            raise
     graphs = [g for g in sims if any(r["graph"] == g for r in runs)]
     reference = {g: baselines(g, imitation + sims[g], variants[0].seeds) for g in graphs}
     return {"benchmark": "training", "quick": quick, "root": str(root), "imitation_episodes": imitation, "sim_episodes": sims,

@@ -20,7 +20,7 @@ import os
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from .env import EnvConfig, PlacementEnv, PlacementState  # noqa: E402
+from .env import EnvConfig, Guide, PlacementEnv, PlacementState  # noqa: E402
 from .features import FEATURE_LAYOUT  # noqa: E402
 from .policy import (  # noqa: E402
     METHODS,
@@ -36,6 +36,7 @@ from .policy import (  # noqa: E402
 __all__ = [
     "PlacementEnv",
     "PlacementState",
+    "Guide",
     "EnvConfig",
     "FEATURE_LAYOUT",
     "METHODS",

@@ -113,7 +113,7 @@ class DopplerPolicy(LearnedPolicy):
             else:
                 op = int(teacher_ops[0])
             earliest = state.schedule.earliest_starts(op)
-            teacher_devices = state.teacher_devices(earliest)
+            teacher_devices = state.teacher_devices(op, earliest)
             if self.learn_place:
                 feats[t] = state.device_features(op, earliest)
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None

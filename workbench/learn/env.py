@@ -28,16 +28,46 @@ from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .features import device_features, static_features
 
-__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "CostOracle"]
+__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "CostOracle"]
 
 CostOracle = Callable[[np.ndarray], float]
 
 
-class PlacementState:
-    """A partial placement: which ops are placed where, when they could run, which are ready."""
+@dataclass(frozen=True)
+class Guide:
+    """A placement to imitate instead of the critical-path teacher: ops in ``order``, op ``i`` on ``assignment[i]``.
 
-    def __init__(self, graph: DataflowGraph, devices: Devices) -> None:
+    As a teacher it picks, among the ready ops, the one earliest in ``order``
+    (in a replay of ``order`` that is its next op), and for an op its device
+    in ``assignment``. ``order`` must be a topological order of the graph.
+    """
+
+    order: np.ndarray
+    assignment: np.ndarray
+
+    def __post_init__(self) -> None:
+        order = np.asarray(self.order, dtype=np.int64)
+        assignment = np.asarray(self.assignment, dtype=np.int64)
+        if order.ndim != 1 or assignment.shape != order.shape or not np.array_equal(np.sort(order), np.arange(order.size)):
+            raise ValueError("a Guide needs an order that is a permutation of the ops and one device per op")
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "assignment", assignment)
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        object.__setattr__(self, "rank", rank)
+
+
+class PlacementState:
+    """A partial placement: which ops are placed where, when they could run, which are ready.
+
+    ``guide`` (a :class:`Guide`) replaces the critical-path teacher by a given placement.
+    """
+
+    def __init__(self, graph: DataflowGraph, devices: Devices, guide: Guide | None = None) -> None:
+        if guide is not None and guide.order.size != graph.num_nodes:
+            raise ValueError(f"the guide places {guide.order.size} ops but the graph has {graph.num_nodes}")
         self.graph = graph
+        self.guide = guide
         self.features = static_features(graph)
         self.schedule = PartialSchedule(graph, devices)
         self.num_devices = self.schedule.num_devices
@@ -68,13 +98,16 @@ class PlacementState:
         self.ready[succ[self._waiting[succ] == 0]] = True
 
     def teacher_ops(self, ready: np.ndarray) -> np.ndarray:
-        """The ready ops the critical-path teacher could pick: all with the largest bottom level."""
+        """The ready ops the teacher could pick: all with the largest bottom level (the guide's: the first in its order)."""
+        if self.guide is not None:
+            return ready[np.argmin(self.guide.rank[ready])][None]
         level = self.features.bottom_level[ready]
         return ready[level == level.max()]
 
-    @staticmethod
-    def teacher_devices(earliest_start: np.ndarray) -> np.ndarray:
-        """The devices the teacher could pick for an op: all where it starts earliest."""
+    def teacher_devices(self, op: int, earliest_start: np.ndarray) -> np.ndarray:
+        """The devices the teacher could pick for ``op``: all where it starts earliest (the guide's: its device)."""
+        if self.guide is not None:
+            return self.guide.assignment[op : op + 1]
         return np.flatnonzero(earliest_start == earliest_start.min())
 
 

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from .doppler import encoder
-from .env import PlacementState
+from .env import Guide, PlacementState
 from .nets import GraphTensors
 from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, finish_rollout
 
@@ -44,13 +44,13 @@ def positions(length: int, width: int, device: torch.device) -> torch.Tensor:
     return table
 
 
-def teacher_devices(graph, devices) -> list[np.ndarray]:
-    """Per op, the devices where the critical-path teacher could put it, following the teacher's own schedule."""
-    state = PlacementState(graph, devices)
+def teacher_devices(graph, devices, guide: Guide | None = None) -> list[np.ndarray]:
+    """Per op, the devices where the teacher could put it, following the teacher's own schedule (or the guide's)."""
+    state = PlacementState(graph, devices, guide)
     tied: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * graph.num_nodes
     while not state.done:
         op = int(state.teacher_ops(state.ready_ops())[0])
-        tied[op] = state.teacher_devices(state.schedule.earliest_starts(op))
+        tied[op] = state.teacher_devices(op, state.schedule.earliest_starts(op))
         state.place(op, int(tied[op][0]))
     return tied
 
@@ -81,7 +81,7 @@ class GDPPolicy(LearnedPolicy):
         order = graph.topological_order
         logits = encoded.logits[:, :d]
         probs = torch.softmax(logits.detach().double(), dim=-1).cpu().numpy()
-        tied = teacher_devices(graph, state.schedule.cluster) if teacher else None
+        tied = teacher_devices(graph, state.schedule.cluster, state.guide) if teacher else None
         decisions = Decisions()
         all_devices = np.arange(d)
         assignment = np.zeros(n, dtype=np.int64)

@@ -75,7 +75,8 @@ class JointPolicy(LearnedPolicy):
             logits = e.finish(feats @ e.device_weight + e.device_bias + e.own_np[ready][:, None, :] + device_sum[None])
             teacher_pairs = None
             if teacher:
-                tied = np.isin(ready, state.teacher_ops(ready))[:, None] & (earliest == earliest.min(axis=1, keepdims=True))
+                devices_ok = np.stack([np.isin(np.arange(d), state.teacher_devices(int(op), row)) for op, row in zip(ready, earliest)])
+                tied = np.isin(ready, state.teacher_ops(ready))[:, None] & devices_ok
                 teacher_pairs = tied.reshape(-1)
             pick = choose(softmax(logits.reshape(-1)), t, teacher_pairs)
             op, target = int(ready[pick // d]), pick % d

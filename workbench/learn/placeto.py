@@ -67,7 +67,7 @@ class PlacetoPolicy(LearnedPolicy):
             preds = graph.predecessors(op)  # in topological order every placed neighbour is a predecessor
             neighbours = np.zeros((d, width))
             np.add.at(neighbours, state.schedule.device[preds], e.neighbour_np[preds])
-            teacher_mask = np.isin(all_devices, state.teacher_devices(state.schedule.earliest_starts(op))) if teacher else None
+            teacher_mask = np.isin(all_devices, state.teacher_devices(op, state.schedule.earliest_starts(op))) if teacher else None
             target = choose(softmax(e.finish(e.own_np[op] + neighbours + device_sum)), t, teacher_mask)
             decisions.add(all_devices, target, teacher_mask)
             agree += bool(teacher and teacher_mask[target])

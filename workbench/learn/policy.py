@@ -30,7 +30,7 @@ from torch import nn
 
 from ..cluster import Devices
 from ..graph import DataflowGraph
-from .env import PlacementState
+from .env import Guide, PlacementState
 from .features import FEATURE_LAYOUT
 from .nets import ACTIVATIONS, GraphTensors, graph_tensors
 
@@ -300,6 +300,7 @@ class LearnedPolicy(nn.Module, ABC):
         epsilon: float = 0.0,
         generator: torch.Generator | None = None,
         teacher: bool = False,
+        guide: Guide | None = None,
     ) -> Rollout:
         """Place every op of ``graph`` on ``devices``.
 
@@ -311,8 +312,12 @@ class LearnedPolicy(nn.Module, ABC):
                 imitation on the teacher's own trajectory; implies ``teacher``).
             generator: a ``torch.Generator`` for reproducible draws (else torch's global RNG).
             teacher: also compute the imitation loss against the critical-path teacher.
+            guide: a :class:`~workbench.learn.env.Guide` that replaces the
+                critical-path teacher; with ``mode="teacher"`` the rollout
+                replays it, and ``imitation_loss`` is its mean ``-log``
+                probability per step (self-imitation).
         """
-        return self.rollouts(graph, devices, 1, mode, epsilon, generator, teacher)[0]
+        return self.rollouts(graph, devices, 1, mode, epsilon, generator, teacher, guide)[0]
 
     def rollouts(
         self,
@@ -323,6 +328,7 @@ class LearnedPolicy(nn.Module, ABC):
         epsilon: float = 0.0,
         generator: torch.Generator | None = None,
         teacher: bool = False,
+        guide: Guide | None = None,
     ) -> list[Rollout]:
         """``count`` episodes that share one encoder pass (cheaper than ``count`` calls of :meth:`rollout`).
 
@@ -336,7 +342,7 @@ class LearnedPolicy(nn.Module, ABC):
         teacher = teacher or mode == "teacher"
         encoded = self.encode(graph_tensors(graph, self.device))
         return [
-            self.play(PlacementState(graph, devices), Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher, encoded)
+            self.play(PlacementState(graph, devices, guide), Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher, encoded)
             for _ in range(int(count))
         ]
 

@@ -56,6 +56,8 @@ class TrainConfig:
     """Stages II/III rollouts: ``epsilon`` (the paper: the policy's most probable action, a uniform legal one with probability ε) or ``sample`` (sample from the policy; ε unused)."""
     entropy_weight: float = 1e-2
     """Stages II/III entropy bonus weight."""
+    self_imitation_weight: float = 0.0
+    """Stages II/III: weight of a self-imitation term, the mean −log-probability of replaying the best placement this stage has found for the graph (Oh et al., ICML 2018); 0 turns it off (the paper)."""
     rollouts_per_update: int = 1
     """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the running mean)."""
     baseline_decay: float = 0.9
@@ -105,7 +107,7 @@ class TrainConfig:
         for name in ("il_epsilon", "rl_epsilon_start", "rl_epsilon_end", "baseline_decay"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"TrainConfig.{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("il_entropy_weight", "entropy_weight", "grad_clip", "search_samples"):
+        for name in ("il_entropy_weight", "entropy_weight", "self_imitation_weight", "grad_clip", "search_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.rollouts_per_update < 1:

@@ -89,6 +89,8 @@ def train(
             import workbench.learn as library
         except ImportError as exc:
             raise ValueError(f"training needs the learned policies (workbench.learn), which do not import here: {exc}") from None
+    if config.self_imitation_weight > 0 and not hasattr(library, "Guide"):
+        raise ValueError("TrainConfig.self_imitation_weight needs a policy library that replays placements (workbench.learn.Guide)")
     run = RunDirectory(out)
     graphs = load_graphs(config.graphs)
     unseen = {name: g for name, g in load_graphs(config.eval_graphs).items() if name not in graphs}
@@ -142,11 +144,13 @@ def train(
                     scheduler = make_scheduler(optimizer, config, end - first)
                 oracle_now = real if stage == "real" else sim
                 baselines: dict[str, float] = {}
+                elites: dict[str, dict[str, Any]] = {}  # per graph, the stage's best placement so far (self-imitation)
                 if state is not None and state["stage"] == stage and first < state["episode"] < end:
                     optimizer.load_state_dict(state["optimizer"])
                     if scheduler is not None:
                         scheduler.load_state_dict(state["scheduler"])
                     baselines, references = dict(state["baselines"]), dict(state["references"])
+                    elites = dict(state.get("elites", {}))
                 else:
                     references = {name: makespan_of(oracle_now, g, _teacher_assignment(g, config.devices)) for name, g in graphs.items()}
 
@@ -166,8 +170,10 @@ def train(
                     else:
                         epsilon = linear_schedule(config.rl_epsilon_start, config.rl_epsilon_end, episode - first, end - first)
                         count = min(group, end - episode)
-                        steps = reinforce_update(policy, optimizer, graph, oracle_now, references[name], baselines.get(name), epsilon, config, generator, count)
+                        elite = _guide(library, elites.get(name)) if config.self_imitation_weight > 0 else None
+                        steps = reinforce_update(policy, optimizer, graph, oracle_now, references[name], baselines.get(name), epsilon, config, generator, count, elite)
                         baselines[name] = steps[-1]["new_baseline"]
+                        _keep_elite(elites, name, steps)
                         scheduler.step()
                     seconds_each = (time.perf_counter() - began) / len(steps)
                     for step in steps:
@@ -202,7 +208,7 @@ def train(
                         training_state = {
                             "episode": episode, "stage": stage, "optimizer": optimizer.state_dict(),
                             "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                            "baselines": baselines, "references": references, "seconds": elapsed,
+                            "baselines": baselines, "references": references, "elites": elites, "seconds": elapsed,
                             "torch_rng": torch.get_rng_state(),
                         }  # fmt: skip
                         save_checkpoint(policy, run.last_checkpoint, training_state)
@@ -277,6 +283,19 @@ def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[
 
 def _per_graph(references: dict[str, Any]) -> dict[str, Any]:
     return next(iter(references.values())) if len(references) == 1 else references
+
+
+def _keep_elite(elites: dict[str, dict[str, Any]], name: str, steps: list[dict[str, Any]]) -> None:
+    """Remember the update's best rollout of graph ``name`` when it beats the stage's best so far (plain data, for checkpoints)."""
+    best = min(steps, key=lambda step: step["makespan"])
+    if best["makespan"] < elites.get(name, {}).get("makespan", np.inf):
+        rollout = best["rollout"]
+        elites[name] = {"makespan": best["makespan"], "order": rollout.order.tolist(), "assignment": rollout.assignment.tolist()}
+
+
+def _guide(library: Any, elite: dict[str, Any] | None) -> Any:
+    """The policy library's ``Guide`` replaying an elite placement (None before there is one)."""
+    return None if elite is None else library.Guide(elite["order"], elite["assignment"])
 
 
 def _teacher_assignment(graph: DataflowGraph, devices: int) -> np.ndarray:

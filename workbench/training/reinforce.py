@@ -15,7 +15,10 @@ makespans differ by orders of magnitude: ``R = −makespan / reference``.
 
 Beyond the paper, ``rollouts_per_update`` > 1 scores several rollouts of one
 graph per gradient step with leave-one-out baselines: the rollouts share one
-encoder pass (cheaper per episode) and the gradient is far less noisy.
+encoder pass (cheaper per episode) and the gradient is far less noisy. And
+``self_imitation_weight`` > 0 adds self-imitation (Oh et al., "Self-Imitation
+Learning", ICML 2018): the policy also learns to replay the best placement it
+has found, so its greedy placement follows what exploration discovered.
 """
 
 from __future__ import annotations
@@ -61,13 +64,17 @@ def reinforce_update(
     config: TrainConfig,
     generator: torch.Generator,
     count: int = 1,
+    elite: Any = None,
 ) -> list[dict[str, Any]]:
     """``count`` rollouts of ``graph``, measured by ``oracle``, and one REINFORCE step; one metrics dict per rollout.
 
     One rollout (the paper) uses the running-mean ``baseline``; several use
     leave-one-out baselines (each rollout's is the mean reward of the
     others), and the loss is the mean of theirs. Every dict carries the
-    running mean after its reward as ``new_baseline``.
+    running mean after its reward as ``new_baseline``. With
+    ``self_imitation_weight`` > 0 and an ``elite`` (a
+    :class:`~workbench.learn.Guide`: the best placement found so far), the
+    loss adds that weight times the mean −log-probability of replaying it.
     """
     options = {"mode": config.rl_mode, "epsilon": epsilon, "generator": generator}
     if count == 1:
@@ -93,5 +100,10 @@ def reinforce_update(
             "loss": float((loss_policy + loss_entropy).detach()),
             "loss_policy": float(loss_policy.detach()), "loss_entropy": float(loss_entropy.detach()),
         })  # fmt: skip
+    if config.self_imitation_weight > 0 and elite is not None:
+        replay = policy.rollout(graph, config.devices, mode="teacher", guide=elite)
+        total = total + config.self_imitation_weight * replay.imitation_loss
+        for step in steps:
+            step["loss_imitation"] = float(replay.imitation_loss.detach())
     apply_gradient(policy, optimizer, total, config.grad_clip)
     return steps
