@@ -17,8 +17,10 @@ Makespans in the paper's unit ÷ 1e10.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,18 +106,39 @@ def run(quick: bool = False, workers: int | None = None, root: Path | None = Non
         variants, imitation, sims, root = VARIANTS, IMITATION_EPISODES, SIM_EPISODES, Path(root or ROOT)
     jobs = [(v, g, s) for v in variants for s in v.seeds for g in v.graphs]
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
-    with ProcessPoolExecutor(workers) as pool:
-        futures = [pool.submit(train_one, v, g, s, imitation, sims[g], root) for v, g, s in jobs]
-        try:
-            runs = [f.result() for f in futures]
-        except BaseException:  # Ctrl-C, or a run stopped by a signal: start nothing new (running runs checkpoint and stop)
-            for future in futures:
-                future.cancel()
-            raise
+    runs = _train_all(jobs, workers, imitation, sims, root)
     graphs = [g for g in sims if any(r["graph"] == g for r in runs)]
     reference = {g: baselines(g, imitation + sims[g], variants[0].seeds) for g in graphs}
     return {"benchmark": "training", "quick": quick, "root": str(root), "imitation_episodes": imitation, "sim_episodes": sims,
             "runs": runs, "baselines": reference, "markdown": _markdown(runs, reference, variants, imitation, sims)}  # fmt: skip
+
+
+def _train_all(jobs: list[tuple[Variant, str, int]], workers: int, imitation: int, sims: dict[str, int], root: Path) -> list[dict[str, Any]]:
+    """Every job's :func:`train_one`, at most ``workers`` at a time, in job order.
+
+    Jobs are handed out one at a time, so after Ctrl-C or SIGTERM (passed on
+    to the workers, whose runs checkpoint and stop) nothing new starts.
+    """
+    runs: dict[int, dict[str, Any]] = {}
+    pending = list(enumerate(jobs))
+    with ProcessPoolExecutor(workers) as pool:
+        running: dict[Future, int] = {}
+        previous = signal.signal(signal.SIGTERM, _stop_workers(pool)) if threading.current_thread() is threading.main_thread() else None
+        try:
+            while pending or running:
+                while pending and len(running) < workers:
+                    index, (variant, graph, seed) = pending.pop(0)
+                    running[pool.submit(train_one, variant, graph, seed, imitation, sims[graph], root)] = index
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    runs[running.pop(future)] = future.result()
+        except BaseException:
+            pending.clear()
+            raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+    return [runs[i] for i in sorted(runs)]
 
 
 def _stats(values: list[float]) -> str:
@@ -164,3 +187,14 @@ def _minutes(seconds: list[float]) -> str:
         return ""
     mean = float(np.mean(seconds))
     return f"{mean:.0f} s" if mean < 120 else f"{mean / 60:.1f} min"
+
+
+def _stop_workers(pool: ProcessPoolExecutor):
+    """A SIGTERM handler for the benchmark's process: pass the signal on to the workers (their runs checkpoint and stop), then stop."""
+
+    def handler(signum: int, frame: Any) -> None:
+        for process in list(pool._processes.values()):  # the executor keeps its worker processes here
+            process.terminate()
+        raise KeyboardInterrupt("SIGTERM")
+
+    return handler
