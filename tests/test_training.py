@@ -545,3 +545,26 @@ def test_self_imitation_replays_the_stage_best_and_survives_a_resume(tmp_path):
 def test_self_imitation_needs_a_library_that_replays(tmp_path):
     with pytest.raises(ValueError, match="self_imitation_weight"):
         train(tiny_config(self_imitation_weight=1.0), tmp_path / "run", library=TINY, progress=False)
+
+
+def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_path):
+    # a poor start and a learning rate that overshoots: the final weights are not the best ones seen
+    torch.manual_seed(0)
+    start = TinyPolicy()
+    start.save(tmp_path / "start.pt")
+    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(24,), init_checkpoint=str(tmp_path / "start.pt"),
+                         rl_lr_start=0.5, rl_lr_end=0.5, rl_mode="sample", greedy_every=4, search_samples=0, checkpoint_every=5)  # fmt: skip
+    result = train(config, tmp_path / "run", library=TINY, progress=False)
+    graph = workbench.load_graph(SMALL)
+    run = RunDirectory(tmp_path / "run")
+    selection = read_meta(run.meta_path)["greedy_selection_sim"]
+    assert selection["evaluations"] == 7  # the starting weights, then episodes 4, 8, ..., 24
+    best = tiny_load_policy(run.best_checkpoint("sim"))
+    best_makespan = workbench.simulate(graph, best.rollout(graph, 4, mode="greedy").assignment, 4).makespan
+    assert best_makespan == selection["greedy"][graph.name] == result.evaluation[graph.name]["greedy"]
+    final = tiny_load_policy(run.stage_checkpoint("sim"))
+    assert selection["episode"] < 24 and best_makespan < workbench.simulate(graph, final.rollout(graph, 4, mode="greedy").assignment, 4).makespan
+    with pytest.raises(Crash):  # the selection so far lives in the checkpoint: a resumed run ends with the same one
+        train(config, tmp_path / "resumed", library=TINY, progress=False, callback=crash_at(13))
+    train(config, tmp_path / "resumed", library=TINY, progress=False)
+    assert read_meta(tmp_path / "resumed" / "meta.json")["greedy_selection_sim"] == selection

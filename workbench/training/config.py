@@ -58,6 +58,8 @@ class TrainConfig:
     """Stages II/III entropy bonus weight."""
     self_imitation_weight: float = 0.0
     """Stages II/III: weight of a self-imitation term, the mean −log-probability of replaying the best placement this stage has found for the graph (Oh et al., ICML 2018); 0 turns it off (the paper)."""
+    greedy_every: int = 0
+    """Stages II/III: at the stage start, every this many episodes and at the stage end, place every training graph greedily with the stage's oracle and keep the weights whose greedy placements are best (mean makespan ÷ reference) as ``checkpoints/<stage>-best.pt``; the final evaluation then uses them. 0: off (the final weights, as in the paper)."""
     rollouts_per_update: int = 1
     """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the running mean)."""
     baseline_decay: float = 0.9
@@ -110,6 +112,8 @@ class TrainConfig:
         for name in ("il_entropy_weight", "entropy_weight", "self_imitation_weight", "grad_clip", "search_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.greedy_every < 0:
+            raise ValueError(f"TrainConfig.greedy_every must be >= 0, got {self.greedy_every}")
         if self.rollouts_per_update < 1:
             raise ValueError(f"TrainConfig.rollouts_per_update must be >= 1, got {self.rollouts_per_update}")
         if self.threads < 1:

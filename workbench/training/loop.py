@@ -145,14 +145,18 @@ def train(
                 oracle_now = real if stage == "real" else sim
                 baselines: dict[str, float] = {}
                 elites: dict[str, dict[str, Any]] = {}  # per graph, the stage's best placement so far (self-imitation)
+                selection: dict[str, Any] = {"score": np.inf}  # the stage's best greedy weights so far (greedy_every)
                 if state is not None and state["stage"] == stage and first < state["episode"] < end:
                     optimizer.load_state_dict(state["optimizer"])
                     if scheduler is not None:
                         scheduler.load_state_dict(state["scheduler"])
                     baselines, references = dict(state["baselines"]), dict(state["references"])
                     elites = dict(state.get("elites", {}))
+                    selection = dict(state.get("selection", selection))
                 else:
                     references = {name: makespan_of(oracle_now, g, _teacher_assignment(g, config.devices)) for name, g in graphs.items()}
+                    if stage != "il" and config.greedy_every:  # the starting weights compete too: the stage never ends worse than it began
+                        selection = _select_greedy(policy, graphs, config.devices, oracle_now, references, episode, selection, run.best_checkpoint(stage))
 
                 # --- 3. the episodes (Stages II/III: `rollouts_per_update` of one graph per gradient step) -----------
                 group = 1 if stage == "il" else config.rollouts_per_update
@@ -200,15 +204,18 @@ def train(
                         if callback is not None:
                             callback(row)
 
-                    # --- 4. checkpoints (only between updates, so a resumed run replays whole updates) ------------
                     stage_done = episode == end
-                    crossed = episode // config.checkpoint_every > (episode - len(steps)) // config.checkpoint_every
-                    if stage_done or stop.requested or crossed:
+                    if stage != "il" and config.greedy_every and (stage_done or _crossed(episode, len(steps), config.greedy_every)):
+                        selection = _select_greedy(policy, graphs, config.devices, oracle_now, references, episode, selection, run.best_checkpoint(stage))
+                        run.update_meta(**{f"greedy_selection_{stage}": {k: v for k, v in selection.items() if k != "score"}})
+
+                    # --- 4. checkpoints (only between updates, so a resumed run replays whole updates) ------------
+                    if stage_done or stop.requested or _crossed(episode, len(steps), config.checkpoint_every):
                         metrics.sync()
                         training_state = {
                             "episode": episode, "stage": stage, "optimizer": optimizer.state_dict(),
                             "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                            "baselines": baselines, "references": references, "elites": elites, "seconds": elapsed,
+                            "baselines": baselines, "references": references, "elites": elites, "selection": selection, "seconds": elapsed,
                             "torch_rng": torch.get_rng_state(),
                         }  # fmt: skip
                         save_checkpoint(policy, run.last_checkpoint, training_state)
@@ -220,7 +227,10 @@ def train(
                         bar.write(f"stopped after episode {episode - 1}; rerun the same command to resume from {run.last_checkpoint}")
                         return TrainResult(run.path, "interrupted", episode, {})
 
-            # --- 5. the trained policy, greedy and best of K, on its graphs and on unseen ones -----------------
+            # --- 5. the trained policy (the best greedy weights when selected), greedy and best of K, on its graphs and unseen ones
+            selected = [run.best_checkpoint(s) for s in config.stages if s != "il" and config.greedy_every]
+            if selected and selected[-1].exists():
+                policy, _ = load_checkpoint(library, selected[-1], map_location=device)
             evaluation = {}
             policy.eval()
             for name, graph in graphs.items():
@@ -283,6 +293,24 @@ def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[
 
 def _per_graph(references: dict[str, Any]) -> dict[str, Any]:
     return next(iter(references.values())) if len(references) == 1 else references
+
+
+def _crossed(episode: int, steps: int, every: int) -> bool:
+    """Whether the last ``steps`` episodes, ending before ``episode``, passed a multiple of ``every``."""
+    return episode // every > (episode - steps) // every
+
+
+def _select_greedy(policy, graphs, devices, oracle, references, episode, selection, path) -> dict[str, Any]:
+    """Place every graph greedily; when the mean makespan ÷ reference beats ``selection``'s, save the weights to ``path``."""
+    generator = torch.Generator(device=policy_device(policy)).manual_seed(0)
+    with torch.no_grad():
+        makespans = {name: makespan_of(oracle, g, policy.rollout(g, devices, mode="greedy", generator=generator).assignment) for name, g in graphs.items()}
+    score = float(np.mean([makespans[name] / references[name] for name in graphs]))
+    evaluations = selection.get("evaluations", 0) + len(graphs)
+    if score < selection["score"]:
+        save_checkpoint(policy, path, {"episode": episode, "greedy": makespans})
+        return {"score": score, "episode": episode, "greedy": makespans, "evaluations": evaluations}
+    return {**selection, "evaluations": evaluations}
 
 
 def _keep_elite(elites: dict[str, dict[str, Any]], name: str, steps: list[dict[str, Any]]) -> None:

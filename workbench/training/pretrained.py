@@ -40,7 +40,8 @@ PRETRAINED_DIR = DATASETS_DIR / "pretrained"
 def export_policy(run_dir: str | Path, destination: str | Path, library: Any = None) -> Path:
     """Write the run's policy (no optimizer state) to ``destination/<method>.pt`` with the run's records.
 
-    Of the run's stage checkpoints (``checkpoints/<stage>.pt``) the one whose
+    Of the run's stage checkpoints (``checkpoints/<stage>.pt``, and
+    ``<stage>-best.pt`` where training kept its best greedy weights) the one whose
     greedy placement is best (mean makespan ÷ critical_path's over the run's
     graphs; ties: the later stage) is exported; ``export.json`` records each
     stage's greedy makespans and the choice.
@@ -55,8 +56,10 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     graphs = load_graphs(config.graphs)
     greedy: dict[str, dict[str, float]] = {}
     chosen, chosen_score, policy = "", float("inf"), None
-    for stage in config.stages:
-        candidate, _ = load_checkpoint(library, run.stage_checkpoint(stage), map_location="cpu")
+    checkpoints = {stage: run.stage_checkpoint(stage) for stage in config.stages}
+    checkpoints.update({f"{stage}-best": run.best_checkpoint(stage) for stage in config.stages if run.best_checkpoint(stage).exists()})
+    for stage, path in checkpoints.items():
+        candidate, _ = load_checkpoint(library, path, map_location="cpu")
         with torch.no_grad():
             greedy[stage] = {name: simulate(g, candidate.rollout(g, config.devices, mode="greedy").assignment, config.devices).makespan for name, g in graphs.items()}
         score = float(np.mean([greedy[stage][name] / meta["evaluation"][name]["critical_path"] for name in graphs]))

@@ -100,6 +100,10 @@ class RunDirectory:
     def stage_checkpoint(self, stage: str) -> Path:
         return self.checkpoint_dir / f"{stage}.pt"
 
+    def best_checkpoint(self, stage: str) -> Path:
+        """The weights of ``stage`` whose greedy placements were best (``TrainConfig.greedy_every``)."""
+        return self.checkpoint_dir / f"{stage}-best.pt"
+
     # --- creating and reopening -------------------------------------------------------
     def existing_config(self) -> TrainConfig | None:
         """The config of a run already in this directory, or None for a new one."""
