@@ -190,10 +190,11 @@ def test_stage_placements_place_with_each_stage_checkpoint(tmp_path):
     from workbench.training import TrainConfig, train
 
     graph = wb.bundled_graph("chain_mm_112nodes")
-    config = TrainConfig(graphs=("chain_mm_112nodes",), stages=("il", "sim"), episodes=(2, 2), search_samples=0)
+    config = TrainConfig(graphs=("chain_mm_112nodes",), stages=("il", "sim"), episodes=(2, 2), search_samples=0, greedy_every=1)
     run = train(config, tmp_path / "run", progress=False)
     placements = stage_placements(run.run_dir, graph)
-    assert list(placements) == ["il", "sim"]
+    assert list(placements) == ["il", "sim", "sim-best"]
+    assert placements["sim-best"].makespan <= min(placements["il"].makespan, placements["sim"].makespan)  # Stage II's start and end compete
     for stage, placement in placements.items():
         assert placement.details["checkpoint"].endswith(f"{stage}.pt")
         assert placement.makespan == wb.simulate(graph, placement.assignment, 4).makespan

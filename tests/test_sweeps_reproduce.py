@@ -41,6 +41,9 @@ def test_find_checkpoint_reads_run_directories(fake_doppler):
     # no run trained ffnn: the shipped pretrained checkpoint stands in for Stage I+II
     assert find_checkpoint("doppler", "ffnn_192nodes", "sim", fake_doppler) == DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.pt"
     assert find_checkpoint("gdp", "chain_mm_112nodes", "sim", fake_doppler) is None
+    # the weights training selected (greedy_every) win over the stage's final weights
+    (fake_doppler / "r1" / "checkpoints" / "sim-best.pt").write_bytes(b"weights")
+    assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim-best.pt"
 
 
 def test_quick_reproduce_writes_every_row(fake_doppler, tmp_path, capsys):

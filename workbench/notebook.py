@@ -201,14 +201,18 @@ def placement_changes(placements: Mapping[str, Any], devices: int) -> pd.DataFra
 
 
 def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Placement]:
-    """The greedy placement of ``graph`` by each stage checkpoint of a training run (``checkpoints/<stage>.pt``), in stage order."""
+    """The greedy placement of ``graph`` by each stage checkpoint of a training run, in stage order.
+
+    Keys are the stages (``checkpoints/<stage>.pt``, the stage's final weights)
+    and ``<stage>-best`` where training kept its best greedy weights.
+    """
     from .training import read_meta
 
     run_dir = Path(run_dir)
     if not (run_dir / "meta.json").is_file():
         raise ValueError(f"{run_dir} is not a training run directory (no meta.json)")
     meta = read_meta(run_dir / "meta.json")
-    found = {stage: run_dir / "checkpoints" / f"{stage}.pt" for stage in meta["stages"]}
+    found = {name: run_dir / "checkpoints" / f"{name}.pt" for stage in meta["stages"] for name in (stage, f"{stage}-best")}
     found = {stage: path for stage, path in found.items() if path.is_file()}
     if not found:
         raise ValueError(f"{run_dir} holds no stage checkpoint (checkpoints/<stage>.pt for {', '.join(meta['stages'])})")
