@@ -82,7 +82,7 @@ def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
     from .rundir import read_metrics
 
     lines = [
-        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped | best of greedy + K samples (final policy) | best seen in training |",
+        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped | best of greedy + K samples (evaluated policy) | best seen in training |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for meta_path in sorted(Path(folder).glob("*/meta.json")):
