@@ -174,10 +174,12 @@ def train(
                     else:
                         epsilon = linear_schedule(config.rl_epsilon_start, config.rl_epsilon_end, episode - first, end - first)
                         count = min(group, end - episode)
-                        elite = _guide(library, elites.get(name)) if config.self_imitation_weight > 0 else None
+                        self_imitation = config.self_imitation_weight > 0
+                        elite = _guide(library, elites.get(name)) if self_imitation else None
                         steps = reinforce_update(policy, optimizer, graph, oracle_now, references[name], baselines.get(name), epsilon, config, generator, count, elite)
                         baselines[name] = steps[-1]["new_baseline"]
-                        _keep_elite(elites, name, steps)
+                        if self_imitation:
+                            _keep_elite(elites, name, steps)
                         scheduler.step()
                     seconds_each = (time.perf_counter() - began) / len(steps)
                     for step in steps:
