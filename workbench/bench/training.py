@@ -79,24 +79,19 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     return {
         "variant": variant.name, "graph": graph, "seed": seed, "episodes": imitation + sim,
         "evaluations": imitation + sim + selection.get("evaluations", 0), "selected_episode": selection.get("episode"),
-        "greedy_stage_1": _greedy(result.run_dir / "checkpoints" / "il.pt", graph) / UNIT,
-        "greedy_final_weights": _greedy(result.run_dir / "checkpoints" / "sim.pt", graph) / UNIT,
+        "greedy_stage_1": _greedy(variant.method, result.run_dir / "checkpoints" / "il.pt", graph) / UNIT,
+        "greedy_final_weights": _greedy(variant.method, result.run_dir / "checkpoints" / "sim.pt", graph) / UNIT,
         "greedy": found["greedy"] / UNIT, "search": found["search"] / UNIT, "best_seen": found["best_seen"] / UNIT,
         "seconds": float(rows[-1]["seconds"]), "run_dir": str(result.run_dir),
     }  # fmt: skip
 
 
-def _greedy(checkpoint: Path, graph_name: str) -> float:
+def _greedy(method: str, checkpoint: Path, graph_name: str) -> float:
     """The simulated makespan of a checkpoint's greedy placement on 4 devices."""
-    import torch
-
     from ..datasets import bundled_graph
-    from ..learn import load_policy
-    from ..sim import simulate
+    from ..placers import place
 
-    graph, policy = bundled_graph(graph_name), load_policy(checkpoint, map_location="cpu")
-    with torch.no_grad():
-        return simulate(graph, policy.rollout(graph, 4, mode="greedy").assignment, 4).makespan
+    return place(bundled_graph(graph_name), method, 4, checkpoint=checkpoint).makespan
 
 
 def baselines(graph_name: str, evaluations: int, seeds: tuple[int, ...]) -> dict[str, Any]:
