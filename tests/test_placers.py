@@ -79,6 +79,21 @@ def test_local_search_counts_every_evaluation_and_honours_the_time_limit():
     assert limited.details["evaluations"] < 10**9  # stopped by the clock, not the budget
 
 
+def test_local_search_polishes_a_given_start_and_never_returns_worse():
+    graph = wb.bundled_graph("ffnn")
+    start = wb.place(graph, method="round_robin", devices=4)
+    untouched = wb.place(graph, method="local_search", devices=4, budget=1, start=start.assignment)
+    assert np.array_equal(untouched.assignment, start.assignment)
+    assert untouched.details["start_method"] == "given" and untouched.details["evaluations"] == 1
+    polished = wb.place(graph, method="local_search", devices=4, budget=300, start=start.assignment)
+    assert polished.details["start_makespan"] == start.makespan
+    assert polished.makespan < start.makespan  # round robin leaves plenty to gain on ffnn
+    with pytest.raises(ValueError, match="each of the 180 ops a device in 0..3"):
+        wb.place(graph, method="local_search", devices=4, budget=10, start=start.assignment[:-1])
+    with pytest.raises(ValueError, match="each of the 180 ops a device in 0..3"):
+        wb.place(graph, method="local_search", devices=4, budget=10, start=start.assignment + 4)
+
+
 @pytest.mark.parametrize("name", ["diamond", "fork", "join", "chain"])
 def test_cpsat_bound_never_exceeds_the_best_simulated_makespan(name):
     graph = dag(name)

@@ -54,6 +54,8 @@ class LocalSearchPlacer(Placer):
         final_temperature: final temperature as a fraction of the starting makespan.
         max_batch: the most proposals simulated together.
         progress: show a tqdm progress bar.
+        start: an assignment to start from instead of the best heuristic
+            (one evaluation instead of one per heuristic).
     """
 
     def __init__(
@@ -64,9 +66,11 @@ class LocalSearchPlacer(Placer):
         final_temperature: float = 3e-4,
         max_batch: int = 16,
         progress: bool = False,
+        start: np.ndarray | None = None,
     ) -> None:
-        if int(budget) < len(START_METHODS):
-            raise ValueError(f"budget must be at least {len(START_METHODS)} evaluations (one per starting heuristic), got {budget}")
+        starts_needed = len(START_METHODS) if start is None else 1
+        if int(budget) < starts_needed:
+            raise ValueError(f"budget must be at least {starts_needed} evaluations (one per starting assignment), got {budget}")
         if time_limit is not None and not time_limit > 0:
             raise ValueError(f"time_limit must be > 0 seconds, got {time_limit}")
         if not 0 < final_temperature <= initial_temperature:
@@ -79,6 +83,7 @@ class LocalSearchPlacer(Placer):
         self.final_temperature = float(final_temperature)
         self.max_batch = int(max_batch)
         self.progress = progress
+        self.start = None if start is None else np.asarray(start, dtype=np.int64)
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         from ..sim import Evaluator
@@ -86,7 +91,12 @@ class LocalSearchPlacer(Placer):
         began = time.perf_counter()
         rng = np.random.default_rng(seed)
         evaluator = Evaluator(graph, devices)
-        starts = np.array([get_placer(name).place(graph, devices).assignment for name in START_METHODS])
+        if self.start is not None:
+            if self.start.shape != (graph.num_nodes,) or not (0 <= self.start.min(initial=0) and self.start.max(initial=0) < num_devices(devices)):
+                raise ValueError(f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}")
+            starts = self.start[None]
+        else:
+            starts = np.array([get_placer(name).place(graph, devices).assignment for name in START_METHODS])
         start_makespans = np.atleast_1d(evaluator(starts))
         first = int(np.argmin(start_makespans))
         moves = _Moves(graph, devices, rng)
@@ -129,7 +139,7 @@ class LocalSearchPlacer(Placer):
             best,
             details={
                 "evaluations": evaluator.evaluations,
-                "start_method": START_METHODS[first],
+                "start_method": START_METHODS[first] if self.start is None else "given",
                 "start_makespan": float(start_makespans[first]),
             },
         )
