@@ -18,7 +18,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "placers": ("workbench.bench.placers", "every placement method on the paper graphs (makespan, seconds) and its gap to the STG optima"),
     "episode": ("workbench.bench.episode", "learned policies: inference and training-episode (rollout + REINFORCE update) seconds per paper graph"),
     "systems": ("workbench.bench.systems", "real-system backend: executor overhead per op, runtime fidelity vs the simulator, kernel sizing, remote round trips"),
-    "training": ("workbench.bench.training", "training quality: Doppler (3 seeds), Placeto and GDP after Stages I+II at the paper's budget vs heuristics and local search (resumable, hours)"),
+    "training": ("workbench.bench.training", "training quality: Doppler, Placeto and GDP (3 seeds each) after Stages I+II at the paper's budget vs heuristics and local search (resumable, hours)"),
     "scale": ("workbench.bench.scale", "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference"),
 }
 
