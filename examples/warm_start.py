@@ -3,7 +3,7 @@
 For each paper graph (4 devices): the shipped Doppler policy's greedy
 placement, then local_search from the best heuristic ("cold") and from that
 placement ("warm", ``start=``) at a few budgets, 3 seeds each. Makespans
-÷ 1e10, mean ± std. Run: ``python examples/warm_start.py`` (about a minute).
+÷ 1e10, mean ± std. Run: ``python examples/warm_start.py`` (under a minute).
 The policy's own training episodes are not counted in the budgets.
 """
 

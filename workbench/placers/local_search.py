@@ -83,18 +83,19 @@ class LocalSearchPlacer(Placer):
         self.final_temperature = float(final_temperature)
         self.max_batch = int(max_batch)
         self.progress = progress
-        self.start = None if start is None else np.asarray(start, dtype=np.int64)
+        self.start = start
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
-        from ..sim import Evaluator
+        from ..sim import AssignmentError, Evaluator, check_assignment
 
         began = time.perf_counter()
         rng = np.random.default_rng(seed)
         evaluator = Evaluator(graph, devices)
         if self.start is not None:
-            if self.start.shape != (graph.num_nodes,) or not (0 <= self.start.min(initial=0) and self.start.max(initial=0) < num_devices(devices)):
-                raise ValueError(f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}")
-            starts = self.start[None]
+            try:
+                starts = check_assignment(graph, self.start, devices)[None]
+            except AssignmentError as exc:
+                raise ValueError(f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}") from None
         else:
             starts = np.array([get_placer(name).place(graph, devices).assignment for name in START_METHODS])
         start_makespans = np.atleast_1d(evaluator(starts))
