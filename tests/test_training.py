@@ -183,7 +183,7 @@ def test_run_directory_matches_the_contract(finished_run):
     assert {"status", "method", "graphs", "devices", "seed", "stages", "started", "updated", "versions", "machine", "command", "error", "reference"} <= set(meta)
     assert meta["status"] == "finished" and meta["error"] is None and meta["stages"] == ["il", "sim"]
     graph = workbench.bundled_graph(CHAIN)
-    assert meta["reference"]["critical_path"] == workbench.place(graph, "critical_path", 4).makespan
+    assert meta["reference"][graph.name]["critical_path"] == workbench.place(graph, "critical_path", 4).makespan
     best = json.loads((out / "best" / "placement.json").read_text())
     assert set(best) == {"graph", "devices", "assignment", "order", "makespan", "stage", "episode", "method"}
     assert workbench.simulate(graph, best["assignment"], 4).makespan == best["makespan"]

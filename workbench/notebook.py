@@ -206,16 +206,15 @@ def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Pla
     Keys are the stages (``checkpoints/<stage>.pt``, the stage's final weights)
     and ``<stage>-best`` where training kept its best greedy weights.
     """
-    from .training import read_meta
+    from .rundir import RunPaths, read_meta
 
-    run_dir = Path(run_dir)
-    if not (run_dir / "meta.json").is_file():
+    run = RunPaths(run_dir)
+    if not run.meta_path.is_file():
         raise ValueError(f"{run_dir} is not a training run directory (no meta.json)")
-    meta = read_meta(run_dir / "meta.json")
-    found = {name: run_dir / "checkpoints" / f"{name}.pt" for stage in meta["stages"] for name in (stage, f"{stage}-best")}
-    found = {stage: path for stage, path in found.items() if path.is_file()}
+    meta = read_meta(run.meta_path)
+    found = run.stage_checkpoints(meta["stages"])
     if not found:
-        raise ValueError(f"{run_dir} holds no stage checkpoint (checkpoints/<stage>.pt for {', '.join(meta['stages'])})")
+        raise ValueError(f"{run_dir} holds no stage checkpoint ({run.stage_checkpoint('<stage>').relative_to(run.path)} for {', '.join(meta['stages'])})")
     return {stage: place(graph, method=meta["method"], devices=int(meta["devices"]), checkpoint=path) for stage, path in found.items()}
 
 
