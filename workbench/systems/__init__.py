@@ -12,7 +12,8 @@
 - :func:`calibrate`: fit the simulator to measurements and report how well
   each ranks placements (``calibration.py``).
 
-All share ``measure(graph, assignment, repeats, timeout) -> Measurement``;
+All implement :class:`CostOracle` (``oracle.py``; ``docs/contracts.md``, "Cost
+oracle"): ``measure(graph, assignment, repeats, timeout, trace) -> Measurement``;
 see ``docs/systems.md``.
 """
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..graph import DataflowGraph
 from ..imports import lazy_exports
-from .oracle import CostOracle, Measurement, MeasurementError, SimulatorOracle, scaled_trace, spearman, trace_violations
+from .oracle import CostOracle, FastCostOracle, Measurement, MeasurementError, SimulatorOracle, makespan_of, scaled_trace, spearman, trace_violations
 
 __all__ = [
     "measure",
@@ -32,6 +33,8 @@ __all__ = [
     "Measurement",
     "MeasurementError",
     "CostOracle",
+    "FastCostOracle",
+    "makespan_of",
     "SimulatorOracle",
     "LocalExecutor",
     "OpKernels",

@@ -25,7 +25,6 @@ so an interrupted calibration resumes where it stopped.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -313,13 +312,11 @@ def calibrate(
     chosen = calibration_placements(graph, devices, placements, seed)
     journal_path = Path(journal) if journal is not None else None
     done = _load_journal(journal_path)
-    wants_trace = "trace" in inspect.signature(oracle.measure).parameters
-    options = {"trace": True} if wants_trace else {}
     rounds = [(r, label, a) for r in range(repeats) for label, a in chosen]
     for r, label, assignment in tqdm(rounds, desc=f"calibrate {graph.name}", disable=not progress, unit="run"):
         key = _journal_key(r, label, assignment)
         if key not in done:
-            done[key] = oracle.measure(graph, assignment, repeats=1, timeout=timeout, **options)
+            done[key] = oracle.measure(graph, assignment, repeats=1, timeout=timeout, trace=True)
             if journal_path is not None:
                 journal_path.parent.mkdir(parents=True, exist_ok=True)
                 with journal_path.open("a", encoding="utf-8") as handle:

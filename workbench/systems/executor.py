@@ -265,8 +265,10 @@ class LocalExecutor:
             self._workers = workers
         return self._workers
 
-    def measure(self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 3, timeout: float = 60.0) -> Measurement:
-        """Run ``warmup`` untimed and ``repeats`` timed executions of ``assignment``, all within ``timeout`` seconds."""
+    def measure(
+        self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 3, timeout: float = 60.0, trace: bool = True
+    ) -> Measurement:
+        """Run ``warmup`` untimed and ``repeats`` timed executions of ``assignment``, all within ``timeout`` seconds (the median run's trace always comes back)."""
         values = check_assignment(graph, assignment, self.devices)
         if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
             raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
