@@ -39,6 +39,7 @@ __all__ = [
     "complete_lines",
     "read_metrics",
     "read_meta",
+    "try_read_meta",
     "references",
     "reference",
 ]
@@ -136,6 +137,15 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     """``meta.json`` as a dict."""
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def try_read_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """``meta.json`` as a dict, or ``{}`` when it is missing, unreadable or not a JSON object (for scans over many runs)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def references(meta: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

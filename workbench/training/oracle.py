@@ -10,7 +10,7 @@ seconds``, which :class:`CallableOracle` wraps. The contract itself lives in
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
