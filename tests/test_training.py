@@ -1,7 +1,7 @@
 """Three-stage training: run directories, resume, determinism, checkpoints, the stages themselves.
 
 The tests run against a tiny stand-in policy (a real torch module with the
-CONTRACTS.md rollout API: a linear SEL head on bottom level and compute, a
+docs/contracts.md rollout API: a linear SEL head on bottom level and compute, a
 linear PLC head on earliest start), so they check the training machinery
 fast and independently of the learned policies' architecture; the tests at
 the end run the real ``workbench.learn`` policy when it is importable.
