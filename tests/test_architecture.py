@@ -22,18 +22,21 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
 LAYERS = {
     "core": 0,
     "graph sources": 1,
+    "figures": 1,
     "learned policies / backends": 2,
     "training": 3,
     "experiments": 4,
     "views": 5,
 }
-"""The layers of docs/architecture.md, bottom (0) to top."""
+"""The layers of docs/architecture.md, bottom (0) to top; layers of equal rank may import each other.
+
+Figures (``workbench/viz/``, plotly only) sit below the backends because calibration draws with them."""
 
 LAYER_OF = {
     # core: the graph model, formats, simulator, placers and the contracts every layer shares
     "graph": "core", "formats": "core", "datasets": "core", "cluster": "core", "sim": "core", "schedule": "core",
     "placers": "core", "imports": "core", "fileio": "core", "provenance": "core", "rundir": "core",
-    "generators": "graph sources", "importers": "graph sources", "models": "graph sources",
+    "generators": "graph sources", "importers": "graph sources", "models": "graph sources", "viz": "figures",
     "learn": "learned policies / backends", "systems": "learned policies / backends",
     "training": "training",
     "sweeps": "experiments", "bench": "experiments",
@@ -41,7 +44,7 @@ LAYER_OF = {
 }  # fmt: skip
 """Each top-level module or subpackage of ``workbench`` and its layer."""
 
-NO_HEAVY_IMPORTS = ("core", "graph sources")
+NO_HEAVY_IMPORTS = ("core", "graph sources", "figures")
 """Layers whose modules never import torch, DGL or Dash (but see TORCH_BY_DESIGN)."""
 HEAVY = ("torch", "dgl", "dash")
 
