@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
 from .figures import write_figure
-from .grid import GraphSpec, MethodSpec, SweepConfig, accepted_options
+from .grid import GraphSpec, MethodSpec, SweepConfig
 from .runners import sweep
 
 __all__ = ["reproduce", "PAPER_REPORTED", "ROWS"]
@@ -159,11 +159,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _method_spec(row: Row, graph: str, settings: Settings, runs: Path) -> tuple[MethodSpec | None, str | None]:
     """The method spec of ``row`` on ``graph``, or why it is not available."""
-    from ..placers.base import REGISTRY
+    from ..placers import REGISTRY, placer_options
 
     if row.method not in REGISTRY:
         return None, "not available: not registered"
-    accepted = accepted_options(row.method)
+    accepted = placer_options(row.method)
     options: dict[str, tuple[Any, ...]] = {}
     if row.stage is not None:
         checkpoint = find_checkpoint(row.method, graph, row.stage, runs)
@@ -179,11 +179,6 @@ def _method_spec(row: Row, graph: str, settings: Settings, runs: Path) -> tuple[
 
 
 def _generated_graphs(settings: Settings, notes: list[str]) -> list[GraphSpec]:
-    import workbench
-
-    if not hasattr(workbench, "generate"):
-        notes.append("8 devices on generated graphs: skipped, `workbench.generate` is not available in this installation.")
-        return []
     specs = []
     for kind in GENERATED_FAMILIES:
         spec = GraphSpec(f"generated_{kind}", "generate", kind)
