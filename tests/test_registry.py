@@ -92,7 +92,11 @@ def test_the_derived_method_lists_follow_the_registry():
 def _method_lists(source: str, registered: set[str]) -> list[int]:
     """Lines of the list/tuple/set literals in ``source`` that hold two or more different registered method names."""
     tree = ast.parse(source)
-    exempt = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in NOT_METHOD_LISTS for t in node.targets)}
+    exempt = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in NOT_METHOD_LISTS for t in node.targets)
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and id(node) not in exempt:
@@ -103,7 +107,9 @@ def _method_lists(source: str, registered: set[str]) -> list[int]:
 
 def test_no_hand_written_method_list_remains_outside_the_registry():
     sources = sorted(p for p in (ROOT / "workbench").rglob("*.py") if p not in REGISTRY_MODULES) + [ROOT / "app.py"]
-    found = [f"{path.relative_to(ROOT)}:{line}" for path in sources for line in _method_lists(path.read_text(encoding="utf-8"), set(REGISTRY))]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}" for path in sources for line in _method_lists(path.read_text(encoding="utf-8"), set(REGISTRY))
+    ]
     assert not found, "derive these method lists from workbench.placers.methods(kind, ...):\n" + "\n".join(found)
 
 

@@ -8,7 +8,9 @@ from typing import Any, Callable, Mapping
 __all__ = ["import_object", "lazy_exports"]
 
 
-def lazy_exports(package: str, exports: Mapping[str, str], namespace: dict[str, Any], needs: str = "") -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, exports: Mapping[str, str], namespace: dict[str, Any], needs: str = ""
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's ``__getattr__`` and ``__dir__`` (PEP 562) that import each public name on first use.
 
     ``exports`` maps a name to the module defining it (absolute, or relative to

@@ -63,20 +63,20 @@ def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
 
 def _methods(devices: int) -> dict[str, Callable[[DataflowGraph], Callable[[], Any]]]:
     """Method name → (graph → a zero-argument call to time)."""
-    from ..placers import get_placer, methods as registered
+    from ..placers import get_placer, methods
     from ..sim import simulate
 
     rng = np.random.default_rng(0)
-    methods: dict[str, Callable[[DataflowGraph], Callable[[], Any]]] = {
+    timed: dict[str, Callable[[DataflowGraph], Callable[[], Any]]] = {
         "simulate": lambda g: (lambda a=rng.integers(0, devices, g.num_nodes): simulate(g, a, devices)),
     }
-    for name in registered("heuristic"):  # search and learned methods are measured below; baselines need no figure
-        methods[name] = lambda g, name=name: (lambda: get_placer(name).place(g, devices, seed=0))
-    methods["local_search per evaluation"] = lambda g: _per_evaluation(g, devices)
+    for name in methods("heuristic"):  # search and learned methods are measured below; baselines need no figure
+        timed[name] = lambda g, name=name: (lambda: get_placer(name).place(g, devices, seed=0))
+    timed["local_search per evaluation"] = lambda g: _per_evaluation(g, devices)
     inference = _policy_inference(devices)
     if inference is not None:
-        methods["doppler inference"] = inference
-    return methods
+        timed["doppler inference"] = inference
+    return timed
 
 
 def _per_evaluation(graph: DataflowGraph, devices: int, short: int = 200, extra: int = 1_000) -> Callable[[], Any]:
@@ -135,9 +135,9 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
     rows: list[dict[str, Any]] = []
     bar = tqdm(desc="bench scale", unit="measurement")
     for devices in DEVICES:
-        methods = _methods(devices)
-        bar.total = len(DEVICES) * len(methods) * len(sizes)
-        for name, build in methods.items():
+        timed = _methods(devices)
+        bar.total = len(DEVICES) * len(timed) * len(sizes)
+        for name, build in timed.items():
             too_slow_at = None
             for n in sizes:
                 bar.set_postfix_str(f"{name}, {devices} devices, {n:,} ops")

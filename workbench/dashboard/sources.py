@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import workbench as wb
-from workbench.placers import methods, placer_options, placers as registered_placers
+from workbench.placers import methods, placer_options
+from workbench.placers import placers as registered_placers
 
 from .context import DashboardContext, PathError
 

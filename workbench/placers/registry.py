@@ -77,13 +77,43 @@ def register_placer(name: str, module: str, cls: str, description: str, kind: st
 register_placer("single", "workbench.placers.simple", "SinglePlacer", "every op on device 0", "baseline")
 register_placer("round_robin", "workbench.placers.simple", "RoundRobinPlacer", "op i on device i mod D", "baseline")
 register_placer("random", "workbench.placers.simple", "RandomPlacer", "uniformly random device per op (seeded)", "random")
-register_placer("critical_path", "workbench.placers.critical_path", "CriticalPathPlacer", "the paper's teacher: largest bottom level first, earliest-start device", "heuristic")
-register_placer("heft", "workbench.placers.heft", "HeftPlacer", "HEFT (Topcuoglu et al. 2002): upward rank, earliest finish with insertion", "heuristic")
-register_placer("cpop", "workbench.placers.cpop", "CpopPlacer", "CPOP (Topcuoglu et al. 2002): critical path on one device, others earliest finish", "heuristic")
-register_placer("peft", "workbench.placers.peft", "PeftPlacer", "PEFT (Arabnejad, Barbosa 2014): earliest finish plus optimistic cost table", "heuristic")
-register_placer("etf", "workbench.placers.etf", "EtfPlacer", "ETF (Hwang et al. 1989): ready op and device with the earliest start", "heuristic")
-register_placer("local_search", "workbench.placers.local_search", "LocalSearchPlacer", "simulated annealing from the best heuristic, structure-aware moves (budget in evaluations)", "search")
-register_placer("cpsat", "workbench.placers.cpsat", "CpSatPlacer", "exact CP-SAT schedule model, time-limited; reports its proven lower bound", "exact")
+register_placer(
+    "critical_path",
+    "workbench.placers.critical_path",
+    "CriticalPathPlacer",
+    "the paper's teacher: largest bottom level first, earliest-start device",
+    "heuristic",
+)
+register_placer(
+    "heft", "workbench.placers.heft", "HeftPlacer", "HEFT (Topcuoglu et al. 2002): upward rank, earliest finish with insertion", "heuristic"
+)
+register_placer(
+    "cpop",
+    "workbench.placers.cpop",
+    "CpopPlacer",
+    "CPOP (Topcuoglu et al. 2002): critical path on one device, others earliest finish",
+    "heuristic",
+)
+register_placer(
+    "peft",
+    "workbench.placers.peft",
+    "PeftPlacer",
+    "PEFT (Arabnejad, Barbosa 2014): earliest finish plus optimistic cost table",
+    "heuristic",
+)
+register_placer(
+    "etf", "workbench.placers.etf", "EtfPlacer", "ETF (Hwang et al. 1989): ready op and device with the earliest start", "heuristic"
+)
+register_placer(
+    "local_search",
+    "workbench.placers.local_search",
+    "LocalSearchPlacer",
+    "simulated annealing from the best heuristic, structure-aware moves (budget in evaluations)",
+    "search",
+)
+register_placer(
+    "cpsat", "workbench.placers.cpsat", "CpSatPlacer", "exact CP-SAT schedule model, time-limited; reports its proven lower bound", "exact"
+)
 
 
 def placers() -> dict[str, str]:
