@@ -18,7 +18,7 @@ from workbench.dashboard.context import DashboardContext, PathError, resolve_ins
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.runs import read_metrics, read_run, references
-from workbench.dashboard.sources import UploadError, generator, load_graph_key, method_choices, parse_method, save_upload
+from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, parse_method, save_upload
 
 DIAMOND = wb.DataflowGraph.from_edges([1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d"))
 METRICS_HEADER = "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,loss_entropy,loss_imitation,teacher_agreement,epsilon,lr,seconds,oracle\n"
@@ -272,21 +272,15 @@ def test_measured_view_reads_calibration_journals_and_trace_files(context):
     assert "outside" in str(measured.measured_view(context, "runs:../../x_trace.json", None)[-1])
 
 
-def test_measured_page_says_when_the_backend_is_missing(context, monkeypatch):
-    monkeypatch.setattr(measured, "backend_available", lambda: False)
-    assert "not available" in str(measured.layout(context, None))
-
-
 def test_graph_picker_resolves_each_source(context):
     from workbench.dashboard.picker import resolve_graph_key
 
     assert resolve_graph_key(context, "bundled", "bundled:stg/50/rand0000.stg", None, None, None) == ("bundled:stg/50/rand0000.stg", None)
     assert resolve_graph_key(context, "uploaded", None, None, None, None)[1] == "upload a graph file"
     assert "not valid JSON" in resolve_graph_key(context, "generated", None, None, "layered", "{bad")[1]
-    if generator() is not None:
-        key, error = resolve_graph_key(context, "generated", None, None, "layered", json.dumps({"layers": 3, "width": 2}))
-        assert error is None and load_graph_key(context, key).num_nodes > 0
-        assert "cannot load the graph" in resolve_graph_key(context, "generated", None, None, "layered", '{"no_such_parameter": 1}')[1]
+    key, error = resolve_graph_key(context, "generated", None, None, "layered", json.dumps({"layers": 3, "width": 2}))
+    assert error is None and load_graph_key(context, key).num_nodes > 0
+    assert "cannot load the graph" in resolve_graph_key(context, "generated", None, None, "layered", '{"no_such_parameter": 1}')[1]
 
 
 # ---------------------------------------------------------------- launch

@@ -12,6 +12,7 @@ from typing import Any
 
 import workbench as wb
 from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
+from workbench.placers import methods
 
 from ..components import controls, field, figure_card, message
 from ..figures import gantt_frame, gantt_figure, gantt_highlight, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
@@ -22,13 +23,12 @@ PATH = "/"
 NAME = "Compare"
 PAGE = "compare"
 MAX_DEVICES = 64
-PREFERRED = ("critical_path", "heft", "local_search", "round_robin")
 
 
 def default_methods(options: list[dict[str, str]]) -> list[str]:
-    """Two fast, telling methods to show on first load (plus a pretrained policy when there is one)."""
+    """The first two registered heuristics, fast and telling, on first load (plus a pretrained policy when there is one)."""
     values = [o["value"] for o in options]
-    chosen = [m for m in PREFERRED if m in values][:2]
+    chosen = [m for m in methods("heuristic") if m in values][:2]
     chosen += [v for v in values if v.startswith("doppler@")][:1]
     return chosen
 
