@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import os
 from pathlib import Path
 
@@ -75,8 +74,7 @@ def create_app(
     """
     limits = limits if limits is not None else Limits.from_env()
     context = DashboardContext.create(runs_dir, datasets_dir, limits)
-    jobs = JobManager(context)
-    atexit.register(jobs.shutdown)
+    jobs = JobManager(context)  # ends its jobs at exit
     app = dash.Dash(
         __name__,
         use_pages=True,

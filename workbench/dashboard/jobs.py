@@ -15,6 +15,7 @@ job, and :meth:`JobManager.shutdown` ends every job with the dashboard.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import itertools
@@ -276,6 +277,7 @@ class JobManager:
         self._jobs: dict[int, Job] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        atexit.register(self.shutdown)
 
     @property
     def log_dir(self) -> Path:

@@ -125,19 +125,22 @@ class Limits:
         return budget, time_limit
 
     def check_launch_value(self, dest: str, value: str) -> None:
-        """Refuses one Launch argument (``dest`` as argparse names it) beyond a cap or off an allow-list."""
+        """Refuses one Launch argument (``dest`` as argparse names it) beyond a cap or off an allow-list.
+
+        A number that does not parse is left to the command's own parser, which says so.
+        """
         flag = "--" + dest.replace("_", "-")
-        if dest == "devices":
-            self.check_devices(_number(value, flag, int), flag)
-        elif dest in ("budget", "max_budget"):
-            if not 1 <= _number(value, flag, int) <= self.max_budget:
+        if dest == "devices" and (number := _maybe(value, int)) is not None:
+            self.check_devices(number, flag)
+        elif dest == "budget" and (number := _maybe(value, int)) is not None:
+            if not 1 <= number <= self.max_budget:
                 raise LimitError(f"{flag} must be from 1 to {self.max_budget:,} (got {value}; the server's --max-budget)")
-        elif dest in ("time_limit", "timeout"):
-            if not 0 < _number(value, flag, float) <= self.max_time_limit:
+        elif dest in ("time_limit", "timeout") and (number := _maybe(value, float)) is not None:
+            if not 0 < number <= self.max_time_limit:
                 raise LimitError(f"{flag} must be more than 0 and at most {self.max_time_limit:g} s (got {value}; the server's --max-time-limit)")
         elif dest == "episodes":
-            counts = [_number(part, flag, int) for part in value.split(",")]
-            if any(c < 0 for c in counts) or sum(counts) > self.max_episodes:
+            counts = [_maybe(part, int) for part in value.split(",")]
+            if None not in counts and (any(c < 0 for c in counts) or sum(counts) > self.max_episodes):
                 raise LimitError(f"{flag}: at most {self.max_episodes:,} episodes in all stages together (got {value}; the server's --max-episodes)")
         elif dest == "oracle":
             if value not in self.allow_oracles:
@@ -183,6 +186,14 @@ def _number(text: str, where: str, kind: type) -> Any:
     if kind is float and not abs(value) < float("inf"):
         raise LimitError(f"{where}: {text!r} is not a finite number")
     return value
+
+
+def _maybe(text: str, kind: type) -> Any:
+    """``kind(text)``, or ``None`` when it does not parse."""
+    try:
+        return kind(str(text).strip())
+    except ValueError:
+        return None
 
 
 def _host_of(address: str) -> str:

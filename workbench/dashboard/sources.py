@@ -29,6 +29,7 @@ import workbench as wb
 from workbench.placers import placers as registered_placers
 
 from .context import DashboardContext, PathError
+from .work import check_generated
 
 __all__ = [
     "LEARNED_METHODS",
@@ -123,6 +124,7 @@ def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
     elif kind == "upload":
         path = _resolve_upload(ctx, rest)
     elif kind == "generated":
+        check_generated(ctx, rest)  # size and memory caps, in a killable child
         return _generated(rest)
     else:
         raise ValueError(f"unknown graph source {kind!r}")
