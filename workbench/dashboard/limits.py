@@ -169,6 +169,8 @@ def _flag(name: str) -> str:
 
 
 def _shown(default: Any) -> str:
+    if default == ():
+        return "none"
     return ",".join(default) if isinstance(default, tuple) else f"{default:g}" if isinstance(default, float) else str(default)
 
 
