@@ -154,14 +154,14 @@ def serving(app):
         thread.join(5)
 
 
-def compare_request(port: int, seed: int) -> socket.socket:
-    """Send the Compare callback for a one-minute local search; return the open connection."""
+def compare_request(port: int, seed: int, method: str = "local_search") -> socket.socket:
+    """Send the Compare callback (by default a one-minute local search); return the open connection."""
     body = json.dumps({
         "output": "..compare-results.children...compare-state.data..",
         "outputs": [{"id": "compare-results", "property": "children"}, {"id": "compare-state", "property": "data"}],
         "inputs": [{"id": "compare-run", "property": "n_clicks", "value": 1}, {"id": "compare-graph-key", "property": "data", "value": FFNN}],
         "state": [{"id": f"compare-{name}", "property": "value", "value": value}
-                  for name, value in (("devices", 4), ("methods", ["local_search"]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))],
+                  for name, value in (("devices", 4), ("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))],
         "changedPropIds": ["compare-run.n_clicks"],
     }).encode()  # fmt: skip
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -193,6 +193,15 @@ def test_compare_work_stops_when_the_browser_leaves_or_a_newer_request_comes(con
         assert time.monotonic() - began < 3
         first.close()
         assert wait_for(lambda: not RUNNER.children(), 5)
+        with compare_request(port, seed=3, method="critical_path") as quick:  # and a request that stays gets its charts
+            reply = quick.makefile("rb")
+            assert reply.readline().startswith(b"HTTP/1.1 200")
+            headers = {}
+            while (line := reply.readline().strip()):
+                name, _, value = line.decode().partition(":")
+                headers[name.lower()] = value.strip()
+            results = json.loads(reply.read(int(headers["content-length"])))["response"]["compare-results"]["children"]
+            assert "gantt/0" in json.dumps(results) and "critical_path: makespan" in json.dumps(results)
 
 
 # ------------------------------------------------------------- the server
