@@ -195,9 +195,12 @@ def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: in
 
 
 def _limit_memory(memory_mb: int) -> None:
-    """Cap the child's address space at what it has now plus ``memory_mb``."""
-    with open("/proc/self/statm") as handle:
-        pages = int(handle.read().split()[0])
+    """Cap the child's address space at what it has now plus ``memory_mb`` (Linux; elsewhere no cap)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[0])
+    except OSError:
+        return
     size = pages * resource.getpagesize() + (memory_mb << 20)
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (size if hard == resource.RLIM_INFINITY else min(size, hard), hard))
