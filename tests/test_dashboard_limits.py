@@ -243,6 +243,8 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
     argv = validate_arguments(context, "train", {"graphs": "ffnn chain", "out": "r", "oracle": "workbench.systems:LocalExecutor", "set": "init_checkpoint=runs/a/last.pt"})
     assert argv[:2] == ["ffnn", "chain"] and f"init_checkpoint={(context.runs_dir / 'a' / 'last.pt').resolve()}" in argv
     assert validate_arguments(context, "calibrate", {"graph": "ffnn", "engine": "localhost:7070"})[-1] == "localhost:7070"
+    sweep = validate_arguments(context, "sweep", {"config": "runs/grid.yaml"})
+    assert sweep[-2:] == ["--out", str((context.runs_dir / "grid.csv").resolve())]  # results stay under runs/
     wider = DashboardContext(context.runs_dir, context.datasets_dir, context.upload_dir, Limits(allow_oracles=("mylab.oracles:cluster",)))
     assert "mylab.oracles:cluster" in validate_arguments(wider, "train", {"graphs": "ffnn", "out": "r", "oracle": "mylab.oracles:cluster"})
 

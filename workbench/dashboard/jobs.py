@@ -215,6 +215,8 @@ def validate_arguments(ctx: DashboardContext, command: str, values: dict[str, ob
     except SystemExit:
         text = stderr.getvalue().strip().splitlines()
         raise LaunchError(text[-1] if text else f"invalid arguments for {command}") from None
+    if command == "sweep" and "--out" not in argv:  # a config's own out is relative to the job's private folder, deleted with it
+        argv += ["--out", str(resolve_inside(ctx.runs_dir, Path(positional[0]).stem + ".csv"))]
     return argv
 
 
