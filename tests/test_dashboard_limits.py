@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import workbench as wb
 from workbench.dashboard import create_app
 from workbench.dashboard.context import DashboardContext
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
@@ -136,6 +137,8 @@ def test_child_errors_and_deadlines_come_back_to_the_request():
     with pytest.raises(ValueError, match="invalid literal"):
         RUNNER.run(int, "x", max_concurrent=4, seconds=60)
     assert RUNNER.run(int, "12", max_concurrent=4, seconds=60) == 12
+    with pytest.raises(RuntimeError, match="no such file"):  # GraphFormatError cannot be unpickled: its message comes back
+        RUNNER.run(wb.load_graph, "/nonexistent/graph.txt", max_concurrent=4, seconds=60)
     with pytest.raises(Cancelled, match="deadline"):
         RUNNER.run(spin, 60.0, max_concurrent=4, seconds=0.5)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import multiprocessing
+import pickle
 import resource
 import select
 import socket
@@ -186,12 +187,21 @@ def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: in
     except MemoryError:
         answer = (False, LimitError(f"this needs more than {memory_mb} MiB of memory (the server's --max-work-memory-mb)"))
     except Exception as exc:  # sent back to the request, which shows it
-        answer = (False, exc)
+        answer = (False, exc if _round_trips(exc) else RuntimeError(str(exc)))
     try:
         writer.send(answer)
-    except Exception as exc:  # an unpicklable result or exception
+    except Exception as exc:  # a result that cannot be pickled
         writer.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
     writer.close()
+
+
+def _round_trips(exc: Exception) -> bool:
+    """True when the exception can be rebuilt from its pickle (one whose ``__init__`` takes other arguments cannot)."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return False
+    return True
 
 
 def _limit_memory(memory_mb: int) -> None:
