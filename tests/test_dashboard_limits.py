@@ -21,7 +21,7 @@ from workbench.dashboard import create_app
 from workbench.dashboard.context import DashboardContext
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.limits import LimitError, Limits
-from workbench.dashboard.pages import compare
+from workbench.dashboard.pages import compare, launch
 from workbench.dashboard.picker import resolve_graph_key
 from workbench.dashboard.work import RUNNER, Cancelled
 
@@ -248,8 +248,9 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
     assert validate_arguments(context, "calibrate", {"graph": "ffnn", "engine": "localhost:7070"})[-1] == "localhost:7070"
     sweep = validate_arguments(context, "sweep", {"config": "runs/grid.yaml"})
     assert sweep[-2:] == ["--out", str((context.runs_dir / "grid.csv").resolve())]  # results stay under runs/
-    wider = DashboardContext(context.runs_dir, context.datasets_dir, context.upload_dir, Limits(allow_oracles=("mylab.oracles:cluster",)))
+    wider = DashboardContext(context.runs_dir, context.datasets_dir, context.upload_dir, Limits(allow_oracles=("mylab.oracles:cluster",), max_devices=8))
     assert "mylab.oracles:cluster" in validate_arguments(wider, "train", {"graphs": "ffnn", "out": "r", "oracle": "mylab.oracles:cluster"})
+    assert "at most 8 devices" in str(launch.layout(wider, None)) and "mylab.oracles:cluster" in str(launch.layout(wider, None))
 
 
 def test_job_logs_are_private_and_jobs_end_with_the_dashboard(context):
