@@ -271,9 +271,10 @@ def test_a_reply_beyond_the_limit_is_an_error_reply(graph):
 
 
 def test_connections_beyond_the_cap_get_a_busy_reply(graph):
-    with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, max_connections=2)) as (host, port):
+    server = serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, max_connections=2)
+    with running(server) as (host, port):
         held = [socket.create_connection((host, port), timeout=10) for _ in range(2)]
-        time.sleep(0.2)  # let the server accept both before the third arrives
+        assert wait(lambda: server.connections == 2)
         result = RemoteEngine(host, port, devices=4, retries=0).measure(graph, [0] * graph.num_nodes)
         assert not result.ok and "2 connections are open" in result.error
         held.pop().close()

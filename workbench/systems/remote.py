@@ -413,6 +413,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
         self.turns = _TurnQueue(max_waiting)
         self._open = 0
         self._open_lock = threading.Lock()
+        self._refusing = threading.BoundedSemaphore(max_connections)
         super().__init__(address, _Handler)
 
     @property
@@ -420,20 +421,42 @@ class EngineServer(socketserver.ThreadingTCPServer):
         host, port = self.server_address[:2]
         return f"{host}:{port}"
 
+    @property
+    def connections(self) -> int:
+        """Connections being served now."""
+        with self._open_lock:
+            return self._open
+
     def process_request(self, request, client_address) -> None:
         with self._open_lock:
             room = self._open < self.max_connections
             self._open += room
         if not room:
-            error = f"{self.max_connections} connections are open, the engine's limit; try again later"
-            _close_after_reply(request, {"id": None, "ok": False, "kind": "busy", "error": error}, linger=0.0)  # never hold up accepting
-            self.shutdown_request(request)
+            self._refuse(request)
             return
         try:
             super().process_request(request, client_address)
         except Exception:
             self._closed_one()
             raise
+
+    def _refuse(self, request: socket.socket) -> None:
+        """A ``busy`` reply to a connection beyond the cap, lingering in a thread (at most ``max_connections`` of them) so it arrives."""
+        error = f"{self.max_connections} connections are open, the engine's limit; try again later"
+        reply = {"id": None, "ok": False, "kind": "busy", "error": error}
+        if not self._refusing.acquire(blocking=False):  # a flood: answer without waiting, never hold up accepting
+            _close_after_reply(request, reply, linger=0.0)
+            self.shutdown_request(request)
+            return
+
+        def linger() -> None:
+            try:
+                _close_after_reply(request, reply, linger=1.0)
+                self.shutdown_request(request)
+            finally:
+                self._refusing.release()
+
+        threading.Thread(target=linger, daemon=True).start()
 
     def process_request_thread(self, request, client_address) -> None:
         try:
