@@ -278,7 +278,8 @@ def test_connections_beyond_the_cap_get_a_busy_reply(graph):
         result = RemoteEngine(host, port, devices=4, retries=0).measure(graph, [0] * graph.num_nodes)
         assert not result.ok and "2 connections are open" in result.error
         held.pop().close()
-        assert RemoteEngine(host, port, devices=4, retries=3, backoff=0.2).measure(graph, [0] * graph.num_nodes).ok
+        assert wait(lambda: server.connections == 1)
+        assert RemoteEngine(host, port, devices=4, retries=0).measure(graph, [0] * graph.num_nodes).ok
         for sock in held:
             sock.close()
 
@@ -304,7 +305,8 @@ class Gate:
 def test_requests_take_turns_in_arrival_order_and_wait_at_most_their_timeout(graph):
     gate = Gate()
     n = graph.num_nodes
-    with running(serve_engine([graph], gate, port=0)) as (host, port):
+    server = serve_engine([graph], gate, port=0)
+    with running(server) as (host, port):
         results: dict[int, Measurement] = {}
 
         def ask(device: int, timeout: float) -> None:
@@ -317,10 +319,10 @@ def test_requests_take_turns_in_arrival_order_and_wait_at_most_their_timeout(gra
         ask(1, 0.3)  # behind a measurement that does not end: refused after its own timeout, not after the holder
         assert time.perf_counter() - began < 3
         assert not results[1].ok and "busy with other requests for the whole timeout" in results[1].error
-        for device in (3, 2):
+        for device in (3, 2):  # 3 gets in line before 2
             threads.append(threading.Thread(target=ask, args=(device, 30)))
             threads[-1].start()
-            time.sleep(0.3)  # so that 3 is in line before 2
+            assert wait(lambda: server.turns.ahead == len(threads))
         gate.release.set()
         for thread in threads:
             thread.join(30)

@@ -312,12 +312,18 @@ class _TurnQueue:
         self._serving = 0
         self._abandoned: set[int] = set()
 
+    @property
+    def ahead(self) -> int:
+        """Requests being measured or waiting for their turn."""
+        with self._changed:
+            return self._issued - self._serving - len(self._abandoned)
+
     @contextmanager
     def turn(self, wait: float):
         with self._changed:
-            waiting = self._issued - self._serving - len(self._abandoned)
-            if waiting > self.max_waiting:
-                raise _Busy(f"{waiting} requests are ahead in line for the engine (at most {self.max_waiting}); try again later")
+            ahead = self.ahead
+            if ahead > self.max_waiting:
+                raise _Busy(f"{ahead} requests are ahead in line for the engine (at most {self.max_waiting}); try again later")
             ticket, self._issued = self._issued, self._issued + 1
             give_up = time.monotonic() + wait
             while self._serving != ticket:
