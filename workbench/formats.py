@@ -297,7 +297,7 @@ class JSONInputError(ValueError):
         self.line = line
 
 
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)  # "? keeps an unterminated string linear
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)  # "? keeps an unterminated string linear
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _DEPTH_CHUNK = 1 << 22
 
