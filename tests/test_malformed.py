@@ -98,6 +98,16 @@ def test_special_files_and_oversized_files_are_refused_by_the_command(tmp_path):
         assert_one_line_error(done.returncode, done.stderr, str(path), reason)
 
 
+def test_errors_stay_on_one_line_whatever_the_file_name(tmp_path):
+    odd = tmp_path / "two\nlines.txt"
+    odd.write_text("garbage")
+    with pytest.raises(GraphFormatError) as info:
+        wb.load_graph(odd)
+    assert "\n" not in str(info.value) and "two\\nlines.txt" in str(info.value)
+    with pytest.raises(GraphFormatError, match="cannot read"):
+        wb.load_graph("nul\x00byte.txt")
+
+
 def test_the_read_limit_holds_for_a_file_whose_reported_size_is_wrong():
     status = Path("/proc/self/status")  # a regular file that reports size 0
     if not status.exists():
@@ -127,14 +137,15 @@ def test_an_assignment_file_with_a_byte_order_mark_is_read(tmp_path, capsys):
 def test_parse_json_refuses_what_json_loads_would_crash_on_or_guess():
     assert parse_json('{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
     assert parse_json("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) is not None
-    assert parse_json('["[[[[", "\\"]]]]"]') == ["[[[[", '"]]]]']  # brackets inside strings do not count
+    in_strings = ["[" * 100, '\\"{' * 100]  # brackets inside strings (escaped quotes too) do not nest
+    assert parse_json(json.dumps(in_strings)) == in_strings
     for text, reason in [
         ("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1), "nested more than"),
         ("[" * 100_000, "nested more than"),
         ("[NaN]", "NaN is not a JSON number"),
         ("[-Infinity]", "-Infinity is not a JSON number"),
         ('{"a": 1, "a": 2}', "duplicate key 'a'"),
-        ("[" + "1" * 40 + "]", "40 digits"),
+        ("[" + "1" * 5000 + "]", "value has 5000 digits"),
         ("[1_000]", "Expecting"),
     ]:
         with pytest.raises(JSONInputError, match=reason):

@@ -382,10 +382,11 @@ class DataflowGraph:
         atomic_write_text(path, text)
 
     def with_metadata(self, **updates: Any) -> "DataflowGraph":
-        """A copy with ``metadata`` updated."""
-        return DataflowGraph(
-            self.compute, self.src, self.dst, self.comm, self.names, self.op_types, {**self.metadata, **updates}
-        )
+        """A copy with ``metadata`` updated; it shares the read-only arrays and derived structure, already validated."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        object.__setattr__(copy, "metadata", MappingProxyType({**self.metadata, **updates}))
+        return copy
 
     def same_as(self, other: "DataflowGraph") -> bool:
         """True when both graphs hold the same ops, edges, costs, names and types."""
