@@ -27,6 +27,8 @@ from workbench.formats import MAX_JSON_DEPTH, GraphFormatError, JSONInputError, 
 from workbench.graph import MAX_COST, MAX_EDGES, MAX_NODES, GraphError
 from workbench.sim import optimality_gap
 
+from .conftest import random_dags
+
 DATA = Path(__file__).parent / "data"
 CORPUS = DATA / "malformed"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
@@ -203,10 +205,40 @@ def test_every_graph_obeys_the_same_caps(tmp_path, monkeypatch):
         wb.DataflowGraph([MAX_COST * 2], [], [], [])
     assert wb.DataflowGraph([MAX_COST], [], [], []).compute[0] == MAX_COST
     graph = wb.load_graph(DATA / "bom" / "graph.json")
-    monkeypatch.setattr(wb.graph, "MAX_GRAPH_FILE_BYTES", 100)
+    monkeypatch.setattr(wb.formats, "MAX_GRAPH_FILE_BYTES", 100)
     with pytest.raises(GraphError, match="more than the 100"):
         graph.save(tmp_path / "big.json")  # save refuses what load_graph would refuse
+    monkeypatch.undo()
+    deep: list = []
+    for _ in range(MAX_JSON_DEPTH):
+        deep = [deep]
+    with pytest.raises(GraphError, match="nests more than 64"):
+        graph.with_metadata(params=deep).save(tmp_path / "deep.json")
+    with pytest.raises(GraphError, match="cannot be saved as JSON"):
+        graph.with_metadata(ratio=float("nan")).save(tmp_path / "nan.json")
     assert not list(tmp_path.iterdir())
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**25), 10**25) | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=80,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=random_dags(), metadata=st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=3))
+def test_a_saved_graph_loads_back_or_is_refused_before_it_is_written(tmp_path, graph, metadata):
+    path = tmp_path / "saved.json"
+    path.unlink(missing_ok=True)
+    graph = graph.with_metadata(**{"name": "g", **metadata})
+    try:
+        graph.save(path)
+    except GraphError as exc:
+        assert not path.exists() and "metadata" in str(exc)
+    else:
+        back = wb.load_graph(path)
+        assert back.same_as(graph) and {**back.metadata, "path": None} == {**graph.metadata, "path": None}
 
 
 def test_device_count_is_capped_with_a_clear_error_and_identical_clusters_stay_small(capsys):
@@ -274,11 +306,6 @@ def test_mutated_valid_files_give_a_graph_or_a_format_error(tmp_path, case):
     check_loads_or_refuses(path)
 
 
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(10**25), 10**25) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-    max_leaves=12,
-)
 GRAPH_KEYS = ["format", "version", "num_nodes", "compute", "src", "dst", "comm", "names", "op_types", "metadata", "extra"]
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "detect_format",
     "read_text_file",
     "parse_json",
+    "graph_json_text",
     "MAX_GRAPH_FILE_BYTES",
     "MAX_JSON_DEPTH",
     "JSON_VERSION",
@@ -455,6 +456,20 @@ def load_graph(path: str | os.PathLike, format: str | None = None) -> DataflowGr
         raise GraphFormatError(path, f"unknown format {name!r}; known: {', '.join(FORMATS)}")
     graph = FORMATS[name](path)
     return graph.with_metadata(path=str(path))
+
+
+def graph_json_text(graph: DataflowGraph) -> str:
+    """``graph`` as native JSON text; raises :class:`GraphError` for a text that :func:`load_graph` would refuse."""
+    try:
+        text = json.dumps(graph.to_dict(), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise GraphError(f"the graph's metadata cannot be saved as JSON: {exc}") from None
+    if _nests_deeper_than(text, MAX_JSON_DEPTH):
+        raise GraphError(f"the graph's metadata nests more than {MAX_JSON_DEPTH} levels deep")
+    size = len(text.encode("utf-8"))
+    if size > MAX_GRAPH_FILE_BYTES:
+        raise GraphError(f"the graph's file would be {size:,} bytes, more than the {MAX_GRAPH_FILE_BYTES:,} a graph file may hold")
+    return text
 
 
 def save_graph(graph: DataflowGraph, path: str | os.PathLike) -> None:

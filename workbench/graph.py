@@ -15,7 +15,6 @@ saved file of at most :data:`MAX_GRAPH_FILE_BYTES` (what ``load_graph`` reads).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -375,11 +374,9 @@ class DataflowGraph:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the native JSON format atomically (temp file, then rename); refuses a file ``load_graph`` would refuse."""
-        text = json.dumps(self.to_dict())
-        size = len(text.encode("utf-8"))
-        if size > MAX_GRAPH_FILE_BYTES:
-            raise GraphError(f"the graph's file would be {size:,} bytes, more than the {MAX_GRAPH_FILE_BYTES:,} a graph file may hold")
-        atomic_write_text(path, text)
+        from .formats import graph_json_text
+
+        atomic_write_text(path, graph_json_text(self))
 
     def with_metadata(self, **updates: Any) -> "DataflowGraph":
         """A copy with ``metadata`` updated; it shares the read-only arrays and derived structure, already validated."""
