@@ -35,7 +35,7 @@ def op_bars(fig: go.Figure) -> list:
 
 
 def write_run(root: Path, name: str = "demo", episodes: int = 60, trailing: str = "sim,60,chain_mm_112nodes,12") -> Path:
-    """A run directory per CONTRACTS.md section 2 whose metrics end in a half-written line."""
+    """A run directory per docs/contracts.md ("Run directory") whose metrics end in a half-written line."""
     graph = wb.bundled_graph("chain_mm")
     placement = wb.place(graph, "critical_path", 4)
     run = root / name

@@ -65,7 +65,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 # The learned methods' registry lines (plain Python, no torch): imported here, by the one public API, so
 # that place(), the CLI, the dashboard, sweeps and benchmarks see them while the core placers never

@@ -1,40 +1,12 @@
-"""Objects named on the command line or in configs as ``PACKAGE.MODULE:NAME``, and lazy package exports."""
+"""Objects named on the command line or in configs as ``PACKAGE.MODULE:NAME``, and lazily imported package names."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Callable, Mapping
 
 __all__ = ["import_object", "lazy_exports"]
-
-
-def lazy_exports(
-    package: str, exports: Mapping[str, str], namespace: dict[str, Any], needs: str = ""
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """A package's ``__getattr__`` and ``__dir__`` (PEP 562) that import each public name on first use.
-
-    ``exports`` maps a name to the module defining it (absolute, or relative to
-    ``package``); a loaded name is cached in ``namespace`` (the package's
-    globals). ``needs`` names what the modules require, for a clearer ImportError.
-    """
-
-    def __getattr__(name: str) -> Any:
-        module = exports.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        try:
-            value = getattr(importlib.import_module(module, package), name)
-        except ImportError as exc:
-            if not needs:
-                raise
-            raise ImportError(f"{package}.{name} needs {needs}: {exc}") from exc
-        namespace[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(exports))
-
-    return __getattr__, __dir__
 
 
 def import_object(spec: str) -> Any:
@@ -53,3 +25,25 @@ def import_object(spec: str) -> Any:
     if not hasattr(module, attr):
         raise ValueError(f"module {module_name!r} has no attribute {attr!r}")
     return getattr(module, attr)
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` (PEP 562) that import ``name`` from module ``exports[name]`` on first use.
+
+    Module names may be relative to ``package`` (``".loop"``). The value is
+    kept on the package, so each name is imported once.
+    """
+    module = sys.modules[package]
+
+    def __getattr__(name: str) -> Any:
+        source = exports.get(name)
+        if source is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(source, package), name)
+        setattr(module, name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(module)) | set(exports))
+
+    return __getattr__, __dir__

@@ -71,7 +71,8 @@ VARIANTS = (
 
 def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int, root: Path) -> dict[str, Any]:
     """Train (or resume, or read back) one run; its greedy and best-of-K makespans and wall time."""
-    from ..training import TrainConfig, read_meta, read_metrics, train
+    from ..rundir import RunPaths, read_meta, read_metrics
+    from ..training import TrainConfig, train
 
     config = TrainConfig(
         graphs=(graph,), devices=4, method=variant.method, stages=("il", "sim"), episodes=(imitation, sim), seed=seed, device="cpu", **variant.settings
@@ -79,14 +80,14 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     result = train(config, root / variant.name / graph / f"seed{seed}", progress=False)
     if result.status != "finished":
         raise KeyboardInterrupt(f"{result.run_dir} {result.status} after {result.episodes} episodes; rerun the benchmark to resume")
-    found = result.evaluation[graph]
-    rows = read_metrics(result.run_dir / "metrics.csv")
-    selection = read_meta(result.run_dir / "meta.json").get("greedy_selection_sim", {})
+    found, run = result.evaluation[graph], RunPaths(result.run_dir)
+    rows = read_metrics(run.metrics_path)
+    selection = read_meta(run.meta_path).get("greedy_selection_sim", {})
     return {
         "variant": variant.name, "graph": graph, "seed": seed, "episodes": imitation + sim,
         "evaluations": imitation + sim + selection.get("evaluations", 0), "selected_episode": selection.get("episode"),
-        "greedy_stage_1": _greedy(variant.method, result.run_dir / "checkpoints" / "il.pt", graph) / UNIT,
-        "greedy_final_weights": _greedy(variant.method, result.run_dir / "checkpoints" / "sim.pt", graph) / UNIT,
+        "greedy_stage_1": _greedy(variant.method, run.stage_checkpoint("il"), graph) / UNIT,
+        "greedy_final_weights": _greedy(variant.method, run.stage_checkpoint("sim"), graph) / UNIT,
         "greedy": found["greedy"] / UNIT, "search": found["search"] / UNIT, "best_seen": found["best_seen"] / UNIT,
         "seconds": float(rows[-1]["seconds"]), "run_dir": str(result.run_dir),
     }  # fmt: skip

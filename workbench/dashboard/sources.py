@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import workbench as wb
+from workbench.fileio import atomic_write_bytes
 from workbench.placers import methods, placer_options
 from workbench.placers import placers as registered_placers
+from workbench.rundir import RunPaths, pretrained_checkpoint
 
 from .context import DashboardContext, PathError
 
@@ -164,19 +166,13 @@ def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
     name = f"{hashlib.sha256(data).hexdigest()[:16]}-{stem}" + (suffix if suffix in GRAPH_SUFFIXES else "")
     ctx.upload_dir.mkdir(parents=True, exist_ok=True)
     path = ctx.upload_dir / name
-    _write_bytes(path, data)
+    atomic_write_bytes(path, data)
     try:
         wb.load_graph(path)
     except wb.GraphFormatError as exc:
         path.unlink(missing_ok=True)
         raise wb.GraphFormatError(filename, exc.reason, exc.line) from None
     return f"upload:{name}"
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 # --------------------------------------------------------------- methods
@@ -187,12 +183,12 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
     found = []
     learned = methods("learned")
     for method in learned if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
-        pretrained = ctx.datasets_dir / "pretrained" / graph_name / f"{method}.pt"
+        pretrained = pretrained_checkpoint(graph_name, method, ctx.datasets_dir / "pretrained")
         if pretrained.is_file():
             ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()
             found.append((method, ref, f"{method} (pretrained for {graph_name})"))
     for run in list_runs(ctx.runs_dir):
-        checkpoint = run.path / "checkpoints" / "last.pt"
+        checkpoint = RunPaths(run.path).last_checkpoint
         method = str(run.meta.get("method", "")) if run.meta else ""
         if method in learned and checkpoint.is_file():
             graphs = ", ".join(map(str, run.meta.get("graphs", []))) or "?"

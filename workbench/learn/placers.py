@@ -33,9 +33,9 @@ __all__ = [
 
 def pretrained_path(graph: DataflowGraph, method: str) -> Path:
     """Where a bundled pretrained checkpoint of ``method`` for ``graph`` would be."""
-    from ..datasets import DATASETS_DIR
+    from ..rundir import pretrained_checkpoint
 
-    return DATASETS_DIR / "pretrained" / graph.name / f"{method}.pt"
+    return pretrained_checkpoint(graph.name, method)
 
 
 class LearnedPlacer(Placer):

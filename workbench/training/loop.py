@@ -18,7 +18,6 @@ episodes since the last checkpoint, which the next run replays.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import importlib
 import json
 import shlex
@@ -35,12 +34,14 @@ import torch
 
 from ..graph import DataflowGraph
 from ..placers import methods
+from ..provenance import machine, versions
+from ..provenance import now as _now
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
-from .rundir import RunDirectory, machine, versions
+from .rundir import RunDirectory
 from .search import policy_device, search
 
 __all__ = ["train", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
@@ -116,7 +117,7 @@ def train(
             "status": "running", "method": config.method, "graphs": list(graphs), "devices": config.devices,
             "seed": config.seed, "stages": list(config.stages), "started": _now(), "versions": versions(),
             "machine": machine(), "command": command or _command_line(config, run.path), "error": None,
-            "reference": _per_graph(reference_makespans(graphs, config.devices)),
+            "reference": reference_makespans(graphs, config.devices),
         }  # fmt: skip
         if existing is not None:
             meta["started"] = existing.get("started", meta["started"])
@@ -292,10 +293,6 @@ def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[
     return out
 
 
-def _per_graph(references: dict[str, Any]) -> dict[str, Any]:
-    return next(iter(references.values())) if len(references) == 1 else references
-
-
 def _crossed(episode: int, steps: int, every: int) -> bool:
     """Whether the last ``steps`` episodes, ending before ``episode``, passed a multiple of ``every``."""
     return episode // every > (episode - steps) // every
@@ -413,10 +410,6 @@ def _command_line(config: TrainConfig, out: Path) -> str:
             text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else str(value)
             parts += ["--set", f"{f.name}={text}"]
     return shlex.join(parts)
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _progress_bar(total: int, initial: int, enabled: bool):
