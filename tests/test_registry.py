@@ -70,7 +70,7 @@ def test_options_of_a_learned_method_and_of_a_newly_registered_one():
         del REGISTRY["heft_again"]
     with pytest.raises(PlacerError, match="unknown kind 'clever'"):
         register_placer("x", "workbench.placers.heft", "HeftPlacer", "x", kind="clever")
-    with pytest.raises(PlacerError, match="unknown method 'nope'"):
+    with pytest.raises(wb.PlacerError, match="unknown method 'nope'"):
         placer_options("nope")
 
 
