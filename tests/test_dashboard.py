@@ -27,7 +27,9 @@ METRICS_HEADER = "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,
 @pytest.fixture
 def context(tmp_path) -> DashboardContext:
     (tmp_path / "runs").mkdir()
-    return DashboardContext.create(runs_dir=tmp_path / "runs")
+    context = DashboardContext.create(runs_dir=tmp_path / "runs", scratch_dir=tmp_path)
+    yield context
+    context.close()
 
 
 def op_bars(fig: go.Figure) -> list:
@@ -236,9 +238,9 @@ def test_compare_view_shows_each_method_and_a_message_for_failures(context):
     assert compare.clicked_op({"points": [{"x": 1}]}) is None
 
 
-def test_graph_view_colors_ops_by_device():
+def test_graph_view_colors_ops_by_device(context):
     key = "bundled:doppler-paper/chain_mm_112nodes.txt"
-    fig, csv, stats, note = graph_page.graph_view(DashboardContext.create(), key, "device", "critical_path", 4)
+    fig, csv, stats, note = graph_page.graph_view(context, key, "device", "critical_path", 4)
     assert {t.name for t in fig.data} >= {"device 0", "critical path"} and note is None
 
 
@@ -310,6 +312,7 @@ def test_jobs_run_in_the_background_and_can_be_stopped(context):
     jobs.stop(slow.id)
     slow.process.wait(timeout=30)
     assert slow.state in ("stopped", "finished")
+    jobs.shutdown()
 
 
 def test_app_factory_serves_every_page(context):

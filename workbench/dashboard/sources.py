@@ -30,6 +30,7 @@ from workbench.placers import placers as registered_placers
 from workbench.rundir import RunPaths, pretrained_checkpoint
 
 from .context import DashboardContext, PathError
+from .work import check_generated
 
 __all__ = [
     "MAX_UPLOAD_BYTES",
@@ -110,6 +111,7 @@ def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
     elif kind == "upload":
         path = _resolve_upload(ctx, rest)
     elif kind == "generated":
+        check_generated(ctx, rest)  # size and memory caps, in a killable child
         return _generated(rest)
     else:
         raise ValueError(f"unknown graph source {kind!r}")

@@ -44,4 +44,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, needs="torch and DGL (pip install 'doppler-workbench[learn]')")

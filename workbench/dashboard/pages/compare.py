@@ -17,7 +17,9 @@ from workbench.placers import methods
 from ..components import controls, field, figure_card, message
 from ..figures import gantt_frame, gantt_figure, gantt_highlight, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
-from ..sources import graph_label, load_graph_key, method_choices, method_label, run_placement, simulate_placement
+from ..limits import LimitError
+from ..sources import graph_label, load_graph_key, method_choices, method_label
+from ..work import run_placement, simulate_placement
 
 PATH = "/"
 NAME = "Compare"
@@ -69,6 +71,10 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
     budget = int(budget) if budget else None
     time_limit = float(time_limit) if time_limit else None
     graph = load_graph_key(context, graph_key)
+    try:
+        budget, time_limit = context.limits.bound_compare(graph, devices, budget, time_limit)
+    except LimitError as exc:
+        return [message(str(exc))], None
     bound = wb.lower_bound(graph, devices)
     panels, placements = [], {}
     for index, value in enumerate(methods):
