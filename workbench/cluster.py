@@ -101,6 +101,7 @@ class Cluster:
     def comm_time(self, cost: float, src_device: int, dst_device: int) -> float:
         if src_device == dst_device:
             return 0.0
+        assert self.bandwidth is not None and self.latency is not None  # __post_init__ fills both
         return cost / self.bandwidth[src_device][dst_device] + self.latency[src_device][dst_device]
 
     def to_dict(self) -> dict:

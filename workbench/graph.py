@@ -19,11 +19,14 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from .fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "DataflowGraph",
@@ -287,7 +290,7 @@ class DataflowGraph:
         return path
 
     # ----------------------------------------------------------- conversion
-    def to_networkx(self):
+    def to_networkx(self) -> nx.DiGraph:
         """A ``networkx.DiGraph`` with ``compute`` on nodes and ``comm`` on edges."""
         import networkx as nx
 
@@ -304,7 +307,7 @@ class DataflowGraph:
         return g
 
     @classmethod
-    def from_networkx(cls, g, compute: str = "compute", comm: str = "comm") -> "DataflowGraph":
+    def from_networkx(cls, g: nx.DiGraph, compute: str = "compute", comm: str = "comm") -> "DataflowGraph":
         """Build from a networkx DiGraph; nodes are renumbered in iteration order."""
         nodes = list(g.nodes)
         index = {node: i for i, node in enumerate(nodes)}
@@ -315,10 +318,10 @@ class DataflowGraph:
         names = tuple(str(g.nodes[node].get("name", node)) for node in nodes)
         types = [g.nodes[node].get("op_type") for node in nodes]
         return cls(
-            compute=[g.nodes[node][compute] for node in nodes],
-            src=[index[s] for s, _, _ in edges],
-            dst=[index[d] for _, d, _ in edges],
-            comm=[data.get(comm, 0.0) for _, _, data in edges],
+            compute=np.array([g.nodes[node][compute] for node in nodes], dtype=np.float64),
+            src=np.array([index[s] for s, _, _ in edges], dtype=np.int64),
+            dst=np.array([index[d] for _, d, _ in edges], dtype=np.int64),
+            comm=np.array([data.get(comm, 0.0) for _, _, data in edges], dtype=np.float64),
             names=names,
             op_types=None if all(t is None for t in types) else tuple(str(t) for t in types),
             metadata=dict(g.graph),
@@ -389,12 +392,13 @@ class DataflowGraph:
         **kwargs: Any,
     ) -> "DataflowGraph":
         """Convenience constructor: ``edges`` as ``(src, dst)`` or ``(src, dst, comm)`` tuples."""
-        src = [e[0] for e in edges]
-        dst = [e[1] for e in edges]
-        if edges and len(edges[0]) == 3:
-            costs = [e[2] for e in edges]  # type: ignore[misc]
-        elif np.isscalar(comm):
-            costs = [float(comm)] * len(src)  # type: ignore[arg-type]
+        rows = [tuple(e) for e in edges]
+        src = np.array([row[0] for row in rows], dtype=np.int64)
+        dst = np.array([row[1] for row in rows], dtype=np.int64)
+        if rows and len(rows[0]) == 3:
+            costs = np.array([row[2] for row in rows], dtype=np.float64)
+        elif np.ndim(comm) == 0:
+            costs = np.full(src.size, comm, dtype=np.float64)
         else:
-            costs = list(comm)  # type: ignore[arg-type]
-        return cls(compute=compute, src=src, dst=dst, comm=costs, **kwargs)
+            costs = np.array(comm, dtype=np.float64)
+        return cls(compute=np.array(compute, dtype=np.float64), src=src, dst=dst, comm=costs, **kwargs)

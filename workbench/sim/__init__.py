@@ -45,7 +45,7 @@ class AssignmentError(ValueError):
     """An assignment or priority order that does not fit the graph or the devices."""
 
 
-def check_assignment(graph: DataflowGraph, assignment, devices: Devices) -> np.ndarray:
+def check_assignment(graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, devices: Devices) -> np.ndarray:
     """``assignment`` as an int64 array, after checking its length, type and range."""
     d = num_devices(devices)
     if not isinstance(assignment, np.ndarray):
@@ -58,9 +58,9 @@ def check_assignment(graph: DataflowGraph, assignment, devices: Devices) -> np.n
     if raw.size != graph.num_nodes:
         raise AssignmentError(f"assignment has {raw.size} entries but the graph has {graph.num_nodes} ops")
     values = _device_ids(raw)
-    bad = np.flatnonzero((values < 0) | (values >= d))
-    if bad.size:
-        raise AssignmentError(f"op {bad[0]} is assigned to device {values[bad[0]]}, but devices are 0..{d - 1}")
+    outside = np.flatnonzero((values < 0) | (values >= d))
+    if outside.size:
+        raise AssignmentError(f"op {outside[0]} is assigned to device {values[outside[0]]}, but devices are 0..{d - 1}")
     return values
 
 
@@ -141,7 +141,7 @@ def _check_engine(engine: str, cluster: Cluster) -> None:
         raise ValueError("the fast engine does not model link contention; use engine='simpy'")
 
 
-def _transfers(graph: DataflowGraph, assignment: np.ndarray, cluster: Cluster, end: np.ndarray):
+def _transfers(graph: DataflowGraph, assignment: np.ndarray, cluster: Cluster, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cross-device transfers: each starts when its producer ends (no contention)."""
     a, b = assignment[graph.src], assignment[graph.dst]
     cross = np.flatnonzero(a != b)
@@ -181,9 +181,21 @@ def simulate(
         ready, start, end = np.zeros(n), np.zeros(n), np.zeros(n)
         speeds, bw, lat = _cluster_arrays(cluster)
         simulate_one(
-            c.compute, c.out_ptr, c.out_edge, c.edge_dst, c.edge_comm, c.in_degree,
-            np.zeros(n) if keys is None else keys, speeds, bw, lat, values, ready, start, end,
-        )  # fmt: skip
+            c.compute,
+            c.out_ptr,
+            c.out_edge,
+            c.edge_dst,
+            c.edge_comm,
+            c.in_degree,
+            np.zeros(n) if keys is None else keys,
+            speeds,
+            bw,
+            lat,
+            values,
+            ready,
+            start,
+            end,
+        )
         cross, t_start, t_end = _transfers(graph, values, cluster, end)
     else:
         from .reference import simulate_reference
@@ -226,7 +238,7 @@ class Evaluator:
         self._cluster = _cluster_arrays(self.cluster)
         self.evaluations = 0
 
-    def __call__(self, assignments) -> np.ndarray | float:
+    def __call__(self, assignments: Sequence[Sequence[int]] | Sequence[int] | np.ndarray) -> np.ndarray | float:
         from .fast import simulate_batch
 
         batch = np.asarray(assignments)
@@ -238,15 +250,25 @@ class Evaluator:
         if batch.size and (batch.min() < 0 or batch.max() >= self.devices):
             raise AssignmentError(f"device ids must be in 0..{self.devices - 1}")
         c = self._compiled
+        speed, bandwidth, latency = self._cluster
         out = simulate_batch(
-            c.compute, c.out_ptr, c.out_edge, c.edge_dst, c.edge_comm, c.in_degree,
-            self._keys, *self._cluster, np.ascontiguousarray(batch, dtype=np.int64),
-        )  # fmt: skip
+            c.compute,
+            c.out_ptr,
+            c.out_edge,
+            c.edge_dst,
+            c.edge_comm,
+            c.in_degree,
+            self._keys,
+            speed,
+            bandwidth,
+            latency,
+            np.ascontiguousarray(batch, dtype=np.int64),
+        )
         self.evaluations += batch.shape[0]
         return float(out[0]) if single else out
 
 
-def simulate_many(graph: DataflowGraph, assignments, devices: Devices = 4, priority: Priority = "fifo") -> np.ndarray:
+def simulate_many(graph: DataflowGraph, assignments: Sequence[Sequence[int]] | np.ndarray, devices: Devices = 4, priority: Priority = "fifo") -> np.ndarray:
     """Makespans of a list or 2-D array of assignments (fast engine)."""
     return np.atleast_1d(Evaluator(graph, devices, priority)(np.atleast_2d(np.asarray(assignments))))
 
@@ -275,7 +297,7 @@ def optimality_gap(makespan: float, bound: float) -> float | None:
 
 def validate(
     graph: DataflowGraph,
-    assignment,
+    assignment: Sequence[int] | np.ndarray,
     trace: Trace,
     devices: Devices = 4,
     makespan: float | None = None,

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Trace", "SimResult"]
 
@@ -45,7 +48,7 @@ class Trace:
     def makespan(self) -> float:
         return float(self.end.max(initial=0.0))
 
-    def to_frame(self, kind: str = "ops"):
+    def to_frame(self, kind: str = "ops") -> pd.DataFrame:
         """A pandas DataFrame of the ops (``kind="ops"``) or the transfers (``kind="transfers"``)."""
         import pandas as pd
 
