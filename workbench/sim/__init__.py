@@ -11,9 +11,8 @@ they agree exactly wherever both apply.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence, Union
+from typing import NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -102,8 +101,9 @@ def _priority_keys(graph: DataflowGraph, priority: Priority) -> tuple[str, np.nd
     return "given", keys
 
 
-@dataclass(frozen=True)
-class _Compiled:
+class _Compiled(NamedTuple):
+    """A graph's arrays in the order the fast engine's kernels take them."""
+
     compute: np.ndarray
     out_ptr: np.ndarray
     out_edge: np.ndarray
@@ -180,22 +180,7 @@ def simulate(
         c = _compile(graph)
         ready, start, end = np.zeros(n), np.zeros(n), np.zeros(n)
         speeds, bw, lat = _cluster_arrays(cluster)
-        simulate_one(
-            c.compute,
-            c.out_ptr,
-            c.out_edge,
-            c.edge_dst,
-            c.edge_comm,
-            c.in_degree,
-            np.zeros(n) if keys is None else keys,
-            speeds,
-            bw,
-            lat,
-            values,
-            ready,
-            start,
-            end,
-        )
+        simulate_one(*c, np.zeros(n) if keys is None else keys, speeds, bw, lat, values, ready, start, end)
         cross, t_start, t_end = _transfers(graph, values, cluster, end)
     else:
         from .reference import simulate_reference
@@ -249,21 +234,7 @@ class Evaluator:
         batch = _device_ids(batch)
         if batch.size and (batch.min() < 0 or batch.max() >= self.devices):
             raise AssignmentError(f"device ids must be in 0..{self.devices - 1}")
-        c = self._compiled
-        speed, bandwidth, latency = self._cluster
-        out = simulate_batch(
-            c.compute,
-            c.out_ptr,
-            c.out_edge,
-            c.edge_dst,
-            c.edge_comm,
-            c.in_degree,
-            self._keys,
-            speed,
-            bandwidth,
-            latency,
-            np.ascontiguousarray(batch, dtype=np.int64),
-        )
+        out = simulate_batch(*self._compiled, self._keys, *self._cluster, np.ascontiguousarray(batch, dtype=np.int64))
         self.evaluations += batch.shape[0]
         return float(out[0]) if single else out
 
