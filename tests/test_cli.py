@@ -57,7 +57,9 @@ def test_simulate_prints_the_reference_makespan(tmp_path):
     reference = json.loads(open("datasets/doppler-paper/reference_makespans.json").read())["graphs"]["ffnn_192nodes"]
     case = reference["cases"][5]
     trace_path = tmp_path / "t.json"
-    result = run_cli("simulate", "ffnn", "--devices", "4", "--assignment", json.dumps(case["assignment"]), "--json", "--trace", str(trace_path))
+    result = run_cli(
+        "simulate", "ffnn", "--devices", "4", "--assignment", json.dumps(case["assignment"]), "--json", "--trace", str(trace_path)
+    )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["makespan"] == case["makespan"] and out["engine"] == "fast" and out["devices"] == 4
@@ -111,7 +113,14 @@ def test_user_errors_are_the_workbenchs_own_error_types():
     from workbench.placers import PlacerError
     from workbench.sweeps import ConfigError
 
-    for error in (CliError("x"), wb.GraphFormatError("g.txt", "x"), wb.AssignmentError("x"), PlacerError("x"), ConfigError("x"), FileNotFoundError("x")):
+    for error in (
+        CliError("x"),
+        wb.GraphFormatError("g.txt", "x"),
+        wb.AssignmentError("x"),
+        PlacerError("x"),
+        ConfigError("x"),
+        FileNotFoundError("x"),
+    ):
         assert is_user_error(error), error
     for bug in (ValueError("x"), KeyError("x"), TypeError("x"), IndexError("x"), RuntimeError("x")):
         assert not is_user_error(bug), bug

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench.datasets import DATASETS_DIR, PAPER_DIR, stg_graphs
+from workbench.datasets import DATASETS_DIR, stg_graphs
 from workbench.formats import GraphFormatError
 
 PAPER_SIZES = {

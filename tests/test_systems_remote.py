@@ -44,7 +44,7 @@ def raw_server(reply: bytes | None):
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             with conn:
                 conn.makefile("rb").readline()
@@ -183,7 +183,20 @@ def test_request_errors_raise_and_measurement_errors_return(graph):
 
 def test_serve_engine_command_binds_localhost_and_answers(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workbench", "serve-engine", "chain_mm", "--devices", "2", "--port", "0", "--simulate", "--time-scale", "1e-13"],
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "serve-engine",
+            "chain_mm",
+            "--devices",
+            "2",
+            "--port",
+            "0",
+            "--simulate",
+            "--time-scale",
+            "1e-13",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -217,7 +230,25 @@ def test_calibrate_command_writes_report_plot_and_oracle(tmp_path, capsys):
     out = tmp_path / "cal"
     graph_file = tmp_path / "small.json"
     wb.bundled_graph("chain_mm").with_metadata(name="small").save(graph_file)
-    code = main(["calibrate", str(graph_file), "--devices", "2", "--placements", "4", "--repeats", "1", "--target-seconds", "0.02", "--device", "cpu", "--out", str(out), "--json"])
+    code = main(
+        [
+            "calibrate",
+            str(graph_file),
+            "--devices",
+            "2",
+            "--placements",
+            "4",
+            "--repeats",
+            "1",
+            "--target-seconds",
+            "0.02",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["measured"] == 4 and -1 <= summary["spearman_after"] <= 1

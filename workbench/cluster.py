@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence, Union
+from typing import Union
 
 import numpy as np
 
@@ -75,7 +75,7 @@ class Cluster:
             object.__setattr__(self, name, tuple(map(tuple, matrix.tolist())))
 
     @classmethod
-    def identical(cls, devices: int) -> "Cluster":
+    def identical(cls, devices: int) -> Cluster:
         """``devices`` identical devices with the paper's links."""
         return cls(speeds=(1.0,) * int(devices))
 
@@ -113,7 +113,7 @@ class Cluster:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Cluster":
+    def from_dict(cls, data: dict) -> Cluster:
         return cls(
             speeds=tuple(data["speeds"]),
             bandwidth=data.get("bandwidth") or None,
@@ -143,4 +143,3 @@ def _identical(devices: int) -> Cluster:
 def as_cluster(devices: Devices) -> Cluster:
     """A :class:`Cluster` for ``devices``."""
     return devices if isinstance(devices, Cluster) else _identical(num_devices(devices))
-

@@ -16,10 +16,11 @@ saved file of at most :data:`MAX_GRAPH_FILE_BYTES` (what ``load_graph`` reads).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -109,7 +110,10 @@ class DataflowGraph:
             bad = np.flatnonzero(~(costs >= 0) | ~(costs <= MAX_COST))
             if bad.size:
                 where = {"op": int(bad[0])} if label == "compute" else {"edge": int(bad[0])}
-                raise GraphError(f"{label} cost {costs[bad[0]]:g} at index {bad[0]} is not a number in 0..{MAX_COST:g} (workbench.graph.MAX_COST)", **where)
+                raise GraphError(
+                    f"{label} cost {costs[bad[0]]:g} at index {bad[0]} is not a number in 0..{MAX_COST:g} (workbench.graph.MAX_COST)",
+                    **where,
+                )
         for label, ends in (("source", src), ("destination", dst)):
             bad = np.flatnonzero((ends < 0) | (ends >= n))
             if bad.size:
@@ -307,7 +311,7 @@ class DataflowGraph:
         return g
 
     @classmethod
-    def from_networkx(cls, g: nx.DiGraph, compute: str = "compute", comm: str = "comm") -> "DataflowGraph":
+    def from_networkx(cls, g: nx.DiGraph, compute: str = "compute", comm: str = "comm") -> DataflowGraph:
         """Build from a networkx DiGraph; nodes are renumbered in iteration order."""
         nodes = list(g.nodes)
         index = {node: i for i, node in enumerate(nodes)}
@@ -348,7 +352,7 @@ class DataflowGraph:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "DataflowGraph":
+    def from_dict(cls, data: Mapping[str, Any]) -> DataflowGraph:
         return cls(
             compute=data["compute"],
             src=data["src"],
@@ -365,14 +369,14 @@ class DataflowGraph:
 
         atomic_write_text(path, graph_json_text(self))
 
-    def with_metadata(self, **updates: Any) -> "DataflowGraph":
+    def with_metadata(self, **updates: Any) -> DataflowGraph:
         """A copy with ``metadata`` updated; it shares the read-only arrays and derived structure, already validated."""
         copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
         object.__setattr__(copy, "metadata", MappingProxyType({**self.metadata, **updates}))
         return copy
 
-    def same_as(self, other: "DataflowGraph") -> bool:
+    def same_as(self, other: DataflowGraph) -> bool:
         """True when both graphs hold the same ops, edges, costs, names and types."""
         return (
             np.array_equal(self.compute, other.compute)
@@ -390,7 +394,7 @@ class DataflowGraph:
         edges: Sequence[tuple[int, int]] | Sequence[tuple[int, int, float]],
         comm: float | Sequence[float] = 0.0,
         **kwargs: Any,
-    ) -> "DataflowGraph":
+    ) -> DataflowGraph:
         """Convenience constructor: ``edges`` as ``(src, dst)`` or ``(src, dst, comm)`` tuples."""
         rows = [tuple(e) for e in edges]
         src = np.array([row[0] for row in rows], dtype=np.int64)

@@ -49,7 +49,10 @@ def edge_conv_speed(graph, repeats: int, width: int = 128, edge_hidden: int = 8)
     feat = torch.randn(graph.num_nodes, width, requires_grad=True)
     edge = torch.randn(inputs.graph.num_edges(), edge_hidden)
     times = {}
-    for label, forward in (("dgl_nnconv_s", lambda: dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge)), ("edge_conv_s", lambda: conv(inputs.graph, feat, edge))):
+    for label, forward in (
+        ("dgl_nnconv_s", lambda: dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge)),
+        ("edge_conv_s", lambda: conv(inputs.graph, feat, edge)),
+    ):
         times[label], _ = _median_times(lambda: forward().sum().backward(), repeats)
     return times
 
@@ -125,4 +128,12 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
         f"\n\nOne NNConv step, forward + backward, {PAPER_GRAPHS[-1]} (width 128): DGL's NNConv.forward "
         f"{conv['dgl_nnconv_s'] * 1e3:.1f} ms, EdgeConv {conv['edge_conv_s'] * 1e3:.1f} ms ({conv['dgl_nnconv_s'] / conv['edge_conv_s']:.0f}× faster)."
     )
-    return {"benchmark": "episode", "devices": devices, "threads": 1, "repeats": repeats, "rows": rows, "edge_conv": conv, "markdown": header + "\n".join(lines) + conv_line}
+    return {
+        "benchmark": "episode",
+        "devices": devices,
+        "threads": 1,
+        "repeats": repeats,
+        "rows": rows,
+        "edge_conv": conv,
+        "markdown": header + "\n".join(lines) + conv_line,
+    }

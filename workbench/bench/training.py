@@ -34,8 +34,18 @@ from ..placers import methods
 UNIT = 1e10
 ROOT = Path("runs/bench-training")
 IMITATION_EPISODES = 300
-SIM_EPISODES = {"chain_mm_112nodes": 4000, "ffnn_192nodes": 4000, "transformer_block_215nodes": 8000, "full_transformer_layer_261nodes": 8000}
-BEST_KNOWN = {"chain_mm_112nodes": 1200.1, "ffnn_192nodes": 56.9, "transformer_block_215nodes": 167.6, "full_transformer_layer_261nodes": 137.6}
+SIM_EPISODES = {
+    "chain_mm_112nodes": 4000,
+    "ffnn_192nodes": 4000,
+    "transformer_block_215nodes": 8000,
+    "full_transformer_layer_261nodes": 8000,
+}
+BEST_KNOWN = {
+    "chain_mm_112nodes": 1200.1,
+    "ffnn_192nodes": 56.9,
+    "transformer_block_215nodes": 167.6,
+    "full_transformer_layer_261nodes": 137.6,
+}
 """The best-known makespans (÷1e10) the quality target is stated against (the placers issue)."""
 TARGET = 1.05
 """The target: Doppler's greedy makespan at most this times the best known."""
@@ -75,7 +85,14 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     from ..training import TrainConfig, train
 
     config = TrainConfig(
-        graphs=(graph,), devices=4, method=variant.method, stages=("il", "sim"), episodes=(imitation, sim), seed=seed, device="cpu", **variant.settings
+        graphs=(graph,),
+        devices=4,
+        method=variant.method,
+        stages=("il", "sim"),
+        episodes=(imitation, sim),
+        seed=seed,
+        device="cpu",
+        **variant.settings,
     )
     result = train(config, root / variant.name / graph / f"seed{seed}", progress=False)
     if result.status != "finished":
@@ -137,7 +154,9 @@ def run(quick: bool = False, workers: int | None = None, root: Path | None = Non
             "runs": runs, "baselines": reference, "markdown": _markdown(runs, reference, variants, imitation, sims)}  # fmt: skip
 
 
-def _train_all(jobs: list[tuple[Variant, str, int]], workers: int, imitation: int, sims: dict[str, int], root: Path) -> list[dict[str, Any]]:
+def _train_all(
+    jobs: list[tuple[Variant, str, int]], workers: int, imitation: int, sims: dict[str, int], root: Path
+) -> list[dict[str, Any]]:
     """Every job's :func:`train_one`, at most ``workers`` at a time, in job order.
 
     Jobs are handed out one at a time, so after Ctrl-C or SIGTERM (passed on

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shlex
 import sys
@@ -26,9 +25,17 @@ def register(sub) -> None:
     parser.add_argument("--out", metavar="DIR", help="the run directory (runs/NAME)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init-checkpoint", metavar="PATH", help="start from this policy checkpoint")
-    parser.add_argument("--eval", nargs="+", default=[], metavar="GRAPH", help="graphs not trained on, placed by the trained policy at the end (transfer)")
+    parser.add_argument(
+        "--eval", nargs="+", default=[], metavar="GRAPH", help="graphs not trained on, placed by the trained policy at the end (transfer)"
+    )
     parser.add_argument("--oracle", default="sim", help="cost oracle of the real stage: sim, or module:factory")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any other TrainConfig field, e.g. --set rl_lr_start=3e-4 (repeatable; see --fields)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any other TrainConfig field, e.g. --set rl_lr_start=3e-4 (repeatable; see --fields)",
+    )
     parser.add_argument("--fields", action="store_true", help="list the TrainConfig fields with their defaults and meaning, then exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)

@@ -45,11 +45,15 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
 button.wb-primary { background: #1f6feb; color: white; border: none; border-radius: 4px; padding: 7px 16px; font-size: 14px; cursor: pointer; }
 """
 
-INDEX = """<!DOCTYPE html>
+INDEX = (
+    """<!DOCTYPE html>
 <html>
-<head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>""" + STYLE + """</style></head>
+<head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>"""
+    + STYLE
+    + """</style></head>
 <body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body>
 </html>"""
+)
 
 
 def create_app(
@@ -101,8 +105,7 @@ def create_app(
         [
             html.Nav(
                 className="wb-nav",
-                children=[html.Span("Doppler workbench", className="wb-brand")]
-                + [dcc.Link(page.NAME, href=page.PATH) for page in PAGES],
+                children=[html.Span("Doppler workbench", className="wb-brand")] + [dcc.Link(page.NAME, href=page.PATH) for page in PAGES],
             ),
             dcc.Store(id="selected-op", data=None),
             html.Div(dash.page_container, className="wb-page"),
@@ -120,7 +123,11 @@ def _check_host_header(server, limits: Limits, bound_host: str | None) -> None:
     @server.before_request
     def refuse_foreign_host():
         if not limits.host_allowed(flask.request.headers.get("Host"), bound_host):
-            return flask.Response("400 Bad Request: this dashboard does not answer to that Host header (see --allow-hosts)\n", status=400, mimetype="text/plain")
+            return flask.Response(
+                "400 Bad Request: this dashboard does not answer to that Host header (see --allow-hosts)\n",
+                status=400,
+                mimetype="text/plain",
+            )
         return None
 
 

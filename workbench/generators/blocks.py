@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -212,7 +213,13 @@ class BlockProgram:
                 continue
             elems = float(np.prod(out.block_shape(out_index)))
             out.blocks[out_index] = self._node(
-                f"{name}.{combine}{list(out_index)}", combine, nodes, (len(nodes) - 1) * elems, elems, (len(nodes) + 1) * elems * itemsize, elems * itemsize
+                f"{name}.{combine}{list(out_index)}",
+                combine,
+                nodes,
+                (len(nodes) - 1) * elems,
+                elems,
+                (len(nodes) + 1) * elems * itemsize,
+                elems * itemsize,
             )
         return out
 

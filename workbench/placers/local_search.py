@@ -107,7 +107,9 @@ class LocalSearchPlacer(Placer):
             try:
                 starts = check_assignment(graph, self.start, devices)[None]
             except AssignmentError as exc:
-                raise PlacerError(f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}") from None
+                raise PlacerError(
+                    f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}"
+                ) from None
         else:
             starts = np.array([get_placer(name).place(graph, devices).assignment for name in names])
         start_makespans = np.atleast_1d(evaluator(starts))

@@ -11,8 +11,9 @@ they agree exactly wherever both apply.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import NamedTuple, Sequence, Union
+from typing import NamedTuple, Union
 
 import numpy as np
 
@@ -48,7 +49,9 @@ def check_assignment(graph: DataflowGraph, assignment: Sequence[int] | np.ndarra
     """``assignment`` as an int64 array, after checking its length, type and range."""
     d = num_devices(devices)
     if not isinstance(assignment, np.ndarray):
-        bad = next((x for x in assignment if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating))), None)
+        bad = next(
+            (x for x in assignment if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating))), None
+        )
         if bad is not None:
             raise AssignmentError(f"assignment entries must be integers, got {bad!r}")
     raw = np.asarray(assignment)
@@ -112,7 +115,7 @@ class _Compiled(NamedTuple):
     in_degree: np.ndarray
 
 
-_compiled: "weakref.WeakKeyDictionary[DataflowGraph, _Compiled]" = weakref.WeakKeyDictionary()
+_compiled: weakref.WeakKeyDictionary[DataflowGraph, _Compiled] = weakref.WeakKeyDictionary()
 
 
 def _compile(graph: DataflowGraph) -> _Compiled:
@@ -141,7 +144,9 @@ def _check_engine(engine: str, cluster: Cluster) -> None:
         raise ValueError("the fast engine does not model link contention; use engine='simpy'")
 
 
-def _transfers(graph: DataflowGraph, assignment: np.ndarray, cluster: Cluster, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _transfers(
+    graph: DataflowGraph, assignment: np.ndarray, cluster: Cluster, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cross-device transfers: each starts when its producer ends (no contention)."""
     a, b = assignment[graph.src], assignment[graph.dst]
     cross = np.flatnonzero(a != b)
@@ -239,7 +244,9 @@ class Evaluator:
         return float(out[0]) if single else out
 
 
-def simulate_many(graph: DataflowGraph, assignments: Sequence[Sequence[int]] | np.ndarray, devices: Devices = 4, priority: Priority = "fifo") -> np.ndarray:
+def simulate_many(
+    graph: DataflowGraph, assignments: Sequence[Sequence[int]] | np.ndarray, devices: Devices = 4, priority: Priority = "fifo"
+) -> np.ndarray:
     """Makespans of a list or 2-D array of assignments (fast engine)."""
     return np.atleast_1d(Evaluator(graph, devices, priority)(np.atleast_2d(np.asarray(assignments))))
 
@@ -325,14 +332,20 @@ def validate(
         if tol == 0.0:
             for v in ops:
                 if trace.start[v] > trace.ready[v]:
-                    busy = sorted((trace.start[o], trace.end[o]) for o in ops if o != v and trace.end[o] > trace.ready[v] and trace.start[o] < trace.start[v])
+                    busy = sorted(
+                        (trace.start[o], trace.end[o])
+                        for o in ops
+                        if o != v and trace.end[o] > trace.ready[v] and trace.start[o] < trace.start[v]
+                    )
                     covered = trace.ready[v]
                     for s, e in busy:
                         if s > covered:
                             break
                         covered = max(covered, e)
                     if covered < trace.start[v]:
-                        problems.append(f"device {d} idles at {covered} while op {v} (ready at {trace.ready[v]}) waits until {trace.start[v]}")
+                        problems.append(
+                            f"device {d} idles at {covered} while op {v} (ready at {trace.ready[v]}) waits until {trace.start[v]}"
+                        )
     if makespan is not None and makespan != trace.makespan:
         problems.append(f"the makespan {makespan} is not the last end time {trace.makespan}")
     return problems

@@ -212,6 +212,19 @@ def simulate_batch(
     out = np.empty(assignments.shape[0])
     for r in range(assignments.shape[0]):
         out[r] = simulate_one(
-            compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority, speed, bandwidth, latency, assignments[r], ready, start, end
+            compute,
+            out_ptr,
+            out_edge,
+            edge_dst,
+            edge_comm,
+            in_degree,
+            priority,
+            speed,
+            bandwidth,
+            latency,
+            assignments[r],
+            ready,
+            start,
+            end,
         )
     return out

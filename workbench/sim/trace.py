@@ -78,7 +78,7 @@ class Trace:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Trace":
+    def from_dict(cls, data: dict[str, Any]) -> Trace:
         ops, transfers = data["ops"], data["transfers"]
         ints = {"device", "src_op", "dst_op", "src_device", "dst_device"}
 
@@ -99,20 +99,20 @@ class Trace:
         return text
 
     @classmethod
-    def from_json(cls, text_or_path: str | os.PathLike) -> "Trace":
+    def from_json(cls, text_or_path: str | os.PathLike) -> Trace:
         text = str(text_or_path)
         if not text.lstrip().startswith("{"):
             with open(text_or_path, encoding="utf-8") as handle:
                 text = handle.read()
         return cls.from_dict(json.loads(text))
 
-    def same_as(self, other: "Trace") -> bool:
+    def same_as(self, other: Trace) -> bool:
         """Exact equality of every op and transfer (transfers compared as sorted sets)."""
         for f in _OP_FIELDS:
             if not np.array_equal(getattr(self, f), getattr(other, f)):
                 return False
 
-        def rows(t: "Trace") -> list[tuple]:
+        def rows(t: Trace) -> list[tuple]:
             return sorted(zip(*(getattr(t, f"transfer_{f}").tolist() for f in _TRANSFER_FIELDS)))
 
         return rows(self) == rows(other)
