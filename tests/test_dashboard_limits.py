@@ -25,8 +25,6 @@ from workbench.dashboard.pages import compare, launch
 from workbench.dashboard.picker import resolve_graph_key
 from workbench.dashboard.work import RUNNER, Cancelled
 
-from .test_dashboard import context  # noqa: F401  (the fixture: a context whose folders live in tmp_path)
-
 CHAIN = "bundled:doppler-paper/chain_mm_112nodes.txt"
 FFNN = "bundled:doppler-paper/ffnn_192nodes.txt"
 

@@ -6,8 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import workbench as wb
 from workbench.datasets import PAPER_DIR

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Union
 
 import numpy as np
 
@@ -122,7 +121,7 @@ class Cluster:
         )
 
 
-Devices = Union[int, Cluster]
+Devices = int | Cluster
 
 
 def num_devices(devices: Devices) -> int:

@@ -306,7 +306,7 @@ class DataflowGraph:
             if self.op_types is not None:
                 attrs["op_type"] = self.op_types[i]
             g.add_node(i, **attrs)
-        for s, d, c in zip(self.src.tolist(), self.dst.tolist(), self.comm.tolist()):
+        for s, d, c in zip(self.src.tolist(), self.dst.tolist(), self.comm.tolist(), strict=True):
             g.add_edge(s, d, comm=c)
         return g
 

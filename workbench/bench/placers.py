@@ -68,7 +68,7 @@ def paper_table(quick: bool, devices: int = 4) -> list[dict[str, Any]]:
     for name in PAPER_GRAPHS:
         graph = bundled_graph(name)
         bound_row["graphs"][name] = {"makespan": lower_bound(graph, devices) / UNIT}
-        for row, (_, method, options) in zip(rows, runs):
+        for row, (_, method, options) in zip(rows, runs, strict=True):
             placement, cpu = _timed_place(graph, method, devices, **options)
             row["graphs"][name] = {"makespan": placement.makespan / UNIT, "seconds": placement.seconds, "cpu_seconds": cpu}
             if method == "cpsat" and placement.details["proven_lower_bound"] > lower_bound(graph, devices):

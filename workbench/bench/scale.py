@@ -68,9 +68,12 @@ def _methods(devices: int) -> dict[str, Callable[[DataflowGraph], Callable[[], A
     from ..sim import simulate
 
     rng = np.random.default_rng(0)
-    timed: dict[str, Callable[[DataflowGraph], Callable[[], Any]]] = {
-        "simulate": lambda g: lambda a=rng.integers(0, devices, g.num_nodes): simulate(g, a, devices),
-    }
+
+    def simulate_random(g: DataflowGraph) -> Callable[[], Any]:
+        assignment = rng.integers(0, devices, g.num_nodes)  # drawn once per graph, outside the timing
+        return lambda: simulate(g, assignment, devices)
+
+    timed: dict[str, Callable[[DataflowGraph], Callable[[], Any]]] = {"simulate": simulate_random}
     for name in methods("heuristic"):  # search and learned methods are measured below; baselines need no figure
         timed[name] = lambda g, name=name: lambda: get_placer(name).place(g, devices, seed=0)
     timed["local_search per evaluation"] = lambda g: _per_evaluation(g, devices)
@@ -119,9 +122,9 @@ def _policy_inference(devices: int) -> Callable[[DataflowGraph], Callable[[], An
 
 def _exponent(sizes: list[int], seconds: list[float]) -> float | None:
     """Slope of log(time) against log(n) over the sizes >= 1,000 (or all, when fewer)."""
-    points = [(n, s) for n, s in zip(sizes, seconds) if n >= 1_000]
+    points = [(n, s) for n, s in zip(sizes, seconds, strict=True) if n >= 1_000]
     if len(points) < 2:
-        points = list(zip(sizes, seconds))
+        points = list(zip(sizes, seconds, strict=True))
     if len(points) < 2:
         return None
     x, y = np.log([p[0] for p in points]), np.log([max(p[1], 1e-9) for p in points])
@@ -249,7 +252,7 @@ def _plot(rows: list[dict[str, Any]], path: Path | None) -> Path | None:
     figure = make_subplots(rows=1, cols=2, subplot_titles=("seconds per call", "peak traced memory (MiB)"))
     for index, name in enumerate(dict.fromkeys(r["method"] for r in rows)):
         colour = px.colors.qualitative.Dark24[index % 24]
-        for devices, dash in zip(DEVICES, ("solid", "dot")):
+        for devices, dash in zip(DEVICES, ("solid", "dot"), strict=True):
             measured = [r for r in rows if r["method"] == name and r["devices"] == devices and r["seconds"] is not None]
             x = [r["nodes"] for r in measured]
             for col, key in ((1, "seconds"), (2, "peak_mib")):

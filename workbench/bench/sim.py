@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -33,8 +34,8 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
         assignments = rng.integers(0, devices, size=(batch_size, graph.num_nodes))
         evaluator = Evaluator(graph, devices)
         evaluator(assignments[:2])  # compile outside the timing
-        simpy_s = _per_call(lambda a: simulate(graph, a, devices, engine="simpy"), assignments[:20], min_seconds)
-        api_s = _per_call(lambda a: simulate(graph, a, devices, engine="fast"), assignments[:200], min_seconds)
+        simpy_s = _per_call(partial(simulate, graph, devices=devices, engine="simpy"), assignments[:20], min_seconds)
+        api_s = _per_call(partial(simulate, graph, devices=devices, engine="fast"), assignments[:200], min_seconds)
         began = time.perf_counter()
         evaluator(assignments)
         batch_s = (time.perf_counter() - began) / batch_size

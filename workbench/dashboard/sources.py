@@ -25,8 +25,7 @@ from typing import Any
 
 import workbench as wb
 from workbench.fileio import atomic_write_bytes
-from workbench.placers import methods, placer_options
-from workbench.placers import placers as registered_placers
+from workbench.placers import methods, placer_options, placers as registered_placers
 from workbench.rundir import RunPaths, pretrained_checkpoint
 
 from .context import DashboardContext, PathError

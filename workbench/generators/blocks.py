@@ -99,7 +99,7 @@ class BlockTensor:
     blocks: np.ndarray
 
     def block_shape(self, index: Sequence[int]) -> tuple[int, ...]:
-        return tuple(_bounds(s, p)[i + 1] - _bounds(s, p)[i] for s, p, i in zip(self.shape, self.parts, index))
+        return tuple(_bounds(s, p)[i + 1] - _bounds(s, p)[i] for s, p, i in zip(self.shape, self.parts, index, strict=True))
 
 
 class BlockProgram:
@@ -135,7 +135,7 @@ class BlockProgram:
         shape, parts = tuple(int(s) for s in shape), tuple(int(p) for p in parts)
         if len(shape) != len(parts):
             raise ValueError(f"{name}: {len(shape)} dimensions but {len(parts)} partition counts")
-        for size, count in zip(shape, parts):
+        for size, count in zip(shape, parts, strict=True):
             if size < 1 or count < 1 or count > size:
                 raise ValueError(f"{name}: cannot split a dimension of size {size} into {count} parts")
         check_graph_size(math.prod(parts))  # each block becomes at most one op
@@ -147,8 +147,8 @@ class BlockProgram:
         if parts == tensor.parts:
             return tensor
         out = self.input(tensor.name, tensor.shape, parts)
-        old = [_bounds(s, p) for s, p in zip(tensor.shape, tensor.parts)]
-        new = [_bounds(s, p) for s, p in zip(tensor.shape, parts)]
+        old = [_bounds(s, p) for s, p in zip(tensor.shape, tensor.parts, strict=True)]
+        new = [_bounds(s, p) for s, p in zip(tensor.shape, parts, strict=True)]
         for index in itertools.product(*(range(p) for p in parts)):
             ranges = []
             for axis, i in enumerate(index):
@@ -178,16 +178,16 @@ class BlockProgram:
             raise ValueError(f"{name}: spec {spec!r} names {len(in_labels)} inputs, got {len(tensors)}")
         sizes: dict[str, int] = {}
         parts: dict[str, int] = {}
-        for labels, tensor in zip(in_labels, tensors):
+        for labels, tensor in zip(in_labels, tensors, strict=True):
             if len(labels) != len(tensor.shape):
                 raise ValueError(f"{name}: {tensor.name} has {len(tensor.shape)} dimensions, spec {labels!r} has {len(labels)}")
-            for label, size, count in zip(labels, tensor.shape, tensor.parts):
+            for label, size, count in zip(labels, tensor.shape, tensor.parts, strict=True):
                 if sizes.setdefault(label, size) != size:
                     raise ValueError(f"{name}: index {label!r} is {sizes[label]} in one input and {size} in {tensor.name}")
                 parts.setdefault(label, count)
         if set(out_labels) - set(sizes):
             raise ValueError(f"{name}: output index not in any input: {spec!r}")
-        tensors = tuple(self.repartition(t, [parts[label] for label in labels]) for labels, t in zip(in_labels, tensors))
+        tensors = tuple(self.repartition(t, [parts[label] for label in labels]) for labels, t in zip(in_labels, tensors, strict=True))
         reduced = [label for label in sizes if label not in out_labels]
         order = list(out_labels) + reduced
         bounds = {label: _bounds(sizes[label], parts[label]) for label in order}
@@ -196,12 +196,12 @@ class BlockProgram:
         partials: dict[tuple[int, ...], list[int]] = {}
         itemsize = self.cost_model.itemsize
         for index in itertools.product(*(range(parts[label]) for label in order)):
-            at = dict(zip(order, index))
+            at = dict(zip(order, index, strict=True))
             block = {label: bounds[label][at[label] + 1] - bounds[label][at[label]] for label in order}
             points = float(np.prod([block[label] for label in order]))
             out_elems = float(np.prod([block[label] for label in out_labels]))
             in_elems = sum(float(np.prod([block[label] for label in labels])) for labels in in_labels)
-            preds = [t.blocks[tuple(at[label] for label in labels)] for labels, t in zip(in_labels, tensors)]
+            preds = [t.blocks[tuple(at[label] for label in labels)] for labels, t in zip(in_labels, tensors, strict=True)]
             suffix = list(index) if index else ""
             node = self._node(
                 f"{name}{suffix}", op_type, preds, flops_per_point * points, points, (in_elems + out_elems) * itemsize, out_elems * itemsize

@@ -69,7 +69,7 @@ def chain_mm(
         raise ValueError("every chain must give a result of the same shape and partitioning to be summed")
     program = _program(cost_model, profile, dtype)
     results: list[BlockTensor] = []
-    for c, (chain, split) in enumerate(zip(dims, splits)):
+    for c, (chain, split) in enumerate(zip(dims, splits, strict=True)):
         letter = chr(ord("A") + c)
         product = program.input(f"{letter}1", chain[:2], split[:2])
         for i in range(1, len(chain) - 1):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import NamedTuple, Union
+from itertools import pairwise
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,7 +39,7 @@ __all__ = [
 
 ENGINES = ("fast", "simpy")
 PRIORITIES = ("fifo", "blevel", "given")
-Priority = Union[str, Sequence[int], np.ndarray]
+Priority = str | Sequence[int] | np.ndarray
 
 
 class AssignmentError(ValueError):
@@ -326,7 +327,7 @@ def validate(
     for d in range(cluster.num_devices):
         ops = np.flatnonzero(values == d)
         ops = ops[np.lexsort((trace.end[ops], trace.start[ops]))]
-        for a, b in zip(ops[:-1], ops[1:]):
+        for a, b in pairwise(ops):
             if trace.start[b] < trace.end[a] - tol * max(1.0, abs(trace.end[a])):
                 problems.append(f"device {d} runs ops {a} and {b} at once ({trace.start[b]} < {trace.end[a]})")
         if tol == 0.0:

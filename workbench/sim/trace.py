@@ -113,7 +113,7 @@ class Trace:
                 return False
 
         def rows(t: Trace) -> list[tuple]:
-            return sorted(zip(*(getattr(t, f"transfer_{f}").tolist() for f in _TRANSFER_FIELDS)))
+            return sorted(zip(*(getattr(t, f"transfer_{f}").tolist() for f in _TRANSFER_FIELDS), strict=True))
 
         return rows(self) == rows(other)
 
