@@ -50,7 +50,8 @@ def _huggingface(spec: str, model_type: str, kwargs: Mapping[str, Any]) -> torch
     defaults = transformers.AutoConfig.for_model(model_type)
     unknown = sorted(k for k in kwargs if not hasattr(defaults, k))
     if unknown:
-        fields = sorted(k for k in defaults.to_dict() if not k.startswith("_"))
+        common = transformers.PretrainedConfig().to_dict()
+        fields = sorted(k for k in defaults.to_dict() if k not in common and not k.startswith("_"))
         raise SpecError(f"{spec}: unknown config field(s) {', '.join(unknown)}; {type(defaults).__name__} has: {', '.join(fields)}")
     config = transformers.AutoConfig.for_model(model_type, **kwargs)
     return transformers.AutoModel.from_config(config)
