@@ -7,6 +7,8 @@ import sys
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
@@ -14,7 +16,7 @@ from torch import nn  # noqa: E402
 import workbench as wb  # noqa: E402
 from workbench.cli import main  # noqa: E402
 from workbench.importers import TraceError, from_torch  # noqa: E402
-from workbench.importers.shard import auto_parts, parse_parts, shard  # noqa: E402
+from workbench.importers.shard import auto_parts, parse_parts, shard, shard_traced  # noqa: E402
 from workbench.importers.specs import SpecError, build_model, default_inputs  # noqa: E402
 from workbench.importers.torch_fx import trace_module  # noqa: E402
 from workbench.models import mlp  # noqa: E402
@@ -87,6 +89,20 @@ def test_split_reductions_use_partial_results_and_unshardable_ops_stay_single_no
     whole = shard(model, (x,), "batch=2")  # nothing reduced is split: no partial results, half the blocks of batch=2 alone
     assert not {"partial_max", "partial_sum"} & set(whole.op_types)
     assert whole.metadata["total_flops"] == graph.metadata["source_flops"]
+
+
+_ATTENTION = trace_module(Attention(), (torch.randn(2, 8, 16),))
+_ATTENTION_FLOPS = from_torch(Attention(), (torch.randn(2, 8, 16),)).metadata["total_flops"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.fixed_dictionaries({kind: st.sampled_from([1, 2, 3, 4]) for kind in ("batch", "seq", "heads", "hidden")}))
+def test_any_partitioning_conserves_flops_and_stays_acyclic(parts):
+    graph = shard_traced(_ATTENTION, parts, cost_model="paper")
+    _check_conservation_and_order(graph, _ATTENTION_FLOPS)
+    combines = [n for n, t in enumerate(graph.op_types) if t.startswith("partial_")]
+    assert all(len(_preds(graph, n)) >= 2 for n in combines)  # a partial result joins at least two kernels
+    assert [u["op_type"] for u in graph.metadata["unsharded"]] == ["cumsum"]
 
 
 def test_parts_and_auto_parts():

@@ -112,7 +112,8 @@ class BlockProgram:
         self.total_flops = 0.0
 
     # ------------------------------------------------------------ nodes
-    def _node(self, name: str, op_type: str, preds: Sequence[int], flops: float, points: float, nbytes: float, out_bytes: float) -> int:
+    def node(self, name: str, op_type: str, preds: Sequence[int], flops: float, points: float, nbytes: float, out_bytes: float) -> int:
+        """One kernel reading the outputs of ``preds`` (ids < 0: inputs, no edge); returns its id."""
         node = len(self.compute)
         compute, comm = self.cost_model.costs(flops, points, nbytes, out_bytes)
         self.compute.append(compute)
@@ -188,7 +189,7 @@ class BlockProgram:
                 out.blocks[index] = exact
                 continue
             nbytes = elems * self.cost_model.itemsize
-            out.blocks[index] = self._node(f"{name}{list(index)}", op_type, preds, block_flops, elems, 2 * nbytes, nbytes)
+            out.blocks[index] = self.node(f"{name}{list(index)}", op_type, preds, block_flops, elems, 2 * nbytes, nbytes)
         return out
 
     def einsum(
@@ -251,7 +252,7 @@ class BlockProgram:
             in_elems = sum(float(np.prod([block[label] for label in labels])) for labels in in_labels)
             preds = [t.blocks[tuple(at[label] for label in labels)] for labels, t in zip(in_labels, tensors)]
             suffix = list(index) if index else ""
-            node = self._node(
+            node = self.node(
                 f"{name}{suffix}", op_type, preds, block_flops, cost_points, (in_elems + out_elems) * itemsize, out_elems * itemsize
             )
             partials.setdefault(index[: len(out_labels)], []).append(node)
@@ -260,7 +261,7 @@ class BlockProgram:
                 out.blocks[out_index] = nodes[0]
                 continue
             elems = float(np.prod(out.block_shape(out_index)))
-            out.blocks[out_index] = self._node(
+            out.blocks[out_index] = self.node(
                 f"{name}.{combine}{list(out_index)}", combine, nodes, (len(nodes) - 1) * elems, elems, (len(nodes) + 1) * elems * itemsize, elems * itemsize
             )
         return out
@@ -274,7 +275,7 @@ class BlockProgram:
             source = tensor.blocks[index[:axis] + (tensor.parts[axis] - 1,) + index[axis:]]
             elems = float(np.prod(out.block_shape(index)))
             nbytes = elems * self.cost_model.itemsize
-            out.blocks[index] = self._node(f"{name}{list(index)}", "slice", [source], 0.0, elems, 2 * nbytes, nbytes)
+            out.blocks[index] = self.node(f"{name}{list(index)}", "slice", [source], 0.0, elems, 2 * nbytes, nbytes)
         return out
 
     # ------------------------------------------------------------ result

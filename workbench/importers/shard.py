@@ -55,9 +55,7 @@ SPLIT_KINDS = ("batch", "seq", "heads", "hidden", "channels")
 _NON_POINTWISE = frozenset(
     {"gather", "index_select", "scatter", "scatter_add", "cumsum", "cumprod", "roll", "flip", "pad", "interpolate", "upsample",
      "sort", "topk", "repeat", "repeat_interleave", "tile", "index", "take", "one_hot", "diff", "cross", "argsort", "nonzero",
-     "masked_select", "unique", "bincount", "histc", "diag", "tril_indices", "triu_indices", "arange", "full", "ones", "zeros",
-     "empty", "rand", "randn", "randint", "linspace", "ones_like", "zeros_like", "full_like", "new_ones", "new_zeros", "new_full",
-     "new_empty", "tensor", "as_tensor", "scalar_tensor"}
+     "masked_select", "unique", "bincount", "histc", "diag", "tril_indices", "triu_indices"}
 )
 _MAX_COMBINE = frozenset({"amax", "amin", "max", "min", "argmax", "argmin", "all", "any"})
 
@@ -157,20 +155,20 @@ class _Sharder:
             [value.groups[d] for d in order],
         )
 
-    def merge_dim(self, value: _Value, dim: int, kind: str | None = None) -> _Value:
-        """Dimension ``dim`` as one factor (gathering its blocks first when more than one of its factors is split)."""
+    def merge_dim(self, value: _Value, dim: int) -> _Value:
+        """Dimension ``dim`` as one factor (gathering its blocks first unless only its outermost factor is split)."""
         sl = value.factor_slice(dim)
         t = value.tensor
-        if value.groups[dim] == 1 and kind is None:
+        if value.groups[dim] == 1:
             return value
         factor_kinds = value.kinds[sl]
-        if sum(p > 1 for p in t.parts[sl]) > 1 or any(p > 1 for p in t.parts[sl][1:]):
+        if any(p > 1 for p in t.parts[sl][1:]):
             parts = list(t.parts)
             for f in range(sl.start, sl.stop):
                 parts[f] = 1
             value = self.with_factor_parts(value, parts)
             t = value.tensor
-        merged_kind = kind or next((k for k, p in zip(factor_kinds, t.parts[sl]) if p > 1), factor_kinds[0] if factor_kinds else "other")
+        merged_kind = next((k for k, p in zip(factor_kinds, t.parts[sl]) if p > 1), factor_kinds[0])
         shape = list(t.shape[: sl.start]) + [math.prod(t.shape[sl])] + list(t.shape[sl.stop :])
         parts = list(t.parts[: sl.start]) + [math.prod(t.parts[sl])] + list(t.parts[sl.stop :])
         kinds = list(value.kinds[: sl.start]) + [merged_kind] + list(value.kinds[sl.stop :])
@@ -203,7 +201,7 @@ class _Sharder:
         target[sl] = parts
         return self.with_factor_parts(value, target)
 
-    def squeeze_to(self, value: _Value, rank: int, out_shape: Sequence[int]) -> tuple[_Value, list[int | None]]:
+    def squeeze_to(self, value: _Value, rank: int, out_shape: Sequence[int]) -> tuple[_Value, list[int]]:
         """Right-align ``value`` with an output of ``out_shape``; size-1 (broadcast) dimensions are dropped.
 
         Returns the value and, per remaining dimension, the output dimension it maps to.
@@ -294,12 +292,7 @@ class _Sharder:
             tensors.append(self.program.input(f"{name}.shape", shape, [p for label in missing for p in parts[label]]))
             specs.append("".join(sub[label] for label in missing))
         spec = ",".join(specs) + "->" + "".join(sub[label] for label in out_labels)
-        produced = sorted(range(len(tensors)), key=lambda i: not bool((tensors[i].blocks >= 0).any()))  # parts from computed operands
-        spec_parts = spec.split("->")[0].split(",")
-        ordered_spec = ",".join(spec_parts[i] for i in produced) + "->" + spec.split("->")[1]
-        out = self.program.einsum(
-            name, ordered_spec, *[tensors[i] for i in produced], op_type=op_type, combine=combine, flops=int(flops), points=points
-        )
+        out = self.program.einsum(name, spec, *tensors, op_type=op_type, combine=combine, flops=int(flops), points=points)
         kinds = [k for label in out_labels for _, k in structure[label]]
         return _Value(out, tuple(kinds), tuple(len(structure[label]) for label in out_labels))
 
@@ -309,8 +302,8 @@ class _Sharder:
         preds = [int(b) for v in inputs for b in v.tensor.blocks.ravel() if b >= 0]
         in_bytes = sum(math.prod(v.shape) for v in inputs) * self.program.cost_model.itemsize
         out_elems = sum(math.prod(s) for s, _ in record.outs)
-        node = self.program._node(
-            record.node.name, record.op_type, preds, int(record.flops), max(out_elems, record.flops),
+        node = self.program.node(
+            record.node.name, record.op_type, preds, int(record.flops), out_elems,
             in_bytes + out_elems * self.program.cost_model.itemsize, out_elems * self.program.cost_model.itemsize,
         )
         source = next((v for v in inputs if v.produced), None)
@@ -400,13 +393,13 @@ class _Walker:
 
     # -------------------------------------------------------- elementwise, reductions, normalisations
     def elementwise(self, record: OpRecord) -> _Value:
+        inputs = self.tensor_args(record.node)
+        if not any(v.produced for v in inputs):
+            raise _Unsupported("reads no computed tensor (a constant)")
         if record.op_type in _NON_POINTWISE:
             raise _Unsupported("not pointwise")
         if len(record.outs) != 1:
             raise _Unsupported(f"{len(record.outs)} outputs")
-        inputs = self.tensor_args(record.node)
-        if not any(v.produced for v in inputs):
-            raise _Unsupported("reads no computed tensor (a constant)")
         out_shape = self.out_shape(record)
         out_labels = [self.label() for _ in out_shape]
         operands = []

@@ -45,7 +45,7 @@ _IMAGES = ("batch=2,channels=4", "batch=4,channels=2")
 
 ZOO: Mapping[str, ZooEntry] = {
     "gpt2-small": ZooEntry("hf:gpt2", {"n_layer": 2}, (2, 128), "int64", _TEXT),
-    "gpt2-medium": ZooEntry("hf:gpt2", {"n_layer": 2, "n_embd": 1024, "n_head": 16}, (2, 128), "int64", _TEXT),
+    "gpt2-medium": ZooEntry("hf:gpt2", {"n_layer": 2, "n_embd": 1024, "n_head": 16}, (2, 128), "int64", _TEXT[::-1]),
     "llama-layer": ZooEntry(
         "hf:llama",
         {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000},
@@ -97,10 +97,15 @@ def placement_row(graph: DataflowGraph, devices: int, budget: int = 2000, seed: 
     return row
 
 
+_COLUMNS = ("zoo", "parts", "devices", "nodes", "edges", "lower_bound", "critical_path", "heft", "local_search", "local_search_gain", "build_s")
+
+
 def build_zoo(out: "str | Path", devices: tuple[int, ...] = (4, 8), budget: int = 2000, report: Callable[[str], Any] = print) -> list[dict[str, Any]]:
-    """Write every zoo graph at both partitionings into ``out`` and return (and report) the placement rows."""
+    """Write every zoo graph at both partitionings into ``out``; return the placement rows, reported as a Markdown table."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    report("| " + " | ".join(_COLUMNS) + " |")
+    report("|" + "---|" * len(_COLUMNS))
     rows = []
     for name, entry in ZOO.items():
         for index, parts in enumerate(entry.partitionings):
@@ -111,5 +116,6 @@ def build_zoo(out: "str | Path", devices: tuple[int, ...] = (4, 8), budget: int 
             for count in devices:
                 row = {"zoo": name, "parts": parts, "build_s": seconds, **placement_row(graph, count, budget)}
                 rows.append(row)
-                report(" | ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in row.items() if not k.endswith("_s") or k == "build_s"))
+                cells = [f"{100 * row[c]:.1f}%" if c == "local_search_gain" else f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in _COLUMNS]
+                report("| " + " | ".join(cells) + " |")
     return rows
