@@ -21,8 +21,10 @@ METHODS = ("critical_path", "heft", "etf", "local_search")
 
 def row(label: str, graph: wb.DataflowGraph) -> str:
     makespans = {m: wb.place(graph, method=m, devices=4, **({"budget": 2000} if m == "local_search" else {})).makespan for m in METHODS}
-    ranking = " < ".join(sorted(METHODS[:3], key=makespans.get))
-    cells = [label, graph.num_nodes, graph.num_edges, f"{graph.total_compute / 1e10:.1f}"] + [f"{makespans[m] / 1e10:.1f}" for m in METHODS] + [ranking]
+    shown = {m: round(makespans[m] / 1e10, 1) for m in METHODS}
+    ordered = sorted(METHODS[:3], key=shown.get)
+    ranking = ordered[0] + "".join(f" {'=' if shown[a] == shown[b] else '<'} {b}" for a, b in zip(ordered, ordered[1:]))
+    cells = [label, graph.num_nodes, graph.num_edges, f"{graph.total_compute / 1e10:.1f}"] + [f"{shown[m]:.1f}" for m in METHODS] + [ranking]
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
