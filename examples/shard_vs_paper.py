@@ -12,7 +12,7 @@ import torch
 
 import workbench as wb
 from workbench.datasets import bundled_graph
-from workbench.importers.shard import shard
+from workbench.importers.sharding import shard
 from workbench.models.gpt import Block
 
 PARTITIONINGS = ("seq=2,hidden=2", "seq=2,hidden=2,heads=2", "seq=2,hidden=2,heads=4")

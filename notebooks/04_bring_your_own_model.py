@@ -181,7 +181,7 @@ for method in ("critical_path", "doppler"):
 # split stay single nodes and are listed.
 
 # %%
-from workbench.importers.shard import shard
+from workbench.importers.sharding import shard
 from workbench.importers.specs import build_model
 
 gpt2 = build_model("hf:gpt2", {"n_layer": 2, "n_embd": 256, "n_head": 4}, meta=True)

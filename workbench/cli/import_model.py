@@ -81,16 +81,19 @@ def run(args) -> int:
         return 0
     from ..importers.specs import build_model, default_inputs
 
-    model = build_model(args.factory, parse_params(args.kwarg), meta=not args.measure)  # meta: shapes only, no memory
+    named = args.factory.startswith(("hf:", "tv:"))
+    meta = named and not args.measure  # shapes only, no weights in memory (a user's factory runs as written)
+    model = build_model(args.factory, parse_params(args.kwarg), meta=meta)
     inputs = _inputs(args) or default_inputs(args.factory)
-    device = None if args.measure else "meta"
+    device = "meta" if meta else None
+    name = args.factory if named else None  # else the module's class name
     if args.parts or args.shard_auto:
-        from ..importers.shard import shard
+        from ..importers.sharding import shard
 
         if args.measure or args.fuse:
             raise CliError("--measure and --fuse apply to operator graphs, not to sharded ones")
         graph = shard(model, inputs, args.parts, target_nodes=args.target_nodes if args.shard_auto else None,
-                      cost_model=args.cost_model, profile=profile, device=device, name=args.factory)
+                      cost_model=args.cost_model, profile=profile, device=device, name=name)
         unsharded = graph.metadata["unsharded"]
         detail = f", parts {graph.metadata['parts']}, {len(unsharded)} unsharded ops" + (
             f" ({', '.join(sorted({u['op_type'] for u in unsharded}))})" if unsharded else "")
@@ -99,6 +102,6 @@ def run(args) -> int:
     from ..importers.torch_fx import from_torch
 
     graph = from_torch(model, inputs, profile, measure=args.measure, device=device, fuse_elementwise=args.fuse,
-                       target_nodes=args.target_nodes, name=args.factory)
+                       target_nodes=args.target_nodes, name=name)
     save_and_report(graph, args, f", {graph.metadata['total_flops']:.4g} FLOPs, traced with {graph.metadata['tracer']}")
     return 0

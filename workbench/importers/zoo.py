@@ -2,7 +2,7 @@
 
 Each entry names a model by its spec (:mod:`workbench.importers.specs`,
 random weights from a config, nothing downloaded), its example input, and
-two partitionings (:func:`~workbench.importers.shard.shard`); the first is
+two partitionings (:func:`~workbench.importers.sharding.shard`); the first is
 the default. ``workbench import-model zoo:NAME`` builds one entry at its
 default partitioning; ``workbench import-model --zoo DIR`` writes every
 entry at both partitionings into ``DIR`` with the placement table of
@@ -73,7 +73,7 @@ def _model_and_inputs(entry: ZooEntry):
 
 def build_entry(name: str, partitioning: int = 0, **options: Any) -> DataflowGraph:
     """Zoo graph ``name`` at its ``partitioning``-th parts (0: the default); ``options`` go to :func:`shard`."""
-    from .shard import shard
+    from .sharding import shard
 
     if name not in ZOO:
         raise ValueError(f"unknown zoo graph {name!r}; the zoo has: {', '.join(ZOO)}")
@@ -85,13 +85,14 @@ def build_entry(name: str, partitioning: int = 0, **options: Any) -> DataflowGra
 
 def placement_row(graph: DataflowGraph, devices: int, budget: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Nodes, edges, lower bound and the makespans of critical_path, heft and local_search (``budget`` evaluations)."""
-    import workbench as wb
+    from ..placers.base import place
+    from ..sim import lower_bound
 
     row: dict[str, Any] = {"graph": graph.name, "devices": devices, "nodes": graph.num_nodes, "edges": graph.num_edges,
-                           "lower_bound": wb.lower_bound(graph, devices)}
+                           "lower_bound": lower_bound(graph, devices)}
     for method, options in (("critical_path", {}), ("heft", {}), ("local_search", {"budget": budget})):
         start = time.perf_counter()
-        row[method] = wb.place(graph, method=method, devices=devices, seed=seed, **options).makespan
+        row[method] = place(graph, method=method, devices=devices, seed=seed, **options).makespan
         row[f"{method}_s"] = time.perf_counter() - start
     row["local_search_gain"] = 1 - row["local_search"] / row["critical_path"]
     return row

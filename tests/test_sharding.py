@@ -16,7 +16,7 @@ from torch import nn  # noqa: E402
 import workbench as wb  # noqa: E402
 from workbench.cli import main  # noqa: E402
 from workbench.importers import TraceError, from_torch  # noqa: E402
-from workbench.importers.shard import auto_parts, parse_parts, shard, shard_traced  # noqa: E402
+from workbench.importers.sharding import auto_parts, parse_parts, shard, shard_traced  # noqa: E402
 from workbench.importers.specs import SpecError, build_model, default_inputs  # noqa: E402
 from workbench.importers.torch_fx import trace_module  # noqa: E402
 from workbench.models import mlp  # noqa: E402
@@ -95,7 +95,7 @@ _ATTENTION = trace_module(Attention(), (torch.randn(2, 8, 16),))
 _ATTENTION_FLOPS = from_torch(Attention(), (torch.randn(2, 8, 16),)).metadata["total_flops"]
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(st.fixed_dictionaries({kind: st.sampled_from([1, 2, 3, 4]) for kind in ("batch", "seq", "heads", "hidden")}))
 def test_any_partitioning_conserves_flops_and_stays_acyclic(parts):
     graph = shard_traced(_ATTENTION, parts, cost_model="paper")
