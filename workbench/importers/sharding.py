@@ -143,16 +143,22 @@ class _Sharder:
         tensor = self.program.repartition(value.tensor, parts)
         return _Value(tensor, value.kinds, value.groups)
 
-    def permute(self, value: _Value, order: Sequence[int]) -> _Value:
-        factor_order = [f for d in order for f in range(*value.factor_slice(d).indices(len(value.kinds)))]
+    def select_dims(self, value: _Value, dims: Sequence[int]) -> _Value:
+        """``value`` with its dimensions ``dims``, in that order (a permutation, or dropping size-1 dimensions)."""
+        if list(dims) == list(range(len(value.groups))):
+            return value
+        factors = [f for d in dims for f in range(*value.factor_slice(d).indices(len(value.kinds)))]
+        dropped = [f for f in range(len(value.kinds)) if f not in factors]
         t = value.tensor
+        if any(t.shape[f] != 1 for f in dropped):
+            raise _Unsupported(f"cannot drop a dimension of size > 1 from {value.shape}")
         return self.relabel(
             value,
-            [t.shape[f] for f in factor_order],
-            [t.parts[f] for f in factor_order],
-            t.blocks.transpose(factor_order),
-            [value.kinds[f] for f in factor_order],
-            [value.groups[d] for d in order],
+            [t.shape[f] for f in factors],
+            [t.parts[f] for f in factors],
+            t.blocks.transpose(factors + dropped).reshape([t.parts[f] for f in factors]),
+            [value.kinds[f] for f in factors],
+            [value.groups[d] for d in dims],
         )
 
     def merge_dim(self, value: _Value, dim: int) -> _Value:
@@ -217,21 +223,6 @@ class _Sharder:
             elif size != 1:
                 raise _Unsupported(f"operand shape {value.shape} does not broadcast to {tuple(out_shape)}")
         return self.select_dims(value, keep), mapping
-
-    def select_dims(self, value: _Value, keep: Sequence[int]) -> _Value:
-        """``value`` without its size-1 dimensions not in ``keep``."""
-        if len(keep) == len(value.groups):
-            return value
-        factor_keep = [f for d in keep for f in range(*value.factor_slice(d).indices(len(value.kinds)))]
-        t = value.tensor
-        return self.relabel(
-            value,
-            [t.shape[f] for f in factor_keep],
-            [t.parts[f] for f in factor_keep],
-            t.blocks.reshape([t.parts[f] for f in factor_keep]),
-            [value.kinds[f] for f in factor_keep],
-            [value.groups[d] for d in keep],
-        )
 
     def insert_dim(self, value: _Value, dim: int) -> _Value:
         """A new size-1 dimension at ``dim``."""
@@ -665,7 +656,7 @@ class _Walker:
                 order = [d % rank for d in dims]
             else:
                 raise _Unsupported("movedim")
-            return self.s.permute(source, order)
+            return self.s.select_dims(source, order)
         if op_type in ("detach", "alias", "identity"):
             return source
         if op_type == "unsqueeze":
