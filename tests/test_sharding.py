@@ -61,6 +61,27 @@ def test_mlp_blocks_read_exactly_the_blocks_of_their_slices():
     assert graph.metadata["unsharded"] == []
 
 
+def test_gather_reads_exactly_the_overlapping_blocks_and_aliases_aligned_ones():
+    from workbench.generators.blocks import BlockProgram, CostModel
+    from workbench.generators.profiles import get_profile
+
+    program = BlockProgram(CostModel("paper", get_profile("V100")))
+    source = program.input("x", (12,), (3,))  # blocks [0,4) [4,8) [8,12), each made by a node
+    for i in range(3):
+        source.blocks[i] = program.node(f"x{i}", "op", [], 0, 4, 0, 0)
+    middle = program.gather("mid", "slice", (6,), (2,), [(source, (-3,))])  # [3,6) reads blocks 0, 1; [6,9) reads 1, 2
+    assert [sorted(_preds_of(program, b)) for b in middle.blocks] == [[0, 1], [1, 2]]
+    aligned = program.gather("first", "slice", (4,), (1,), [(source, (0,))])  # exactly block 0: no node
+    assert aligned.blocks.tolist() == [0]
+    joined = program.gather("cat", "cat", (18,), (2,), [(source, (0,)), (middle, (12,))], flops=18)
+    assert [sorted(_preds_of(program, b)) for b in joined.blocks] == [[0, 1, 2], [2, middle.blocks[0], middle.blocks[1]]]
+    assert program.flops[joined.blocks[0]] + program.flops[joined.blocks[1]] == 18  # the copy's work, shared exactly
+
+
+def _preds_of(program, node):
+    return {s for s, d in zip(program.src, program.dst) if d == node}
+
+
 class Attention(nn.Module):
     """Heads split off the hidden dimension, attention scores, a softmax over a split dimension."""
 

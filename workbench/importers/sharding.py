@@ -355,6 +355,7 @@ class _Walker:
 
     # -------------------------------------------------------- placeholders and constants
     def placeholder(self, node: torch.fx.Node, shape: tuple[int, ...], dtype: torch.dtype, image_like: bool) -> _Value:
+        """A model input: token ids (batch, seq), images (batch, channels, spatial...) or features (batch, [seq,] hidden)."""
         if not dtype.is_floating_point:
             kinds = ["batch", "seq"] + ["other"] * (len(shape) - 2)
         elif len(shape) >= 3 and image_like:
@@ -379,8 +380,8 @@ class _Walker:
             rule = self.cat
         return rule(record)
 
-    def out_shape(self, record: OpRecord, index: int = 0) -> tuple[int, ...]:
-        return tuple(record.outs[index][0])
+    def out_shape(self, record: OpRecord) -> tuple[int, ...]:
+        return tuple(record.outs[0][0])
 
     # -------------------------------------------------------- elementwise, reductions, normalisations
     def elementwise(self, record: OpRecord) -> _Value:
@@ -400,23 +401,22 @@ class _Walker:
         broadcast = {label: (size, "other") for label, size in zip(out_labels, out_shape)}  # dimensions that every input broadcasts
         return self.s.apply(record.node.name, record.op_type, operands, out_labels, record.flops, new_labels=broadcast)
 
-    def reduce_over(self, record: OpRecord, value: _Value, reduced: list[int], flops: int, combine: str, name: str, op_type: str) -> _Value:
-        labels = [self.label() for _ in value.shape]
-        kept = [labels[d] for d in range(len(labels)) if d not in reduced]
-        return self.s.apply(name, op_type, [(value, labels)], kept, flops, combine=combine)
-
     def reduce(self, record: OpRecord) -> Any:
         node = record.node
         inputs = self.tensor_args(node)
         if len(inputs) != 1:  # torch.max(a, b) and friends are elementwise
             return self.elementwise(record)
         value = inputs[0]
-        if record.op_type in ("cumsum", "cumprod", "var_mean") or not value.produced:
-            raise _Unsupported("scan" if record.op_type != "var_mean" else "two results")
+        if not value.produced:
+            raise _Unsupported("reads no computed tensor (a constant)")
+        if record.op_type in ("cumsum", "cumprod", "var_mean"):
+            raise _Unsupported("a scan" if record.op_type != "var_mean" else "two results")
         rank = len(value.shape)
         reduced = _dims(self.arg(1, "dim"), rank) if rank else []
         combine = "partial_max" if record.op_type in _MAX_COMBINE else "partial_sum"
-        out = self.reduce_over(record, value, reduced, record.flops, combine, node.name, record.op_type)
+        labels = [self.label() for _ in value.shape]
+        kept = [labels[d] for d in range(rank) if d not in reduced]
+        out = self.s.apply(node.name, record.op_type, [(value, labels)], kept, record.flops, combine=combine)
         if self.arg(2, "keepdim", False):
             for d in reduced:
                 out = self.s.insert_dim(out, d)
@@ -426,25 +426,16 @@ class _Walker:
             raise _Unsupported(f"reduction result {out.shape} is not the traced {self.out_shape(record)}")
         return out
 
-    def normalise(self, record: OpRecord, value: _Value, reduced: list[int], shares: Sequence[int], combine_kinds: Sequence[str]) -> _Value:
-        """A normalisation over ``reduced``: one kernel per block when those dimensions are whole, else statistics
-        with partial results, then the normalisation (``shares`` split the FLOPs: statistics, normalise)."""
+    def normalise(self, record: OpRecord, value: _Value, reduced: list[int]) -> _Value:
+        """A normalisation over ``reduced`` (5 FLOPs per element): one kernel per block when those dimensions are
+        whole, else statistics with partial sums (sum and sum of squares, 2 FLOPs), then normalise and scale (3)."""
         name, flops = record.node.name, int(record.flops)
         labels = [self.label() for _ in value.shape]
-        split = any(p > 1 for d in reduced for p in self.s_parts(value, d))
-        if not split:
+        if not any(p > 1 for d in reduced for p in self.s_parts(value, d)):
             return self.s.apply(name, record.op_type, [(value, labels)], labels, flops)
         kept = [labels[d] for d in range(len(labels)) if d not in reduced]
-        total = sum(shares)
-        step_flops = [flops * sum(shares[: i + 1]) // total - flops * sum(shares[:i]) // total for i in range(len(shares))]
-        stats = None
-        result = value
-        for i, (share, combine) in enumerate(zip(step_flops, combine_kinds)):
-            if combine:  # a statistic over the reduced dimensions
-                stats = self.s.apply(f"{name}.{combine.removeprefix('partial_')}{i}", f"{record.op_type}_stats", [(result, labels)], kept, share, combine=combine)
-            else:
-                result = self.s.apply(f"{name}.apply{i}", record.op_type, [(result, labels), (stats, kept)], labels, share)
-        return result
+        stats = self.s.apply(f"{name}.stats", f"{record.op_type}_stats", [(value, labels)], kept, flops * 2 // 5)
+        return self.s.apply(f"{name}.apply", record.op_type, [(value, labels), (stats, kept)], labels, flops - flops * 2 // 5)
 
     def s_parts(self, value: _Value, dim: int) -> list[int]:
         return [self.s.count(k, s) for s, k in value.factors(dim)]
@@ -461,8 +452,7 @@ class _Walker:
             reduced = list(range(rank - len(self.arg(1, "normalized_shape")), rank))
         else:  # group / instance norm: statistics over everything but the batch
             reduced = list(range(1, rank))
-        # 5 FLOPs per element: 2 for the statistics (sum, sum of squares), 3 to normalise and scale
-        return self.normalise(record, value, reduced, (2, 3), ("partial_sum", ""))
+        return self.normalise(record, value, reduced)
 
     def softmax(self, record: OpRecord) -> _Value:
         value = self.tensor_args(record.node)[0]
@@ -497,18 +487,11 @@ class _Walker:
             return self.s.apply(node.name, "einsum", operands, list(rhs), record.flops)
         if op_type == "linear":
             x = args[0]
-            if record.submodule is not None:
-                weight_shape = tuple(record.submodule.weight.shape)
-            else:
-                weight = self.args[1] if len(self.args) > 1 else self.kwargs["weight"]
-                if isinstance(self.value(weight), _Value) and self.value(weight).produced:
-                    raise _Unsupported("computed weight")
-                weight_shape = tuple(self.traced.recorder.shapes[weight][0][0]) if weight in self.traced.recorder.shapes else None
-                if weight_shape is None:
-                    weight_shape = tuple(self.out_shape(record)[-1:]) + (x.shape[-1],)
+            if any(v.produced for v in args[1:]):
+                raise _Unsupported("a computed weight")
             labels = [self.label() for _ in x.shape]
             out_features = self.label()
-            weight_value = self.s.free(f"{node.name}.weight", (weight_shape[0], x.shape[-1]), ("hidden", "hidden"))
+            weight_value = self.s.free(f"{node.name}.weight", (self.out_shape(record)[-1], x.shape[-1]), ("hidden", "hidden"))
             return self.s.apply(node.name, "linear", [(x, labels), (weight_value, [out_features, labels[-1]])],
                                 labels[:-1] + [out_features], record.flops)
         if op_type in ("addmm", "baddbmm", "addbmm"):
@@ -574,21 +557,23 @@ class _Walker:
         head_dim = width // heads
         lb, ls, lt, lh, ln, ld, lo = (self.label() for _ in range(7))
         new = {ln: (heads, "heads"), ld: (head_dim, "head_dim")}
-        projected = {}
+        projected, spent = {}, 0
         for part, source, length in (("q", query, ls), ("k", key, lt), ("v", value, lt)):
             weight = self.s.free(f"{node.name}.W{part}", (width, heads, head_dim), ("hidden", "heads", "head_dim"))
+            flops = 2 * batch * source.shape[1] * width * width
             projected[part] = self.s.apply(f"{node.name}.{part}_proj", "linear", [(source, [lb, length, lh]), (weight, [lh, ln, ld])],
-                                           [lb, length, ln, ld], 2 * batch * source.shape[1] * width * width, new_labels=new, whole=[ld])
+                                           [lb, length, ln, ld], flops, new_labels=new, whole=[ld])
+            spent += flops
+        flops = 2 * batch * s * t * width
         scores = self.s.apply(f"{node.name}.scores", "matmul", [(projected["q"], [lb, ls, ln, ld]), (projected["k"], [lb, lt, ln, ld])],
-                              [lb, ln, ls, lt], 2 * batch * s * t * width, whole=[ld])
+                              [lb, ln, ls, lt], flops, whole=[ld])
         probs = self.masked_softmax(node.name, scores, [lb, ln, ls, lt], None, 5 * batch * heads * s * t)
         context = self.s.apply(f"{node.name}.context", "matmul", [(probs, [lb, ln, ls, lt]), (projected["v"], [lb, lt, ln, ld])],
-                               [lb, ls, ln, ld], 2 * batch * s * t * width, whole=[ld])
-        used = 2 * batch * (2 * s + 2 * t) * width * width - 2 * batch * s * width * width + 4 * batch * s * t * width + 5 * batch * heads * s * t
-        out_flops = int(record.flops) - used
+                               [lb, ls, ln, ld], flops, whole=[ld])
+        spent += 2 * flops + 5 * batch * heads * s * t
         w_out = self.s.free(f"{node.name}.Wo", (heads, head_dim, width), ("heads", "head_dim", "hidden"))
-        out = self.s.apply(f"{node.name}.out_proj", "linear", [(context, [lb, ls, ln, ld]), (w_out, [ln, ld, lo])], [lb, ls, lo], out_flops,
-                           new_labels={lo: (width, "hidden")}, whole=[ld])
+        out = self.s.apply(f"{node.name}.out_proj", "linear", [(context, [lb, ls, ln, ld]), (w_out, [ln, ld, lo])], [lb, ls, lo],
+                           int(record.flops) - spent, new_labels={lo: (width, "hidden")}, whole=[ld])
         return (out, None)
 
     def conv(self, record: OpRecord) -> _Value:
