@@ -206,3 +206,7 @@ def test_cli_import_model_with_a_spec_and_parts(tmp_path, capsys):
     assert main([*args, "--shard-auto", "--target-nodes", "100"]) == 0
     assert main([*args, "--parts", "batch=2", "--shard-auto", "--target-nodes", "100"]) == 2
     assert "not both" in capsys.readouterr().err
+    assert main([*args, "--parts", "vocab=2"]) == 2
+    assert "unknown dimension kind(s) vocab" in capsys.readouterr().err
+    assert main(["import-model", "zoo:nope"]) == 2
+    assert "unknown zoo graph 'nope'; the zoo has: gpt2-small" in capsys.readouterr().err

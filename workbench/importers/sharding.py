@@ -47,7 +47,7 @@ from ..generators.profiles import DeviceProfile, get_profile
 from ..graph import DataflowGraph
 from .torch_fx import OpRecord, Traced, op_records, trace_module
 
-__all__ = ["shard", "shard_traced", "parse_parts", "auto_parts", "SPLIT_KINDS"]
+__all__ = ["shard", "shard_traced", "parse_parts", "auto_parts", "SPLIT_KINDS", "PartsError"]
 
 SPLIT_KINDS = ("batch", "seq", "heads", "hidden", "channels")
 """Dimension kinds that ``parts`` may split (all others stay whole)."""
@@ -58,6 +58,10 @@ _NON_POINTWISE = frozenset(
      "masked_select", "unique", "bincount", "histc", "diag", "tril_indices", "triu_indices"}
 )
 _MAX_COMBINE = frozenset({"amax", "amin", "max", "min", "argmax", "argmin", "all", "any"})
+
+
+class PartsError(ValueError):
+    """Bad partition counts (an unknown kind, a count below 1) or an unreachable node target."""
 
 
 class _Unsupported(Exception):
@@ -73,18 +77,18 @@ def parse_parts(text: "str | Mapping[str, int] | None") -> dict[str, int]:
         for item in filter(None, (t.strip() for t in text.split(","))):
             kind, sep, count = item.partition("=")
             if not sep:
-                raise ValueError(f"parts {text!r}: expected KIND=COUNT pairs such as batch=2,heads=4")
+                raise PartsError(f"parts {text!r}: expected KIND=COUNT pairs such as batch=2,heads=4")
             try:
                 items[kind.strip()] = int(count)
             except ValueError:
-                raise ValueError(f"parts {text!r}: {count!r} is not an integer") from None
+                raise PartsError(f"parts {text!r}: {count!r} is not an integer") from None
         text = items
     unknown = sorted(set(text) - set(SPLIT_KINDS))
     if unknown:
-        raise ValueError(f"unknown dimension kind(s) {', '.join(unknown)} in parts; kinds: {', '.join(SPLIT_KINDS)}")
+        raise PartsError(f"unknown dimension kind(s) {', '.join(unknown)} in parts; kinds: {', '.join(SPLIT_KINDS)}")
     bad = {k: v for k, v in text.items() if not isinstance(v, int) or v < 1}
     if bad:
-        raise ValueError(f"parts must be integers >= 1, got {bad}")
+        raise PartsError(f"parts must be integers >= 1, got {bad}")
     return dict(text)
 
 
@@ -903,10 +907,10 @@ def shard(
 
     Raises:
         TraceError: the module cannot be traced.
-        ValueError: bad ``parts``, or both ``parts`` and ``target_nodes``.
+        PartsError: bad ``parts``, or both ``parts`` and ``target_nodes``.
     """
     if parts is not None and target_nodes is not None:
-        raise ValueError("give parts or target_nodes, not both")
+        raise PartsError("give parts or target_nodes, not both")
     traced = trace_module(module, example_inputs, device=device)
     options = {"cost_model": cost_model, "profile": profile, "dtype": dtype, "name": name or type(module).__name__}
     if target_nodes is not None:
@@ -921,11 +925,11 @@ def auto_parts(traced: Traced, target_nodes: int, max_parts: int = 16, **options
     count closest to the target without passing it, until none does.
     """
     if target_nodes < 1:
-        raise ValueError(f"target_nodes must be >= 1, got {target_nodes}")
+        raise PartsError(f"target_nodes must be >= 1, got {target_nodes}")
     parts = {kind: 1 for kind in SPLIT_KINDS}
     best = shard_traced(traced, parts, **options).num_nodes
     if best > target_nodes:
-        raise ValueError(f"the unsplit graph already has {best} nodes, more than target_nodes={target_nodes}")
+        raise PartsError(f"the unsplit graph already has {best} nodes, more than target_nodes={target_nodes}")
     while True:
         trials = []
         for kind in SPLIT_KINDS:

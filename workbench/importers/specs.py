@@ -83,7 +83,10 @@ def build_model(spec: str, kwargs: Mapping[str, Any] | None = None, *, meta: boo
             return _torchvision(spec, name, kwargs)
         if "." not in prefix or not name:
             raise SpecError(f"unknown model spec {spec!r}; use hf:TYPE, tv:NAME or PACKAGE.MODULE:FACTORY")
-        factory = import_object(spec)
+        try:
+            factory = import_object(spec)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
         model = factory(**kwargs)
     if not isinstance(model, torch.nn.Module):
         raise SpecError(f"{spec} returned {type(model).__name__}, not a torch.nn.Module")

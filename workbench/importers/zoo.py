@@ -74,9 +74,10 @@ def _model_and_inputs(entry: ZooEntry):
 def build_entry(name: str, partitioning: int = 0, **options: Any) -> DataflowGraph:
     """Zoo graph ``name`` at its ``partitioning``-th parts (0: the default); ``options`` go to :func:`shard`."""
     from .sharding import shard
+    from .specs import SpecError
 
     if name not in ZOO:
-        raise ValueError(f"unknown zoo graph {name!r}; the zoo has: {', '.join(ZOO)}")
+        raise SpecError(f"unknown zoo graph {name!r}; the zoo has: {', '.join(ZOO)}")
     entry = ZOO[name]
     model, inputs = _model_and_inputs(entry)
     graph = shard(model, inputs, entry.partitionings[partitioning], device="meta", name=name, **options)
