@@ -210,3 +210,17 @@ def test_cli_import_model_with_a_spec_and_parts(tmp_path, capsys):
     assert "unknown dimension kind(s) vocab" in capsys.readouterr().err
     assert main(["import-model", "zoo:nope"]) == 2
     assert "unknown zoo graph 'nope'; the zoo has: gpt2-small" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_every_zoo_graph_builds_conserves_flops_and_reports_only_constants():
+    pytest.importorskip("transformers")
+    pytest.importorskip("torchvision")
+    from workbench.importers.zoo import ZOO, build_entry
+
+    for name in ZOO:
+        graph = build_entry(name)
+        meta = graph.metadata
+        assert meta["total_flops"] - meta["combine_flops"] == meta["source_flops"], name
+        assert np.all(graph.src < graph.dst) and graph.num_nodes > 5 * meta["traced_ops"] // 2, name
+        assert all(u["reason"] == "reads no computed tensor (a constant)" for u in meta["unsharded"]), name

@@ -188,9 +188,16 @@ class _Sharder:
 
     def conform(self, value: _Value, dim: int, structure: list[tuple[int, str]], parts: list[int]) -> _Value:
         """Dimension ``dim`` of ``value`` with the factors ``structure`` split into ``parts`` (relabel, gather or slice as needed)."""
+        total = math.prod(s for s, _ in structure)
+        if value.shape[dim] == 1 and total > 1:  # a broadcast dimension: its one block stands for every index
+            value = self.select_dims(value, [d for d in range(len(value.groups)) if d != dim])
+            value = self.insert_dim(value, dim)
+            f = value.factor_slice(dim).start
+            t = value.tensor
+            value = self.relabel(value, t.shape[:f] + (total,) + t.shape[f + 1 :], t.parts, t.blocks, value.kinds, value.groups)
         if [s for s, _ in value.factors(dim)] != [s for s, _ in structure]:
-            if math.prod(s for s, _ in structure) != value.shape[dim]:
-                raise _Unsupported(f"dimension of size {value.shape[dim]} meets size {math.prod(s for s, _ in structure)}")
+            if total != value.shape[dim]:
+                raise _Unsupported(f"dimension of size {value.shape[dim]} meets size {total}")
             value = self.merge_dim(value, dim)
             sl = value.factor_slice(dim)
             t = value.tensor
