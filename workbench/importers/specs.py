@@ -54,6 +54,8 @@ def _huggingface(spec: str, model_type: str, kwargs: Mapping[str, Any]) -> torch
         fields = sorted(k for k in defaults.to_dict() if k not in common and not k.startswith("_"))
         raise SpecError(f"{spec}: unknown config field(s) {', '.join(unknown)}; {type(defaults).__name__} has: {', '.join(fields)}")
     config = transformers.AutoConfig.for_model(model_type, **kwargs)
+    if hasattr(config, "use_cache"):  # a graph of one forward pass: no key/value cache as an extra output
+        config.use_cache = False
     return transformers.AutoModel.from_config(config)
 
 
