@@ -165,13 +165,25 @@ def test_torchvision_model_from_a_spec_imports_and_shards():
     assert default_inputs("tv:resnet18")[0].shape == (1, 3, 224, 224)
 
 
+def test_timm_model_from_a_spec_imports_and_shards():
+    pytest.importorskip("timm")
+    model = build_model("timm:resnet18", {"num_classes": 10}, meta=True)
+    images = (torch.zeros(2, 3, 32, 32),)
+    ops = from_torch(model, images, device="meta")
+    graph = shard(model, images, "batch=2,channels=2", device="meta")
+    _check_conservation_and_order(graph, ops.metadata["total_flops"])
+    assert ops.metadata["tracer"] == "fx" and graph.metadata["unsharded"] == []
+    with pytest.raises(SpecError, match="unknown timm model 'nope'"):
+        build_model("timm:nope")
+
+
 def test_unknown_specs_missing_extra_and_untraceable_models_give_one_line_errors(monkeypatch, capsys):
     pytest.importorskip("transformers")
     pytest.importorskip("torchvision")
     for spec, message in [
         ("hf:nope", "unknown HuggingFace model type 'nope'"),
         ("tv:nope", "unknown torchvision model 'nope'"),
-        ("nope", "unknown model spec 'nope'; use hf:TYPE, tv:NAME or PACKAGE.MODULE:FACTORY"),
+        ("nope", "unknown model spec 'nope'; use hf:TYPE, tv:NAME, timm:NAME or PACKAGE.MODULE:FACTORY"),
     ]:
         with pytest.raises(SpecError, match=message):
             build_model(spec)

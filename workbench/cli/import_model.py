@@ -1,7 +1,7 @@
 """``workbench import-model SPEC --input-shape ... [--parts ...] --out graph.json``: a torch model as a graph.
 
-SPEC is ``hf:TYPE`` (HuggingFace, from its config), ``tv:NAME`` (torchvision)
-or ``PACKAGE.MODULE:FACTORY``; ``zoo:NAME`` builds a zoo entry at its default
+SPEC is ``hf:TYPE`` (HuggingFace, from its config), ``tv:NAME`` (torchvision),
+``timm:NAME`` or ``PACKAGE.MODULE:FACTORY``; ``zoo:NAME`` builds a zoo entry at its default
 partitioning and ``--zoo DIR`` rebuilds the whole zoo.
 """
 
@@ -15,10 +15,10 @@ _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "long"
 def register(sub) -> None:
     parser = sub.add_parser("import-model", help="trace a PyTorch model (torch.fx / HuggingFace fx / torch.export) into a graph, optionally sharded")
     parser.add_argument("factory", metavar="SPEC", nargs="?",
-                        help="hf:TYPE (e.g. hf:gpt2), tv:NAME (e.g. tv:resnet50), zoo:NAME, or PACKAGE.MODULE:FACTORY (e.g. workbench.models:gpt_decoder)")
+                        help="hf:TYPE (e.g. hf:gpt2), tv:NAME (e.g. tv:resnet50), timm:NAME, zoo:NAME, or PACKAGE.MODULE:FACTORY (e.g. workbench.models:gpt_decoder)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="D1,D2,...", help="shape of one forward() input, in order (repeatable)")
     parser.add_argument("--input-dtype", action="append", default=[], choices=_DTYPES, help="dtype of each input (default float32; int64/long for token ids)")
-    parser.add_argument("--kwarg", action="append", default=[], metavar="K=V", help="config field (hf:), model argument (tv:) or factory keyword (JSON or string; repeatable)")
+    parser.add_argument("--kwarg", action="append", default=[], metavar="K=V", help="config field (hf:), model argument (tv:, timm:) or factory keyword (JSON or string; repeatable)")
     parser.add_argument("--profile", default="V100", help="device profile preset (P100, V100, A100, H100) or a JSON file of its fields")
     parser.add_argument("--measure", action="store_true", help="time each op on the local device instead of the roofline estimate")
     parser.add_argument("--fuse", action="store_true", help="fuse cheap elementwise/view ops into their producers")
@@ -66,7 +66,7 @@ def run(args) -> int:
         build_zoo(args.zoo, report=print)
         return 0
     if not args.factory:
-        raise CliError("give a model SPEC (hf:TYPE, tv:NAME, zoo:NAME or PACKAGE.MODULE:FACTORY) or --zoo DIR")
+        raise CliError("give a model SPEC (hf:TYPE, tv:NAME, timm:NAME, zoo:NAME or PACKAGE.MODULE:FACTORY) or --zoo DIR")
     if args.parts and args.shard_auto:
         raise CliError("give --parts or --shard-auto, not both")
     if args.shard_auto and args.target_nodes is None:
@@ -81,7 +81,7 @@ def run(args) -> int:
         return 0
     from ..importers.specs import build_model, default_inputs
 
-    named = args.factory.startswith(("hf:", "tv:"))
+    named = args.factory.startswith(("hf:", "tv:", "timm:"))
     meta = named and not args.measure  # shapes only, no weights in memory (a user's factory runs as written)
     model = build_model(args.factory, parse_params(args.kwarg), meta=meta)
     inputs = _inputs(args) or default_inputs(args.factory)

@@ -6,11 +6,13 @@
   the kwargs are config fields (``n_layer=12``, ``hidden_size=1024``).
 - ``tv:NAME``: a torchvision model (``resnet50``, ``vit_b_16``, ...) from
   ``torchvision.models.get_model(NAME, weights=None, **kwargs)``.
+- ``timm:NAME``: a timm model (``convnext_tiny``, ``efficientnet_b0``, ...)
+  from ``timm.create_model(NAME, pretrained=False, **kwargs)``.
 - ``PACKAGE.MODULE:FACTORY``: any function or class returning an
   ``nn.Module``, called with the kwargs.
 
-``hf:`` and ``tv:`` need the ``[models]`` extra (transformers and
-torchvision at versions that work with torch 2.2.1).
+``hf:``, ``tv:`` and ``timm:`` need the ``[models]`` extra (transformers,
+torchvision and timm at versions that work with torch 2.2.1).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ __all__ = ["build_model", "default_inputs", "SpecError", "MODELS_EXTRA"]
 MODELS_EXTRA = "pip install 'doppler-workbench[models]'"
 
 _HF_DEFAULT_TOKENS = (2, 128)
-_TV_DEFAULT_IMAGES = (1, 3, 224, 224)
+_DEFAULT_IMAGES = (1, 3, 224, 224)
 
 
 class SpecError(ValueError):
@@ -70,6 +72,16 @@ def _torchvision(spec: str, name: str, kwargs: Mapping[str, Any]) -> torch.nn.Mo
         raise SpecError(f"{spec}: {exc}") from None
 
 
+def _timm(spec: str, name: str, kwargs: Mapping[str, Any]) -> torch.nn.Module:
+    timm = _require("timm", spec)
+    if not timm.is_model(name):
+        raise SpecError(f"unknown timm model {name!r} in {spec!r}; e.g. resnet50, convnext_tiny, efficientnet_b0 ({len(timm.list_models())} known)")
+    try:
+        return timm.create_model(name, pretrained=False, **kwargs)
+    except TypeError as exc:
+        raise SpecError(f"{spec}: {exc}") from None
+
+
 def build_model(spec: str, kwargs: Mapping[str, Any] | None = None, *, meta: bool = False) -> torch.nn.Module:
     """The module named by ``spec`` (see the module docstring), built with ``kwargs``.
 
@@ -78,13 +90,16 @@ def build_model(spec: str, kwargs: Mapping[str, Any] | None = None, *, meta: boo
     """
     kwargs = dict(kwargs or {})
     prefix, _, name = spec.partition(":")
+    if prefix == "timm":  # built on the CPU and then moved: timm's constructors read tensor values
+        model = _timm(spec, name, kwargs)
+        return model.to("meta") if meta else model
     with torch.device("meta") if meta else contextlib.nullcontext():
         if prefix == "hf":
             return _huggingface(spec, name, kwargs)
         if prefix == "tv":
             return _torchvision(spec, name, kwargs)
         if "." not in prefix or not name:
-            raise SpecError(f"unknown model spec {spec!r}; use hf:TYPE, tv:NAME or PACKAGE.MODULE:FACTORY")
+            raise SpecError(f"unknown model spec {spec!r}; use hf:TYPE, tv:NAME, timm:NAME or PACKAGE.MODULE:FACTORY")
         try:
             factory = import_object(spec)
         except ValueError as exc:
@@ -96,9 +111,9 @@ def build_model(spec: str, kwargs: Mapping[str, Any] | None = None, *, meta: boo
 
 
 def default_inputs(spec: str) -> tuple[torch.Tensor, ...] | None:
-    """Example inputs for ``hf:`` (2 sequences of 128 token ids) and ``tv:`` (one 224x224 RGB image); None otherwise."""
+    """Example inputs for ``hf:`` (2 sequences of 128 token ids), ``tv:`` and ``timm:`` (one 224x224 RGB image); None otherwise."""
     if spec.startswith("hf:"):
         return (torch.zeros(_HF_DEFAULT_TOKENS, dtype=torch.int64),)
-    if spec.startswith("tv:"):
-        return (torch.randn(_TV_DEFAULT_IMAGES),)
+    if spec.startswith(("tv:", "timm:")):
+        return (torch.randn(_DEFAULT_IMAGES),)
     return None
