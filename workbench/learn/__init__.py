@@ -5,7 +5,8 @@
   (``doppler``, ``doppler_sel_only``, ``doppler_plc_only``, ``placeto``,
   ``gdp``, ``joint``); ``policy.rollout(graph, devices)`` → :class:`Rollout`;
   ``policy.rollouts(graph, devices, count)`` → several sharing one encoder pass;
-  ``policy.save(path)``.
+  ``policy.save(path)`` (a ``.safetensors`` file with a JSON header that
+  cannot run code, :mod:`workbench.learn.checkpoint`).
 - Registry placers: ``workbench.place(graph, method="doppler", checkpoint=PATH)``.
 
 On small graphs one torch thread (``torch.set_num_threads(1)``) is fastest;
@@ -21,6 +22,7 @@ import os
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 from .env import EnvConfig, Guide, PlacementEnv, PlacementState  # noqa: E402
+from .checkpoint import TrainedFor  # noqa: E402
 from .features import FEATURE_LAYOUT  # noqa: E402
 from .policy import (  # noqa: E402
     METHODS,
@@ -47,4 +49,5 @@ __all__ = [
     "load_policy",
     "make_policy",
     "read_checkpoint",
+    "TrainedFor",
 ]

@@ -2,7 +2,7 @@
 
 Each graph gets its own run (``RUNS/<graph>``, resumable like any ``workbench
 train`` run); its final policy is exported to
-``datasets/pretrained/<graph>/<method>.pt`` (the stage checkpoint with the
+``datasets/pretrained/<graph>/<method>.safetensors`` (the stage checkpoint with the
 best greedy placement, see :func:`export_policy`) beside the run's ``config.json``,
 ``meta.json``, ``metrics.csv`` and its best placement (``best_placement.json``:
 the best seen in training, often better than the policy's greedy one), so every shipped number can be traced to
@@ -26,6 +26,7 @@ import torch
 
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
 from ..graph import atomic_write_text
+from ..learn.checkpoint import CHECKPOINT_SUFFIX
 from ..sim import simulate
 from .checkpoint import load_checkpoint
 from .config import TrainConfig, parse_overrides
@@ -38,10 +39,10 @@ PRETRAINED_DIR = DATASETS_DIR / "pretrained"
 
 
 def export_policy(run_dir: str | Path, destination: str | Path, library: Any = None) -> Path:
-    """Write the run's policy (no optimizer state) to ``destination/<method>.pt`` with the run's records.
+    """Write the run's policy (no optimizer state) to ``destination/<method>.safetensors`` with the run's records.
 
-    Of the run's stage checkpoints (``checkpoints/<stage>.pt``, and
-    ``<stage>-best.pt`` where training kept its best greedy weights) the one whose
+    Of the run's stage checkpoints (``checkpoints/<stage>.safetensors``, and
+    ``<stage>-best.safetensors`` where training kept its best greedy weights) the one whose
     greedy placement is best (mean makespan ÷ critical_path's over the run's
     graphs; ties: the later stage) is exported; ``export.json`` records each
     stage's greedy makespans and the choice.
@@ -66,8 +67,8 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
         if score <= chosen_score:
             chosen, chosen_score, policy = stage, score, candidate
     summary = {key: meta.get(key) for key in ("command", "stages", "seed", "devices", "reference", "evaluation", "started", "finished")}
-    record = {"exported_from": f"checkpoints/{chosen}.pt", "greedy_by_stage": greedy}
-    target = destination / f"{meta['method']}.pt"
+    record = {"exported_from": f"checkpoints/{checkpoints[chosen].name}", "greedy_by_stage": greedy}
+    target = destination / f"{meta['method']}{CHECKPOINT_SUFFIX}"
     destination.mkdir(parents=True, exist_ok=True)
     policy.save(target, extra={"run": summary, **record})
     for name in ("config.json", "meta.json", "metrics.csv"):

@@ -91,18 +91,18 @@ class RunDirectory:
         self.metrics_path = self.path / "metrics.csv"
         self.best_dir = self.path / "best"
         self.checkpoint_dir = self.path / "checkpoints"
-        self.last_checkpoint = self.checkpoint_dir / "last.pt"
+        self.last_checkpoint = self.checkpoint_dir / "last.safetensors"
         self.tensorboard_dir = self.path / "tensorboard"
 
     def columns(self, config: TrainConfig) -> tuple[str, ...]:
         return METRIC_COLUMNS + ((PREDICTED_COLUMN,) if "real" in config.stages else ())
 
     def stage_checkpoint(self, stage: str) -> Path:
-        return self.checkpoint_dir / f"{stage}.pt"
+        return self.checkpoint_dir / f"{stage}.safetensors"
 
     def best_checkpoint(self, stage: str) -> Path:
         """The weights of ``stage`` whose greedy placements were best (``TrainConfig.greedy_every``)."""
-        return self.checkpoint_dir / f"{stage}-best.pt"
+        return self.checkpoint_dir / f"{stage}-best.safetensors"
 
     # --- creating and reopening -------------------------------------------------------
     def existing_config(self) -> TrainConfig | None:
