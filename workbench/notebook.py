@@ -52,7 +52,7 @@ LEARNED = ("doppler", "placeto", "gdp")
 
 
 def pretrained_methods(graph: DataflowGraph, methods: Iterable[str] = LEARNED) -> list[str]:
-    """Those of ``methods`` with a bundled checkpoint for ``graph`` (``datasets/pretrained/<graph>/<method>.pt``)."""
+    """Those of ``methods`` with a bundled checkpoint for ``graph`` (``datasets/pretrained/<graph>/<method>.safetensors``)."""
     from .learn.placers import pretrained_path
 
     return [m for m in methods if pretrained_path(graph, m).is_file()]
@@ -203,7 +203,7 @@ def placement_changes(placements: Mapping[str, Any], devices: int) -> pd.DataFra
 def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Placement]:
     """The greedy placement of ``graph`` by each stage checkpoint of a training run, in stage order.
 
-    Keys are the stages (``checkpoints/<stage>.pt``, the stage's final weights)
+    Keys are the stages (``checkpoints/<stage>.safetensors``, the stage's final weights)
     and ``<stage>-best`` where training kept its best greedy weights.
     """
     from .training import read_meta
@@ -212,10 +212,10 @@ def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Pla
     if not (run_dir / "meta.json").is_file():
         raise ValueError(f"{run_dir} is not a training run directory (no meta.json)")
     meta = read_meta(run_dir / "meta.json")
-    found = {name: run_dir / "checkpoints" / f"{name}.pt" for stage in meta["stages"] for name in (stage, f"{stage}-best")}
+    found = {name: run_dir / "checkpoints" / f"{name}.safetensors" for stage in meta["stages"] for name in (stage, f"{stage}-best")}
     found = {stage: path for stage, path in found.items() if path.is_file()}
     if not found:
-        raise ValueError(f"{run_dir} holds no stage checkpoint (checkpoints/<stage>.pt for {', '.join(meta['stages'])})")
+        raise ValueError(f"{run_dir} holds no stage checkpoint (checkpoints/<stage>.safetensors for {', '.join(meta['stages'])})")
     return {stage: place(graph, method=meta["method"], devices=int(meta["devices"]), checkpoint=path) for stage, path in found.items()}
 
 

@@ -79,8 +79,8 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     return {
         "variant": variant.name, "graph": graph, "seed": seed, "episodes": imitation + sim,
         "evaluations": imitation + sim + selection.get("evaluations", 0), "selected_episode": selection.get("episode"),
-        "greedy_stage_1": _greedy(variant.method, result.run_dir / "checkpoints" / "il.pt", graph) / UNIT,
-        "greedy_final_weights": _greedy(variant.method, result.run_dir / "checkpoints" / "sim.pt", graph) / UNIT,
+        "greedy_stage_1": _greedy(variant.method, result.run_dir / "checkpoints" / "il.safetensors", graph) / UNIT,
+        "greedy_final_weights": _greedy(variant.method, result.run_dir / "checkpoints" / "sim.safetensors", graph) / UNIT,
         "greedy": found["greedy"] / UNIT, "search": found["search"] / UNIT, "best_seen": found["best_seen"] / UNIT,
         "seconds": float(rows[-1]["seconds"]), "run_dir": str(result.run_dir),
     }  # fmt: skip

@@ -164,8 +164,8 @@ def read_run(path: Path) -> Run:
             trace = Trace.from_json(trace_path)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problems.append(f"best/trace.json is unreadable: {exc}")
-    checkpoints = tuple(sorted((path / "checkpoints").glob("*.pt"))) if (path / "checkpoints").is_dir() else ()
-    if meta and meta.get("status") == "failed" and meta.get("error"):
+    checkpoints = tuple(sorted((path / "checkpoints").glob("*.safetensors"))) if (path / "checkpoints").is_dir() else ()
+    if meta and meta.get("status") in ("failed", "diverged") and meta.get("error"):
         problems.append(f"the run failed: {meta['error']}")
     return Run(path.name, path, meta, config, metrics, best, trace, checkpoints, tuple(problems))
 

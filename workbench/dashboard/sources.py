@@ -204,12 +204,12 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
 
     found = []
     for method in LEARNED_METHODS if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
-        pretrained = ctx.datasets_dir / "pretrained" / graph_name / f"{method}.pt"
+        pretrained = ctx.datasets_dir / "pretrained" / graph_name / f"{method}.safetensors"
         if pretrained.is_file():
             ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()
             found.append((method, ref, f"{method} (pretrained for {graph_name})"))
     for run in list_runs(ctx.runs_dir):
-        checkpoint = run.path / "checkpoints" / "last.pt"
+        checkpoint = run.path / "checkpoints" / "last.safetensors"
         method = str(run.meta.get("method", "")) if run.meta else ""
         if method in LEARNED_METHODS and checkpoint.is_file():
             graphs = ", ".join(map(str, run.meta.get("graphs", []))) or "?"

@@ -275,7 +275,8 @@ def read_checkpoint(path: str | os.PathLike, allow_unsafe_pickle: bool = False) 
     """
     path = Path(path)
     raw = _read_bytes(path)
-    if raw[:4] == b"PK\x03\x04" or raw[:1] == b"\x80":
+    looks_safetensors = raw[8:9] == b"{"  # an 8-byte header length, then the JSON header
+    if not looks_safetensors and (raw[:4] == b"PK\x03\x04" or raw[:1] == b"\x80"):  # torch.save's zip, or its legacy pickle
         if not allow_unsafe_pickle:
             raise CheckpointError(
                 f"refusing to load {path}: it is a pickle checkpoint (the .pt format of older workbench versions), and unpickling "
@@ -310,8 +311,13 @@ def _read_safetensors(path: Path, raw: bytes) -> Checkpoint:
         raise CheckpointError(f"{corrupt}: its header claims {size:,} bytes, the file has {len(raw) - 8:,}")
     try:
         index = json.loads(raw[8 : 8 + size])
-        document = json.loads(index["__metadata__"][_METADATA_KEY])
+        metadata = index.get("__metadata__") or {} if isinstance(index, dict) else {}
+        if _METADATA_KEY not in metadata:
+            raise CheckpointError(f"{path} is not a workbench policy checkpoint (a safetensors file without the {_METADATA_KEY!r} header)")
+        document = json.loads(metadata[_METADATA_KEY])
         tensors = load(raw)
+    except CheckpointError:
+        raise
     except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError) as error:
         raise CheckpointError(f"{corrupt}: {type(error).__name__}: {' '.join(str(error).split())[:200]}") from None
     except Exception as error:  # safetensors raises its own SafetensorError on damaged files

@@ -124,9 +124,9 @@ def find_checkpoint(method: str, graph: str, stage: str, runs: Path) -> Path | N
     """The newest checkpoint of ``method`` trained on ``graph`` through ``stage`` (``"il"`` or ``"sim"``).
 
     Looks in training run directories under ``runs`` (any ``meta.json`` naming
-    the method and graph, with ``checkpoints/<stage>-best.pt``, the weights
-    training selected, or else ``checkpoints/<stage>.pt``), then in the shipped
-    ``datasets/pretrained/<graph>/<method>.pt`` when the ``meta.json`` beside
+    the method and graph, with ``checkpoints/<stage>-best.safetensors``, the weights
+    training selected, or else ``checkpoints/<stage>.safetensors``), then in the shipped
+    ``datasets/pretrained/<graph>/<method>.safetensors`` when the ``meta.json`` beside
     it says its last stage is ``stage`` (no ``meta.json``: taken as Stages I+II).
     """
     found: list[tuple[str, Path]] = []
@@ -135,13 +135,13 @@ def find_checkpoint(method: str, graph: str, stage: str, runs: Path) -> Path | N
         graphs = [str(g) for g in meta.get("graphs") or []]
         if meta.get("method") != method or not any(graph.startswith(g) or g.startswith(graph) for g in graphs):
             continue
-        selected = meta_path.parent / "checkpoints" / f"{stage}-best.pt"  # the run's best greedy weights (greedy_every)
-        checkpoint = selected if selected.is_file() else meta_path.parent / "checkpoints" / f"{stage}.pt"
+        selected = meta_path.parent / "checkpoints" / f"{stage}-best.safetensors"  # the run's best greedy weights (greedy_every)
+        checkpoint = selected if selected.is_file() else meta_path.parent / "checkpoints" / f"{stage}.safetensors"
         if checkpoint.is_file():
             found.append((str(meta.get("updated", "")), checkpoint))
     if found:
         return max(found)[1]
-    pretrained = DATASETS_DIR / "pretrained" / graph / f"{method}.pt"
+    pretrained = DATASETS_DIR / "pretrained" / graph / f"{method}.safetensors"
     if not pretrained.is_file():
         return None
     stages = _read_json(pretrained.with_name("meta.json")).get("stages") or ["il", "sim"]
