@@ -12,7 +12,6 @@ resume without changing a byte.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess

@@ -24,6 +24,7 @@ checkpoints keep the last finite weights.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import importlib
@@ -36,7 +37,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -174,6 +175,7 @@ def train(
         done = config.total_episodes if existing["status"] == "finished" else int(existing.get("episodes_done") or 0)
         return TrainResult(run.path, existing["status"], done, existing.get("evaluation", {}))
     resume = _resume_point(run, config, library, device, graphs, existing, trained_for) if existing is not None else None
+    best = resume.best if resume is not None else _best_so_far(run, graphs) if existing is not None else {}
     if run.path.is_dir():
         remove_stale_temporaries(run.path, run.checkpoint_dir, run.best_dir, *[p for p in run.best_dir.glob("*") if p.is_dir()])
     if resume is not None:
@@ -195,35 +197,42 @@ def train(
         if existing is not None:
             meta["started"] = existing.get("started", meta["started"])
         run.create(config, meta)
-    policy.to(device)
-    policy.trained_for = trained_for
-    session = Session(
-        config, run, graphs, library, policy, sim, real, run.open_metrics(config, first_episode=state.episode if state else 0),
-        torch.Generator(device=device), _StopRequest(), _progress_bar(config.total_episodes, state.episode if state else 0, progress),
-        callback, run_id, episode=state.episode if state else 0, seconds=state.seconds if state else 0.0,
-        best=resume.best if resume is not None else _best_so_far(run, graphs), saved_at=state.episode if state else None,
-    )  # fmt: skip
-    try:
-        with session.stop:
-            # --- 2. the stages -------------------------------------------------------------------------------
-            for stage, first, end in config.stage_bounds():
-                if session.episode >= end:
-                    continue
-                status = run_stage(session, stage, first, end, state)
-                if status != "finished":
-                    return TrainResult(run.path, status, session.episode, {})
 
-            # --- 3. the trained policy (the best greedy weights when selected), greedy and best of K, on its graphs and unseen ones
-            return _evaluate(session, device, unseen)
+    # --- 2. the stages, then 3. the trained policy (the best greedy weights when selected) on its graphs and unseen ones
+    with _status_on_exit(run):
+        policy.to(device)
+        policy.trained_for = trained_for
+        first = state.episode if state else 0
+        session = Session(
+            config, run, graphs, library, policy, sim, real, run.open_metrics(config, first_episode=first), torch.Generator(device=device),
+            _StopRequest(), _progress_bar(config.total_episodes, first, progress), callback, run_id, episode=first,
+            seconds=state.seconds if state else 0.0, best=best, saved_at=state.episode if state else None,
+        )  # fmt: skip
+        try:
+            with session.stop:
+                for stage, begin, end in config.stage_bounds():
+                    if session.episode >= end:
+                        continue
+                    status = run_stage(session, stage, begin, end, state)
+                    if status != "finished":
+                        return TrainResult(run.path, status, session.episode, {})
+                return _evaluate(session, device, unseen)
+        finally:
+            session.metrics.close()
+            session.bar.close()
+
+
+@contextlib.contextmanager
+def _status_on_exit(run: RunDirectory) -> Iterator[None]:
+    """Mark the run ``interrupted`` (Ctrl-C) or ``failed`` (any other exception, recorded as its error) when the body raises."""
+    try:
+        yield
     except KeyboardInterrupt:
         run.update_meta(status="interrupted")
         raise
     except BaseException as exc:
         run.update_meta(status="failed", error=f"{type(exc).__name__}: {exc}")
         raise
-    finally:
-        session.metrics.close()
-        session.bar.close()
 
 
 def run_stage(session: Session, stage: str, first: int, end: int, resume: TrainingState | None = None) -> str:
