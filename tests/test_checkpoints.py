@@ -12,6 +12,7 @@ resume without changing a byte.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ import torch
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import workbench as wb
-from workbench.learn import CheckpointError, TrainedFor, load_policy, make_policy
+from workbench.learn import FEATURE_LAYOUT, CheckpointError, TrainedFor, load_policy, make_policy
 from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
 from workbench.training import read_meta, read_metrics, train
 from workbench.training.checkpoint import read_training_state
@@ -168,6 +169,36 @@ def test_loading_reads_no_pickle(tmp_path, doppler, monkeypatch):
     monkeypatch.setattr(pickle, "loads", forbidden)
     monkeypatch.setattr(pickle, "Unpickler", forbidden)
     assert load_policy(tmp_path / "p.safetensors").config == doppler.config
+
+
+def test_an_old_checkpoint_is_converted_once_with_the_trust_flag(tmp_path, doppler, capsys):
+    from workbench.learn.migrate import main
+    from workbench.learn.policy import versions
+
+    old = tmp_path / "old.pt"  # the format before safetensors: a torch.save dict
+    payload = {"format": "workbench-policy", "format_version": 1, "method": "doppler", "config": dataclasses.asdict(doppler.config),
+               "feature_layout": FEATURE_LAYOUT, "versions": versions(), "state_dict": doppler.state_dict(), "extra": {"episode": 7}}  # fmt: skip
+    torch.save(payload, old)
+    with pytest.raises(SystemExit):
+        main([str(old)])
+    assert "--trust-pickle-checkpoint" in capsys.readouterr().err and not old.with_suffix(".safetensors").exists()
+    assert main([str(old), "--trust-pickle-checkpoint", "--graph", "chain_mm", "--devices", "4"]) == 0
+    migrated = load_policy(old.with_suffix(".safetensors"), graph=wb.bundled_graph("chain_mm"), devices=4)
+    assert migrated.checkpoint_extra == {"episode": 7} and migrated.trained_for.devices == 4
+    assert all(torch.equal(a, b) for a, b in zip(migrated.state_dict().values(), doppler.state_dict().values()))
+    with pytest.raises(CheckpointError, match="pickle checkpoint"):
+        load_policy(old)
+
+
+def test_a_run_in_the_old_format_is_refused_not_restarted(tmp_path, crashed_run):
+    out = tmp_path / "run"
+    shutil.copytree(crashed_run, out)
+    for path in (out / "checkpoints").glob("*.safetensors"):
+        path.rename(path.with_suffix(".pt"))
+    before = (out / "metrics.csv").read_bytes()
+    with pytest.raises(ResumeError, match=r"older workbench .* cannot be resumed"):
+        train(tiny_config(), out, library=TINY, progress=False)
+    assert (out / "metrics.csv").read_bytes() == before
 
 
 # --- what a policy fits -----------------------------------------------------------------------------------------

@@ -166,6 +166,8 @@ def check_plain(value: Any, where: str = "extra") -> None:
 def _encode(value: Any, name: str, tensors: dict[str, torch.Tensor]) -> Any:
     """``value`` as strict JSON; its tensors move to ``tensors`` under path-like names."""
     if isinstance(value, torch.Tensor):
+        if name in tensors:
+            raise ValueError(f"two tensors of extra would be stored as {name!r}; keys must not contain '/'")
         tensors[name] = value.detach().cpu().clone().contiguous()
         return {"$tensor": name}
     if isinstance(value, dict):

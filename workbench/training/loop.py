@@ -493,6 +493,12 @@ def _resume_point(run: RunDirectory, config: TrainConfig, library: Any, device: 
             if found is not None and (newest is None or found.episode > newest[0]):
                 newest = (found.episode, path)
     if newest is None:
+        old = sorted(run.checkpoint_dir.glob("*.pt"))
+        if old:
+            raise ResumeError(
+                f"{run.path} was written by an older workbench ({old[0].name} is in the pickle format) and cannot be resumed; start a "
+                f"new run (python -m workbench.learn.migrate {old[0]} --trust-pickle-checkpoint converts its weights for --init-checkpoint)"
+            )
         return None
     policy, state = load_checkpoint(library, newest[1], map_location=device)
     if meta.get("run_id") and state.run_id and state.run_id != meta["run_id"]:
