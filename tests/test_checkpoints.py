@@ -33,8 +33,7 @@ from workbench.training import read_meta, read_metrics, train
 from workbench.training.checkpoint import read_training_state
 from workbench.training.resume import ResumeError
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_training import SMALL, TINY, Crash, crash_at, tiny_config, tiny_load_policy, without_time  # noqa: E402
+from tests.test_training import SMALL, TINY, Crash, crash_at, tiny_config, tiny_load_policy, without_time
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}
@@ -256,10 +255,9 @@ def read_checkpoint_header(tmp_path, policy):
 KILL_CONFIG = dict(graphs=(SMALL,), stages=("il", "sim"), episodes=(2, 2), checkpoint_every=1, search_samples=0)
 WRITES = 6  # il: last; il, last; sim: last; sim, last
 KILL_AT_WRITE = """
-    import os, signal, sys
-    sys.path.insert(0, "tests")
+    import os, signal
     import workbench.learn.checkpoint as io
-    from test_training import TINY, tiny_config
+    from tests.test_training import TINY, tiny_config
     from workbench.training import train
 
     writes, commit = [0], io._commit

@@ -133,7 +133,7 @@ def test_env_passes_gymnasiums_checker():
 def test_env_reward_subtracts_the_running_mean_baseline_and_uses_the_given_oracle():
     calls = []
     oracle = lambda assignment: calls.append(assignment.copy()) or 10.0 * (len(calls))  # noqa: E731
-    env = PlacementEnv(SIX, 2, cost_oracle=oracle, config=EnvConfig(normalize=False, discount=0.5))
+    env = PlacementEnv(SIX, 2, makespan_fn=oracle, config=EnvConfig(normalize=False, discount=0.5))
     rewards = []
     for _ in range(3):
         _, info = env.reset()

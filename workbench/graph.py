@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -20,7 +19,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["DataflowGraph", "GraphError", "atomic_write_text"]
+from .fileio import atomic_write_text
+
+__all__ = ["DataflowGraph", "GraphError"]
 
 
 class GraphError(ValueError):
@@ -31,22 +32,6 @@ def _frozen(array: Any, dtype: Any) -> np.ndarray:
     out = np.array(array, dtype=dtype, copy=True).reshape(-1)
     out.setflags(write=False)
     return out
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass(frozen=True, eq=False)

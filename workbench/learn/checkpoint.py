@@ -44,6 +44,7 @@ import torch
 
 from ..cluster import Devices, num_devices
 from ..graph import DataflowGraph
+from ..rundir import CHECKPOINT_SUFFIX
 
 __all__ = [
     "CheckpointError",
@@ -61,7 +62,6 @@ __all__ = [
 
 FORMAT = "workbench-policy"
 FORMAT_VERSION = 2
-CHECKPOINT_SUFFIX = ".safetensors"
 MAX_CHECKPOINT_BYTES = 1 << 30
 """Larger files are refused before they are read (the shipped policies are under 1 MB)."""
 TEMPORARY_PREFIX = ".tmp-"

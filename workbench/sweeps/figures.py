@@ -1,4 +1,4 @@
-"""Write a plotly figure as PNG (kaleido with Debian's Chromium), or as HTML when PNG export fails."""
+"""Write a plotly figure as PNG (kaleido with Debian's Chromium), or as HTML when PNG export fails; atomically either way."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from ..fileio import atomic_path
 
 __all__ = ["write_figure"]
 
@@ -20,9 +22,11 @@ def write_figure(figure: Any, path: str | Path) -> Path:
             os.environ["BROWSER_PATH"] = found
     png = path.with_suffix(".png")
     try:
-        figure.write_image(str(png))
+        with atomic_path(png) as tmp:
+            figure.write_image(str(tmp), format="png")
         return png
     except Exception:  # noqa: BLE001 - kaleido/Chromium missing or broken: interactive HTML instead
         html = path.with_suffix(".html")
-        figure.write_html(str(html), include_plotlyjs="cdn")
+        with atomic_path(html) as tmp:
+            figure.write_html(str(tmp), include_plotlyjs="cdn")
         return html

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as _dt
 import importlib
 import math
 import shlex
@@ -43,6 +42,9 @@ import numpy as np
 import torch
 
 from ..graph import DataflowGraph
+from ..placers import methods
+from ..provenance import machine, versions
+from ..provenance import now as _now
 from ..learn.checkpoint import CheckpointError, TrainedFor, read_checkpoint
 from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, state_from_extra, weights_are_finite
 from .config import TrainConfig
@@ -50,13 +52,13 @@ from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
 from .resume import MetricsCheck, ResumeError, check_metrics, read_json_file, remove_stale_temporaries
-from .rundir import MetricsWriter, RunDirectory, machine, versions
+from .rundir import MetricsWriter, RunDirectory
 from .search import policy_device, search
 
 __all__ = ["train", "run_stage", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
 
-HEURISTICS = ("critical_path", "heft", "cpop", "etf", "dls", "peft", "round_robin", "single")
-"""Heuristics the run's ``reference`` is compared with, those of them that are registered."""
+HEURISTICS = tuple(methods("heuristic") + methods("baseline"))
+"""The registered heuristics and baselines the run's ``reference`` is compared with (on a tie the first wins)."""
 
 
 @dataclass(frozen=True)
@@ -154,10 +156,7 @@ def train(
         command: the command line recorded in ``meta.json``.
     """
     if library is None:
-        try:
-            library = importlib.import_module("workbench.learn")
-        except ImportError as exc:
-            raise ValueError(f"training needs the learned policies (workbench.learn), which do not import here: {exc}") from None
+        library = importlib.import_module("workbench.learn")  # torch + DGL load on first use of a name
     if config.self_imitation_weight > 0 and not hasattr(library, "Guide"):
         raise ValueError("TrainConfig.self_imitation_weight needs a policy library that replays placements (workbench.learn.Guide)")
     run = RunDirectory(out)
@@ -192,7 +191,7 @@ def train(
             "status": "running", "method": config.method, "graphs": list(graphs), "devices": config.devices,
             "seed": config.seed, "stages": list(config.stages), "started": _now(), "versions": versions(),
             "machine": machine(), "command": command or _command_line(config, run.path), "error": None,
-            "reference": _per_graph(reference_makespans(graphs, config.devices)), "run_id": run_id,
+            "reference": reference_makespans(graphs, config.devices), "run_id": run_id,
         }  # fmt: skip
         if existing is not None:
             meta["started"] = existing.get("started", meta["started"])
@@ -402,18 +401,14 @@ def load_graphs(specs: tuple[str, ...]) -> dict[str, DataflowGraph]:
 
 def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[str, dict[str, Any]]:
     """Per graph: critical_path's makespan and the best registered heuristic's (simulator)."""
-    from ..placers import REGISTRY, place
+    from ..placers import place
 
     out = {}
     for name, graph in graphs.items():
-        results = {m: place(graph, m, devices).makespan for m in HEURISTICS if m in REGISTRY}
+        results = {m: place(graph, m, devices).makespan for m in HEURISTICS}
         method = min(results, key=results.get)
         out[name] = {"critical_path": results["critical_path"], "best_heuristic": results[method], "best_heuristic_method": method}
     return out
-
-
-def _per_graph(references: dict[str, Any]) -> dict[str, Any]:
-    return next(iter(references.values())) if len(references) == 1 else references
 
 
 def _crossed(episode: int, steps: int, every: int) -> bool:
@@ -579,10 +574,6 @@ def _command_line(config: TrainConfig, out: Path) -> str:
             text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else str(value)
             parts += ["--set", f"{f.name}={text}"]
     return shlex.join(parts)
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _progress_bar(total: int, initial: int, enabled: bool):

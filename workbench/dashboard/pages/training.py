@@ -1,6 +1,6 @@
 """Training: per-episode curves of selected runs (stages shaded, smoothed, reference lines) and the best placement.
 
-Reads run directories (CONTRACTS.md section 2) and redraws every two seconds
+Reads run directories (``docs/contracts.md``, "Run directory") and redraws every two seconds
 while a selected run's files change.
 """
 
@@ -13,7 +13,8 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 
 from ..components import controls, field, figure_card, message
 from ..figures import gantt_figure, gantt_frame, message_figure, training_curves
-from ..runs import METRIC_COLUMNS, list_runs, read_run, references
+from ...rundir import VALUE_COLUMNS
+from ..runs import list_runs, read_run, references
 from ..context import PathError
 
 PATH = "/training"
@@ -40,7 +41,7 @@ def layout(context, jobs, **_query) -> html.Div:
             html.H2("Training runs"),
             controls(
                 field(f"Runs (in {context.runs_dir})", dcc.Dropdown(id="training-runs", options=options, value=[o["value"] for o in options[:1]], multi=True), wide=True),
-                field("Second chart", dcc.Dropdown(id="training-metric", options=[m for m in METRIC_COLUMNS if m != "makespan"], value="loss", clearable=False)),
+                field("Second chart", dcc.Dropdown(id="training-metric", options=[m for m in VALUE_COLUMNS if m != "makespan"], value="loss", clearable=False)),
                 field("Smoothing (episodes)", dcc.Input(id="training-window", type="number", min=1, step=1, value=25)),
             ),
             dcc.Interval(id="training-tick", interval=REFRESH_MS),
