@@ -27,13 +27,12 @@ import torch
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import workbench as wb
+from tests.test_training import SMALL, TINY, Crash, crash_at, tiny_config, tiny_load_policy, without_time
 from workbench.learn import FEATURE_LAYOUT, CheckpointError, TrainedFor, load_policy, make_policy
 from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
 from workbench.training import read_meta, read_metrics, train
 from workbench.training.checkpoint import read_training_state
 from workbench.training.resume import ResumeError
-
-from tests.test_training import SMALL, TINY, Crash, crash_at, tiny_config, tiny_load_policy, without_time
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}

@@ -42,10 +42,10 @@ import numpy as np
 import torch
 
 from ..graph import DataflowGraph
+from ..learn.checkpoint import CheckpointError, TrainedFor, read_checkpoint
 from ..placers import methods
 from ..provenance import machine, versions
 from ..provenance import now as _now
-from ..learn.checkpoint import CheckpointError, TrainedFor, read_checkpoint
 from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, state_from_extra, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
