@@ -33,16 +33,17 @@ import os
 import re
 import stat
 import struct
-import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+import safetensors.torch
 import torch
 
 from ..cluster import Devices, num_devices
+from ..fileio import atomic_path
 from ..graph import DataflowGraph
 from ..rundir import CHECKPOINT_SUFFIX
 
@@ -65,6 +66,7 @@ FORMAT_VERSION = 2
 MAX_CHECKPOINT_BYTES = 1 << 30
 """Larger files are refused before they are read (the shipped policies are under 1 MB)."""
 TEMPORARY_PREFIX = ".tmp-"
+"""How :func:`workbench.fileio.atomic_path` names its temporary files (what a killed save leaves behind)."""
 _METADATA_KEY = "workbench"
 _TAGS = ("$tensor", "$tuple", "$items", "$float")
 MIGRATE_HINT = "python -m workbench.learn.migrate {path} --trust-pickle-checkpoint"
@@ -224,7 +226,7 @@ def write_checkpoint(
     extra: Mapping[str, Any] | None = None,
     trained_for: TrainedFor | None = None,
 ) -> Path:
-    """Write a checkpoint to ``path`` (which must end in ``.safetensors``) atomically: temporary file, fsync, rename.
+    """Write a checkpoint to ``path`` (which must end in ``.safetensors``) atomically (:func:`workbench.fileio.atomic_path`).
 
     ``header`` holds the policy's own JSON fields (method, config, ...);
     ``extra`` is tensors and plain data (optimizer state, episode, ...).
@@ -238,28 +240,13 @@ def write_checkpoint(
     document = {"format": FORMAT, "format_version": FORMAT_VERSION, **header, "trained_for": trained_for.to_dict() if trained_for else None}
     document["extra"] = _encode(extra, "extra", tensors)
     document["sha256"] = _digest(document, tensors)
-    from safetensors.torch import save
-
-    data = save(tensors, metadata={_METADATA_KEY: json.dumps(document, allow_nan=False)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX, suffix=path.name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+    data = safetensors.torch.save(tensors, metadata={_METADATA_KEY: json.dumps(document, allow_nan=False)})
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())  # the bytes are on disk before the rename makes them the checkpoint
         os.chmod(tmp, 0o644)
-        _commit(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return path
-
-
-def _commit(tmp: str, path: Path) -> None:
-    """Rename the finished temporary file over ``path`` (one place, so tests can kill a process at a chosen write)."""
-    os.replace(tmp, path)
 
 
 def stale_temporaries(folder: str | os.PathLike) -> list[Path]:
@@ -303,8 +290,6 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _read_safetensors(path: Path, raw: bytes) -> Checkpoint:
-    from safetensors.torch import load
-
     corrupt = f"{path} is not a readable policy checkpoint (truncated or corrupt?)"
     if len(raw) < 10 or raw[8:9] != b"{":
         raise CheckpointError(f"{corrupt}: no safetensors header")
@@ -317,7 +302,7 @@ def _read_safetensors(path: Path, raw: bytes) -> Checkpoint:
         if _METADATA_KEY not in metadata:
             raise CheckpointError(f"{path} is not a workbench policy checkpoint (a safetensors file without the {_METADATA_KEY!r} header)")
         document = json.loads(metadata[_METADATA_KEY])
-        tensors = load(raw)
+        tensors = safetensors.torch.load(raw)
     except CheckpointError:
         raise
     except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError) as error:

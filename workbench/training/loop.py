@@ -124,7 +124,6 @@ class StageState:
 class _Resume:
     """A checked resume point: the policy and state of the newest checkpoint, the metrics to keep, the best makespans."""
 
-    path: Path
     policy: Any
     state: TrainingState
     metrics: MetricsCheck
@@ -505,7 +504,7 @@ def _resume_point(run: RunDirectory, config: TrainConfig, library: Any, device: 
             raise ResumeError(f"{run.stage_checkpoint(stage)} is missing although the run is past the end of stage {stage} (episode {end}); it cannot be rebuilt, start a new run")
     stages = [(stage, end) for stage, _, end in config.stage_bounds()]
     metrics = check_metrics(run.metrics_path, run.columns(config), state.episode, lambda e: next(s for s, end in stages if e < end))
-    return _Resume(newest[1], policy, state, metrics, _best_so_far(run, graphs))
+    return _Resume(policy, state, metrics, _best_so_far(run, graphs))
 
 
 def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> Any:
