@@ -42,16 +42,16 @@ import numpy as np
 import torch
 
 from ..graph import DataflowGraph
-from ..learn.checkpoint import CheckpointError, TrainedFor, read_checkpoint
+from ..learn.checkpoint import TrainedFor
 from ..placers import methods
 from ..provenance import machine, versions
 from ..provenance import now as _now
-from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, state_from_extra, weights_are_finite
+from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
-from .resume import MetricsCheck, ResumeError, check_metrics, read_json_file, remove_stale_temporaries
+from .resume import ResumeError, read_json_file, remove_stale_temporaries, resume_point
 from .rundir import MetricsWriter, RunDirectory
 from .search import policy_device, search
 
@@ -120,16 +120,6 @@ class StageState:
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class _Resume:
-    """A checked resume point: the policy and state of the newest checkpoint, the metrics to keep, the best makespans."""
-
-    policy: Any
-    state: TrainingState
-    metrics: MetricsCheck
-    best: dict[str, float]
-
-
 def train(
     config: TrainConfig,
     out: str | Path,
@@ -172,8 +162,8 @@ def train(
     if existing is not None and existing.get("status") in ("finished", "diverged"):
         done = config.total_episodes if existing["status"] == "finished" else int(existing.get("episodes_done") or 0)
         return TrainResult(run.path, existing["status"], done, existing.get("evaluation", {}))
-    resume = _resume_point(run, config, library, device, graphs, existing, trained_for) if existing is not None else None
-    best = resume.best if resume is not None else _best_so_far(run, graphs) if existing is not None else {}
+    resume = resume_point(run, config, library, device, existing, trained_for) if existing is not None else None
+    best = _best_so_far(run, graphs) if existing is not None else {}
     if run.path.is_dir():
         remove_stale_temporaries(run.path, run.checkpoint_dir, run.best_dir, *[p for p in run.best_dir.glob("*") if p.is_dir()])
     if resume is not None:
@@ -469,42 +459,6 @@ def _existing_run(run: RunDirectory, config: TrainConfig) -> dict[str, Any] | No
     if not isinstance(meta, dict):
         raise ResumeError(f"{run.meta_path} holds a JSON {type(meta).__name__}, not an object")
     return meta
-
-
-def _resume_point(run: RunDirectory, config: TrainConfig, library: Any, device: torch.device, graphs: dict[str, DataflowGraph],
-                  meta: dict[str, Any], trained_for: TrainedFor) -> _Resume | None:  # fmt: skip
-    """The newest training checkpoint of ``run`` with its files checked, or None when there is none (the run starts over)."""
-    candidates = [run.last_checkpoint, *(run.stage_checkpoint(stage) for stage in config.stages)]
-    newest: tuple[int, Path] | None = None
-    for path in candidates:
-        if path.exists():
-            checkpoint = read_checkpoint(path)
-            found = state_from_extra(checkpoint.extra, path)
-            if path == run.last_checkpoint and found is None:
-                raise ValueError(f"{path} holds a policy but no training state; it was not written by `workbench train`")
-            if checkpoint.trained_for is not None and (checkpoint.trained_for.graphs, checkpoint.trained_for.devices) != (trained_for.graphs, trained_for.devices):
-                raise CheckpointError(f"{path} was trained for {checkpoint.trained_for.describe()}, but this run trains {trained_for.describe()}; it belongs to another run")
-            if found is not None and (newest is None or found.episode > newest[0]):
-                newest = (found.episode, path)
-    if newest is None:
-        old = sorted(run.checkpoint_dir.glob("*.pt"))
-        if old:
-            raise ResumeError(
-                f"{run.path} was written by an older workbench ({old[0].name} is in the pickle format) and cannot be resumed; start a "
-                f"new run (python -m workbench.learn.migrate {old[0]} --trust-pickle-checkpoint converts its weights for --init-checkpoint)"
-            )
-        return None
-    policy, state = load_checkpoint(library, newest[1], map_location=device)
-    if meta.get("run_id") and state.run_id and state.run_id != meta["run_id"]:
-        raise ResumeError(f"{newest[1]} belongs to another run (run id {state.run_id}; {run.meta_path.name} says {meta['run_id']}); refusing to resume")
-    if state.stage not in config.stages or not 0 < state.episode <= config.total_episodes:
-        raise ResumeError(f"{newest[1]} is at episode {state.episode} of stage {state.stage!r}, outside this run's stages {', '.join(config.stages)} ({config.total_episodes} episodes)")
-    for stage, _, end in config.stage_bounds():
-        if end <= state.episode and not run.stage_checkpoint(stage).exists():
-            raise ResumeError(f"{run.stage_checkpoint(stage)} is missing although the run is past the end of stage {stage} (episode {end}); it cannot be rebuilt, start a new run")
-    stages = [(stage, end) for stage, _, end in config.stage_bounds()]
-    metrics = check_metrics(run.metrics_path, run.columns(config), state.episode, lambda e: next(s for s, end in stages if e < end))
-    return _Resume(policy, state, metrics, _best_so_far(run, graphs))
 
 
 def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> Any:

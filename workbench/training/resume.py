@@ -1,4 +1,4 @@
-"""Checks a resumed run makes of its own files before it touches any of them.
+"""Where a resumed run starts (:func:`resume_point`), and the checks it makes of its own files before it touches any of them.
 
 A run directory damaged by hand, by a disk or by a copied file is refused
 with a message naming the file and the fault; nothing is rewritten and no
@@ -15,11 +15,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from ..learn.checkpoint import stale_temporaries
+from ..learn.checkpoint import CheckpointError, TrainedFor, read_checkpoint, stale_temporaries
+from .checkpoint import TrainingState, load_checkpoint, state_from_extra
+from .config import TrainConfig
+from .rundir import RunDirectory
 
-__all__ = ["ResumeError", "read_json_file", "MetricsCheck", "check_metrics", "remove_stale_temporaries"]
+__all__ = ["ResumeError", "read_json_file", "MetricsCheck", "check_metrics", "ResumePoint", "resume_point", "remove_stale_temporaries"]
 
 
 class ResumeError(ValueError):
@@ -107,6 +110,55 @@ def _row(path: Path, number: int, line: bytes) -> list[str]:
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ResumeError(f"{path} line {number} is not a CSV row ({exc}); refusing to resume") from None
     return rows[0] if rows else []
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run starts: the newest checkpoint's policy and state, and the checked metrics."""
+
+    policy: Any
+    state: TrainingState
+    metrics: MetricsCheck
+
+
+def resume_point(run: RunDirectory, config: TrainConfig, library: Any, device: Any, meta: Mapping[str, Any], trained_for: TrainedFor) -> ResumePoint | None:
+    """The newest training checkpoint of ``run`` (``last`` or a stage's) with the run's files checked; None when there is none.
+
+    Refused: a checkpoint trained for other graphs or devices or written by
+    another run (``run_id``), a missing stage checkpoint the run is past, an
+    old pickle-format run, and a damaged ``metrics.csv`` (:func:`check_metrics`).
+    """
+    candidates = [run.last_checkpoint, *(run.stage_checkpoint(stage) for stage in config.stages)]
+    newest: tuple[int, Path] | None = None
+    for path in candidates:
+        if path.exists():
+            checkpoint = read_checkpoint(path)
+            found = state_from_extra(checkpoint.extra, path)
+            if path == run.last_checkpoint and found is None:
+                raise ValueError(f"{path} holds a policy but no training state; it was not written by `workbench train`")
+            if checkpoint.trained_for is not None and (checkpoint.trained_for.graphs, checkpoint.trained_for.devices) != (trained_for.graphs, trained_for.devices):
+                raise CheckpointError(f"{path} was trained for {checkpoint.trained_for.describe()}, but this run trains {trained_for.describe()}; it belongs to another run")
+            if found is not None and (newest is None or found.episode > newest[0]):
+                newest = (found.episode, path)
+    if newest is None:
+        old = sorted(run.checkpoint_dir.glob("*.pt"))
+        if old:
+            raise ResumeError(
+                f"{run.path} was written by an older workbench ({old[0].name} is in the pickle format) and cannot be resumed; start a "
+                f"new run (python -m workbench.learn.migrate {old[0]} --trust-pickle-checkpoint converts its weights for --init-checkpoint)"
+            )
+        return None
+    policy, state = load_checkpoint(library, newest[1], map_location=device)
+    if meta.get("run_id") and state.run_id and state.run_id != meta["run_id"]:
+        raise ResumeError(f"{newest[1]} belongs to another run (run id {state.run_id}; {run.meta_path.name} says {meta['run_id']}); refusing to resume")
+    if state.stage not in config.stages or not 0 < state.episode <= config.total_episodes:
+        raise ResumeError(f"{newest[1]} is at episode {state.episode} of stage {state.stage!r}, outside this run's stages {', '.join(config.stages)} ({config.total_episodes} episodes)")
+    for stage, _, end in config.stage_bounds():
+        if end <= state.episode and not run.stage_checkpoint(stage).exists():
+            raise ResumeError(f"{run.stage_checkpoint(stage)} is missing although the run is past the end of stage {stage} (episode {end}); it cannot be rebuilt, start a new run")
+    stages = [(stage, end) for stage, _, end in config.stage_bounds()]
+    metrics = check_metrics(run.metrics_path, run.columns(config), state.episode, lambda e: next(s for s, end in stages if e < end))
+    return ResumePoint(policy, state, metrics)
 
 
 def remove_stale_temporaries(*folders: str | os.PathLike) -> list[Path]:
