@@ -157,16 +157,26 @@ def serving(app):
 
 def compare_request(port: int, seed: int, method: str = "local_search") -> socket.socket:
     """Send the Compare callback (by default a one-minute local search); return the open connection."""
-    body = json.dumps({
-        "output": "..compare-results.children...compare-state.data..",
-        "outputs": [{"id": "compare-results", "property": "children"}, {"id": "compare-state", "property": "data"}],
-        "inputs": [{"id": "compare-run", "property": "n_clicks", "value": 1}, {"id": "compare-graph-key", "property": "data", "value": FFNN}],
-        "state": [{"id": f"compare-{name}", "property": "value", "value": value}
-                  for name, value in (("devices", 4), ("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))],
-        "changedPropIds": ["compare-run.n_clicks"],
-    }).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "output": "..compare-results.children...compare-state.data..",
+            "outputs": [{"id": "compare-results", "property": "children"}, {"id": "compare-state", "property": "data"}],
+            "inputs": [
+                {"id": "compare-run", "property": "n_clicks", "value": 1},
+                {"id": "compare-graph-key", "property": "data", "value": FFNN},
+            ],
+            "state": [
+                {"id": f"compare-{name}", "property": "value", "value": value}
+                for name, value in (("devices", 4), ("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))
+            ],
+            "changedPropIds": ["compare-run.n_clicks"],
+        }
+    ).encode()
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    head = f"POST /_dash-update-component HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    head = (
+        f"POST /_dash-update-component HTTP/1.1\r\nHost: localhost:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     sock.sendall(head.encode() + body)
     return sock
 

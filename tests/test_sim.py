@@ -189,8 +189,12 @@ def test_simulate_and_the_evaluator_take_the_same_assignments():
     assert wb.simulate(g, whole, 2).makespan == expected
     assert wb.Evaluator(g, 2)(whole) == expected
     assert np.array_equal(wb.Evaluator(g, 2)(np.stack([whole, whole])), [expected, expected])
-    for bad, message in ((np.array([0.0, 1.5, 0.0, 0.0]), "not an integer"), (np.array([0.0, np.nan, 0.0, 0.0]), "not an integer"),
-                         (np.array([True, False, True, False]), "must be integers"), (np.array(["0", "1", "0", "1"]), "must be integers")):  # fmt: skip
+    for bad, message in (
+        (np.array([0.0, 1.5, 0.0, 0.0]), "not an integer"),
+        (np.array([0.0, np.nan, 0.0, 0.0]), "not an integer"),
+        (np.array([True, False, True, False]), "must be integers"),
+        (np.array(["0", "1", "0", "1"]), "must be integers"),
+    ):
         with pytest.raises(wb.AssignmentError, match=message):
             wb.simulate(g, bad, 2)
         with pytest.raises(wb.AssignmentError, match=message):

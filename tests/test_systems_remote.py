@@ -377,9 +377,24 @@ def _peak_rss_mb(pid: int) -> float:
 def test_memory_stays_bounded_under_many_connections():
     """100 connections each sending 1 MiB without a newline grow the engine's peak RSS by less than 40 MB."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workbench", "serve-engine", "chain_mm", "--devices", "2", "--port", "0", "--simulate", "--time-scale", "1e-13"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "serve-engine",
+            "chain_mm",
+            "--devices",
+            "2",
+            "--port",
+            "0",
+            "--simulate",
+            "--time-scale",
+            "1e-13",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         address = proc.stdout.readline().split(" on ")[1].split(" ")[0]
         engine = RemoteEngine.from_address(address, devices=2)

@@ -26,7 +26,8 @@ def _check_count(devices: int) -> None:
         raise DeviceCountError(f"devices must be >= 1, got {devices}")
     if devices > MAX_DEVICES:
         raise DeviceCountError(
-            f"devices must be at most {MAX_DEVICES} (workbench.cluster.MAX_DEVICES; a heterogeneous cluster's link tables grow with its square), got {devices}"
+            f"devices must be at most {MAX_DEVICES} "
+            f"(workbench.cluster.MAX_DEVICES; a heterogeneous cluster's link tables grow with its square), got {devices}"
         )
 
 

@@ -32,7 +32,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     ),
     "training": (
         "workbench.bench.training",
-        "training quality: Doppler, Placeto and GDP (3 seeds each) after Stages I+II at the paper's budget vs heuristics and local search (resumable, hours)",
+        "training quality: Doppler, Placeto and GDP (3 seeds each) after Stages I+II at the paper's budget "
+        "vs heuristics and local search (resumable, hours)",
     ),
     "scale": (
         "workbench.bench.scale",

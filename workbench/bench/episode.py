@@ -130,17 +130,20 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
     finally:
         torch.set_num_threads(threads)
     header = (
-        f"| graph | ops | method | inference s (wall / CPU) | training episode s (wall / CPU) | paper's code, training s | speed-up (CPU) | CPU s per episode, {BATCH} rollouts per update |\n"
+        "| graph | ops | method | inference s (wall / CPU) | training episode s (wall / CPU) | paper's code, training s | "
+        f"speed-up (CPU) | CPU s per episode, {BATCH} rollouts per update |\n"
         "|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
         f"| {r['graph']} | {r['ops']} | {r['method']} | {r['inference_s']:.3f} / {r['inference_cpu_s']:.3f} | "
-        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {_blank(r['paper_training_s'], '{}')} | {_blank(r['speedup_vs_paper_cpu'], '{:.0f}×')} | {r[f'training_cpu_s_per_episode_{BATCH}_per_update']:.3f} |"
+        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {_blank(r['paper_training_s'], '{}')} | "
+        f"{_blank(r['speedup_vs_paper_cpu'], '{:.0f}×')} | {r[f'training_cpu_s_per_episode_{BATCH}_per_update']:.3f} |"
         for r in rows
     ]
     conv_line = (
         f"\n\nOne NNConv step, forward + backward, {PAPER_GRAPHS[-1]} (width 128): DGL's NNConv.forward "
-        f"{conv['dgl_nnconv_s'] * 1e3:.1f} ms, EdgeConv {conv['edge_conv_s'] * 1e3:.1f} ms ({conv['dgl_nnconv_s'] / conv['edge_conv_s']:.0f}× faster)."
+        f"{conv['dgl_nnconv_s'] * 1e3:.1f} ms, EdgeConv {conv['edge_conv_s'] * 1e3:.1f} ms "
+        f"({conv['dgl_nnconv_s'] / conv['edge_conv_s']:.0f}× faster)."
     )
     return {
         "benchmark": "episode",

@@ -149,7 +149,8 @@ def _markdown(paper: list[dict[str, Any]], seeds: list[dict[str, Any]], stg: dic
     for r in seeds:
         values = r["makespans"]
         lines.append(
-            f"| {r['graph']} | {' / '.join(f'{v:.1f}' for v in values)} | {np.mean(values):.1f} | {max(values):.1f} | {np.mean(r['cpu_seconds']):.2f} |"
+            f"| {r['graph']} | {' / '.join(f'{v:.1f}' for v in values)} | {np.mean(values):.1f} | "
+            f"{max(values):.1f} | {np.mean(r['cpu_seconds']):.2f} |"
         )
     lines += ["", f"STG 50-task set, {stg['instances']} instances (graphs x 2/4/8/16 processors); gap to the best known makespan:", ""]
     lines += ["| method | mean gap | worst gap | optimal | mean s |", "|---|---|---|---|---|"]

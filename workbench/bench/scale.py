@@ -228,9 +228,8 @@ def _markdown(rows, growth, sizes, source, figure_path) -> str:
     lines.append("\n| target | measured (worst of 4 and 8 devices) | met |\n|---|---|---|")
     for t in _targets(rows):
         measured = "not measured" if t["measured_s"] is None else f"{t['measured_s']:.3g} s"
-        lines.append(
-            f"| {t['method']} on {t['nodes']:,} ops < {t['target_s']} s | {measured} | {'–' if t['met'] is None else ('yes' if t['met'] else 'no')} |"
-        )
+        met = "–" if t["met"] is None else ("yes" if t["met"] else "no")
+        lines.append(f"| {t['method']} on {t['nodes']:,} ops < {t['target_s']} s | {measured} | {met} |")
     if not any(r["method"] == "doppler inference" for r in rows):
         lines.append("\nNot measured: doppler inference (torch and DGL, the `learn` extra, are not installed).")
     lines.append("\nMemory is what tracemalloc sees: Python and NumPy allocations, not numba's or torch's own allocators.")

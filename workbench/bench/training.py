@@ -101,13 +101,20 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     rows = read_metrics(run.metrics_path)
     selection = read_meta(run.meta_path).get("greedy_selection_sim", {})
     return {
-        "variant": variant.name, "graph": graph, "seed": seed, "episodes": imitation + sim,
-        "evaluations": imitation + sim + selection.get("evaluations", 0), "selected_episode": selection.get("episode"),
+        "variant": variant.name,
+        "graph": graph,
+        "seed": seed,
+        "episodes": imitation + sim,
+        "evaluations": imitation + sim + selection.get("evaluations", 0),
+        "selected_episode": selection.get("episode"),
         "greedy_stage_1": _greedy(variant.method, run.stage_checkpoint("il"), graph) / UNIT,
         "greedy_final_weights": _greedy(variant.method, run.stage_checkpoint("sim"), graph) / UNIT,
-        "greedy": found["greedy"] / UNIT, "search": found["search"] / UNIT, "best_seen": found["best_seen"] / UNIT,
-        "seconds": float(rows[-1]["seconds"]), "run_dir": str(result.run_dir),
-    }  # fmt: skip
+        "greedy": found["greedy"] / UNIT,
+        "search": found["search"] / UNIT,
+        "best_seen": found["best_seen"] / UNIT,
+        "seconds": float(rows[-1]["seconds"]),
+        "run_dir": str(result.run_dir),
+    }
 
 
 def _greedy(method: str, checkpoint: Path, graph_name: str) -> float:
@@ -150,8 +157,16 @@ def run(quick: bool = False, workers: int | None = None, root: Path | None = Non
     graphs = [g for g in sims if any(r["graph"] == g for r in runs)]
     budget = {g: max(r["evaluations"] for r in runs if r["graph"] == g and r["variant"] == variants[0].name) for g in graphs}
     reference = {g: baselines(g, budget[g], variants[0].seeds) for g in graphs}
-    return {"benchmark": "training", "quick": quick, "root": str(root), "imitation_episodes": imitation, "sim_episodes": sims,
-            "runs": runs, "baselines": reference, "markdown": _markdown(runs, reference, variants, imitation, sims)}  # fmt: skip
+    return {
+        "benchmark": "training",
+        "quick": quick,
+        "root": str(root),
+        "imitation_episodes": imitation,
+        "sim_episodes": sims,
+        "runs": runs,
+        "baselines": reference,
+        "markdown": _markdown(runs, reference, variants, imitation, sims),
+    }
 
 
 def _train_all(
@@ -198,10 +213,22 @@ def _markdown(runs, reference, variants, imitation, sims) -> str:
 
     main = variants[0].name
     header = [
-        "graph", "episodes (il+sim)", "simulator evaluations", f"{main} greedy after Stage I", f"{main} greedy, final weights", f"{main} greedy, selected weights", f"{main} best of greedy + 16 samples", f"{main} training wall time",
-        *(f"{v.name} greedy" for v in variants[1:]), TEACHER, CLASSIC, "best other heuristic",
-        "local_search, same evaluations", "best known", "target (≤ 5% above best known)",
-    ]  # fmt: skip
+        "graph",
+        "episodes (il+sim)",
+        "simulator evaluations",
+        f"{main} greedy after Stage I",
+        f"{main} greedy, final weights",
+        f"{main} greedy, selected weights",
+        f"{main} best of greedy + 16 samples",
+        f"{main} training wall time",
+        *(f"{v.name} greedy" for v in variants[1:]),
+        TEACHER,
+        CLASSIC,
+        "best other heuristic",
+        "local_search, same evaluations",
+        "best known",
+        "target (≤ 5% above best known)",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for graph, ref in reference.items():
         greedy, seconds = of(main, graph, "greedy"), of(main, graph, "seconds")
@@ -215,13 +242,22 @@ def _markdown(runs, reference, variants, imitation, sims) -> str:
         else:
             met = f"missed ({np.mean(greedy) / BEST_KNOWN[graph]:.2f}× best known)"
         cells = [
-            graph, f"{imitation}+{sims[graph]}", str(max(of(main, graph, "evaluations"), default=0)), _stats(of(main, graph, "greedy_stage_1")),
-            _stats(of(main, graph, "greedy_final_weights")), _stats(greedy), _stats(of(main, graph, "search")),
+            graph,
+            f"{imitation}+{sims[graph]}",
+            str(max(of(main, graph, "evaluations"), default=0)),
+            _stats(of(main, graph, "greedy_stage_1")),
+            _stats(of(main, graph, "greedy_final_weights")),
+            _stats(greedy),
+            _stats(of(main, graph, "search")),
             _minutes(seconds),
             *(_stats(of(v.name, graph, "greedy")) for v in variants[1:]),
-            f"{ref[TEACHER]:.1f}", f"{ref[CLASSIC]:.1f}", f"{others[best_other]:.1f} ({best_other})",
-            f"{ls_mean:.1f} ± {ls_std:.1f} ({ls_seconds:.1f} s)", f"{BEST_KNOWN[graph]}", met,
-        ]  # fmt: skip
+            f"{ref[TEACHER]:.1f}",
+            f"{ref[CLASSIC]:.1f}",
+            f"{others[best_other]:.1f} ({best_other})",
+            f"{ls_mean:.1f} ± {ls_std:.1f} ({ls_seconds:.1f} s)",
+            f"{BEST_KNOWN[graph]}",
+            met,
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -89,15 +89,18 @@ def run(args) -> int:
         return 0
     s = result.summary
     print(
-        f"{graph.name} on {args.devices} devices: {s['measured']} of {s['placements']} placements measured ({args.repeats} rounds, {s['statistic']} per placement)"
+        f"{graph.name} on {args.devices} devices: {s['measured']} of {s['placements']} placements measured "
+        f"({args.repeats} rounds, {s['statistic']} per placement)"
     )
     print(
-        f"Spearman (simulated vs measured)  before {s['spearman_before']:.3f}  after {s['spearman_after']:.3f}  held-out after {s['spearman_after_held_out']:.3f}"
+        f"Spearman (simulated vs measured)  before {s['spearman_before']:.3f}  after {s['spearman_after']:.3f}  "
+        f"held-out after {s['spearman_after_held_out']:.3f}"
     )
     print(f"median relative error             before {s['median_relative_error_before']:.1%}  after {s['median_relative_error_after']:.1%}")
     f = result.fit
     print(
-        f"fit: op overhead {f['op_overhead_seconds'] * 1e6:.1f} us, link latency {f['link_latency_seconds'] * 1e6:.1f} us, makespan factor {f['makespan_factor']:.3f}"
+        f"fit: op overhead {f['op_overhead_seconds'] * 1e6:.1f} us, link latency {f['link_latency_seconds'] * 1e6:.1f} us, "
+        f"makespan factor {f['makespan_factor']:.3f}"
     )
     for failure in result.failures:
         print(f"failed: {failure}")

@@ -68,7 +68,8 @@ def run(args) -> int:
         raise CliError(str(exc)) from None
     if not is_loopback(args.host):
         print(
-            f"warning: listening on {args.host}; anyone who can reach it and knows the token can run work on this machine, and the token travels unencrypted",
+            f"warning: listening on {args.host}; anyone who can reach it and knows the token can run work on this machine, "
+            "and the token travels unencrypted",
             file=sys.stderr,
         )
     names = ", ".join(server.graphs)

@@ -59,9 +59,16 @@ def run(args) -> int:
     except ValueError:
         raise CliError(f"--episodes {args.episodes!r}: give whole numbers separated by commas, e.g. 2000,4000") from None
     values = dict(
-        graphs=tuple(args.graphs), devices=args.devices, method=args.method, stages=stages, episodes=episodes,
-        seed=args.seed, init_checkpoint=args.init_checkpoint, oracle=args.oracle, eval_graphs=tuple(args.eval),
-    )  # fmt: skip
+        graphs=tuple(args.graphs),
+        devices=args.devices,
+        method=args.method,
+        stages=stages,
+        episodes=episodes,
+        seed=args.seed,
+        init_checkpoint=args.init_checkpoint,
+        oracle=args.oracle,
+        eval_graphs=tuple(args.eval),
+    )
     try:
         values.update(parse_overrides(args.set))
     except ValueError as exc:
@@ -82,6 +89,8 @@ def run(args) -> int:
     for graph, found in result.evaluation.items():
         cp = found["critical_path"]
         label = graph if found["seen"] else f"{graph} (unseen)"
-        print(f"{label:28} greedy {found['greedy']:,.6g} ({found['greedy'] / cp:.3f}× critical_path)  "
-              f"best of {found['search_samples']} samples {found['search']:,.6g} ({found['search'] / cp:.3f}×)")  # fmt: skip
+        print(
+            f"{label:28} greedy {found['greedy']:,.6g} ({found['greedy'] / cp:.3f}× critical_path)  "
+            f"best of {found['search_samples']} samples {found['search']:,.6g} ({found['search'] / cp:.3f}×)"
+        )
     return 0

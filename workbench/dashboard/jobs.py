@@ -345,7 +345,7 @@ class JobManager:
             return sorted(self._jobs.values(), key=lambda job: -job.id)
 
     def stop(self, job_id: int) -> None:
-        """Ask a job to stop (SIGINT to its process group, so it can save and mark its run interrupted); SIGTERM if still alive after 10 s."""
+        """Ask a job to stop: SIGINT to its process group (it saves and marks its run interrupted), SIGTERM if alive 10 s later."""
         with self._lock:
             job = self._jobs.get(job_id)
         if job is None or job.returncode is not None:

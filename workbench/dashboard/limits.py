@@ -149,7 +149,8 @@ class Limits:
             return budget, self.max_time_limit
         if not 0 < time_limit <= self.max_time_limit:
             raise LimitError(
-                f"the time limit must be more than 0 and at most {self.max_time_limit:g} s (got {time_limit:g}; the server's --max-time-limit)"
+                f"the time limit must be more than 0 and at most {self.max_time_limit:g} s "
+                f"(got {time_limit:g}; the server's --max-time-limit)"
             )
         return budget, time_limit
 
@@ -184,7 +185,8 @@ class Limits:
             host = _host_of(value)
             if host not in self.allow_engine_hosts:
                 raise LimitError(
-                    f"{flag} {value!r}: host {host!r} is not allowed; this dashboard allows {', '.join(self.allow_engine_hosts)} (the server's --allow-engine-hosts)"
+                    f"{flag} {value!r}: host {host!r} is not allowed; "
+                    f"this dashboard allows {', '.join(self.allow_engine_hosts)} (the server's --allow-engine-hosts)"
                 )
 
     def trusted_hosts(self, bound_host: str | None = None) -> list[str]:

@@ -129,7 +129,8 @@ class WorkRunner:
                     raise Cancelled(f"stopped: {reason}")
                 if time.monotonic() > give_up:
                     raise LimitError(
-                        f"the server is busy: {len(self._children)} computations are running (at most {max_concurrent}, the server's --max-concurrent); try again"
+                        f"the server is busy: {len(self._children)} computations are running "
+                        f"(at most {max_concurrent}, the server's --max-concurrent); try again"
                     )
                 self._slots.wait(POLL)
             self._children.add(child)

@@ -418,7 +418,8 @@ class EngineServer(socketserver.ThreadingTCPServer):
             raise ValueError("an engine needs at least one graph to serve")
         if not is_loopback(address[0]) and not token:
             raise ValueError(
-                f"serving on {address[0]} (not loopback) needs a shared token (--token or ${TOKEN_VARIABLE}): the protocol has no other authentication"
+                f"serving on {address[0]} (not loopback) needs a shared token (--token or ${TOKEN_VARIABLE}): "
+                "the protocol has no other authentication"
             )
         self.graphs = dict(graphs)
         self.fingerprints = {name: graph_fingerprint(g) for name, g in self.graphs.items()}
