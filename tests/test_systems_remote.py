@@ -181,26 +181,14 @@ def test_request_errors_raise_and_measurement_errors_return(graph):
             engine.measure(graph.with_metadata(name="other"), [0] * graph.num_nodes)
 
 
+def _serve_engine_process() -> subprocess.Popen:
+    """``workbench serve-engine`` on chain_mm, 2 simulated devices, an ephemeral port; its first line names the address."""
+    command = [sys.executable, "-m", "workbench", "serve-engine", "chain_mm", "--devices", "2", "--port", "0"]
+    return subprocess.Popen([*command, "--simulate", "--time-scale", "1e-13"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_serve_engine_command_binds_localhost_and_answers(tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workbench",
-            "serve-engine",
-            "chain_mm",
-            "--devices",
-            "2",
-            "--port",
-            "0",
-            "--simulate",
-            "--time-scale",
-            "1e-13",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _serve_engine_process()
     try:
         line = proc.stdout.readline()
         address = line.split(" on ")[1].split(" ")[0]
@@ -376,25 +364,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 def test_memory_stays_bounded_under_many_connections():
     """100 connections each sending 1 MiB without a newline grow the engine's peak RSS by less than 40 MB."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workbench",
-            "serve-engine",
-            "chain_mm",
-            "--devices",
-            "2",
-            "--port",
-            "0",
-            "--simulate",
-            "--time-scale",
-            "1e-13",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _serve_engine_process()
     try:
         address = proc.stdout.readline().split(" on ")[1].split(" ")[0]
         engine = RemoteEngine.from_address(address, devices=2)
