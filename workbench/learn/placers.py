@@ -1,7 +1,8 @@
 """Learned policies as registry placers: ``workbench.place(graph, method="doppler", checkpoint=PATH)``.
 
-``samples=1`` places greedily; ``samples=K > 1`` samples K placements (seeded)
-and keeps the one with the smallest simulated makespan. Without a
+``samples=1`` places greedily; ``samples=K > 1`` also samples K-1 placements
+(seeded) and keeps the one of the K with the smallest simulated makespan, so
+it is never worse than greedy. Without a
 checkpoint a placer looks for ``datasets/pretrained/<graph name>/<method>.safetensors``. A checkpoint
 trained for another graph or device count is refused unless it is cross-graph.
 """
@@ -40,7 +41,7 @@ def pretrained_path(graph: DataflowGraph, method: str) -> Path:
 
 
 class LearnedPlacer(Placer):
-    """A trained policy's placement: greedy, or the best of ``samples`` sampled ones in the simulator."""
+    """A trained policy's placement: greedy, or the best in the simulator of greedy and ``samples - 1`` sampled ones."""
 
     method = ""
 
@@ -64,16 +65,20 @@ class LearnedPlacer(Placer):
 
         policy = self._policy(graph, devices)
         with torch.no_grad():
-            if self.samples == 1:
-                rollouts = [policy.rollout(graph, devices, mode="greedy")]
-            else:
+            rollouts = [policy.rollout(graph, devices, mode="greedy")]
+            if self.samples > 1:
                 generator = torch.Generator(device=policy.device).manual_seed(seed)
-                rollouts = [policy.rollout(graph, devices, mode="sample", generator=generator) for _ in range(self.samples)]
+                rollouts += policy.rollouts(graph, devices, self.samples - 1, mode="sample", generator=generator)
         makespans = np.atleast_1d(Evaluator(graph, devices)(np.stack([r.assignment for r in rollouts])))
-        best = int(np.argmin(makespans))
-        details = {"checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)), "samples": self.samples}
+        best = int(np.argmin(makespans))  # the first minimum: greedy wins ties
+        details = {
+            "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
+            "samples": self.samples,
+            "evaluations": len(rollouts),
+            "winner": "greedy" if best == 0 else f"sample {best}",
+        }
         if self.samples > 1:
-            details["sampled_makespans"] = makespans.tolist()
+            details["makespans"] = makespans.tolist()
         return Decision(rollouts[best].assignment, order=rollouts[best].order, details=details)
 
 
