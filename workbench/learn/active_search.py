@@ -118,7 +118,8 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
                 found_at = evaluator.evaluations - len(batch) + winner + 1
             if evaluator.evaluations >= config.budget:
                 break  # a step after the last evaluation could not be used
-            advantage = torch.as_tensor((makespans - makespans.mean()) / max(start, np.finfo(float).tiny), dtype=table.dtype, device=table.device)
+            relative = (makespans - makespans.mean()) / max(start, np.finfo(float).tiny)
+            advantage = torch.as_tensor(relative, dtype=table.dtype, device=table.device)
             reinforce = (advantage * torch.stack([r.log_prob for r in batch])).mean()
             imitation = play("teacher", Guide(best.order, best.assignment)).imitation_loss
             optimizer.zero_grad()
@@ -126,6 +127,6 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
             optimizer.step()
             steps += 1
     finally:
-        for parameter, flag in zip(policy.parameters(), frozen):
+        for parameter, flag in zip(policy.parameters(), frozen, strict=True):
             parameter.requires_grad_(flag)
     return SearchResult(best.assignment, best.order, best_makespan, start, evaluator.evaluations, steps, found_at)
