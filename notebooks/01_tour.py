@@ -37,7 +37,7 @@ DEVICES = 4
 import pandas as pd
 
 import workbench as wb
-from workbench.dashboard import figures
+from workbench import viz as figures
 
 graph = wb.bundled_graph(GRAPH)
 pd.Series(figures.graph_statistics(graph, DEVICES))

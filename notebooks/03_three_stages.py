@@ -51,7 +51,7 @@ RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # t
 import pandas as pd
 
 import workbench as wb
-from workbench.dashboard import figures
+from workbench import viz as figures
 from workbench.dashboard.runs import read_run
 from workbench.notebook import HEURISTICS, Comparison, gantt_grid, placement_changes, seconds_oracle, stage_placements
 from workbench.systems import make_oracle

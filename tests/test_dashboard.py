@@ -13,7 +13,8 @@ import plotly.graph_objects as go
 import pytest
 
 import workbench as wb
-from workbench.dashboard import create_app, figures
+from workbench import viz as figures
+from workbench.dashboard import create_app
 from workbench.dashboard.context import DashboardContext, PathError, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
@@ -106,8 +107,9 @@ def test_makespan_bars_draw_the_lower_bound_and_the_gap():
     placements = [wb.place(graph, m, 4) for m in ("critical_path", "round_robin")]
     bound = wb.lower_bound(graph, 4)
     fig = figures.makespan_bars(placements, bound)
-    assert list(fig.data[0].y) == [p.makespan for p in placements]
-    assert set(fig.data[1].y) == {bound}
+    assert list(fig.data[0].x) == [p.makespan for p in placements]  # one horizontal bar per method
+    assert list(fig.data[0].y) == [p.method for p in placements]
+    assert set(fig.data[1].x) == {bound}
     frame = figures.makespan_frame(placements, bound)
     assert frame["gap"].tolist() == pytest.approx([p.makespan / bound - 1 for p in placements])
 
@@ -119,7 +121,7 @@ def test_training_curves_shade_stages_smooth_and_draw_references():
     assert smooth.y[5] == pytest.approx(np.mean([17, 16, 15, 14]))
     rects = [s for s in fig.layout.shapes if s.type == "rect"]
     assert [(r.x0, r.x1) for r in rects] == [(-0.5, 9.5), (9.5, 19.5)]
-    assert any(s.type == "line" and s.y0 == 5.0 for s in fig.layout.shapes)
+    assert any(t.name.startswith("teacher") and set(t.y) == {5.0} for t in fig.data)  # a legend entry, not a colliding label
     assert any("Stage II" in a.text for a in fig.layout.annotations)
 
 
@@ -210,7 +212,7 @@ def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context
     write_run(context.runs_dir, "good")
     curves, csv, losses, gantt, gantt_csv, _status = training.training_view(context, ["good"], "loss", 10)
     assert any(t.name == "good" for t in curves.data) and any(t.name == "good" for t in losses.data)
-    assert any(s.type == "line" for s in curves.layout.shapes) and not any(s.type == "line" for s in losses.layout.shapes)
+    assert any(t.name.startswith("teacher") for t in curves.data) and not any(t.name.startswith("teacher") for t in losses.data)
     assert len(op_bars(gantt)) == 4 and "makespan" in pd.read_csv(pd.io.common.StringIO(csv)).columns
     (context.runs_dir / "empty").mkdir()
     (context.runs_dir / "empty" / "meta.json").write_text("not json")

@@ -86,7 +86,7 @@ def test_panel_redraws_when_a_widget_changes(comparison):
     assert "8 devices" in panel.bars.layout.title.text
 
     panel.methods.value = ("round_robin", "critical_path", "heft")
-    assert list(panel.bars.data[0].x) == ["round_robin", "critical_path", "heft"]
+    assert list(panel.bars.data[0].y) == ["round_robin", "critical_path", "heft"]  # horizontal bars: methods on y
     best = panel.table.loc[panel.table["makespan"].idxmin(), "method"]
     assert best in panel.status.value
 

@@ -3,7 +3,7 @@
 The notebooks in ``notebooks/`` call only the public API and this module, so
 everything they show is tested code. :class:`Comparison` places graphs with
 several methods and keeps the placements; :func:`gantt_grid` draws their
-Gantt charts side by side on one time axis; :func:`compare_panel` is the
+Gantt charts side by side on one time axis (:func:`workbench.viz.gantt_grid`); :func:`compare_panel` is the
 ipywidgets panel (graph, devices, methods → table, bars and Gantt charts).
 Importing this module imports neither torch nor ipywidgets.
 """
@@ -11,19 +11,17 @@ Importing this module imports neither torch nor ipywidgets.
 from __future__ import annotations
 
 import html
-import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from .dashboard import figures
 from .graph import DataflowGraph
 from .placers import REGISTRY, Placement, place
 from .sim import simulate
+from .viz import gantt_grid, makespan_bars
 
 __all__ = [
     "HEURISTICS",
@@ -122,7 +120,7 @@ class Comparison:
         """Makespan per method with the best lower bound as a line."""
         placements = {m: self.placement(graph, devices, m) for m in methods}
         bound = max(p.lower_bound for p in placements.values())
-        return figures.makespan_bars(placements, lower_bound=bound, title=f"{graph} on {devices} devices")
+        return makespan_bars(placements, lower_bound=bound, title=f"{graph} on {devices} devices", graph=self.graph(graph))
 
     def gantts(self, graph: str, devices: int, methods: Sequence[str], columns: int = 2) -> go.Figure:
         """The methods' Gantt charts side by side (see :func:`gantt_grid`)."""
@@ -232,31 +230,6 @@ def seconds_oracle(oracle: Any, repeats: int = 1, timeout: float = 60.0) -> Call
         return float(measurement.seconds)
 
     return measure
-
-
-def gantt_grid(graph: DataflowGraph, traces: Mapping[str, Any], columns: int = 2, title: str | None = None) -> go.Figure:
-    """One Gantt chart per label (``{label: Trace}``) in a grid sharing one time axis, so lengths compare at a glance."""
-    if not traces:
-        raise ValueError("gantt_grid needs at least one trace")
-    if columns < 1:
-        raise ValueError(f"columns must be >= 1, got {columns}")
-    columns = min(columns, len(traces))
-    rows = math.ceil(len(traces) / columns)
-    labels = [f"{label}: makespan {trace.makespan:.4g}" for label, trace in traces.items()]
-    fig = make_subplots(rows=rows, cols=columns, shared_xaxes="all", subplot_titles=labels, vertical_spacing=0.25 / rows, horizontal_spacing=0.08)
-    longest = max(trace.makespan for trace in traces.values())
-    devices = 1
-    for index, trace in enumerate(traces.values()):
-        row, col = divmod(index, columns)
-        chart = figures.gantt_figure(graph, trace)
-        for item in chart.data:
-            item.showlegend = False
-            fig.add_trace(item, row=row + 1, col=col + 1)
-        fig.update_yaxes(chart.layout.yaxis, row=row + 1, col=col + 1)
-        devices = max(devices, len(chart.layout.yaxis.tickvals))
-    fig.update_xaxes(range=[0, longest * 1.01 if longest > 0 else 1])
-    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest", height=rows * (90 + 40 * devices) + 60, margin=dict(l=10, r=10, t=70, b=30), template="plotly_white", title=title)
-    return fig
 
 
 class ComparePanel:

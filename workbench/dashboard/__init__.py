@@ -1,9 +1,8 @@
 """The Dash dashboard: ``create_app()`` builds it, ``python app.py`` serves it.
 
 Pages (one module each in :mod:`workbench.dashboard.pages`): Compare (the
-landing page), Graph, Training, Launch, and Measured vs simulated. The plain
-figure builders in :mod:`workbench.dashboard.figures` are also meant for
-notebooks.
+landing page), Graph, Training, Launch, and Measured vs simulated. The
+figures come from :mod:`workbench.viz`, which notebooks use without Dash.
 """
 
 from .factory import create_app

@@ -56,7 +56,7 @@ def _browser():
 def run(quick: bool = False, devices: int = 8) -> dict[str, Any]:
     import workbench as wb
 
-    from . import figures
+    from workbench import viz as figures
 
     sizes = (200, 1000) if quick else (200, 1000, 5000)
     manager, page = _browser()

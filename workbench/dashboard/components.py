@@ -69,7 +69,7 @@ def download_payload(kind: str, index: str, figure: Any, csv_text: str | None) -
         return dcc.send_string(csv_text, f"{name}.csv"), ""
     if not figure:
         return None, "no figure to export"
-    from .figures import to_png
+    from workbench.viz import to_png
 
     try:
         png = to_png(figure)

@@ -203,33 +203,14 @@ class Calibration:
         }
 
     def figure(self):
-        """A plotly scatter of simulated against measured makespans, before and after calibration."""
-        import plotly.graph_objects as go
+        """A plotly scatter of simulated against measured makespans (ms), before and after calibration."""
+        from ..viz import calibration_scatter
 
         ok = np.isfinite(self.measured)
-        fig = go.Figure()
-        for name, predicted, key in (("before (nominal)", self.before, "before"), ("after (calibrated)", self.after, "after")):
-            fig.add_trace(
-                go.Scatter(
-                    x=predicted[ok] * 1e3,
-                    y=self.measured[ok] * 1e3,
-                    mode="markers",
-                    name=f"{name}: Spearman {self.summary[f'spearman_{key}']:.3f}",
-                    text=[label for label, good in zip(self.labels, ok) if good],
-                    hovertemplate="%{text}<br>simulated %{x:.2f} ms<br>measured %{y:.2f} ms<extra></extra>",
-                )
-            )
-        values = np.concatenate([self.before[ok], self.after[ok], self.measured[ok]]) * 1e3
-        if values.size:
-            lo, hi = float(values.min()), float(values.max())
-            fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="measured = simulated", line={"dash": "dot", "color": "gray"}))
-        fig.update_layout(
-            title=f"{self.graph} on {self.devices} devices: simulated vs measured makespan",
-            xaxis_title="simulated makespan (ms)",
-            yaxis_title="measured makespan (ms)",
-            template="plotly_white",
-        )
-        return fig
+        series = {name: (predicted[ok] * 1e3, self.measured[ok] * 1e3) for name, predicted in (("before (nominal)", self.before), ("after (calibrated)", self.after))}
+        labels = [label for label, good in zip(self.labels, ok) if good]
+        title = f"{self.graph} on {self.devices} devices: simulated vs measured makespan"
+        return calibration_scatter(series, labels, title, x_title="simulated makespan (ms)", y_title="measured makespan (ms)", height=650)
 
     def save(self, directory: str | os.PathLike, png: bool = False) -> dict[str, str]:
         """Write ``calibration.json``, ``oracle.json`` (the fitted simulator), the figure as HTML and JSON, and a PNG on request."""

@@ -14,7 +14,7 @@ import workbench as wb
 from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
 
 from ..components import controls, field, figure_card, message
-from ..figures import gantt_frame, gantt_figure, gantt_highlight, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
+from workbench.viz import gantt_frame, gantt_figure, gantt_highlight, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices, method_label, run_placement, simulate_placement
 

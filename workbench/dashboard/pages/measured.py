@@ -23,7 +23,7 @@ from dash import Input, Output, dcc, html
 
 from ..components import controls, field, figure_card, message
 from ..context import PathError
-from ..figures import calibration_scatter, gantt_figure, gantt_frame, message_figure
+from workbench.viz import calibration_scatter, gantt_figure, gantt_frame, message_figure
 from ..picker import graph_picker, register_graph_picker
 from ..runs import list_runs, read_metrics
 from ..sources import load_graph_key

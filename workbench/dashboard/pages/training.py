@@ -12,7 +12,7 @@ import pandas as pd
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
 from ..components import controls, field, figure_card, message
-from ..figures import gantt_figure, gantt_frame, message_figure, training_curves
+from workbench.viz import gantt_figure, gantt_frame, message_figure, training_curves
 from ..runs import METRIC_COLUMNS, list_runs, read_run, references
 from ..context import PathError
 

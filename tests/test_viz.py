@@ -1,0 +1,132 @@
+"""workbench.viz: plotly-only figures (no Dash), trace-viewer timelines, units, training curves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import workbench as wb
+from workbench import viz
+from tests.conftest import small_dag
+
+
+NO_DASH = textwrap.dedent(
+    """
+    import sys
+    class NoDash:
+        def find_spec(self, name, path=None, target=None):
+            if name == "dash" or name.startswith("dash."):
+                raise ImportError("dash is blocked")
+    sys.meta_path.insert(0, NoDash())
+    """
+)
+
+
+def without_dash(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", NO_DASH + textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+
+
+def test_notebook_and_viz_import_and_draw_without_dash():
+    done = without_dash(
+        """
+        import workbench as wb, workbench.notebook, workbench.viz as viz
+        graph = wb.bundled_graph("chain_mm")
+        trace = wb.simulate(graph, [i % 2 for i in range(graph.num_nodes)], 2).trace
+        viz.gantt_figure(graph, trace, critical_path=True)
+        assert "dash" not in sys.modules
+        """
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_blocking_dash_really_blocks_it():
+    done = without_dash("import workbench.dashboard")
+    assert done.returncode != 0 and "dash is blocked" in done.stderr
+
+
+def test_trace_critical_path_ends_at_the_makespan_and_chains_without_gaps():
+    graph = wb.bundled_graph("chain_mm")
+    placement = wb.place(graph, "heft", 4)
+    trace = wb.simulate(graph, placement.assignment, 4).trace
+    path = viz.trace_critical_path(graph, trace)
+    assert trace.end[path[-1]] == trace.makespan
+    assert trace.start[path[0]] == 0.0 or trace.ready[path[0]] == 0.0
+    edges = set(zip(graph.src.tolist(), graph.dst.tolist()))
+    for a, b in zip(path, path[1:]):
+        same_device_next = trace.device[a] == trace.device[b] and trace.end[a] <= trace.start[b]
+        assert (a, b) in edges or same_device_next
+        assert trace.end[a] <= trace.start[b] + 1e-9
+    durations = sum(trace.end[o] - trace.start[o] for o in path)
+    assert durations <= trace.makespan + 1e-6
+
+
+def test_critical_path_of_a_chain_on_one_device_is_the_chain():
+    graph = small_dag("chain")
+    trace = wb.simulate(graph, [0, 0, 0, 0], 1).trace
+    assert viz.trace_critical_path(graph, trace) == [0, 1, 2, 3]
+    split = wb.simulate(graph, [0, 1, 0, 1], 2).trace
+    assert viz.trace_critical_path(graph, split) == [0, 1, 2, 3]
+
+
+def test_utilisation_track_integrates_to_each_devices_busy_time():
+    graph = wb.bundled_graph("ffnn")
+    trace = wb.simulate(graph, np.arange(graph.num_nodes) % 3, 3).trace
+    use = viz.utilisation_frame(trace, 3, bins=50)
+    width = trace.makespan / 50
+    for d in range(3):
+        busy = (trace.end - trace.start)[trace.device == d].sum()
+        assert use.loc[use["device"] == d, "busy"].sum() * width == pytest.approx(busy, rel=1e-6)
+    assert use["busy"].between(0, 1).all()
+
+
+def test_find_ops_by_id_or_name():
+    graph = wb.bundled_graph("chain_mm")
+    assert viz.find_ops(graph, graph.num_nodes, "3") == [3]
+    assert viz.find_ops(graph, graph.num_nodes, str(graph.num_nodes)) == []
+    name = viz.op_names(graph, graph.num_nodes)[5]
+    assert 5 in viz.find_ops(graph, graph.num_nodes, name.upper())
+
+
+def test_times_are_written_in_the_graphs_unit_without_si_suffixes():
+    paper = wb.bundled_graph("ffnn")
+    assert viz.format_time(8.41823e11, paper) == "8.4182e11 (84.2 ÷1e10)"
+    assert "paper" in viz.time_axis(paper)["title"] and viz.time_axis(paper)["exponentformat"] == "power"
+    assert viz.format_time(0.5, wb.DataflowGraph.from_edges([1.0], [], metadata={"time_unit": "s"})) == "0.5 s"
+    fig = viz.gantt_figure(paper, wb.simulate(paper, [0] * paper.num_nodes, 1).trace)
+    assert "paper units" in fig.layout.xaxis2.title.text and fig.layout.xaxis.exponentformat == "power"
+
+
+def test_gantt_transfers_point_from_sender_to_receiver():
+    graph = small_dag("diamond")
+    trace = wb.simulate(graph, [0, 1, 0, 1], 2).trace
+    arrows = next(t for t in viz.gantt_figure(graph, trace).data if t.name.endswith("transfers"))
+    symbols = list(arrows.marker.symbol)
+    for k in range(trace.transfer_start.size):
+        assert (arrows.y[3 * k], arrows.y[3 * k + 1]) == (trace.transfer_src_device[k], trace.transfer_dst_device[k])
+        assert symbols[3 * k + 1] == "arrow" and arrows.marker.angleref == "previous"
+
+
+def test_stage_three_gets_its_own_axis_and_greedy_points_are_drawn():
+    frame = pd.DataFrame({"stage": ["il"] * 5 + ["sim"] * 20 + ["real"] * 5, "episode": range(30),
+                          "makespan": [1e13] * 25 + [0.4] * 5, "seconds": np.arange(30.0)})  # fmt: skip
+    greedy = {"run": pd.DataFrame({"episode": [10, 20], "seconds": [10.0, 20.0], "makespan": [9e12, 8e12], "what": "greedy (sim)"})}
+    fig = viz.training_curves({"run": frame}, greedy=greedy, x="seconds")
+    real = [t for t in fig.data if t.yaxis == "y2"]
+    assert real and all(max(t.y) < 1 for t in real) and all(min(t.y) > 1e12 for t in fig.data if t.yaxis == "y" and t.name.startswith("run"))
+    assert fig.layout.yaxis2.overlaying == "y" and "s" in fig.layout.yaxis2.title.text
+    assert any(t.name == "run: greedy (sim)" and list(t.y) == [9e12, 8e12] for t in fig.data)
+    assert fig.layout.xaxis.title.text.startswith("training wall-clock")
+
+
+def test_stage_labels_are_short_where_a_stage_is_narrow_and_shading_is_per_run():
+    long = pd.DataFrame({"stage": ["il"] * 30 + ["sim"] * 400, "episode": range(430), "makespan": 1.0})
+    fig = viz.training_curves({"a": long, "b": long})
+    texts = [a.text for a in fig.layout.annotations]
+    assert "I" in texts and not any(t.endswith("Stage I: imitation") for t in texts)
+    bands = {(s.y0, s.y1) for s in fig.layout.shapes}
+    assert len(bands) == 2  # one band per run, not merged across runs

@@ -1,0 +1,53 @@
+"""Figures to files: PNG through Kaleido (Debian's chromium), HTML when PNG export is impossible."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+import plotly.graph_objects as go
+
+__all__ = ["to_png", "write_figure"]
+
+
+def _browser() -> None:
+    """Point Kaleido (>= 1 looks at ``BROWSER_PATH``) at Debian's chromium unless another browser is set."""
+    if not os.environ.get("BROWSER_PATH"):
+        found = shutil.which("chromium") or shutil.which("chromium-browser")
+        if found:
+            os.environ["BROWSER_PATH"] = found
+
+
+def to_png(figure: go.Figure | Mapping[str, Any], width: int = 1200, scale: float = 2.0, caption: str | None = None) -> bytes:
+    """The figure as PNG bytes; ``caption`` (graph, devices, makespan...) is printed under its title."""
+    import plotly.io as pio
+
+    _browser()
+    fig = go.Figure(figure)
+    if caption:
+        title = fig.layout.title.text or ""
+        fig.update_layout(title=dict(text=f"{title}<br><sup>{caption}</sup>" if title else caption), margin=dict(t=70))
+    height = fig.layout.height or 500
+    return pio.to_image(fig, format="png", width=width, height=height, scale=scale)
+
+
+def write_figure(figure: Any, path: str | Path, width: int | None = None, height: int | None = None) -> Path:
+    """Write ``figure`` to ``path`` as PNG (temp file + rename); if Kaleido or chromium fails, as ``.html``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _browser()
+    png = path.with_suffix(".png")
+    tmp = png.with_name(f".tmp-{png.name}")
+    try:
+        figure.write_image(str(tmp), format="png", width=width, height=height)
+        os.replace(tmp, png)
+        return png
+    except Exception:  # noqa: BLE001 - Kaleido/chromium missing or broken: interactive HTML instead
+        tmp.unlink(missing_ok=True)
+        html = path.with_suffix(".html")
+        tmp = html.with_name(f".tmp-{html.name}")
+        figure.write_html(str(tmp), include_plotlyjs="cdn")
+        os.replace(tmp, html)
+        return html
