@@ -327,3 +327,40 @@ def test_app_factory_serves_every_page(context):
     layout = client.get("/_dash-layout").get_json()
     assert "selected-op" in json.dumps(layout)
     assert app.server.config["MAX_CONTENT_LENGTH"] > 16 * 1024 * 1024
+
+
+def test_compare_offers_a_checkpoint_only_for_its_graph_and_carries_the_selection_across_graphs(context):
+    ffnn, chain = wb.bundled_graph("ffnn"), wb.bundled_graph("chain_mm")
+    ffnn_options = compare.method_options(context, ffnn, 4)
+    doppler = [o for o in ffnn_options if o["value"].startswith("doppler@")]
+    assert [o["value"] for o in doppler] == ["doppler@datasets:pretrained/ffnn_192nodes/doppler.pt"]
+    assert "trained on ffnn_192nodes" in doppler[0]["label"] and "Stage II" in doppler[0]["label"]
+    chain_options = compare.method_options(context, chain, 4)
+    assert not any("ffnn_192nodes" in o["value"] for o in chain_options)
+    kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], chain_options)
+    assert kept == ["heft", "doppler@datasets:pretrained/chain_mm_112nodes/doppler.pt"] and not dropped
+    generated = wb.generate("chain_mm")  # a generated graph has no checkpoint
+    kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], compare.method_options(context, generated, 4))
+    assert kept == ["heft"] and dropped == ["doppler (pretrained)"]
+    assert not any(o["value"].startswith("doppler@") for o in compare.method_options(context, chain, 8))  # trained on 4 devices
+
+
+def test_compare_refuses_another_graphs_checkpoint_and_names_the_checkpoint(context):
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    children, state = compare.compare_view(context, key, 4, ["doppler@datasets:pretrained/ffnn_192nodes/doppler.pt"])
+    assert "not trained for chain_mm_112nodes on 4 devices" in str(children) and "'gantt/0'" not in str(children)
+    children, state = compare.compare_view(context, key, 4, ["doppler@datasets:pretrained/chain_mm_112nodes/doppler.pt", "heft"])
+    assert state["labels"][0].startswith("doppler (pretrained, trained on chain_mm_112nodes, Stage II")
+    assert "makespan 1.2001e13 (1,200.1 ÷1e10)" in str(children)
+
+
+def test_gantt_zoom_is_copied_to_every_other_gantt(context):
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    _, state = compare.compare_view(context, key, 4, ["critical_path", "round_robin"])
+    outputs = [{"index": "gantt/0"}, {"index": "heatmap/0"}, {"index": "gantt/1"}]
+    patches = compare.zoom_patches(state, "gantt/0", {"xaxis.range[0]": 10.0, "xaxis.range[1]": 2e12}, outputs)
+    assert patches[0] is compare.no_update and patches[1] is compare.no_update
+    assert patches[2].to_plotly_json()["operations"][0]["params"]["value"] == [10.0, 2e12]
+    reset = compare.zoom_patches(state, "gantt/1", {"xaxis.autorange": True}, outputs)[0]
+    assert reset.to_plotly_json()["operations"][0]["params"]["value"] == [0.0, state["x_max"]]
+    assert all(p is compare.no_update for p in compare.zoom_patches(state, "gantt/0", {"autosize": True}, outputs))

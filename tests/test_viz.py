@@ -130,3 +130,55 @@ def test_stage_labels_are_short_where_a_stage_is_narrow_and_shading_is_per_run()
     assert "I" in texts and not any(t.endswith("Stage I: imitation") for t in texts)
     bands = {(s.y0, s.y1) for s in fig.layout.shapes}
     assert len(bands) == 2  # one band per run, not merged across runs
+
+
+# ----------------------------------------------------------- trace-event export
+TRACE_EVENT_KEYS = {"X": {"name", "ph", "ts", "dur", "pid", "tid"}, "M": {"name", "ph", "pid", "tid", "args"}}
+
+
+@pytest.mark.parametrize("graph_name,devices", [("chain_mm", 4), ("ffnn", 3)])
+def test_trace_events_have_one_slice_per_op_and_transfer_in_microseconds(graph_name, devices):
+    import json
+
+    from workbench.sim.trace_events import DEVICE_PID, TRANSFER_PID, trace_events_json
+
+    graph = wb.bundled_graph(graph_name)
+    trace = wb.simulate(graph, wb.place(graph, "heft", devices).assignment, devices).trace
+    data = json.loads(trace_events_json(trace, viz.op_names(graph, graph.num_nodes), graph.name, microseconds_per_unit=1e-7))
+    events = data["traceEvents"]
+    assert data["displayTimeUnit"] in ("ms", "ns")
+    for event in events:
+        assert TRACE_EVENT_KEYS[event["ph"]] <= set(event), event
+        assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
+    ops = [e for e in events if e["ph"] == "X" and e.get("cat") == "op"]
+    transfers = [e for e in events if e["ph"] == "X" and e.get("cat") == "transfer"]
+    assert len(ops) == trace.num_ops and len(transfers) == trace.transfer_start.size > 0
+    for event in ops:
+        op = event["args"]["op"]
+        assert event["pid"] == DEVICE_PID and event["tid"] == trace.device[op]
+        assert event["ts"] == pytest.approx(trace.start[op] * 1e-7) and event["dur"] == pytest.approx((trace.end[op] - trace.start[op]) * 1e-7)
+    seen = sorted((e["args"]["src_op"], e["args"]["dst_op"], e["ts"], e["dur"]) for e in transfers)
+    expected = sorted(zip(trace.transfer_src_op.tolist(), trace.transfer_dst_op.tolist(), (trace.transfer_start * 1e-7).tolist(),
+                          ((trace.transfer_end - trace.transfer_start) * 1e-7).tolist()))  # fmt: skip
+    assert [s[:2] for s in seen] == [e[:2] for e in expected]
+    assert np.allclose([s[2:] for s in seen], [e[2:] for e in expected])
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {threads[(DEVICE_PID, d)] for d in range(devices)} == {f"device {d}" for d in range(devices)}
+    for event in transfers:  # each transfer sits on a thread named after its link
+        assert threads[(TRANSFER_PID, event["tid"])].startswith(f"device {event['args']['src_device']} → device {event['args']['dst_device']}")
+    by_thread: dict = {}
+    for event in ops + transfers:  # complete slices on one thread must not overlap (they would have to nest)
+        by_thread.setdefault((event["pid"], event["tid"]), []).append((event["ts"], event["ts"] + event["dur"]))
+    for slices in by_thread.values():
+        slices.sort()
+        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(slices, slices[1:]))
+
+
+def test_trace_events_refuse_bad_arguments():
+    from workbench.sim.trace_events import to_trace_events
+
+    trace = wb.simulate(small_dag("chain"), [0, 1, 0, 1], 2).trace
+    with pytest.raises(ValueError, match="positive"):
+        to_trace_events(trace, microseconds_per_unit=0)
+    with pytest.raises(ValueError, match="3 names for 4 ops"):
+        to_trace_events(trace, names=["a", "b", "c"])

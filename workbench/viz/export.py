@@ -20,15 +20,12 @@ def _browser() -> None:
             os.environ["BROWSER_PATH"] = found
 
 
-def to_png(figure: go.Figure | Mapping[str, Any], width: int = 1200, scale: float = 2.0, caption: str | None = None) -> bytes:
-    """The figure as PNG bytes; ``caption`` (graph, devices, makespan...) is printed under its title."""
+def to_png(figure: go.Figure | Mapping[str, Any], width: int = 1200, scale: float = 2.0) -> bytes:
+    """The figure as PNG bytes (its title names what it shows: graph, devices, makespan)."""
     import plotly.io as pio
 
     _browser()
     fig = go.Figure(figure)
-    if caption:
-        title = fig.layout.title.text or ""
-        fig.update_layout(title=dict(text=f"{title}<br><sup>{caption}</sup>" if title else caption), margin=dict(t=70))
     height = fig.layout.height or 500
     return pio.to_image(fig, format="png", width=width, height=height, scale=scale)
 
