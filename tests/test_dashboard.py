@@ -210,16 +210,18 @@ def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
 
 def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
     write_run(context.runs_dir, "good")
-    curves, csv, losses, gantt, gantt_csv, _status = training.training_view(context, ["good"], "loss", 10)
+    curves, csv, losses, gantt, gantt_csv, _status, _configs = training.training_view(context, ["runs:good"], "loss", 10)
     assert any(t.name == "good" for t in curves.data) and any(t.name == "good" for t in losses.data)
     assert any(t.name.startswith("teacher") for t in curves.data) and not any(t.name.startswith("teacher") for t in losses.data)
     assert len(op_bars(gantt)) == 4 and "makespan" in pd.read_csv(pd.io.common.StringIO(csv)).columns
     (context.runs_dir / "empty").mkdir()
     (context.runs_dir / "empty" / "meta.json").write_text("not json")
-    *_, status = training.training_view(context, ["empty"], "loss", 10)
+    *_, status, _configs = training.training_view(context, ["runs:empty"], "loss", 10)
     assert "unreadable" in str(status) and "metrics.csv is missing" in str(status)
     with pytest.raises(PathError):
-        training.signature(context, ["../../etc"])
+        training.signature(context, ["runs:../../etc"])
+    with pytest.raises(PathError):
+        training.signature(context, ["pretrained:../../etc"])
 
 
 # -------------------------------------------------------------- callbacks
@@ -364,3 +366,28 @@ def test_gantt_zoom_is_copied_to_every_other_gantt(context):
     reset = compare.zoom_patches(state, "gantt/1", {"xaxis.autorange": True}, outputs)[0]
     assert reset.to_plotly_json()["operations"][0]["params"]["value"] == [0.0, state["x_max"]]
     assert all(p is compare.no_update for p in compare.zoom_patches(state, "gantt/0", {"autosize": True}, outputs))
+
+
+def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
+    write_run(context.runs_dir / "bench-training" / "doppler", "seed0")
+    keys = [o["value"] for o in training.run_options(context)]
+    assert keys[0] == "runs:bench-training/doppler/seed0"
+    assert {k for k in keys if k.startswith("pretrained:")} == {f"pretrained:{g}" for g in ("chain_mm_112nodes", "ffnn_192nodes", "full_transformer_layer_261nodes", "transformer_block_215nodes")}
+    curves, _, _, gantt, _, status, configs = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10)
+    assert "1.2001e13" in str(status) and "rl_lr_start" in str(configs)
+    assert "makespan 1.2001e13" in gantt.layout.title.text  # best_placement.json, simulated
+    greedy = [t for t in curves.data if "greedy" in (t.name or "")]
+    assert {t.name.split(": ")[1] for t in greedy} == {"greedy, kept sim weights", "greedy, final policy"}
+    assert [a.text for a in curves.layout.annotations][:2] == ["I", "Stage II: simulator RL"]
+    by_time = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10, x="seconds")[0]
+    assert by_time.layout.xaxis.title.text.startswith("training wall-clock") and max(by_time.data[0].x) > 80
+
+
+def test_measured_reads_makespan_and_predicted_of_real_stage_runs(context):
+    run = write_run(context.runs_dir, "three")
+    rows = "".join(f"real,{e},chain_mm_112nodes,{0.01 + e * 1e-4},-1,,0.5,0.4,0.1,,,0.1,1e-4,1,sim,{1e13 + e * 1e10}\n" for e in range(60, 70))
+    text = (run / "metrics.csv").read_text()
+    lines = text[: text.rfind("\n") + 1].splitlines(keepends=True)
+    (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + "".join(lines[1:]) + rows)
+    figure, frame = measured.training_calibration(context)
+    assert len(frame) == 10 and list(figure.data[0].y) == pytest.approx([0.01 + e * 1e-4 for e in range(60, 70)])

@@ -10,11 +10,11 @@ it does not depend on the checkpoint's file format.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from .context import DashboardContext
+from .runlist import read_json_object
 
 __all__ = ["Origin", "checkpoint_origin", "usable", "selection_key"]
 
@@ -42,14 +42,6 @@ class Origin:
         return text + ")"
 
 
-def _json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _stage(name: str) -> str:
     """``sim-best`` → ``Stage II best greedy``; ``last`` stays ``last weights``."""
     stage, _, best = name.partition("-")
@@ -65,18 +57,18 @@ def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
     if root == "datasets":
         folder = ctx.in_datasets(relative).parent
         kind, run = "pretrained", folder.name
-        exported = str(_json(folder / "export.json").get("exported_from", ""))
+        exported = str(read_json_object(folder / "export.json").get("exported_from", ""))
         stage = _stage(Path(exported).stem) if exported else "shipped weights"
     elif root == "runs":
         checkpoint = ctx.in_runs(relative)
         folder = checkpoint.parent.parent
         kind, run = "run", folder.relative_to(ctx.runs_dir).as_posix()
-        meta = _json(folder / "meta.json")
+        meta = read_json_object(folder / "meta.json")
         stages = meta.get("stages") if isinstance(meta.get("stages"), list) else []
         stage = _stage(checkpoint.stem) if checkpoint.stem != "last" else f"last weights, {' → '.join(STAGE_TITLES.get(s, s) for s in stages)}"
     else:
         return None
-    meta = _json(folder / "meta.json")
+    meta = read_json_object(folder / "meta.json")
     graphs = tuple(map(str, meta.get("graphs", []))) if isinstance(meta.get("graphs"), list) else ()
     if kind == "pretrained" and not graphs:
         graphs = (folder.name,)

@@ -140,7 +140,7 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
         gap = placement.makespan / bound - 1 if bound else 0.0
         makespan = format_time(placement.makespan, graph)
         caption = f"{label}: makespan {makespan} (+{gap:.1%} over the lower bound), placed in {placement.seconds:.2f} s"
-        title = f"{label}<br><sup>{graph.name}, {devices} devices, makespan {makespan}</sup>"
+        title = f"{label}: device timelines<br><sup>{graph.name}, {devices} devices, makespan {makespan}</sup>"
         gantt = gantt_figure(graph, result.trace, title=title, devices=devices, x_max=longest * 1.01, critical_path=True)
         panels.append(
             html.Div(

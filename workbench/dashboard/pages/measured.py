@@ -25,7 +25,8 @@ from ..components import controls, field, figure_card, message
 from ..context import PathError
 from workbench.viz import calibration_scatter, gantt_figure, gantt_frame, message_figure
 from ..picker import graph_picker, register_graph_picker
-from ..runs import list_runs, read_metrics
+from ..runlist import run_keys
+from ..runs import read_metrics
 from ..sources import load_graph_key
 
 PATH = "/measured"
@@ -133,16 +134,18 @@ def layout(context, jobs, **_query) -> html.Div:
 
 
 def training_calibration(context) -> tuple:
-    """A measured-vs-predicted makespan scatter over every run that logged both columns."""
+    """Measured (``makespan``) against predicted (``predicted``) makespans of the real stage of every run that logged both."""
     rows = []
-    for run in list_runs(context.runs_dir):
-        metrics = read_metrics(run.path / "metrics.csv", [])
-        if {"measured", "predicted"} <= set(metrics.columns):
-            rows.append(metrics[["measured", "predicted"]].dropna().assign(run=run.name))
-    if not rows:
-        return message_figure("no training run has logged measured and predicted makespans yet"), None
-    frame = pd.concat(rows)
-    return calibration_scatter({"episodes": (frame["predicted"], frame["measured"])}, frame["run"].tolist(), title="makespan"), frame
+    for _key, path in run_keys(context):
+        metrics = read_metrics(path / "metrics.csv", [])
+        if {"makespan", "predicted"} <= set(metrics.columns):
+            real = metrics[metrics["stage"] == "real"] if "stage" in metrics else metrics
+            rows.append(real[["makespan", "predicted"]].dropna().assign(run=path.name))
+    frame = pd.concat(rows) if rows else pd.DataFrame()
+    if frame.empty:
+        return message_figure("no training run has a real stage (Stage III) with measured and predicted makespans yet"), None
+    series = {"Stage III episodes": (frame["predicted"], frame["makespan"])}
+    return calibration_scatter(series, frame["run"].tolist(), title="makespan", reference="fit", x_title="predicted by the simulator", y_title="measured (s)"), frame
 
 
 def _graph_for(context, calibration: dict | None, graph_key: str | None, ops: int) -> wb.DataflowGraph:
