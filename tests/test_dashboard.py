@@ -362,7 +362,8 @@ def test_gantt_zoom_is_copied_to_every_other_gantt(context):
     outputs = [{"index": "gantt/0"}, {"index": "heatmap/0"}, {"index": "gantt/1"}]
     patches = compare.zoom_patches(state, "gantt/0", {"xaxis.range[0]": 10.0, "xaxis.range[1]": 2e12}, outputs)
     assert patches[0] is compare.no_update and patches[1] is compare.no_update
-    assert patches[2].to_plotly_json()["operations"][0]["params"]["value"] == [10.0, 2e12]
+    operations = patches[2].to_plotly_json()["operations"]
+    assert {tuple(o["location"]) for o in operations if o["params"]["value"] == [10.0, 2e12]} == {("layout", "xaxis", "range"), ("layout", "xaxis2", "range")}
     reset = compare.zoom_patches(state, "gantt/1", {"xaxis.autorange": True}, outputs)[0]
     assert reset.to_plotly_json()["operations"][0]["params"]["value"] == [0.0, state["x_max"]]
     assert all(p is compare.no_update for p in compare.zoom_patches(state, "gantt/0", {"autosize": True}, outputs))
@@ -383,11 +384,17 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     assert by_time.layout.xaxis.title.text.startswith("training wall-clock") and max(by_time.data[0].x) > 80
 
 
-def test_measured_reads_makespan_and_predicted_of_real_stage_runs(context):
-    run = write_run(context.runs_dir, "three")
-    rows = "".join(f"real,{e},chain_mm_112nodes,{0.01 + e * 1e-4},-1,,0.5,0.4,0.1,,,0.1,1e-4,1,sim,{1e13 + e * 1e10}\n" for e in range(60, 70))
+def add_real_stage(run: Path, episodes: range = range(60, 70)) -> None:
+    """Append Stage III rows (measured seconds in ``makespan``, the simulator's ``predicted``) to a run of :func:`write_run`."""
+    rows = "".join(f"real,{e},chain_mm_112nodes,{0.01 + e * 1e-4},-1,,0.5,0.4,0.1,,,0.1,1e-4,{e},sim,{1e13 + e * 1e10}\n" for e in episodes)
     text = (run / "metrics.csv").read_text()
     lines = text[: text.rfind("\n") + 1].splitlines(keepends=True)
     (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + "".join(lines[1:]) + rows)
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "stages": ["il", "sim", "real"]}))
+
+
+def test_measured_reads_makespan_and_predicted_of_real_stage_runs(context):
+    add_real_stage(write_run(context.runs_dir, "three"))
     figure, frame = measured.training_calibration(context)
     assert len(frame) == 10 and list(figure.data[0].y) == pytest.approx([0.01 + e * 1e-4 for e in range(60, 70)])

@@ -7,6 +7,7 @@ Screenshots go to the test's tmp folder.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard import DIAMOND, write_calibration, write_run
+from tests.test_dashboard import DIAMOND, add_real_stage, write_calibration, write_run
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -35,6 +36,7 @@ def free_port() -> int:
 def server_runs(tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("runs")
     write_run(runs, episodes=120)
+    add_real_stage(write_run(runs / "three-stages", "seed0", episodes=60, trailing=""))
     write_calibration(runs)
     return runs
 
@@ -83,8 +85,12 @@ def visit(browser, url: str, ready: str):
 
 
 def finish(page, errors: list[str], screenshot: Path) -> None:
-    """Save a screenshot, then require a clean console."""
+    """Save a screenshot (also to ``$WORKBENCH_SCREENSHOTS`` when set: ``make screenshots``), then require a clean console."""
     page.screenshot(path=str(screenshot), full_page=True)
+    if os.environ.get("WORKBENCH_SCREENSHOTS"):
+        folder = Path(os.environ["WORKBENCH_SCREENSHOTS"])
+        folder.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(folder / screenshot.name), full_page=True)
     page.close()
     assert not errors, errors
 
@@ -146,3 +152,70 @@ def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp
     page.wait_for_selector("text=finished", timeout=60_000)
     assert "makespan" in page.locator(".wb-log").first.inner_text()
     finish(page, errors, tmp_path / "launch.png")
+
+
+def choose(page, dropdown: str, option: str) -> None:
+    """Pick ``option`` (its visible text) in the Dash dropdown ``#dropdown``."""
+    page.click(f"#{dropdown}")
+    page.get_by_role("option", name=option).click()
+    settle(page)
+
+
+def gantt_titles(page) -> list[str]:
+    return [t for t in page.locator(".gtitle").all_text_contents() if "device timelines" in t]
+
+
+def test_switching_graphs_keeps_the_methods_right_and_never_shows_another_graphs_checkpoint(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/", "text=device timelines")
+    assert any("trained on ffnn_192nodes" in t and "ffnn_192nodes, 4 devices" in t for t in gantt_titles(page))
+    choose(page, "compare-bundled", "chain_mm_112nodes (DOPPLER paper)")
+    page.wait_for_selector("text=chain_mm_112nodes, 4 devices", timeout=60_000)
+    settle(page)
+    titles = gantt_titles(page)
+    assert len(titles) == 3 and not any("ffnn" in t for t in titles), titles
+    doppler = next(t for t in titles if t.startswith("doppler"))
+    assert "trained on chain_mm_112nodes" in doppler and "1.2001e13" in doppler  # chain_mm's own checkpoint, not FFNN's 1.5e13
+    assert "doppler (pretrained" in page.locator("#compare-methods").inner_text()
+    page.fill("#compare-devices input, input#compare-devices", "8")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=chain_mm_112nodes, 8 devices", timeout=60_000)
+    settle(page)
+    assert not any(t.startswith("doppler") for t in gantt_titles(page))
+    assert "no checkpoint trained for it): doppler (pretrained)" in page.locator(".wb-info").first.inner_text()
+    finish(page, errors, tmp_path / "compare-switch.png")
+
+
+def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/", "text=device timelines")
+    ranges = "() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.layout.title.text || '').includes('device timelines')).map(g => g._fullLayout.xaxis.range)"
+    before = page.evaluate(ranges)
+    assert len(before) >= 2 and all(r == before[0] for r in before)  # one time scale from the start
+    page.evaluate("() => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(g => (g.layout.title.text || '').includes('device timelines')); Plotly.relayout(g, {'xaxis.range': [1e11, 3e11], 'xaxis2.range': [1e11, 3e11]}); }")  # what a drag-zoom sends
+    page.wait_for_function(f"() => ({ranges})().every(r => Math.abs(r[0] - 1e11) < 1 && Math.abs(r[1] - 3e11) < 1)", timeout=30_000)
+    finish(page, errors, tmp_path / "compare-zoom.png")
+
+
+def test_training_page_shows_the_shipped_runs_with_their_stages_and_best_placement(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/training", "text=makespan per episode")
+    page.click("#training-runs")
+    options = page.get_by_role("option").all_text_contents()
+    assert sum("shipped pretrained" in o for o in options) == 4, options
+    page.keyboard.press("Escape")
+    choose(page, "training-runs", next(o for o in options if "shipped pretrained chain_mm_112nodes" in o))
+    page.wait_for_selector("text=Stage II: simulator RL", timeout=60_000)
+    assert page.locator("text=best placement, makespan").count() >= 1
+    assert page.locator("text=greedy, kept sim weights").count() >= 1
+    finish(page, errors, tmp_path / "training-pretrained.png")
+
+
+def test_a_three_stage_run_draws_stage_three_on_its_own_axis_and_the_measured_chart(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/training", "text=makespan per episode")
+    page.click("#training-runs")
+    option = next(o for o in page.get_by_role("option").all_text_contents() if o.startswith("three-stages/seed0"))
+    page.get_by_role("option", name=option).click()
+    settle(page)
+    page.wait_for_selector("text=Stage III makespan (s, measured)", timeout=60_000)
+    finish(page, errors, tmp_path / "training-three-stages.png")
+    page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
+    page.wait_for_selector("text=Stage III episodes: Spearman", timeout=60_000)
+    finish(page, errors, tmp_path / "measured-real-stage.png")

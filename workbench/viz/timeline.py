@@ -183,13 +183,15 @@ def gantt_figure(
             )  # fmt: skip
         fig.update_yaxes(title="busy", tickformat=".0%", range=[0, 1.05], row=2, col=1)
     labels = [f"dev {d}<br>{busy[d] / makespan:.0%} busy" if makespan > 0 else f"dev {d}" for d in range(devices)]
-    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest", legend=dict(orientation="h", x=1, xanchor="right", y=1, yanchor="bottom"))
+    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest", legend=dict(orientation="h", x=1, xanchor="right", y=-0.2 if utilisation else -0.3, yanchor="top"))
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=labels, autorange="reversed", title=None, row=1, col=1)
     top = x_max if x_max else makespan * 1.01 if makespan > 0 else 1.0
     fig.update_xaxes(range=[0, top], zeroline=False, exponentformat="power", showexponent="all")
     fig.update_xaxes(title=time_axis(graph)["title"], row=rows, col=1)
-    height = 120 + 45 * devices + (110 if utilisation else 0)
-    return base_layout(fig, title, height, uirevision=f"gantt-{devices}")
+    height = 150 + 45 * devices + (110 if utilisation else 0)
+    base_layout(fig, title, height, uirevision=f"gantt-{devices}")
+    fig.update_layout(margin=dict(t=60 if title else 10, b=90))
+    return fig
 
 
 def _segments(rows: pd.DataFrame, custom: np.ndarray, device: int, hover: str) -> go.Scattergl:

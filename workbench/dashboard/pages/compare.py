@@ -224,8 +224,9 @@ def zoom_patches(state: dict | None, source: str, relayout: dict | None, output_
             out.append(no_update)
             continue
         patch = Patch()
-        patch["layout"]["xaxis"]["range"] = span
-        patch["layout"]["xaxis"]["autorange"] = False
+        for axis in ("xaxis", "xaxis2"):  # the timeline and its utilisation track (matched axes)
+            patch["layout"][axis]["range"] = span
+            patch["layout"][axis]["autorange"] = False
         out.append(patch)
     return out
 
@@ -258,9 +259,12 @@ def register_callbacks(app, context, jobs) -> None:
         State("compare-seed", "value"),
         State("compare-budget", "value"),
         State("compare-time-limit", "value"),
+        State("compare-state", "data"),
     )
-    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit):
+    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, shown):
         """One callback decides the methods for this graph and device count and draws them: no stale method list."""
+        if ctx.triggered_id == "compare-devices" and shown and (shown["graph_key"], shown["devices"]) == (graph_key, devices):
+            return no_update, no_update, no_update, no_update  # the devices box fired again (Enter, then blur) without a change
         if not graph_key:
             return no_update, no_update, [message("choose a graph", "warning")], None
         try:
