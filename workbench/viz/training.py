@@ -100,10 +100,13 @@ def training_curves(
     fig.update_yaxes(title=y_title, exponentformat="power", showexponent="all")
     if has_real:
         fig.update_layout(yaxis2=dict(title="Stage III makespan (s, measured)", overlaying="y", side="right", showgrid=False, exponentformat="power"))
-    fig.update_layout(legend=dict(orientation="h", y=-0.22, x=0))
+    entries = sum(1 for t in fig.data if t.showlegend is not False)
+    fig.update_layout(legend=dict(orientation="h", y=-0.15, x=0, yanchor="top"))
     if not fig.data:
         fig.add_annotation(text=f"no {metric} values logged yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    return base_layout(fig, title, 420, uirevision=f"curves-{metric}-{x}")
+    base_layout(fig, title, 360 + 24 * entries, uirevision=f"curves-{metric}-{x}")
+    fig.update_layout(margin=dict(b=60 + 24 * entries))  # the legend below, one line per entry, never over the plot
+    return fig
 
 
 def _shade(fig: go.Figure, shaded: list[tuple[str, list[tuple[str, float, float]]]], width: float, x: str) -> None:

@@ -94,9 +94,9 @@ def _best(run):
 
 
 def _configs(runs) -> html.Div:
-    """Each run's config.json, folded."""
-    return html.Div([html.Details([html.Summary(f"{run.name}: config.json"), html.Pre(json.dumps(run.config, indent=1) if run.config else "no readable config.json")])
-                     for run in runs])  # fmt: skip
+    """Each run's config.json (``{label: Run}``), folded."""
+    return html.Div([html.Details([html.Summary(f"{label}: config.json"), html.Pre(json.dumps(run.config, indent=1) if run.config else "no readable config.json")])
+                     for label, run in runs.items()])  # fmt: skip
 
 
 def training_view(context, keys, metric: str, window, x: str = "episode") -> tuple:
@@ -112,11 +112,11 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
     except PathError as exc:
         return message_figure(str(exc)), None, message_figure(""), message_figure(""), None, message(str(exc)), None
     window = int(window) if window and int(window) > 0 else 25
-    frames, refs, greedy, status, runs, best = {}, {}, {}, [], [], None
+    frames, refs, greedy, status, runs, best = {}, {}, {}, [], {}, None
     for key, path in zip(keys, paths):
         run = read_run(path)
         label = key.partition(":")[2] if key.startswith("runs:") else f"pretrained {key.partition(':')[2]}"
-        runs.append(run)
+        runs[label] = run
         meta = run.meta or {}
         episodes = len(run.metrics)
         sampled = run.metrics.loc[run.metrics.get("stage", pd.Series(dtype=str)) != "real", "makespan"].dropna() if "makespan" in run.metrics else pd.Series(dtype=float)
