@@ -398,3 +398,27 @@ def test_measured_reads_makespan_and_predicted_of_real_stage_runs(context):
     add_real_stage(write_run(context.runs_dir, "three"))
     figure, frame = measured.training_calibration(context)
     assert len(frame) == 10 and list(figure.data[0].y) == pytest.approx([0.01 + e * 1e-4 for e in range(60, 70)])
+
+
+def test_whatif_moves_ops_and_simulates_the_edited_assignment(context):
+    from workbench.dashboard.pages import whatif
+
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    graph = load_graph_key(context, key)
+    assert whatif.parse_ops(graph, "3, 7-9, 3") == [3, 7, 8, 9]
+    for bad, error in (("", "name the ops"), ("500", "no op matches '500'"), ("70-80", "no op matches")):
+        with pytest.raises(ValueError, match=error):
+            whatif.parse_ops(graph, bad)
+    with pytest.raises(ValueError, match="0..3"):
+        whatif.move_ops(np.zeros(graph.num_nodes), [1], 4, 4)
+    _, state = compare.compare_view(context, key, 4, ["critical_path", "heft"])
+    base = wb.place(graph, "critical_path", 4).assignment
+    edited = whatif.move_ops(base, [5, 6], 3, 4)
+    assert list(edited[[5, 6]]) == [3, 3] and (np.delete(edited, [5, 6]) == np.delete(base, [5, 6])).all()
+    data, figure, summary = whatif.whatif_result(context, state, edited, "moved")
+    assert data["makespan"] == wb.simulate(graph, edited, 4).makespan and data["assignment"] == edited.tolist()
+    assert repr(data["makespan"]) in str(summary)
+    fig, note = whatif.diff_view(context, state, 0, 1)
+    moved = int((wb.place(graph, "critical_path", 4).assignment != wb.place(graph, "heft", 4).assignment).sum())
+    assert f"{moved} of {graph.num_nodes} ops on another device id" in str(note)
+    assert fig.data[2].name == f"{moved} ops moved"

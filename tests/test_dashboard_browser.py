@@ -226,3 +226,24 @@ def test_a_three_stage_run_draws_stage_three_on_its_own_axis_and_the_measured_ch
     page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
     page.wait_for_selector("text=Stage III episodes: Spearman", timeout=60_000)
     finish(page, errors, tmp_path / "measured-real-stage.png")
+
+
+def test_whatif_move_shows_the_makespan_of_the_edited_assignment(server, browser, tmp_path):
+    import numpy as np
+
+    import workbench as wb
+
+    page, errors = visit(browser, server + "/", "text=What if: move ops")
+    page.wait_for_selector("#whatif-makespan", state="attached", timeout=60_000)
+    page.fill("#whatif-ops", "5, 6")
+    page.fill("#whatif-device", "3")
+    page.click("#whatif-move")
+    page.wait_for_selector("text=moved 2 op(s) to device 3", timeout=60_000)
+    shown = float(page.locator("#whatif-makespan").text_content())
+    graph = wb.bundled_graph("ffnn")
+    edited = np.array(wb.place(graph, "critical_path", 4).assignment)  # the first method shown on first load
+    edited[[5, 6]] = 3
+    assert shown == wb.simulate(graph, edited, 4).makespan
+    page.locator("#diff-summary").scroll_into_view_if_needed()
+    assert "ops on another device id" in page.locator("#diff-summary").inner_text()
+    finish(page, errors, tmp_path / "compare-whatif.png")

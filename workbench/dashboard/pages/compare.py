@@ -25,6 +25,7 @@ from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices, run_placement, simulate_placement
+from .whatif import editor, register_whatif_callbacks
 
 PATH = "/"
 NAME = "Compare"
@@ -162,7 +163,8 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
         else message("no method succeeded")
     )
     state = {"graph_key": graph_key, "devices": devices, "methods": list(methods), "labels": labels, "seed": seed, "budget": budget, "time_limit": time_limit, "x_max": longest * 1.01}
-    return [header, bars, html.Div(panels, className="wb-grid")], state
+    succeeded = [(index, label) for index, (label, placement, _, _) in enumerate(done) if placement is not None]
+    return [header, bars, html.Div(panels, className="wb-grid"), editor(succeeded, devices) if succeeded else None], state
 
 
 def highlight_patches(context, state: dict | None, op: int | list[int] | None, output_ids: list[dict]) -> list:
@@ -246,6 +248,7 @@ def perfetto_download(context, state: dict | None, index: str) -> dict | None:
 
 def register_callbacks(app, context, jobs) -> None:
     register_graph_picker(app, context, PAGE)
+    register_whatif_callbacks(app, context)
 
     @app.callback(
         Output("compare-methods", "options"),
