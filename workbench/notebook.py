@@ -95,7 +95,7 @@ class Comparison:
 
     def run(self, devices: Iterable[int], methods: Sequence[str] | None = None, progress: bool = True) -> pd.DataFrame:
         """Place every graph on every device count with every method (default: each graph's :func:`default_methods`); returns :meth:`table`."""
-        from tqdm.auto import tqdm
+        from tqdm import tqdm  # a text bar: its final state is saved in an executed notebook (a widget bar is saved as 0/N)
 
         devices = [int(d) for d in devices]
         cells = [(label, d, m) for label, g in self.graphs.items() for d in devices for m in (methods or default_methods(g))]
@@ -236,7 +236,9 @@ class ComparePanel:
     """Pick a graph, a device count and methods; the table, makespan bars and Gantt charts redraw.
 
     ``widget`` is the ipywidgets box (a notebook shows the panel itself);
-    ``table``, ``bars`` and ``gantts`` hold what is currently drawn.
+    ``table``, ``bars`` and ``gantts`` hold what is currently drawn, and the
+    charts are shown through ``bars_widget`` and ``gantts_widget``
+    (``go.FigureWidget``s, updated in place on every change).
     """
 
     def __init__(self, comparison: Comparison, devices: Sequence[int], methods: Sequence[str], selected: Sequence[str] | None = None, columns: int = 2) -> None:
@@ -252,8 +254,10 @@ class ComparePanel:
         self.devices = widgets.ToggleButtons(options=[int(d) for d in devices], description="devices")
         self.methods = widgets.SelectMultiple(options=list(methods), value=tuple(selected or methods), rows=min(10, len(methods)), description="methods")
         self.status = widgets.HTML()
-        self.output = widgets.Output()
-        self.widget = widgets.VBox([widgets.HBox([widgets.VBox([self.graph, self.devices]), self.methods]), self.status, self.output])
+        self.table_widget = widgets.HTML()
+        self.bars_widget, self.gantts_widget = go.FigureWidget(), go.FigureWidget()
+        controls = widgets.HBox([widgets.VBox([self.graph, self.devices]), self.methods])
+        self.widget = widgets.VBox([controls, self.status, self.table_widget, self.bars_widget, self.gantts_widget])
         self.table: pd.DataFrame | None = None
         self.bars: go.Figure | None = None
         self.gantts: go.Figure | None = None
@@ -263,8 +267,6 @@ class ComparePanel:
 
     def redraw(self) -> None:
         """Place what is missing for the current choice and draw it again."""
-        from IPython import get_ipython
-
         methods = list(self.methods.value)
         if not methods:
             self.status.value = "<b>pick at least one method</b>"
@@ -288,10 +290,12 @@ class ComparePanel:
         self.gantts = self.comparison.gantts(graph, devices, methods, columns=self.columns)
         best = self.table.loc[self.table["makespan"].idxmin()]
         self.status.value = f"best: <b>{best['method']}</b>, makespan {best['makespan']:.4g} ({best['gap']:.1%} above the lower bound){notes}"
-        if get_ipython() is not None:  # outside a kernel (scripts, tests) there is nothing to draw on
-            self.output.outputs = ()
-            for item in (self.table, self.bars, self.gantts):  # not `with output: display(...)`, which stalls nbclient on plotly figures
-                self.output.append_display_data(item)
+        self.table_widget.value = self.table.to_html(index=False, float_format=lambda v: f"{v:.5g}")
+        for widget, figure in ((self.bars_widget, self.bars), (self.gantts_widget, self.gantts)):
+            with widget.batch_update():
+                widget.data = ()
+                widget.add_traces(figure.data)
+                widget.layout = figure.layout
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
