@@ -32,14 +32,19 @@ class Origin:
     devices: int | None
     stage: str
 
+    @property
+    def short(self) -> str:
+        """``doppler (pretrained)`` or ``doppler (run NAME)``."""
+        return f"{self.method} ({'pretrained' if self.kind == 'pretrained' else f'run {self.run}'})"
+
+    def detail(self, placed_on: str | None = None) -> str:
+        """``trained on chain_mm_112nodes, Stage II best greedy``, plus ``; placed on Y`` across graphs."""
+        text = f"trained on {', '.join(self.graphs) or 'unknown graphs'}, {self.stage}"
+        return text + (f"; placed on {placed_on}" if placed_on is not None and placed_on not in self.graphs else "")
+
     def label(self, placed_on: str | None = None) -> str:
-        """``doppler (pretrained on chain_mm_112nodes, Stage II best greedy)``, plus ``, placed on Y`` across graphs."""
-        source = "pretrained" if self.kind == "pretrained" else f"run {self.run}"
-        trained = ", ".join(self.graphs) or "unknown graphs"
-        text = f"{self.method} ({source}, trained on {trained}, {self.stage}"
-        if placed_on is not None and placed_on not in self.graphs:
-            text += f"; placed on {placed_on}"
-        return text + ")"
+        """``doppler (pretrained, trained on chain_mm_112nodes, Stage II best greedy)``, plus ``; placed on Y`` across graphs."""
+        return f"{self.short[:-1]}, {self.detail(placed_on)})"
 
 
 def _stage(name: str) -> str:

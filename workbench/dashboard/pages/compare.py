@@ -141,7 +141,9 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
         gap = placement.makespan / bound - 1 if bound else 0.0
         makespan = format_time(placement.makespan, graph)
         caption = f"{label}: makespan {makespan} (+{gap:.1%} over the lower bound), placed in {placement.seconds:.2f} s"
-        title = f"{label}: device timelines<br><sup>{graph.name}, {devices} devices, makespan {makespan}</sup>"
+        origin = checkpoint_origin(context, methods[index])
+        short, detail = (origin.short, f"; {origin.detail(graph.name)}") if origin else (label, "")
+        title = f"{short}: device timelines<br><sup>{graph.name}, {devices} devices, makespan {makespan}{detail}</sup>"
         gantt = gantt_figure(graph, result.trace, title=title, devices=devices, x_max=longest * 1.01, critical_path=True)
         panels.append(
             html.Div(
@@ -149,7 +151,7 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
                     figure_card(PAGE, f"gantt/{index}", gantt, gantt_frame(graph, result.trace), caption),
                     html.Button("Trace JSON (Perfetto)", id=card_id("perfetto-button", PAGE, str(index)), className="wb-small", title="open in ui.perfetto.dev"),
                     dcc.Download(id=card_id("perfetto", PAGE, str(index))),
-                    figure_card(PAGE, f"heatmap/{index}", placement_heatmap(graph, placement.assignment, devices, title=f"{label}: placement<br><sup>{graph.name}, {devices} devices</sup>"),
+                    figure_card(PAGE, f"heatmap/{index}", placement_heatmap(graph, placement.assignment, devices, title=f"{short}: placement<br><sup>{graph.name}, {devices} devices{detail}</sup>"),
                                 heatmap_frame(graph, placement.assignment)),  # fmt: skip
                 ]
             )
