@@ -39,6 +39,9 @@ import pandas as pd
 import workbench as wb
 from workbench import viz as figures
 
+if not FAST:
+    figures.static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
+
 graph = wb.bundled_graph(GRAPH)
 pd.Series(figures.graph_statistics(graph, DEVICES))
 

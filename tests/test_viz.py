@@ -182,3 +182,18 @@ def test_trace_events_refuse_bad_arguments():
         to_trace_events(trace, microseconds_per_unit=0)
     with pytest.raises(ValueError, match="3 names for 4 ops"):
         to_trace_events(trace, names=["a", "b", "c"])
+
+
+@pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")
+def test_static_fallbacks_put_a_png_beside_the_interactive_figure(monkeypatch):
+    import plotly.io as pio
+
+    import kaleido
+
+    monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
+    assert viz.static_fallbacks()
+    try:
+        bundle = pio.renderers._build_mime_bundle(viz.message_figure("hello").to_dict())
+    finally:
+        kaleido.stop_sync_server(silence_warnings=True)
+    assert "application/vnd.plotly.v1+json" in bundle and bundle["image/png"]

@@ -7,7 +7,7 @@ become files.
 """
 
 from .calibration import calibration_scatter
-from .export import to_png, write_figure
+from .export import static_fallbacks, to_png, write_figure
 from .graphview import graph_figure, graph_frame, graph_statistics
 from .placement import diff_frame, diff_heatmap, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
 from .style import HIGHLIGHT, device_color, format_time, is_paper_graph, message_figure, time_axis, time_unit
@@ -38,6 +38,7 @@ __all__ = [
     "message_figure",
     "op_names",
     "placement_heatmap",
+    "static_fallbacks",
     "time_axis",
     "time_unit",
     "to_png",

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import plotly.graph_objects as go
 
-__all__ = ["to_png", "write_figure"]
+__all__ = ["to_png", "write_figure", "static_fallbacks"]
 
 
 def _browser() -> None:
@@ -48,3 +48,25 @@ def write_figure(figure: Any, path: str | Path, width: int | None = None, height
         figure.write_html(str(tmp), include_plotlyjs="cdn")
         os.replace(tmp, html)
         return html
+
+
+def static_fallbacks(width: int = 1000) -> bool:
+    """Show every plotly figure as its interactive view plus a PNG, so an executed notebook renders on GitHub and nbviewer.
+
+    JupyterLab draws the interactive view; viewers that run no JavaScript
+    show the PNG. Starts one Kaleido chromium for the session (the first
+    figure takes seconds, the next ones under a second). Returns ``False``
+    and changes nothing when Kaleido or chromium is unavailable.
+    """
+    import plotly.io as pio
+
+    _browser()
+    try:
+        import kaleido
+
+        kaleido.start_sync_server(silence_warnings=True)
+    except Exception:  # noqa: BLE001 - no Kaleido or no browser: interactive figures only
+        return False
+    pio.renderers["png"].width = width
+    pio.renderers.default = "plotly_mimetype+png"
+    return True
