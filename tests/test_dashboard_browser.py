@@ -85,11 +85,11 @@ def visit(browser, url: str, ready: str):
     return page, errors
 
 
-def finish(page, errors: list[str], screenshot: Path) -> None:
-    """Save a screenshot (also to ``$WORKBENCH_SCREENSHOTS`` when set: ``make screenshots``), then require a clean console."""
+def finish(page, errors: list[str], screenshot: Path, docs: bool = False) -> None:
+    """Save a screenshot (a ``docs`` one also to ``$WORKBENCH_SCREENSHOTS`` when set, see docs/dashboard.md), then require a clean console."""
     page.mouse.move(0, 0)  # no stale hover label in the picture
     page.screenshot(path=str(screenshot), full_page=True)
-    if os.environ.get("WORKBENCH_SCREENSHOTS"):
+    if docs and os.environ.get("WORKBENCH_SCREENSHOTS"):
         folder = Path(os.environ["WORKBENCH_SCREENSHOTS"])
         folder.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(folder / screenshot.name), full_page=True)
@@ -143,7 +143,7 @@ def test_graph_page_shows_an_upload_error_and_downloads_csv(server, browser, tmp
     with page.expect_download() as download:
         page.locator("button", has_text="CSV").first.click()
     assert download.value.suggested_filename == "graph-graph.csv"
-    finish(page, errors, tmp_path / "upload-error.png")
+    finish(page, errors, tmp_path / "upload-error.png", docs=True)
 
 
 def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp_path):
@@ -153,7 +153,7 @@ def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp
     page.wait_for_selector("text=started job #1", timeout=10_000)
     page.wait_for_selector("text=finished", timeout=60_000)
     assert "makespan" in page.locator(".wb-log").first.inner_text()
-    finish(page, errors, tmp_path / "launch.png")
+    finish(page, errors, tmp_path / "launch.png", docs=True)
 
 
 def choose(page, dropdown: str, option: str) -> None:
@@ -185,7 +185,7 @@ def test_switching_graphs_keeps_the_methods_right_and_never_shows_another_graphs
     settle(page)
     assert not any(t.startswith("doppler") for t in gantt_titles(page))
     assert "no checkpoint trained for it): doppler (pretrained)" in page.locator(".wb-info").first.inner_text()
-    finish(page, errors, tmp_path / "compare-switch.png")
+    finish(page, errors, tmp_path / "compare-switch.png", docs=True)
 
 
 def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path):
@@ -195,7 +195,7 @@ def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path
     assert len(before) >= 2 and all(r == before[0] for r in before)  # one time scale from the start
     page.evaluate("() => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(g => (g.layout.title.text || '').includes('device timelines')); Plotly.relayout(g, {'xaxis.range': [1e11, 3e11], 'xaxis2.range': [1e11, 3e11]}); }")  # what a drag-zoom sends
     page.wait_for_function(f"() => ({ranges})().every(r => Math.abs(r[0] - 1e11) < 1 && Math.abs(r[1] - 3e11) < 1)", timeout=30_000)
-    finish(page, errors, tmp_path / "compare-zoom.png")
+    finish(page, errors, tmp_path / "compare-zoom.png", docs=True)
 
 
 def test_training_page_shows_the_shipped_runs_with_their_stages_and_best_placement(server, browser, tmp_path):
@@ -211,7 +211,7 @@ def test_training_page_shows_the_shipped_runs_with_their_stages_and_best_placeme
     assert page.locator("text=Stage II: simulator RL").count() >= 1
     page.wait_for_selector("text=greedy, kept sim weights", timeout=30_000)
     page.keyboard.press("Escape")
-    finish(page, errors, tmp_path / "training-pretrained.png")
+    finish(page, errors, tmp_path / "training-pretrained.png", docs=True)
 
 
 def test_a_three_stage_run_draws_stage_three_on_its_own_axis_and_the_measured_chart(server, browser, tmp_path):
@@ -223,10 +223,10 @@ def test_a_three_stage_run_draws_stage_three_on_its_own_axis_and_the_measured_ch
     page.keyboard.press("Escape")
     settle(page)
     page.wait_for_selector("text=Stage III makespan (s, measured)", timeout=60_000)
-    finish(page, errors, tmp_path / "training-three-stages.png")
+    finish(page, errors, tmp_path / "training-three-stages.png", docs=True)
     page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
     page.wait_for_selector("text=Stage III episodes: Spearman", timeout=60_000)
-    finish(page, errors, tmp_path / "measured-real-stage.png")
+    finish(page, errors, tmp_path / "measured-real-stage.png", docs=True)
 
 
 def test_whatif_move_shows_the_makespan_of_the_edited_assignment(server, browser, tmp_path):
@@ -247,4 +247,4 @@ def test_whatif_move_shows_the_makespan_of_the_edited_assignment(server, browser
     assert shown == wb.simulate(graph, edited, 4).makespan
     page.locator("#diff-summary").scroll_into_view_if_needed()
     assert "ops on another device id" in page.locator("#diff-summary").inner_text()
-    finish(page, errors, tmp_path / "compare-whatif.png")
+    finish(page, errors, tmp_path / "compare-whatif.png", docs=True)
