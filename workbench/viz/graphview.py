@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from .style import HIGHLIGHT, base_layout, device_color
+from .style import HIGHLIGHT, base_layout, device_color, time_unit
 from .timeline import LARGE_GRAPH, op_names
 
 __all__ = ["graph_frame", "graph_figure", "graph_statistics"]
@@ -81,7 +81,7 @@ def graph_figure(
     outline = dict(color=np.where(frame["critical"], HIGHLIGHT, "white").tolist(), width=np.where(frame["critical"], 2, 0.5).tolist())
     size = 6 if large else 10
     if color_by == "compute":
-        marker = dict(color=frame["compute"], colorscale="Viridis", showscale=True, colorbar=dict(title="compute"), size=size, line=outline)
+        marker = dict(color=frame["compute"], colorscale="Viridis", showscale=True, colorbar=dict(title=f"compute<br>({time_unit(graph)})", exponentformat="power"), size=size, line=outline)
         fig.add_trace(scatter(x=x, y=y, mode="markers", marker=marker, customdata=custom, hovertemplate=hover, name="ops"))
     else:
         column = "device" if color_by == "device" else "op_type"

@@ -122,6 +122,7 @@ def gantt_figure(
     x_max: float | None = None,
     critical_path: bool = False,
     utilisation: bool = True,
+    unit: str | None = None,
 ) -> go.Figure:
     """Device timelines: one row per device, one bar per op, transfers as arrows between rows, idle in grey.
 
@@ -131,7 +132,8 @@ def gantt_figure(
     ``x_max`` fixes the time axis (several charts on one scale).
     ``critical_path`` outlines :func:`trace_critical_path`; ``utilisation``
     adds a counter track per device below the timeline (busy share over
-    time). Ops too short to see get a tick mark. Past ``large_threshold``
+    time). ``unit`` names the time unit when it is not the graph's (a measured
+    trace: ``"s"``). Ops too short to see get a tick mark. Past ``large_threshold``
     ops bars become WebGL line segments and transfers start hidden.
     """
     frame = gantt_frame(graph, trace)
@@ -187,7 +189,7 @@ def gantt_figure(
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=labels, autorange="reversed", title=None, row=1, col=1)
     top = x_max if x_max else makespan * 1.01 if makespan > 0 else 1.0
     fig.update_xaxes(range=[0, top], zeroline=False, exponentformat="power", showexponent="all")
-    fig.update_xaxes(title=time_axis(graph)["title"], row=rows, col=1)
+    fig.update_xaxes(title=f"time ({unit})" if unit else time_axis(graph)["title"], row=rows, col=1)
     height = 150 + 45 * devices + (110 if utilisation else 0)
     base_layout(fig, title, height, uirevision=f"gantt-{devices}")
     fig.update_layout(margin=dict(t=60 if title else 10, b=90))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dash import Input, Output, dcc, html
 
 from ..components import controls, field, figure_card, message
-from workbench.viz import graph_figure, graph_frame, graph_statistics, message_figure
+from workbench.viz import format_time, graph_figure, graph_frame, graph_statistics, message_figure
 from ..picker import graph_picker, register_graph_picker
 from ..sources import load_graph_key, method_choices, method_label, run_placement
 
@@ -55,7 +55,8 @@ def graph_view(context, graph_key: str | None, color_by: str, method: str | None
         color_by = "compute"
     figure = graph_figure(graph, color_by=color_by, assignment=assignment, title=f"{graph.name}: {graph.num_nodes} ops")
     stats = graph_statistics(graph, devices)
-    rows = [html.Tr([html.Th(k), html.Td(f"{v:,.6g}" if isinstance(v, float) else f"{v:,}")]) for k, v in stats.items()]
+    ratio = "communication / compute"
+    rows = [html.Tr([html.Th(k), html.Td(f"{v:.4g}" if k == ratio else format_time(v, graph) if isinstance(v, float) else f"{v:,}")]) for k, v in stats.items()]
     return figure, graph_frame(graph, assignment).to_csv(index=False), html.Table(rows, className="wb-table"), note
 
 

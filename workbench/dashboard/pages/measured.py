@@ -23,7 +23,7 @@ from dash import Input, Output, dcc, html
 
 from ..components import controls, field, figure_card, message
 from ..context import PathError
-from workbench.viz import calibration_scatter, gantt_figure, gantt_frame, message_figure
+from workbench.viz import calibration_scatter, format_time, gantt_figure, gantt_frame, message_figure
 from ..picker import graph_picker, register_graph_picker
 from ..runlist import run_keys
 from ..runs import read_metrics
@@ -180,17 +180,18 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
     devices = int(measured.device.max()) + 1
     if calibration and isinstance(calibration.get("fitted"), dict):
         oracle = wb.SimulatorOracle.from_dict(calibration["fitted"])
-        simulated, unit = oracle.measure(graph, measured.device, devices).trace, "calibrated simulator, seconds"
+        simulated, unit, axis_unit = oracle.measure(graph, measured.device, devices).trace, "calibrated simulator, seconds", "s"
     else:
-        simulated, unit = wb.simulate(graph, measured.device, devices).trace, "simulator, graph units"
+        simulated, unit, axis_unit = wb.simulate(graph, measured.device, devices).trace, "simulator, graph units", None
     names = [graph.op_name(i) for i in range(graph.num_nodes)]
     durations = measured.end - measured.start
     ops = pd.DataFrame({"op": np.arange(graph.num_nodes), "name": names, "compute": graph.compute, "measured_seconds": durations})
     per_op = calibration_scatter({"ops": (graph.compute, durations)}, names, title="per-op duration", reference="fit", x_title="compute cost (graph units)", y_title="measured seconds")
     placements, scatter = _calibration_placements(calibration)
-    note = message(f"measured makespan {measured.makespan:.6g} s; simulated {simulated.makespan:.6g} ({unit})", "info")
-    return (gantt_figure(graph, measured, title="measured (seconds)", devices=devices), gantt_frame(graph, measured).to_csv(index=False),
-            gantt_figure(graph, simulated, title=f"simulated ({unit})", devices=devices), gantt_frame(graph, simulated).to_csv(index=False),
+    simulated_text = f"{simulated.makespan:.5g} s".replace("e+", "e") if axis_unit else format_time(simulated.makespan, graph)
+    note = message(f"measured makespan {measured.makespan:.5g} s; simulated {simulated_text} ({unit})".replace("e+", "e"), "info")
+    return (gantt_figure(graph, measured, title="measured (seconds)", devices=devices, unit="s"), gantt_frame(graph, measured).to_csv(index=False),
+            gantt_figure(graph, simulated, title=f"simulated ({unit})", devices=devices, unit=axis_unit), gantt_frame(graph, simulated).to_csv(index=False),
             scatter, None if placements is None else placements.to_csv(index=False), per_op, ops.to_csv(index=False), note)  # fmt: skip
 
 
