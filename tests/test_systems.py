@@ -57,6 +57,42 @@ def test_simulator_oracle_makespan_is_measure_without_the_trace(overhead):
         oracle.makespan(graph, [4] * graph.num_nodes)
 
 
+def test_every_backend_is_the_one_cost_oracle_and_training_adapts_only_functions():
+    from workbench.systems import CostOracle, FastCostOracle, RemoteEngine, makespan_of
+    from workbench.training.oracle import CallableOracle, as_oracle, oracle_kind
+
+    graph = wb.bundled_graph("chain_mm")
+    assignment = np.arange(graph.num_nodes) % 2
+    sim = SimulatorOracle(2)
+    for oracle in (sim, LocalExecutor(2, device="cpu"), RemoteEngine("127.0.0.1", 1, devices=2)):
+        assert isinstance(oracle, CostOracle) and as_oracle(oracle, 2) is oracle
+    assert isinstance(sim, FastCostOracle) and not isinstance(LocalExecutor(2), FastCostOracle)
+    assert isinstance(as_oracle(None, 2), SimulatorOracle) and oracle_kind(sim) == "sim"
+
+    calls = []
+    wrapped = as_oracle(lambda g, a: calls.append(len(a)) or 3.5, 2)
+    assert isinstance(wrapped, CallableOracle) and isinstance(wrapped, CostOracle) and oracle_kind(wrapped) == "real"
+    assert makespan_of(wrapped, graph, assignment) == 3.5 and calls == [graph.num_nodes]
+    assert makespan_of(sim, graph, assignment) == wb.simulate(graph, assignment, 2).makespan
+    with pytest.raises(MeasurementError):  # a NaN from a plain function is a failed measurement, not a reward
+        makespan_of(as_oracle(lambda g, a: float("nan"), 2), graph, assignment)
+    with pytest.raises(TypeError, match="measure"):
+        as_oracle(42, 2)
+
+
+def test_calibration_asks_every_oracle_for_traces():
+    graph = wb.bundled_graph("ffnn")
+    asked = []
+
+    class Recording(SimulatorOracle):
+        def measure(self, graph, assignment, repeats=1, timeout=60.0, trace=False):
+            asked.append(trace)
+            return super().measure(graph, assignment, repeats, timeout, trace)
+
+    calibrate(graph, Recording(4, time_scale=1e-12), placements=4, repeats=1, progress=False)
+    assert asked and all(asked)
+
+
 def test_measurement_median_failure_and_json_round_trip():
     m = Measurement.from_samples([3.0, 1.0, 2.0], oracle="x")
     assert m.ok and m.seconds == 2.0 and m.samples == (3.0, 1.0, 2.0)

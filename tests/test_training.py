@@ -1,7 +1,7 @@
 """Three-stage training: run directories, resume, determinism, checkpoints, the stages themselves.
 
 The tests run against a tiny stand-in policy (a real torch module with the
-CONTRACTS.md rollout API: a linear SEL head on bottom level and compute, a
+docs/contracts.md rollout API: a linear SEL head on bottom level and compute, a
 linear PLC head on earliest start), so they check the training machinery
 fast and independently of the learned policies' architecture; the tests at
 the end run the real ``workbench.learn`` policy when it is importable.
@@ -183,7 +183,7 @@ def test_run_directory_matches_the_contract(finished_run):
     assert {"status", "method", "graphs", "devices", "seed", "stages", "started", "updated", "versions", "machine", "command", "error", "reference"} <= set(meta)
     assert meta["status"] == "finished" and meta["error"] is None and meta["stages"] == ["il", "sim"]
     graph = workbench.bundled_graph(CHAIN)
-    assert meta["reference"]["critical_path"] == workbench.place(graph, "critical_path", 4).makespan
+    assert meta["reference"][graph.name]["critical_path"] == workbench.place(graph, "critical_path", 4).makespan
     best = json.loads((out / "best" / "placement.json").read_text())
     assert set(best) == {"graph", "devices", "assignment", "order", "makespan", "stage", "episode", "method"}
     assert workbench.simulate(graph, best["assignment"], 4).makespan == best["makespan"]

@@ -7,15 +7,15 @@ never imports torch:
   :func:`bundled_graphs`, :func:`bundled_graph`
 - simulation: :func:`simulate`, :func:`simulate_many`, :class:`Evaluator`,
   :func:`lower_bound`, :func:`validate`, :class:`Cluster`
-- placement: :func:`place`, :func:`placers`
+- placement: :func:`place`, :func:`placers` (the registry, with the learned
+  methods of :mod:`workbench.learn.registry`)
 - learned policies (import torch + DGL on first use): :class:`PlacementEnv`,
   :func:`make_policy`, :func:`load_policy`, :class:`PolicyConfig`
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .imports import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -42,6 +42,7 @@ _EXPORTS = {
     "Placement": "workbench.placers",
     "Placer": "workbench.placers",
     "register_placer": "workbench.placers",
+    "PlacerError": "workbench.placers",
     "generate": "workbench.generators",
     "DeviceProfile": "workbench.generators",
     "from_torch": "workbench.importers",
@@ -65,14 +66,9 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+# The learned methods' registry lines (plain Python, no torch): imported here, by the one public API, so
+# that place(), the CLI, the dashboard, sweeps and benchmarks see them while the core placers never
+# import the learn layer.
+from .learn import registry as _learned_methods  # noqa: E402,F401

@@ -1,11 +1,12 @@
-"""Objects named on the command line or in configs as ``PACKAGE.MODULE:NAME``."""
+"""Objects named on the command line or in configs as ``PACKAGE.MODULE:NAME``, and lazily imported package names."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import sys
+from typing import Any, Callable, Mapping
 
-__all__ = ["import_object"]
+__all__ = ["import_object", "lazy_exports"]
 
 
 def import_object(spec: str) -> Any:
@@ -24,3 +25,33 @@ def import_object(spec: str) -> Any:
     if not hasattr(module, attr):
         raise ValueError(f"module {module_name!r} has no attribute {attr!r}")
     return getattr(module, attr)
+
+
+def lazy_exports(
+    package: str, exports: Mapping[str, str], needs: str = ""
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` (PEP 562) that import ``name`` from module ``exports[name]`` on first use.
+
+    Module names may be relative to ``package`` (``".loop"``). The value is
+    kept on the package, so each name is imported once. ``needs`` names what
+    the modules require (an extra), for a clearer ImportError.
+    """
+    module = sys.modules[package]
+
+    def __getattr__(name: str) -> Any:
+        source = exports.get(name)
+        if source is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        try:
+            value = getattr(importlib.import_module(source, package), name)
+        except ImportError as exc:
+            if not needs:
+                raise
+            raise ImportError(f"{package}.{name} needs {needs}: {exc}") from exc
+        setattr(module, name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(module)) | set(exports))
+
+    return __getattr__, __dir__

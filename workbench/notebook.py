@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from .graph import DataflowGraph
-from .placers import REGISTRY, Placement, place
+from .placers import REGISTRY, Placement, methods, place
 from .sim import simulate
+from .training.oracle import seconds_oracle
 from .viz import gantt_grid, makespan_bars
 
 __all__ = [
@@ -41,11 +42,11 @@ __all__ = [
     "compare_panel",
 ]
 
-HEURISTICS = ("single", "round_robin", "critical_path", "heft", "cpop", "peft", "etf")
+HEURISTICS = tuple(methods("baseline", "heuristic"))
 """Constructive heuristics, in the order the tables list them."""
-SEARCH = ("local_search", "cpsat")
+SEARCH = tuple(methods("search", "exact"))
 """Search methods: simulated annealing and the time-limited exact CP-SAT model."""
-LEARNED = ("doppler", "placeto", "gdp")
+LEARNED = tuple(methods("learned"))
 """Learned placers offered when a bundled checkpoint for the graph exists."""
 
 
@@ -204,32 +205,16 @@ def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Pla
     Keys are the stages (``checkpoints/<stage>.pt``, the stage's final weights)
     and ``<stage>-best`` where training kept its best greedy weights.
     """
-    from .training import read_meta
+    from .rundir import RunPaths, read_meta
 
-    run_dir = Path(run_dir)
-    if not (run_dir / "meta.json").is_file():
+    run = RunPaths(run_dir)
+    if not run.meta_path.is_file():
         raise ValueError(f"{run_dir} is not a training run directory (no meta.json)")
-    meta = read_meta(run_dir / "meta.json")
-    found = {name: run_dir / "checkpoints" / f"{name}.pt" for stage in meta["stages"] for name in (stage, f"{stage}-best")}
-    found = {stage: path for stage, path in found.items() if path.is_file()}
+    meta = read_meta(run.meta_path)
+    found = run.stage_checkpoints(meta["stages"])
     if not found:
-        raise ValueError(f"{run_dir} holds no stage checkpoint (checkpoints/<stage>.pt for {', '.join(meta['stages'])})")
+        raise ValueError(f"{run_dir} holds no stage checkpoint ({run.stage_checkpoint('<stage>').relative_to(run.path)} for {', '.join(meta['stages'])})")
     return {stage: place(graph, method=meta["method"], devices=int(meta["devices"]), checkpoint=path) for stage, path in found.items()}
-
-
-def seconds_oracle(oracle: Any, repeats: int = 1, timeout: float = 60.0) -> Callable[[DataflowGraph, np.ndarray], float]:
-    """A backend of :mod:`workbench.systems` (``measure(...) -> Measurement``) as training's oracle (``f(graph, assignment) -> seconds``).
-
-    A failed measurement raises with the backend's errors instead of handing NaN to REINFORCE.
-    """
-
-    def measure(graph: DataflowGraph, assignment: np.ndarray) -> float:
-        measurement = oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
-        if not measurement.ok:
-            raise RuntimeError(f"{measurement.oracle or type(oracle).__name__} could not measure the placement: {'; '.join(measurement.errors) or 'no time'}")
-        return float(measurement.seconds)
-
-    return measure
 
 
 class ComparePanel:

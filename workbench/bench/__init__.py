@@ -7,9 +7,11 @@ results (including a ``"markdown"`` table) and registered in ``BENCHMARKS``.
 from __future__ import annotations
 
 import importlib
-import os
-import platform
 from typing import Any, Callable
+
+from ..provenance import machine
+
+__all__ = ["BENCHMARKS", "get_benchmark", "machine"]
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "sim": ("workbench.bench.sim", "fast vs SimPy engine per evaluation, and batch throughput, on the paper graphs"),
@@ -27,14 +29,3 @@ def get_benchmark(name: str) -> Callable[..., dict[str, Any]]:
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
     return importlib.import_module(BENCHMARKS[name][0]).run
-
-
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()}

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ..placers import methods
+
 UNIT = 1e10
 ROOT = Path("runs/bench-training")
 IMITATION_EPISODES = 300
@@ -37,7 +39,11 @@ BEST_KNOWN = {"chain_mm_112nodes": 1200.1, "ffnn_192nodes": 56.9, "transformer_b
 """The best-known makespans (÷1e10) the quality target is stated against (the placers issue)."""
 TARGET = 1.05
 """The target: Doppler's greedy makespan at most this times the best known."""
-HEURISTICS = ("critical_path", "heft", "cpop", "peft", "etf")
+HEURISTICS = tuple(methods("heuristic"))
+TEACHER = "critical_path"
+"""Stage I's teacher: its own column in the table."""
+CLASSIC = "heft"
+"""The best-known classic heuristic: its own column; the rest of HEURISTICS share "best other heuristic"."""
 GREEDY_EVERY = 200
 TUNED = {"rl_mode": "sample", "rollouts_per_update": 8, "rl_lr_start": 3e-4, "rl_lr_end": 3e-6, "greedy_every": GREEDY_EVERY}
 """Stage II settings beyond the paper: sampled rollouts, 8 per update with leave-one-out baselines, a 3x learning rate,
@@ -65,7 +71,8 @@ VARIANTS = (
 
 def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int, root: Path) -> dict[str, Any]:
     """Train (or resume, or read back) one run; its greedy and best-of-K makespans and wall time."""
-    from ..training import TrainConfig, read_meta, read_metrics, train
+    from ..rundir import RunPaths, read_meta, read_metrics
+    from ..training import TrainConfig, train
 
     config = TrainConfig(
         graphs=(graph,), devices=4, method=variant.method, stages=("il", "sim"), episodes=(imitation, sim), seed=seed, device="cpu", **variant.settings
@@ -73,14 +80,14 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     result = train(config, root / variant.name / graph / f"seed{seed}", progress=False)
     if result.status != "finished":
         raise KeyboardInterrupt(f"{result.run_dir} {result.status} after {result.episodes} episodes; rerun the benchmark to resume")
-    found = result.evaluation[graph]
-    rows = read_metrics(result.run_dir / "metrics.csv")
-    selection = read_meta(result.run_dir / "meta.json").get("greedy_selection_sim", {})
+    found, run = result.evaluation[graph], RunPaths(result.run_dir)
+    rows = read_metrics(run.metrics_path)
+    selection = read_meta(run.meta_path).get("greedy_selection_sim", {})
     return {
         "variant": variant.name, "graph": graph, "seed": seed, "episodes": imitation + sim,
         "evaluations": imitation + sim + selection.get("evaluations", 0), "selected_episode": selection.get("episode"),
-        "greedy_stage_1": _greedy(variant.method, result.run_dir / "checkpoints" / "il.pt", graph) / UNIT,
-        "greedy_final_weights": _greedy(variant.method, result.run_dir / "checkpoints" / "sim.pt", graph) / UNIT,
+        "greedy_stage_1": _greedy(variant.method, run.stage_checkpoint("il"), graph) / UNIT,
+        "greedy_final_weights": _greedy(variant.method, run.stage_checkpoint("sim"), graph) / UNIT,
         "greedy": found["greedy"] / UNIT, "search": found["search"] / UNIT, "best_seen": found["best_seen"] / UNIT,
         "seconds": float(rows[-1]["seconds"]), "run_dir": str(result.run_dir),
     }  # fmt: skip
@@ -173,13 +180,13 @@ def _markdown(runs, reference, variants, imitation, sims) -> str:
     main = variants[0].name
     header = [
         "graph", "episodes (il+sim)", "simulator evaluations", f"{main} greedy after Stage I", f"{main} greedy, final weights", f"{main} greedy, selected weights", f"{main} best of greedy + 16 samples", f"{main} training wall time",
-        *(f"{v.name} greedy" for v in variants[1:]), "critical_path", "heft", "best other heuristic",
+        *(f"{v.name} greedy" for v in variants[1:]), TEACHER, CLASSIC, "best other heuristic",
         "local_search, same evaluations", "best known", "target (≤ 5% above best known)",
     ]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for graph, ref in reference.items():
         greedy, seconds = of(main, graph, "greedy"), of(main, graph, "seconds")
-        others = {m: ref[m] for m in HEURISTICS if m not in ("critical_path", "heft")}
+        others = {m: ref[m] for m in HEURISTICS if m not in {TEACHER, CLASSIC}}
         best_other = min(others, key=others.get)
         ls_mean, ls_std, ls_seconds = ref["local_search"]
         if not greedy:
@@ -193,7 +200,7 @@ def _markdown(runs, reference, variants, imitation, sims) -> str:
             _stats(of(main, graph, "greedy_final_weights")), _stats(greedy), _stats(of(main, graph, "search")),
             _minutes(seconds),
             *(_stats(of(v.name, graph, "greedy")) for v in variants[1:]),
-            f"{ref['critical_path']:.1f}", f"{ref['heft']:.1f}", f"{others[best_other]:.1f} ({best_other})",
+            f"{ref[TEACHER]:.1f}", f"{ref[CLASSIC]:.1f}", f"{others[best_other]:.1f} ({best_other})",
             f"{ls_mean:.1f} ± {ls_std:.1f} ({ls_seconds:.1f} s)", f"{BEST_KNOWN[graph]}", met,
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")

@@ -1,4 +1,4 @@
-"""Read training run directories (CONTRACTS.md section 2) without ever failing on bad state.
+"""Read training run directories (:mod:`workbench.rundir`, ``docs/contracts.md``) without ever failing on bad state.
 
 A run may be missing files, be half written, or be corrupt: :func:`read_run`
 returns what it could read plus a list of ``problems`` in plain words, and
@@ -15,21 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["Run", "RunSummary", "list_runs", "read_run", "read_metrics", "METRIC_COLUMNS", "references"]
+from ..rundir import TEXT_COLUMNS, VALUE_COLUMNS, RunPaths, complete_lines, reference
 
-METRIC_COLUMNS = (
-    "makespan",
-    "reward",
-    "baseline",
-    "loss",
-    "loss_policy",
-    "loss_entropy",
-    "loss_imitation",
-    "teacher_agreement",
-    "epsilon",
-    "lr",
-    "seconds",
-)
+__all__ = ["Run", "RunSummary", "list_runs", "read_run", "read_metrics", "references"]
 
 
 @dataclass(frozen=True)
@@ -100,11 +88,16 @@ def list_runs(root: Path) -> list[RunSummary]:
     for path in root.iterdir():
         if path.name.startswith((".", "_")) or not path.is_dir():
             continue
-        if not ((path / "meta.json").exists() or (path / "metrics.csv").exists()):
+        paths = RunPaths(path)
+        if not (paths.meta_path.exists() or paths.metrics_path.exists()):
             continue
-        meta = _read_json(path / "meta.json", [], required=False)
+        meta = _read_json(paths.meta_path, [], required=False)
         found.append((path.stat().st_mtime, RunSummary(path.name, path, meta)))
     return [summary for _, summary in sorted(found, key=lambda item: -item[0])]
+
+
+def _empty_metrics() -> pd.DataFrame:
+    return pd.DataFrame(columns=["stage", "episode", "graph", *VALUE_COLUMNS])
 
 
 def read_metrics(path: Path, problems: list[str] | None = None) -> pd.DataFrame:
@@ -112,17 +105,16 @@ def read_metrics(path: Path, problems: list[str] | None = None) -> pd.DataFrame:
     problems = problems if problems is not None else []
     if not path.is_file():
         problems.append("metrics.csv is missing (no episode logged yet)")
-        return pd.DataFrame(columns=["stage", "episode", "graph", *METRIC_COLUMNS])
+        return _empty_metrics()
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         problems.append(f"metrics.csv is unreadable: {exc}")
         return pd.DataFrame()
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
+    text = complete_lines(text)
     if not text.strip():
         problems.append("metrics.csv has no complete line yet")
-        return pd.DataFrame(columns=["stage", "episode", "graph", *METRIC_COLUMNS])
+        return _empty_metrics()
     header = text.split("\n", 1)[0].split(",")
     if "episode" not in header:
         problems.append("metrics.csv has no 'episode' column in its header")
@@ -136,7 +128,7 @@ def read_metrics(path: Path, problems: list[str] | None = None) -> pd.DataFrame:
     if skipped:
         problems.append(f"metrics.csv: skipped {len(skipped)} malformed line(s)")
     for column in frame.columns:
-        if column not in ("stage", "graph", "oracle"):
+        if column not in TEXT_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     bad = frame["episode"].isna()
     if bad.any():
@@ -151,12 +143,13 @@ def read_run(path: Path) -> Run:
     if not path.is_dir():
         problems.append(f"{path.name} is not a run directory")
         return Run(path.name, path, None, None, pd.DataFrame(), None, None, (), tuple(problems))
-    meta = _read_json(path / "meta.json", problems)
-    config = _read_json(path / "config.json", problems)
-    metrics = read_metrics(path / "metrics.csv", problems)
-    best = _read_json(path / "best" / "placement.json", problems, required=False)
+    paths = RunPaths(path)
+    meta = _read_json(paths.meta_path, problems)
+    config = _read_json(paths.config_path, problems)
+    metrics = read_metrics(paths.metrics_path, problems)
+    best = _read_json(paths.best_dir / "placement.json", problems, required=False)
     trace = None
-    trace_path = path / "best" / "trace.json"
+    trace_path = paths.best_dir / "trace.json"
     if trace_path.is_file():
         from workbench import Trace
 
@@ -164,19 +157,15 @@ def read_run(path: Path) -> Run:
             trace = Trace.from_json(trace_path)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problems.append(f"best/trace.json is unreadable: {exc}")
-    checkpoints = tuple(sorted((path / "checkpoints").glob("*.pt"))) if (path / "checkpoints").is_dir() else ()
+    checkpoints = paths.checkpoints()
     if meta and meta.get("status") == "failed" and meta.get("error"):
         problems.append(f"the run failed: {meta['error']}")
     return Run(path.name, path, meta, config, metrics, best, trace, checkpoints, tuple(problems))
 
 
 def references(meta: dict[str, Any] | None, graph: str | None = None) -> dict[str, float]:
-    """The teacher's and the best heuristic's makespans from ``meta.json`` (flat or per graph)."""
-    if not meta or not isinstance(meta.get("reference"), dict):
-        return {}
-    ref = meta["reference"]
-    if "critical_path" not in ref and graph is not None and isinstance(ref.get(graph), dict):
-        ref = ref[graph]
+    """The teacher's and the best heuristic's makespans of ``graph`` (default: the run's only graph), labelled for a chart."""
+    ref = reference(meta, graph)
     out: dict[str, float] = {}
     for key, label in (("critical_path", "teacher (critical_path)"), ("best_heuristic", "best heuristic")):
         value = ref.get(key)

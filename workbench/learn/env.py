@@ -3,13 +3,13 @@
 :class:`PlacementState` is the bare state machine the policies' rollouts
 drive (a running :class:`~workbench.schedule.PartialSchedule` plus the mask of
 ready ops). :class:`PlacementEnv` wraps it in the Gymnasium API with a
-pluggable cost oracle and the terminal reward.
+pluggable makespan function (:data:`MakespanFn`) and the terminal reward.
 
 One step places one op: the action is ``(op, device)`` with ``op`` ready (all
 its predecessors placed). ``info["op_mask"]`` and ``info["device_mask"]`` say
 which ops and devices are legal. When every op is placed the episode ends
-with reward ``-(makespan - baseline) / scale``: the makespan from the cost
-oracle (the fast simulator unless another is given), ``baseline`` the running
+with reward ``-(makespan - baseline) / scale``: the makespan from
+``makespan_fn`` (the fast simulator unless another is given), ``baseline`` the running
 mean of past episodes' makespans, ``scale`` the graph's lower bound (see
 :class:`EnvConfig`). Earlier steps have reward 0.
 """
@@ -28,9 +28,11 @@ from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .features import device_features, static_features
 
-__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "CostOracle"]
+__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "MakespanFn"]
 
-CostOracle = Callable[[np.ndarray], float]
+MakespanFn = Callable[[np.ndarray], float]
+"""The env's terminal cost: ``assignment -> makespan`` for its one graph (a cost oracle of
+:mod:`workbench.systems` answers for any graph; ``lambda a: makespan_of(oracle, graph, a)`` adapts one)."""
 
 
 @dataclass(frozen=True)
@@ -149,20 +151,20 @@ class PlacementEnv(gym.Env):
     Args:
         graph: the graph to place.
         devices: number of devices or a :class:`~workbench.Cluster`.
-        cost_oracle: ``assignment -> makespan``; default the fast simulator
+        makespan_fn: ``assignment -> makespan``; default the fast simulator
             (:class:`workbench.Evaluator`).
         config: reward settings (:class:`EnvConfig`).
     """
 
     metadata = {"render_modes": []}
 
-    def __init__(self, graph: DataflowGraph, devices: Devices = 4, cost_oracle: CostOracle | None = None, config: EnvConfig | None = None) -> None:
+    def __init__(self, graph: DataflowGraph, devices: Devices = 4, makespan_fn: MakespanFn | None = None, config: EnvConfig | None = None) -> None:
         from ..sim import Evaluator, lower_bound
 
         self.graph = graph
         self.devices = devices
         self.config = config or EnvConfig()
-        self.cost_oracle = cost_oracle or Evaluator(graph, devices)
+        self.makespan_fn = makespan_fn or Evaluator(graph, devices)
         self.state = PlacementState(graph, devices)
         d = self.state.num_devices
         n = graph.num_nodes
@@ -202,7 +204,7 @@ class PlacementEnv(gym.Env):
         if not self.state.done:
             return obs, 0.0, False, False, info
         assignment = self.state.schedule.device.copy()
-        makespan = float(self.cost_oracle(assignment))
+        makespan = float(self.makespan_fn(assignment))
         baseline = self.baseline
         reward = -(makespan - baseline) / self.scale
         self.episodes += 1

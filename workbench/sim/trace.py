@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..graph import atomic_write_text
+from ..fileio import atomic_write_text
 
 __all__ = ["Trace", "SimResult"]
 

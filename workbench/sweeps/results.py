@@ -8,12 +8,12 @@ half-written table, and an interrupted sweep loses at most the cells in flight.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
+
+from ..fileio import atomic_path
 
 __all__ = ["ResultsTable", "METRIC_COLUMNS", "read_results"]
 
@@ -69,16 +69,9 @@ class ResultsTable:
         return frame.reindex(columns=fixed + others)
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         frame = self.frame()
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-", suffix=self.path.name)
-        os.close(fd)
-        try:
+        with atomic_path(self.path) as tmp:
             if self.path.suffix.lower() == ".parquet":
                 frame.to_parquet(tmp, index=False)
             else:
                 frame.to_csv(tmp, index=False)
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise

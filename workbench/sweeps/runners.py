@@ -9,7 +9,6 @@ layer of our own.
 
 from __future__ import annotations
 
-import datetime as dt
 import multiprocessing
 import os
 import socket
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..graph import DataflowGraph
+from ..provenance import now
 from .grid import Cell, SweepConfig, load_config, parse_config
 from .results import ResultsTable
 
@@ -56,7 +56,7 @@ def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registry_entr
             status="ok",
             error=None,
         )
-    row["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    row["finished"] = now()
     return row
 
 

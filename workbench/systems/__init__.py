@@ -3,26 +3,29 @@
 - :class:`SimulatorOracle`: the simulator, in seconds (``oracle.py``).
 - :class:`LocalExecutor`: runs the graph on this machine's devices, one worker
   per device, real tensor work and real copies (``executor.py``; imports torch
-  when it first measures); :class:`ModuleKernels` makes it run a PyTorch
-  model's own ops for a graph imported from that model (``module_kernels.py``).
+  when it first measures). What each op runs is an :class:`OpKernels`
+  (``kernels.py``: :class:`CalibratedKernels`, :class:`WaitKernels`);
+  :class:`ModuleKernels` runs a PyTorch model's own ops for a graph imported
+  from that model (``module_kernels.py``).
 - :class:`RemoteEngine`: asks an engine over TCP (``remote.py``, which also
   documents the protocol and holds the reference server).
 - :func:`calibrate`: fit the simulator to measurements and report how well
   each ranks placements (``calibration.py``).
 
-All share ``measure(graph, assignment, repeats, timeout) -> Measurement``;
+All implement :class:`CostOracle` (``oracle.py``; ``docs/contracts.md``, "Cost
+oracle"): ``measure(graph, assignment, repeats, timeout, trace) -> Measurement``;
 see ``docs/systems.md``.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..graph import DataflowGraph
-from .oracle import CostOracle, Measurement, MeasurementError, SimulatorOracle, scaled_trace, spearman, trace_violations
+from ..imports import lazy_exports
+from .oracle import CostOracle, FastCostOracle, Measurement, MeasurementError, SimulatorOracle, makespan_of, scaled_trace, spearman, trace_violations
 
 __all__ = [
     "measure",
@@ -30,8 +33,13 @@ __all__ = [
     "Measurement",
     "MeasurementError",
     "CostOracle",
+    "FastCostOracle",
+    "makespan_of",
     "SimulatorOracle",
     "LocalExecutor",
+    "OpKernels",
+    "CalibratedKernels",
+    "WaitKernels",
     "ModuleKernels",
     "RemoteEngine",
     "EngineError",
@@ -43,23 +51,21 @@ __all__ = [
     "trace_violations",
 ]
 
-_LAZY = {
-    "LocalExecutor": "executor",
-    "ModuleKernels": "module_kernels",
-    "RemoteEngine": "remote",
-    "EngineError": "remote",
-    "serve_engine": "remote",
-    "calibrate": "calibration",
-    "Calibration": "calibration",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'workbench.systems' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "LocalExecutor": ".executor",
+        "OpKernels": ".kernels",
+        "CalibratedKernels": ".kernels",
+        "WaitKernels": ".kernels",
+        "ModuleKernels": ".module_kernels",
+        "RemoteEngine": ".remote",
+        "EngineError": ".remote",
+        "serve_engine": ".remote",
+        "calibrate": ".calibration",
+        "Calibration": ".calibration",
+    },
+)
 
 
 def make_oracle(oracle: str | CostOracle = "sim", devices: int = 4, **options: Any) -> CostOracle:

@@ -25,7 +25,6 @@ so an interrupted calibration resumes where it stopped.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -36,25 +35,22 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..cluster import Cluster
-from ..graph import DataflowGraph, atomic_write_text
+from ..fileio import atomic_path, atomic_write_json, atomic_write_text
+from ..graph import DataflowGraph
 from ..sim.trace import Trace
 from .oracle import CostOracle, Measurement, SimulatorOracle, spearman
 
 __all__ = ["calibrate", "Calibration", "calibration_placements", "fit_simulator"]
 
-_HEURISTICS = ("single", "round_robin", "critical_path", "heft", "etf", "cpop", "peft", "list_scheduling")
-
-
 def calibration_placements(graph: DataflowGraph, devices: int, count: int = 24, seed: int = 0) -> list[tuple[str, np.ndarray]]:
     """``count`` labelled placements spanning good to bad ones, the same for the same ``seed``."""
-    from ..placers import place
-    from ..placers.base import REGISTRY
+    from ..placers import methods, place
 
     n = graph.num_nodes
     rng = np.random.default_rng(seed)
     chosen: list[tuple[str, np.ndarray]] = []
-    for method in _HEURISTICS:
-        if method in REGISTRY and len(chosen) < count:
+    for method in methods("baseline", "heuristic"):
+        if len(chosen) < count:
             chosen.append((method, np.asarray(place(graph, method, devices, seed=seed).assignment)))
     base = dict(chosen).get("critical_path")
     if base is None:
@@ -217,16 +213,15 @@ class Calibration:
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         paths = {"report": out / "calibration.json", "oracle": out / "oracle.json", "html": out / "calibration.html", "figure": out / "calibration.figure.json"}
-        atomic_write_text(paths["report"], json.dumps(self.to_dict(), indent=2))
-        atomic_write_text(paths["oracle"], json.dumps(self.fitted.to_dict(), indent=2))
+        atomic_write_json(paths["report"], self.to_dict())
+        atomic_write_json(paths["oracle"], self.fitted.to_dict())
         fig = self.figure()
         atomic_write_text(paths["html"], fig.to_html(include_plotlyjs="cdn"))
         atomic_write_text(paths["figure"], fig.to_json())
         if png:
             paths["png"] = out / "calibration.png"
-            tmp = out / ".tmp-calibration.png"
-            fig.write_image(str(tmp), width=900, height=650)
-            os.replace(tmp, paths["png"])
+            with atomic_path(paths["png"]) as tmp:
+                fig.write_image(str(tmp), format="png", width=900, height=650)
         return {k: str(v) for k, v in paths.items()}
 
 
@@ -294,13 +289,11 @@ def calibrate(
     chosen = calibration_placements(graph, devices, placements, seed)
     journal_path = Path(journal) if journal is not None else None
     done = _load_journal(journal_path)
-    wants_trace = "trace" in inspect.signature(oracle.measure).parameters
-    options = {"trace": True} if wants_trace else {}
     rounds = [(r, label, a) for r in range(repeats) for label, a in chosen]
     for r, label, assignment in tqdm(rounds, desc=f"calibrate {graph.name}", disable=not progress, unit="run"):
         key = _journal_key(r, label, assignment)
         if key not in done:
-            done[key] = oracle.measure(graph, assignment, repeats=1, timeout=timeout, **options)
+            done[key] = oracle.measure(graph, assignment, repeats=1, timeout=timeout, trace=True)
             if journal_path is not None:
                 journal_path.parent.mkdir(parents=True, exist_ok=True)
                 with journal_path.open("a", encoding="utf-8") as handle:

@@ -32,7 +32,7 @@ import torch.fx
 from torch.utils._pytree import tree_flatten
 
 from ..graph import DataflowGraph
-from .executor import OpKernels, Worker, _stream
+from .kernels import OpKernels, Worker, on_stream
 
 __all__ = ["ModuleKernels"]
 
@@ -155,7 +155,7 @@ class ModuleKernels(OpKernels):
                 return getattr(args[0], str(node.target))(*args[1:], **kwargs)
             return value(node)
 
-        with torch.no_grad(), _stream(worker):
+        with torch.no_grad(), on_stream(worker):
             for node in self._plan[op]:
                 env[node.name] = call(node)
         produced = {node.name: env[node.name] for node in self._plan[op]}
@@ -165,7 +165,7 @@ class ModuleKernels(OpKernels):
         return produced
 
     def send(self, edge: int, value: Any, source: Worker, target: Worker) -> Any:
-        with _stream(target, target.copy_stream):
+        with on_stream(target, target.copy_stream):
             moved = {k: v.to(target.device, copy=True, non_blocking=target.copy_stream is not None) if isinstance(v, torch.Tensor) else v for k, v in value.items()}
         target.sync(target.copy_stream)
         return moved

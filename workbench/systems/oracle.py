@@ -1,12 +1,14 @@
 """The cost-oracle interface and the simulator behind it.
 
 A cost oracle answers one question: how long does this placement of this
-graph take? ``oracle.measure(graph, assignment, repeats, timeout)`` returns a
+graph take? :class:`CostOracle` is the one definition of that contract:
+``oracle.measure(graph, assignment, repeats, timeout, trace)`` returns a
 :class:`Measurement` whose headline is ``seconds`` (the median of the repeated
-runs). The simulator (:class:`SimulatorOracle`), the local executor
-(:class:`~workbench.systems.executor.LocalExecutor`) and the remote-engine
-adapter (:class:`~workbench.systems.remote.RemoteEngine`) all implement it, so
-training and calibration never special-case one of them.
+runs); an oracle may also offer a trace-free ``makespan``
+(:class:`FastCostOracle`). The simulator (:class:`SimulatorOracle`), the
+local executor (:class:`~workbench.systems.executor.LocalExecutor`) and the
+remote-engine adapter (:class:`~workbench.systems.remote.RemoteEngine`) all
+implement it, so training and calibration never special-case one of them.
 
 Errors come in two kinds. A bad request (an assignment that does not fit the
 graph or the devices) raises :class:`~workbench.sim.AssignmentError` at once.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -29,7 +31,10 @@ from ..graph import DataflowGraph
 from ..sim import Evaluator, Priority, check_assignment, simulate
 from ..sim.trace import Trace
 
-__all__ = ["Measurement", "MeasurementError", "CostOracle", "SimulatorOracle", "scaled_trace", "trace_violations", "spearman"]
+__all__ = [
+    "Measurement", "MeasurementError", "CostOracle", "FastCostOracle", "makespan_of", "SimulatorOracle", "scaled_trace",
+    "trace_violations", "spearman",
+]  # fmt: skip
 
 
 class MeasurementError(RuntimeError):
@@ -121,13 +126,54 @@ class Measurement:
 
 @runtime_checkable
 class CostOracle(Protocol):
-    """Anything that measures placements: ``measure(graph, assignment, repeats, timeout) -> Measurement``."""
+    """The one cost-oracle contract (``docs/contracts.md``, "Cost oracle"): how long does this placement take?
 
-    devices: int
+    Implemented by :class:`SimulatorOracle`, the local executor and the remote
+    engine; training, calibration, the engine server and the dashboard accept
+    any object that has these members.
 
-    def measure(self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 3, timeout: float = 60.0) -> Measurement:
-        """Run ``assignment`` of ``graph`` ``repeats`` times within ``timeout`` seconds."""
+    Attributes:
+        devices: the devices an assignment may use (a count, or a
+            :class:`~workbench.Cluster` for the simulator).
+    """
+
+    devices: Devices
+
+    def measure(
+        self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 3, timeout: float = 60.0, trace: bool = False
+    ) -> Measurement:
+        """Run ``assignment`` of ``graph`` ``repeats`` times within ``timeout`` seconds.
+
+        Raises :class:`~workbench.sim.AssignmentError` for an assignment that
+        does not fit; returns a failed Measurement (``ok`` False) for a run
+        that fails. ``trace=True`` asks for the trace of the median run in
+        ``Measurement.trace``; an oracle that always records one may return
+        it without being asked.
+        """
         ...
+
+
+@runtime_checkable
+class FastCostOracle(CostOracle, Protocol):
+    """A cost oracle that also answers ``makespan(graph, assignment) -> seconds`` without building a trace.
+
+    Optional: training's many episodes use it when an oracle has it
+    (:func:`makespan_of`); the simulator does.
+    """
+
+    def makespan(self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray) -> float:
+        """``measure(graph, assignment).seconds``, faster."""
+        ...
+
+
+def makespan_of(oracle: CostOracle, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray) -> float:
+    """The makespan of one placement in seconds: ``oracle.makespan`` for a :class:`FastCostOracle`, else ``float(oracle.measure(...))``.
+
+    A failed measurement raises :class:`MeasurementError` (never a NaN reward).
+    """
+    if isinstance(oracle, FastCostOracle):
+        return float(oracle.makespan(graph, assignment))
+    return float(oracle.measure(graph, assignment))
 
 
 def scaled_trace(trace: Trace, factor: float) -> Trace:
@@ -163,7 +209,6 @@ class SimulatorOracle:
     time_scale: float = 1.0
     op_overhead: float = 0.0
     priority: Priority = "fifo"
-    kind: ClassVar[str] = "sim"
     _evaluators: dict[int, tuple[DataflowGraph, Evaluator]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -182,7 +227,10 @@ class SimulatorOracle:
             return graph
         return DataflowGraph(graph.compute + self.op_overhead / self.time_scale, graph.src, graph.dst, graph.comm, graph.names, graph.op_types, graph.metadata)
 
-    def measure(self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0) -> Measurement:
+    def measure(
+        self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0, trace: bool = True
+    ) -> Measurement:
+        """One simulation (deterministic, so ``repeats`` is moot); the trace always comes back."""
         cluster = self.cluster
         check_assignment(graph, assignment, cluster.num_devices)
         result = simulate(self.effective_graph(graph), assignment, cluster, priority=self.priority)

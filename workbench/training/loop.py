@@ -18,7 +18,7 @@ episodes since the last checkpoint, which the next run replays.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
+import importlib
 import json
 import shlex
 import signal
@@ -33,18 +33,21 @@ import numpy as np
 import torch
 
 from ..graph import DataflowGraph
+from ..placers import methods
+from ..provenance import machine, versions
+from ..provenance import now as _now
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
-from .rundir import RunDirectory, machine, versions
+from .rundir import RunDirectory
 from .search import policy_device, search
 
 __all__ = ["train", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
 
-HEURISTICS = ("critical_path", "heft", "cpop", "etf", "dls", "peft", "round_robin", "single")
-"""Heuristics the run's ``reference`` is compared with, those of them that are registered."""
+HEURISTICS = tuple(methods("heuristic") + methods("baseline"))
+"""The registered heuristics and baselines the run's ``reference`` is compared with (on a tie the first wins)."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,7 @@ def train(
         command: the command line recorded in ``meta.json``.
     """
     if library is None:
-        try:
-            import workbench.learn as library
-        except ImportError as exc:
-            raise ValueError(f"training needs the learned policies (workbench.learn), which do not import here: {exc}") from None
+        library = importlib.import_module("workbench.learn")  # torch + DGL load on first use of a name
     if config.self_imitation_weight > 0 and not hasattr(library, "Guide"):
         raise ValueError("TrainConfig.self_imitation_weight needs a policy library that replays placements (workbench.learn.Guide)")
     run = RunDirectory(out)
@@ -117,7 +117,7 @@ def train(
             "status": "running", "method": config.method, "graphs": list(graphs), "devices": config.devices,
             "seed": config.seed, "stages": list(config.stages), "started": _now(), "versions": versions(),
             "machine": machine(), "command": command or _command_line(config, run.path), "error": None,
-            "reference": _per_graph(reference_makespans(graphs, config.devices)),
+            "reference": reference_makespans(graphs, config.devices),
         }  # fmt: skip
         if existing is not None:
             meta["started"] = existing.get("started", meta["started"])
@@ -283,18 +283,14 @@ def load_graphs(specs: tuple[str, ...]) -> dict[str, DataflowGraph]:
 
 def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[str, dict[str, Any]]:
     """Per graph: critical_path's makespan and the best registered heuristic's (simulator)."""
-    from ..placers import REGISTRY, place
+    from ..placers import place
 
     out = {}
     for name, graph in graphs.items():
-        results = {m: place(graph, m, devices).makespan for m in HEURISTICS if m in REGISTRY}
+        results = {m: place(graph, m, devices).makespan for m in HEURISTICS}
         method = min(results, key=results.get)
         out[name] = {"critical_path": results["critical_path"], "best_heuristic": results[method], "best_heuristic_method": method}
     return out
-
-
-def _per_graph(references: dict[str, Any]) -> dict[str, Any]:
-    return next(iter(references.values())) if len(references) == 1 else references
 
 
 def _crossed(episode: int, steps: int, every: int) -> bool:
@@ -414,10 +410,6 @@ def _command_line(config: TrainConfig, out: Path) -> str:
             text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else str(value)
             parts += ["--set", f"{f.name}={text}"]
     return shlex.join(parts)
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _progress_bar(total: int, initial: int, enabled: bool):

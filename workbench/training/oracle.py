@@ -1,57 +1,50 @@
-"""Cost oracles: what a placement costs, as the reward of REINFORCE.
+"""Adapters from what a user hands to training to the one cost-oracle contract.
 
 Stage II asks the simulator (:class:`workbench.systems.SimulatorOracle`);
-Stage III asks an oracle that measures the real system (the backends in
-``workbench/systems/``). Any object with ``measure(graph, assignment)``
-returning seconds (or a :class:`~workbench.systems.Measurement`), or any
-callable with that signature, is an oracle; :func:`as_oracle` wraps it.
+Stage III asks an oracle that measures the real system: any
+:class:`~workbench.systems.oracle.CostOracle` (the backends in
+``workbench/systems/``), or a plain function ``f(graph, assignment) ->
+seconds``, which :class:`CallableOracle` wraps. The contract itself lives in
+:mod:`workbench.systems.oracle` (``docs/contracts.md``, "Cost oracle").
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Callable, Sequence
 
 import numpy as np
 
+from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..imports import import_object
-from ..systems.oracle import SimulatorOracle
+from ..systems.oracle import CostOracle, Measurement, SimulatorOracle, makespan_of
 
-__all__ = ["CostOracle", "SimulatorOracle", "CallableOracle", "as_oracle", "oracle_from_spec", "oracle_kind", "makespan_of"]
-
-
-@runtime_checkable
-class CostOracle(Protocol):
-    """Anything that measures a placement's makespan."""
-
-    def measure(self, graph: DataflowGraph, assignment: np.ndarray) -> Any:
-        """The makespan of running ``graph`` with op ``i`` on device ``assignment[i]`` (anything ``float()`` takes)."""
+__all__ = ["CallableOracle", "as_oracle", "oracle_from_spec", "oracle_kind", "makespan_of", "seconds_oracle"]
 
 
 class CallableOracle:
-    """A plain function ``f(graph, assignment) -> seconds`` as an oracle."""
+    """A plain function ``f(graph, assignment) -> seconds`` as a :class:`~workbench.systems.oracle.CostOracle` (one sample per measurement)."""
 
-    kind = "real"
-
-    def __init__(self, function: Callable[[DataflowGraph, np.ndarray], float]) -> None:
+    def __init__(self, function: Callable[[DataflowGraph, np.ndarray], float], devices: Devices) -> None:
         self.function = function
+        self.devices = devices
 
-    def measure(self, graph: DataflowGraph, assignment: np.ndarray) -> float:
-        return float(self.function(graph, assignment))
+    def measure(self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0, trace: bool = False) -> Measurement:
+        return Measurement.from_samples([float(self.function(graph, np.asarray(assignment)))], oracle="callable")
 
 
-def as_oracle(value: Any, devices: int) -> Any:
-    """``None`` → the simulator; an object with ``measure`` → itself; a callable → :class:`CallableOracle`."""
+def as_oracle(value: CostOracle | Callable[[DataflowGraph, np.ndarray], float] | None, devices: Devices) -> CostOracle:
+    """``None`` → the simulator; a :class:`~workbench.systems.oracle.CostOracle` → itself; a function → :class:`CallableOracle`."""
     if value is None:
         return SimulatorOracle(devices)
-    if callable(getattr(value, "measure", None)):
+    if isinstance(value, CostOracle):
         return value
     if callable(value):
-        return CallableOracle(value)
-    raise TypeError(f"an oracle needs a measure(graph, assignment) method or must be callable; got {type(value).__name__}")
+        return CallableOracle(value, devices)
+    raise TypeError(f"an oracle needs a measure(graph, assignment, repeats, timeout) method or must be callable; got {type(value).__name__}")
 
 
-def oracle_from_spec(spec: str, devices: int) -> Any:
+def oracle_from_spec(spec: str, devices: int) -> CostOracle:
     """``"sim"`` → the simulator; ``"module:factory"`` → ``factory(devices=devices)`` as an oracle."""
     if spec == "sim":
         return SimulatorOracle(devices)
@@ -62,14 +55,21 @@ def oracle_from_spec(spec: str, devices: int) -> Any:
     return as_oracle(factory(devices=devices), devices)
 
 
-def oracle_kind(oracle: Any) -> str:
-    """``"sim"`` for simulator-backed oracles, else ``"real"`` (the metrics' ``oracle`` column)."""
-    return getattr(oracle, "kind", "real")
+def oracle_kind(oracle: CostOracle) -> str:
+    """``"sim"`` for the simulator, else ``"real"`` (the metrics' ``oracle`` column)."""
+    return "sim" if isinstance(oracle, SimulatorOracle) else "real"
 
 
-def makespan_of(oracle: Any, graph: DataflowGraph, assignment: np.ndarray) -> float:
-    """The oracle's makespan as a float: its trace-free ``makespan`` method when it has one, else ``float(measure(...))``."""
-    fast = getattr(oracle, "makespan", None)
-    if callable(fast):
-        return float(fast(graph, assignment))
-    return float(oracle.measure(graph, assignment))
+def seconds_oracle(oracle: CostOracle, repeats: int = 1, timeout: float = 60.0) -> Callable[[DataflowGraph, np.ndarray], float]:
+    """``oracle`` measured with ``repeats`` and ``timeout`` as a function ``f(graph, assignment) -> seconds`` (training takes either).
+
+    A failed measurement raises with the backend's errors instead of handing NaN to REINFORCE.
+    """
+
+    def measure(graph: DataflowGraph, assignment: np.ndarray) -> float:
+        measurement = oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
+        if not measurement.ok:
+            raise RuntimeError(f"{measurement.oracle or type(oracle).__name__} could not measure the placement: {'; '.join(measurement.errors) or 'no time'}")
+        return float(measurement.seconds)
+
+    return measure

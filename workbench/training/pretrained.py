@@ -15,6 +15,7 @@ the episodes that produced it. Usage::
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shlex
 import sys
@@ -25,12 +26,13 @@ import numpy as np
 import torch
 
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
-from ..graph import atomic_write_text
+from ..fileio import atomic_write_text
+from ..rundir import checkpoint_file, read_meta
 from ..sim import simulate
 from .checkpoint import load_checkpoint
 from .config import TrainConfig, parse_overrides
 from .loop import load_graphs, train
-from .rundir import RunDirectory, read_meta
+from .rundir import RunDirectory
 
 __all__ = ["PRETRAINED_DIR", "export_policy", "summary_table", "main"]
 
@@ -47,7 +49,7 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     stage's greedy makespans and the choice.
     """
     if library is None:
-        import workbench.learn as library
+        library = importlib.import_module("workbench.learn")
     run, destination = RunDirectory(run_dir), Path(destination)
     meta = read_meta(run.meta_path)
     if meta.get("status") != "finished":
@@ -66,8 +68,8 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
         if score <= chosen_score:
             chosen, chosen_score, policy = stage, score, candidate
     summary = {key: meta.get(key) for key in ("command", "stages", "seed", "devices", "reference", "evaluation", "started", "finished")}
-    record = {"exported_from": f"checkpoints/{chosen}.pt", "greedy_by_stage": greedy}
-    target = destination / f"{meta['method']}.pt"
+    record = {"exported_from": run.checkpoint(chosen).relative_to(run.path).as_posix(), "greedy_by_stage": greedy}
+    target = checkpoint_file(destination, meta["method"])
     destination.mkdir(parents=True, exist_ok=True)
     policy.save(target, extra={"run": summary, **record})
     for name in ("config.json", "meta.json", "metrics.csv"):
@@ -79,7 +81,8 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
 
 def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
     """A markdown table of the shipped policies: budget, wall time, greedy makespan per stage, beside the heuristics (÷ 1e10)."""
-    from .rundir import read_metrics
+    from ..rundir import reference as reference_of
+    from ..rundir import read_metrics
 
     lines = [
         "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped | best of greedy + K samples (evaluated policy) | best seen in training |",
@@ -89,7 +92,7 @@ def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
         meta, rows = read_meta(meta_path), read_metrics(meta_path.parent / "metrics.csv")
         record = json.loads((meta_path.parent / "export.json").read_text(encoding="utf-8"))
         name = meta_path.parent.name
-        found, reference = meta["evaluation"][name], meta["reference"]
+        found, reference = meta["evaluation"][name], reference_of(meta, name)
         budget = "+".join(str(sum(r["stage"] == s for r in rows)) for s in meta["stages"])
 
         def cell(value: float) -> str:

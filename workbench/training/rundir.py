@@ -1,63 +1,26 @@
-"""Run directories (CONTRACTS.md section 2): what the dashboard, notebooks and sweeps read.
+"""Writing run directories (``docs/contracts.md``, "Run directory"); the paths, columns and readers are :mod:`workbench.rundir`.
 
 Every file is written atomically (temporary file, then rename), and
 ``metrics.csv`` only ever grows by whole, flushed lines, so a reader sees a
 consistent directory at every instant; a half-written last line (power
-loss) is ignored by :func:`read_metrics` and dropped on resume.
+loss) is ignored by :func:`~workbench.rundir.read_metrics` and dropped on resume.
 """
 
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import io
 import json
 import os
-import platform
-import socket
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..graph import atomic_write_text
+from ..fileio import atomic_write_json, atomic_write_text
+from ..provenance import now
+from ..rundir import METRIC_COLUMNS, PREDICTED_COLUMN, RunPaths, read_meta, read_metrics
 from .config import TrainConfig
 
-__all__ = ["RunDirectory", "METRIC_COLUMNS", "read_metrics", "read_meta", "versions", "machine"]
-
-METRIC_COLUMNS = (
-    "stage", "episode", "graph", "makespan", "reward", "baseline", "loss", "loss_policy", "loss_entropy",
-    "loss_imitation", "teacher_agreement", "epsilon", "lr", "seconds", "oracle",
-)  # fmt: skip
-PREDICTED_COLUMN = "predicted"
-"""Appended to the header when the run has a ``real`` stage: the simulator's makespan beside the oracle's."""
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def versions() -> dict[str, str]:
-    """Versions of the packages that decide the numbers."""
-    import numpy
-    import torch
-
-    from .. import __version__
-
-    found = {"workbench": __version__, "python": platform.python_version(), "numpy": numpy.__version__, "torch": torch.__version__}
-    try:
-        import dgl
-
-        found["dgl"] = dgl.__version__
-    except Exception:  # dgl is optional for the stand-in policies of the tests
-        pass
-    return found
-
-
-def machine() -> dict[str, Any]:
-    from ..bench import machine as bench_machine
-
-    import torch
-
-    return {**bench_machine(), "host": socket.gethostname(), "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+__all__ = ["RunDirectory", "MetricsWriter", "METRIC_COLUMNS", "read_metrics", "read_meta"]
 
 
 def _format(value: Any) -> str:
@@ -68,41 +31,11 @@ def _format(value: Any) -> str:
     return str(value)
 
 
-def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
-    """The complete rows of a ``metrics.csv`` (a half-written last line is ignored)."""
-    text = Path(path).read_text(encoding="utf-8")
-    if not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    rows = list(csv.DictReader(io.StringIO(text)))
-    return [r for r in rows if None not in r.values() and None not in r]
-
-
-def read_meta(path: str | os.PathLike) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-class RunDirectory:
-    """One run's directory: config, meta, metrics, best placements and checkpoints."""
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-        self.config_path = self.path / "config.json"
-        self.meta_path = self.path / "meta.json"
-        self.metrics_path = self.path / "metrics.csv"
-        self.best_dir = self.path / "best"
-        self.checkpoint_dir = self.path / "checkpoints"
-        self.last_checkpoint = self.checkpoint_dir / "last.pt"
-        self.tensorboard_dir = self.path / "tensorboard"
+class RunDirectory(RunPaths):
+    """One run's directory, for writing: config, meta, metrics, best placements (checkpoints: :mod:`.checkpoint`)."""
 
     def columns(self, config: TrainConfig) -> tuple[str, ...]:
         return METRIC_COLUMNS + ((PREDICTED_COLUMN,) if "real" in config.stages else ())
-
-    def stage_checkpoint(self, stage: str) -> Path:
-        return self.checkpoint_dir / f"{stage}.pt"
-
-    def best_checkpoint(self, stage: str) -> Path:
-        """The weights of ``stage`` whose greedy placements were best (``TrainConfig.greedy_every``)."""
-        return self.checkpoint_dir / f"{stage}-best.pt"
 
     # --- creating and reopening -------------------------------------------------------
     def existing_config(self) -> TrainConfig | None:
@@ -140,8 +73,8 @@ class RunDirectory:
         return read_meta(self.meta_path)
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        meta["updated"] = _now()
-        atomic_write_text(self.meta_path, json.dumps(meta, indent=2) + "\n")
+        meta["updated"] = now()
+        atomic_write_json(self.meta_path, meta)
 
     def update_meta(self, **changes: Any) -> dict[str, Any]:
         meta = self.read_meta()
@@ -160,7 +93,7 @@ class RunDirectory:
         """``best/placement.json`` and ``best/trace.json`` (in ``best/<subdir>/`` when given)."""
         folder = self.best_dir / subdir if subdir else self.best_dir
         atomic_write_text(folder / "trace.json", trace_json)
-        atomic_write_text(folder / "placement.json", json.dumps(dict(placement), indent=2) + "\n")
+        atomic_write_json(folder / "placement.json", dict(placement))
 
 
 class MetricsWriter:

@@ -31,22 +31,20 @@ def to_png(figure: go.Figure | Mapping[str, Any], width: int = 1200, scale: floa
 
 
 def write_figure(figure: Any, path: str | Path, width: int | None = None, height: int | None = None) -> Path:
-    """Write ``figure`` to ``path`` as PNG (temp file + rename); if Kaleido or chromium fails, as ``.html``."""
+    """Write ``figure`` to ``path`` as PNG; if Kaleido or chromium fails, as ``.html``. Atomically either way."""
+    from ..fileio import atomic_path
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     _browser()
     png = path.with_suffix(".png")
-    tmp = png.with_name(f".tmp-{png.name}")
     try:
-        figure.write_image(str(tmp), format="png", width=width, height=height)
-        os.replace(tmp, png)
+        with atomic_path(png) as tmp:
+            figure.write_image(str(tmp), format="png", width=width, height=height)
         return png
     except Exception:  # noqa: BLE001 - Kaleido/chromium missing or broken: interactive HTML instead
-        tmp.unlink(missing_ok=True)
         html = path.with_suffix(".html")
-        tmp = html.with_name(f".tmp-{html.name}")
-        figure.write_html(str(tmp), include_plotlyjs="cdn")
-        os.replace(tmp, html)
+        with atomic_path(html) as tmp:
+            figure.write_html(str(tmp), include_plotlyjs="cdn")
         return html
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import workbench as wb
 from dash import ALL, MATCH, Input, Output, Patch, State, ctx, dcc, html, no_update
+from workbench.placers import methods
 
 from workbench.sim.trace_events import trace_events_json
 from workbench.viz import (find_ops, format_time, gantt_figure, gantt_frame, gantt_highlight, heatmap_frame, heatmap_highlight, is_paper_graph,
@@ -24,7 +25,9 @@ from ..components import card_id, controls, field, figure_card, message
 from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
-from ..sources import graph_label, load_graph_key, method_choices, run_placement, simulate_placement
+from ..limits import LimitError
+from ..sources import graph_label, load_graph_key, method_choices
+from ..work import run_placement, simulate_placement
 from .whatif import editor, register_whatif_callbacks
 
 PATH = "/"
@@ -32,13 +35,12 @@ NAME = "Compare"
 PAGE = "compare"
 MAX_DEVICES = 64
 DEFAULT_DEVICES = 4
-PREFERRED = ("critical_path", "heft", "local_search", "round_robin")
 
 
 def default_methods(options: list[dict[str, str]]) -> list[str]:
-    """Two fast, telling methods to show on first load (plus a pretrained policy when there is one)."""
+    """The first two registered heuristics, fast and telling, on first load (plus a pretrained policy when there is one)."""
     values = [o["value"] for o in options]
-    chosen = [m for m in PREFERRED if m in values][:2]
+    chosen = [m for m in methods("heuristic") if m in values][:2]
     chosen += [v for v in values if v.startswith("doppler@datasets:")][:1]
     return chosen
 
@@ -115,6 +117,10 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
     budget = int(budget) if budget else None
     time_limit = float(time_limit) if time_limit else None
     graph = load_graph_key(context, graph_key)
+    try:
+        budget, time_limit = context.limits.bound_compare(graph, devices, budget, time_limit)
+    except LimitError as exc:
+        return [message(str(exc))], None
     bound = wb.lower_bound(graph, devices)
     done, placements, labels = [], {}, []
     for value in methods:

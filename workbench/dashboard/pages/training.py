@@ -1,9 +1,9 @@
 """Training: per-episode curves of selected runs (stages shaded per run, greedy evaluations, reference lines), configs and the best placement.
 
 Lists run folders at any depth under the runs folder and the shipped
-pretrained runs (``datasets/pretrained/*``, read-only), reads them with the
-run-directory readers, and redraws every two seconds while a selected run's
-files change.
+pretrained runs (``datasets/pretrained/*``, read-only), reads them as
+``docs/contracts.md`` ("Run directory") describes, and redraws every two
+seconds while a selected run's files change.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 from workbench.viz import format_time, gantt_figure, gantt_frame, message_figure, training_curves
 
 from ..components import controls, field, figure_card, message
+from ...rundir import VALUE_COLUMNS
 from ..context import PathError
 from ..runlist import best_placement_trace, greedy_evaluations, read_json_object, run_keys, run_path
-from ..runs import METRIC_COLUMNS, read_run, references
+from ..runs import read_run, references
 
 PATH = "/training"
 NAME = "Training"
@@ -47,7 +48,7 @@ def layout(context, jobs, **_query) -> html.Div:
             html.H2("Training runs"),
             controls(
                 field(f"Runs (in {context.runs_dir}, and the shipped pretrained runs)", dcc.Dropdown(id="training-runs", options=options, value=[o["value"] for o in options[:1]], multi=True), wide=True),
-                field("Second chart", dcc.Dropdown(id="training-metric", options=[m for m in METRIC_COLUMNS if m != "makespan"], value="loss", clearable=False)),
+                field("Second chart", dcc.Dropdown(id="training-metric", options=[m for m in VALUE_COLUMNS if m != "makespan"], value="loss", clearable=False)),
                 field("Smoothing (episodes)", dcc.Input(id="training-window", type="number", min=1, step=1, value=25)),
                 field("x-axis", dcc.RadioItems(id="training-x", options=[{"label": "episode", "value": "episode"}, {"label": "wall-clock time", "value": "seconds"}], value="episode", inline=True)),
             ),

@@ -20,7 +20,8 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from workbench.viz import diff_frame, diff_heatmap, find_ops, format_time, gantt_figure, message_figure, trace_critical_path
 
 from ..components import field, figure_card, message
-from ..sources import load_graph_key, run_placement, simulate_placement
+from ..sources import load_graph_key
+from ..work import run_placement, simulate_placement
 
 __all__ = ["editor", "parse_ops", "move_ops", "diff_view", "register_whatif_callbacks"]
 

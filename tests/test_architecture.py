@@ -1,0 +1,151 @@
+"""The layer rule of docs/architecture.md: a module imports only from its own layer or below.
+
+Every module of the package is parsed with ``ast`` and every dependency it
+names is collected: ``import`` statements (at any depth, so lazy imports
+inside functions count), ``importlib.import_module("...")`` calls, and string
+constants that name a workbench module exactly (registry entries and lazy
+export tables that are imported by name later). The top-level
+``workbench/__init__.py`` is exempt: its lazy public API names every layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import workbench
+
+PACKAGE = Path(__file__).resolve().parent.parent / "workbench"
+
+LAYERS = {
+    "core": 0,
+    "graph sources": 1,
+    "figures": 1,
+    "learned policies / backends": 2,
+    "training": 3,
+    "experiments": 4,
+    "views": 5,
+}
+"""The layers of docs/architecture.md, bottom (0) to top; layers of equal rank may import each other.
+
+Figures (``workbench/viz/``, plotly only) sit below the backends because calibration draws with them."""
+
+LAYER_OF = {
+    # core: the graph model, formats, simulator, placers and the contracts every layer shares
+    "graph": "core", "formats": "core", "datasets": "core", "cluster": "core", "sim": "core", "schedule": "core",
+    "placers": "core", "imports": "core", "fileio": "core", "provenance": "core", "rundir": "core",
+    "generators": "graph sources", "importers": "graph sources", "models": "graph sources", "viz": "figures",
+    "learn": "learned policies / backends", "systems": "learned policies / backends",
+    "training": "training",
+    "sweeps": "experiments", "bench": "experiments",
+    "dashboard": "views", "notebook": "views", "cli": "views", "__main__": "views",
+}  # fmt: skip
+"""Each top-level module or subpackage of ``workbench`` and its layer."""
+
+NO_HEAVY_IMPORTS = ("core", "graph sources", "figures")
+"""Layers whose modules never import torch, DGL or Dash (but see TORCH_BY_DESIGN)."""
+HEAVY = ("torch", "dgl", "dash")
+
+KNOWN_INVERSIONS = {
+    ("workbench.bench", "workbench.dashboard.bench"): "the dashboard-charts benchmark lives in the dashboard until its figures move to workbench.viz (issue 16 item 4)",
+}
+"""(importer, imported) pairs tolerated for now, each with the reason and what removes it."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def resolve(name: str, level: int, importer: str, is_package: bool) -> str:
+    """The absolute module name of ``from <level dots><name> import ...`` in ``importer``."""
+    if level == 0:
+        return name
+    base = importer.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def dependencies(importer: str, path: Path) -> set[str]:
+    """Every workbench module ``importer`` names: imports, ``import_module`` calls, exact module-name strings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    public_api = {alias.asname or "workbench" for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names if alias.name == "workbench"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve(node.module or "", node.level, importer, is_package)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module":
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                name = node.args[0].value
+                found.add(resolve(name.lstrip("."), len(name) - len(name.lstrip(".")), importer, is_package))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES:
+            found.add(node.value)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in public_api:
+            found.add(workbench._EXPORTS.get(node.attr, "workbench"))
+    return found
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "workbench" or len(parts) < 2:
+        return None
+    return LAYER_OF[parts[1]]
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({name.split(".")[1] for name in MODULES if "." in name} - set(LAYER_OF))
+    assert not missing, f"add these to LAYER_OF (and to docs/architecture.md): {missing}"
+
+
+@pytest.mark.parametrize("importer", sorted(name for name in MODULES if name != "workbench"))
+def test_no_module_imports_a_higher_layer(importer):
+    own = layer(importer)
+    upward = []
+    for imported in sorted(dependencies(importer, MODULES[importer])):
+        target = layer(imported)
+        if target is None or (importer, imported) in KNOWN_INVERSIONS:
+            continue
+        if LAYERS[target] > LAYERS[own]:
+            upward.append(f"{imported} ({target})")
+    assert not upward, f"{importer} ({own}) imports a higher layer: {', '.join(upward)}"
+
+
+TORCH_BY_DESIGN = ("workbench.importers", "workbench.models")
+"""The torch.fx importer and the bundled torch models wrap torch; they are imported only when used."""
+
+
+@pytest.mark.parametrize("importer", sorted(n for n in MODULES if n != "workbench" and layer(n) in NO_HEAVY_IMPORTS and not n.startswith(TORCH_BY_DESIGN)))
+def test_lower_layers_never_import_torch_dgl_or_dash(importer):
+    heavy = sorted(d for d in dependencies(importer, MODULES[importer]) if d.split(".")[0] in HEAVY)
+    assert not heavy, f"{importer} ({layer(importer)}) imports {heavy}"
+
+
+def test_the_walk_sees_every_kind_of_import(tmp_path):
+    """The scanner itself: relative, lazy, import_module and registry-string dependencies are all found."""
+    source = (
+        "import numpy\nfrom ..sim import simulate\nfrom . import base\n"
+        "def f():\n    from ..learn.placers import DopplerPlacer\n    importlib.import_module('workbench.training')\n"
+        "REGISTRY = {'x': ('workbench.dashboard.runs', 'Y')}\n"
+        "def g():\n    import workbench as wb\n    return wb.sweep\n"
+    )
+    path = tmp_path / "local_search.py"
+    path.write_text(source)
+    found = dependencies("workbench.placers.local_search", path)
+    assert {"workbench.sim", "workbench.placers", "workbench.learn.placers", "workbench.training", "workbench.dashboard.runs", "workbench.sweeps", "numpy"} <= found
+
+
+@pytest.mark.parametrize("pair", sorted(KNOWN_INVERSIONS))
+def test_each_tolerated_inversion_still_exists(pair):
+    importer, imported = pair
+    assert imported in dependencies(importer, MODULES[importer]), f"{importer} no longer imports {imported}: drop it from KNOWN_INVERSIONS"
