@@ -48,9 +48,7 @@ NO_HEAVY_IMPORTS = ("core", "graph sources", "figures")
 """Layers whose modules never import torch, DGL or Dash (but see TORCH_BY_DESIGN)."""
 HEAVY = ("torch", "dgl", "dash")
 
-KNOWN_INVERSIONS = {
-    ("workbench.bench", "workbench.dashboard.bench"): "the dashboard-charts benchmark lives in the dashboard until its figures move to workbench.viz (issue 16 item 4)",
-}
+KNOWN_INVERSIONS: dict[tuple[str, str], str] = {}
 """(importer, imported) pairs tolerated for now, each with the reason and what removes it."""
 
 
