@@ -212,13 +212,14 @@ def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
 
 def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
     write_run(context.runs_dir, "good")
-    curves, csv, losses, gantt, gantt_csv, _status, _configs = training.training_view(context, ["runs:good"], "loss", 10)
+    curves, csv, losses, gantt, gantt_csv, _status, _configs, events = training.training_view(context, ["runs:good"], "loss", 10)
+    assert sum(e.get("cat") == "op" for e in json.loads(events)["traceEvents"]) == gantt_csv.count("\n") - 1
     assert any(t.name == "good" for t in curves.data) and any(t.name == "good" for t in losses.data)
     assert any(t.name.startswith("teacher") for t in curves.data) and not any(t.name.startswith("teacher") for t in losses.data)
     assert len(op_bars(gantt)) == 4 and "makespan" in pd.read_csv(pd.io.common.StringIO(csv)).columns
     (context.runs_dir / "empty").mkdir()
     (context.runs_dir / "empty" / "meta.json").write_text("not json")
-    *_, status, _configs = training.training_view(context, ["runs:empty"], "loss", 10)
+    *_, status, _configs, _events = training.training_view(context, ["runs:empty"], "loss", 10)
     assert "unreadable" in str(status) and "metrics.csv is missing" in str(status)
     with pytest.raises(PathError):
         training.signature(context, ["runs:../../etc"])
@@ -371,7 +372,7 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     keys = [o["value"] for o in training.run_options(context)]
     assert keys[0] == "runs:bench-training/doppler/seed0"
     assert {k for k in keys if k.startswith("pretrained:")} == {f"pretrained:{g}" for g in ("chain_mm_112nodes", "ffnn_192nodes", "full_transformer_layer_261nodes", "transformer_block_215nodes")}
-    curves, _, _, gantt, _, status, configs = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10)
+    curves, _, _, gantt, _, status, configs, _events = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10)
     assert "1.2001e13" in str(status) and "rl_lr_start" in str(configs)
     assert "makespan 1.2001e13" in gantt.layout.title.text  # best_placement.json, simulated
     greedy = [t for t in curves.data if "greedy" in (t.name or "")]

@@ -195,6 +195,10 @@ def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path
     assert len(before) >= 2 and all(r == before[0] for r in before)  # one time scale from the start
     page.evaluate("() => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(g => (g.layout.title.text || '').includes('device timelines')); Plotly.relayout(g, {'xaxis.range': [1e11, 3e11], 'xaxis2.range': [1e11, 3e11]}); }")  # what a drag-zoom sends
     page.wait_for_function(f"() => ({ranges})().every(r => Math.abs(r[0] - 1e11) < 1 && Math.abs(r[1] - 3e11) < 1)", timeout=30_000)
+    with page.expect_download() as download:
+        page.locator("button", has_text="Trace JSON (Perfetto)").first.click()
+    events = json.loads(Path(download.value.path()).read_text())["traceEvents"]
+    assert sum(e.get("cat") == "op" for e in events) == 180  # FFNN's ops, one complete slice each
     finish(page, errors, tmp_path / "compare-zoom.png", docs=True)
 
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import workbench as wb
-from dash import ALL, MATCH, Input, Output, Patch, State, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
 from workbench.placers import methods
 
-from workbench.sim.trace_events import trace_events_json
 from workbench.viz import (find_ops, format_time, gantt_figure, gantt_frame, gantt_highlight, heatmap_frame, heatmap_highlight, is_paper_graph,
-                           makespan_bars, makespan_frame, op_names, placement_heatmap)  # fmt: skip
+                           makespan_bars, makespan_frame, placement_heatmap)  # fmt: skip
 
-from ..components import card_id, controls, field, figure_card, message
+from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
@@ -154,9 +153,8 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
         panels.append(
             html.Div(
                 [
-                    figure_card(PAGE, f"gantt/{index}", gantt, gantt_frame(graph, result.trace), caption),
-                    html.Button("Trace JSON (Perfetto)", id=card_id("perfetto-button", PAGE, str(index)), className="wb-small", title="open in ui.perfetto.dev"),
-                    dcc.Download(id=card_id("perfetto", PAGE, str(index))),
+                    figure_card(PAGE, f"gantt/{index}", gantt, gantt_frame(graph, result.trace), caption, timeline=True,
+                                trace_events=trace_events_for(graph, result.trace, f"{graph.name}, {devices} devices, {label}")),  # fmt: skip
                     figure_card(PAGE, f"heatmap/{index}", placement_heatmap(graph, placement.assignment, devices, title=f"{short}: placement<br><sup>{graph.name}, {devices} devices{detail}</sup>"),
                                 heatmap_frame(graph, placement.assignment)),  # fmt: skip
                 ]
@@ -241,19 +239,6 @@ def zoom_patches(state: dict | None, source: str, relayout: dict | None, output_
     return out
 
 
-def perfetto_download(context, state: dict | None, index: str) -> dict | None:
-    """The ``index``-th method's trace as trace-event JSON for ``dcc.Download`` (``None`` when it has none)."""
-    if not state or not index.isdigit() or int(index) >= len(state["methods"]):
-        return None
-    graph = load_graph_key(context, state["graph_key"])
-    value = state["methods"][int(index)]
-    trace = simulate_placement(context, state["graph_key"], value, state["devices"], state["seed"], state["budget"], state["time_limit"]).trace
-    scale = 1e6 if graph.metadata.get("time_unit") == "s" else 1e-10 if is_paper_graph(graph) else 1.0
-    title = f"{graph.name}, {state['devices']} devices, {state['labels'][int(index)]}"
-    name = f"{graph.name}-{state['devices']}dev-{value.partition('@')[0]}-{index}.trace.json"
-    return dcc.send_string(trace_events_json(trace, op_names(graph, graph.num_nodes), title, scale), name)
-
-
 def register_callbacks(app, context, jobs) -> None:
     register_graph_picker(app, context, PAGE)
     register_whatif_callbacks(app, context)
@@ -327,13 +312,3 @@ def register_callbacks(app, context, jobs) -> None:
         if not trigger or not str(trigger.get("index", "")).startswith("gantt/"):
             return [no_update] * len(ctx.outputs_list)
         return zoom_patches(state, trigger["index"], ctx.triggered[0]["value"], [o["id"] for o in ctx.outputs_list])
-
-    @app.callback(
-        Output({"type": "perfetto", "page": PAGE, "index": MATCH}, "data"),
-        Input({"type": "perfetto-button", "page": PAGE, "index": MATCH}, "n_clicks"),
-        State("compare-state", "data"),
-        prevent_initial_call=True,
-    )
-    def perfetto(_clicks, state):
-        data = perfetto_download(context, state, ctx.triggered_id["index"])
-        return data if data is not None else no_update

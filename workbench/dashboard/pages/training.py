@@ -15,7 +15,7 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 
 from workbench.viz import format_time, gantt_figure, gantt_frame, message_figure, training_curves
 
-from ..components import controls, field, figure_card, message
+from ..components import controls, field, figure_card, message, trace_events_for
 from ...rundir import VALUE_COLUMNS
 from ..context import PathError
 from ..runlist import best_placement_trace, greedy_evaluations, read_json_object, run_keys, run_path
@@ -57,7 +57,7 @@ def layout(context, jobs, **_query) -> html.Div:
             html.Div(id="training-status"),
             html.Div(className="wb-grid", children=[figure_card(PAGE, "makespan", message_figure("choose a run"), None),
                                                     figure_card(PAGE, "metric", message_figure(""), None)]),  # fmt: skip
-            figure_card(PAGE, "best", message_figure("no best placement yet"), None, "Best placement of the first selected run (simulator trace)"),
+            figure_card(PAGE, "best", message_figure("no best placement yet"), None, "Best placement of the first selected run (simulator trace)", timeline=True),
             html.Div(id="training-configs"),
         ]
     )
@@ -101,17 +101,17 @@ def _configs(runs) -> html.Div:
 
 
 def training_view(context, keys, metric: str, window, x: str = "episode") -> tuple:
-    """``(makespan figure, its CSV, ``metric`` figure, best Gantt figure, its CSV, status children, configs)``.
+    """``(makespan figure, its CSV, ``metric`` figure, best Gantt figure, its CSV, status children, configs, best trace events)``.
 
     The makespan chart carries the teacher's and best heuristic's reference
     lines and the greedy evaluations each run recorded.
     """
     if not keys:
-        return message_figure("choose a run"), None, message_figure(""), message_figure("no run chosen"), None, message("no run selected; runs appear here when training writes them", "info"), None
+        return message_figure("choose a run"), None, message_figure(""), message_figure("no run chosen"), None, message("no run selected; runs appear here when training writes them", "info"), None, None
     try:
         paths = _run_paths(context, keys)
     except PathError as exc:
-        return message_figure(str(exc)), None, message_figure(""), message_figure(""), None, message(str(exc)), None
+        return message_figure(str(exc)), None, message_figure(""), message_figure(""), None, message(str(exc)), None, None
     window = int(window) if window and int(window) > 0 else 25
     frames, refs, greedy, status, runs, best = {}, {}, {}, [], {}, None
     for key, path in zip(keys, paths):
@@ -145,11 +145,12 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
     second = training_curves(frames, metric, None, window, title=f"{metric} per episode", x=x)
     csv = pd.concat([f.assign(run=label) for label, f in frames.items()]).to_csv(index=False) if frames else None
     if best is None:
-        return makespans, csv, second, message_figure("no best placement written yet"), None, table, _configs(runs)
+        return makespans, csv, second, message_figure("no best placement written yet"), None, table, _configs(runs), None
     label, placement, graph, trace = best
     title = f"{label}: best placement, makespan {format_time(trace.makespan, graph)}<br><sup>{placement.get('graph', '?')}, {placement.get('devices', '?')} devices, stage {placement.get('stage', '?')}, episode {placement.get('episode', '?')}</sup>"
     devices = placement.get("devices") if isinstance(placement.get("devices"), int) else None
-    return makespans, csv, second, gantt_figure(graph, trace, title=title, devices=devices, critical_path=True), gantt_frame(graph, trace).to_csv(index=False), table, _configs(runs)
+    events = trace_events_for(graph, trace, f"{label}: best placement")
+    return makespans, csv, second, gantt_figure(graph, trace, title=title, devices=devices, critical_path=True), gantt_frame(graph, trace).to_csv(index=False), table, _configs(runs), events
 
 
 def register_callbacks(app, context, jobs) -> None:
@@ -167,6 +168,7 @@ def register_callbacks(app, context, jobs) -> None:
         Output({"type": "csv-data", "page": PAGE, "index": "best"}, "data"),
         Output("training-status", "children"),
         Output("training-configs", "children"),
+        Output({"type": "trace-data", "page": PAGE, "index": "best"}, "data"),
         Output("training-signature", "data"),
         Input("training-runs", "value"),
         Input("training-metric", "value"),
@@ -179,8 +181,8 @@ def register_callbacks(app, context, jobs) -> None:
         try:
             current = signature(context, keys)
         except PathError as exc:
-            return message_figure(str(exc)), None, message_figure(""), None, message_figure(""), None, message(str(exc)), None, None
+            return message_figure(str(exc)), None, message_figure(""), None, message_figure(""), None, message(str(exc)), None, None, None
         if ctx.triggered_id == "training-tick" and current == previous:
-            return (no_update,) * 9
+            return (no_update,) * 10
         makespans, csv, second, *rest = training_view(context, keys, metric, window, x)
         return (makespans, csv, second, csv, *rest, current)
