@@ -333,12 +333,12 @@ def test_compare_offers_a_checkpoint_only_for_its_graph_and_carries_the_selectio
     ffnn, chain = wb.bundled_graph("ffnn"), wb.bundled_graph("chain_mm")
     ffnn_options = compare.method_options(context, ffnn, 4)
     doppler = [o for o in ffnn_options if o["value"].startswith("doppler@")]
-    assert [o["value"] for o in doppler] == ["doppler@datasets:pretrained/ffnn_192nodes/doppler.pt"]
+    assert [o["value"] for o in doppler] == ["doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"]
     assert "trained on ffnn_192nodes" in doppler[0]["label"] and "Stage II" in doppler[0]["label"]
     chain_options = compare.method_options(context, chain, 4)
     assert not any("ffnn_192nodes" in o["value"] for o in chain_options)
     kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], chain_options)
-    assert kept == ["heft", "doppler@datasets:pretrained/chain_mm_112nodes/doppler.pt"] and not dropped
+    assert kept == ["heft", "doppler@datasets:pretrained/chain_mm_112nodes/doppler.safetensors"] and not dropped
     generated = wb.generate("chain_mm")  # a generated graph has no checkpoint
     kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], compare.method_options(context, generated, 4))
     assert kept == ["heft"] and dropped == ["doppler (pretrained)"]
@@ -347,9 +347,9 @@ def test_compare_offers_a_checkpoint_only_for_its_graph_and_carries_the_selectio
 
 def test_compare_refuses_another_graphs_checkpoint_and_names_the_checkpoint(context):
     key = "bundled:doppler-paper/chain_mm_112nodes.txt"
-    children, state = compare.compare_view(context, key, 4, ["doppler@datasets:pretrained/ffnn_192nodes/doppler.pt"])
+    children, state = compare.compare_view(context, key, 4, ["doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"])
     assert "not trained for chain_mm_112nodes on 4 devices" in str(children) and "'gantt/0'" not in str(children)
-    children, state = compare.compare_view(context, key, 4, ["doppler@datasets:pretrained/chain_mm_112nodes/doppler.pt", "heft"])
+    children, state = compare.compare_view(context, key, 4, ["doppler@datasets:pretrained/chain_mm_112nodes/doppler.safetensors", "heft"])
     assert state["labels"][0].startswith("doppler (pretrained, trained on chain_mm_112nodes, Stage II")
     assert "makespan 1.2001e13 (1,200.1 ÷1e10)" in str(children)
 

@@ -79,8 +79,8 @@ def test_every_method_gives_valid_rollouts(policies, graph, devices, method, mod
 def test_every_method_round_trips_a_checkpoint_and_is_reproducible(tmp_path, policies, method):
     graph = wb.bundled_graph("ffnn")
     policy = policies[method]
-    policy.save(tmp_path / "p.pt")
-    loaded = load_policy(tmp_path / "p.pt")
+    policy.save(tmp_path / "p.safetensors")
+    loaded = load_policy(tmp_path / "p.safetensors")
     assert loaded.method == method and loaded.config == policy.config
     runs = [p.rollout(graph, 4, generator=torch.Generator().manual_seed(5)) for p in (policy, loaded, loaded)]
     for r in runs[1:]:
@@ -171,7 +171,7 @@ def test_baselines_overfit_the_six_op_graph(method):
 
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_method_is_a_registered_placer(tmp_path, policies, method):
-    path = tmp_path / f"{method}.pt"
+    path = tmp_path / f"{method}.safetensors"
     policies[method].save(path)
     placement = wb.place(SIX, method=method, devices=2, checkpoint=path)
     assert placement.method == method and placement.assignment.shape == (6,)
