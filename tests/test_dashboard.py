@@ -272,6 +272,8 @@ def test_measured_view_reads_calibration_journals_and_trace_files(context):
     assert len(op_bars(out[0])) == 2 and "calibrated simulator" in out[2].layout.title.text
     assert out[2].layout.xaxis.range[1] == pytest.approx(trace.makespan * 1e-3 * 1.01)
     assert [t.name.split(":")[0] for t in out[4].data[:2]] == ["before calibration", "after calibration"]
+    slices = [e for e in json.loads(out[8])["traceEvents"] if e.get("cat") == "op"]
+    assert max(e["ts"] + e["dur"] for e in slices) == pytest.approx(trace.makespan * 1e6)  # measured seconds as microseconds
     plain = measured.measured_view(context, values[1], "bundled:doppler-paper/chain_mm_112nodes.txt")
     assert "graph units" in plain[2].layout.title.text
     wrong = measured.measured_view(context, values[1], "bundled:doppler-paper/ffnn_192nodes.txt")

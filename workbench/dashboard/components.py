@@ -36,12 +36,15 @@ def card_id(kind: str, page: str, index: str) -> dict[str, str]:
     return {"type": kind, "page": page, "index": index}
 
 
-def trace_events_for(graph: Any, trace: Any, title: str) -> str:
-    """A trace as Chrome/Perfetto trace-event JSON: seconds as real time, paper graphs ÷1e10 as µs, other units 1 per µs."""
+def trace_events_for(graph: Any, trace: Any, title: str, unit: str | None = None) -> str:
+    """A trace as Chrome/Perfetto trace-event JSON: seconds as real time, paper graphs ÷1e10 as µs, other units 1 per µs.
+
+    ``unit`` names the trace's unit when it is not the graph's (``"s"`` for a measured trace).
+    """
     from workbench.sim.trace_events import trace_events_json
     from workbench.viz import is_paper_graph, op_names, time_unit
 
-    scale = 1e6 if time_unit(graph) == "s" else 1e-10 if is_paper_graph(graph) else 1.0
+    scale = 1e6 if (unit or time_unit(graph)) == "s" else 1e-10 if is_paper_graph(graph) else 1.0
     return trace_events_json(trace, op_names(graph, trace.num_ops), title, scale)
 
 

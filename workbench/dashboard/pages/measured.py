@@ -20,7 +20,7 @@ import pandas as pd
 import workbench as wb
 from dash import Input, Output, dcc, html
 
-from ..components import controls, field, figure_card, message
+from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from workbench.viz import calibration_scatter, format_time, gantt_figure, gantt_frame, message_figure
 from ..picker import graph_picker, register_graph_picker
@@ -112,8 +112,8 @@ def layout(context, jobs, **_query) -> html.Div:
                 graph_picker(PAGE, context),
             ),
             html.Div(id="measured-message"),
-            html.Div(className="wb-grid", children=[figure_card(PAGE, "measured", message_figure("choose a measured trace"), None, "Measured"),
-                                                    figure_card(PAGE, "simulated", message_figure(""), None, "Simulated, same assignment")]),  # fmt: skip
+            html.Div(className="wb-grid", children=[figure_card(PAGE, "measured", message_figure("choose a measured trace"), None, "Measured", timeline=True),
+                                                    figure_card(PAGE, "simulated", message_figure(""), None, "Simulated, same assignment", timeline=True)]),  # fmt: skip
             html.Div(className="wb-grid", children=[figure_card(PAGE, "calibration", message_figure(""), None, "Makespans of the calibration placements"),
                                                     figure_card(PAGE, "ops", message_figure(""), None, "Per op: measured duration against compute cost")]),  # fmt: skip
             figure_card(PAGE, "training", *training_calibration(context), "Real stage of training runs: measured against predicted makespan"),
@@ -152,19 +152,19 @@ def _graph_for(context, calibration: dict | None, graph_key: str | None, ops: in
 
 
 def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tuple:
-    """``(measured, CSV, simulated, CSV, calibration scatter, CSV, per-op scatter, CSV, message)``."""
+    """``(measured, CSV, simulated, CSV, calibration scatter, CSV, per-op scatter, CSV, measured trace events, simulated trace events, message)``."""
     blank = message_figure("")
     if not trace_ref:
-        return message_figure("no measured trace yet: run workbench calibrate"), None, blank, None, blank, None, blank, None, None
+        return message_figure("no measured trace yet: run workbench calibrate"), None, blank, None, blank, None, blank, None, None, None, None
     try:
         measured, folder = load_measured(context, trace_ref)
         calibration = _calibration(folder)
         graph = _graph_for(context, calibration, graph_key, measured.num_ops)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return message_figure("cannot show this trace"), None, blank, None, blank, None, blank, None, message(str(exc))
+        return message_figure("cannot show this trace"), None, blank, None, blank, None, blank, None, None, None, message(str(exc))
     if measured.num_ops != graph.num_nodes:
         text = f"the trace has {measured.num_ops} ops but {graph.name} has {graph.num_nodes}; choose the graph it was measured on"
-        return message_figure(text), None, blank, None, blank, None, blank, None, message(text)
+        return message_figure(text), None, blank, None, blank, None, blank, None, None, None, message(text)
     devices = int(measured.device.max()) + 1
     if calibration and isinstance(calibration.get("fitted"), dict):
         oracle = wb.SimulatorOracle.from_dict(calibration["fitted"])
@@ -180,7 +180,8 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
     note = message(f"measured makespan {measured.makespan:.5g} s; simulated {simulated_text} ({unit})".replace("e+", "e"), "info")
     return (gantt_figure(graph, measured, title="measured (seconds)", devices=devices, unit="s"), gantt_frame(graph, measured).to_csv(index=False),
             gantt_figure(graph, simulated, title=f"simulated ({unit})", devices=devices, unit=axis_unit), gantt_frame(graph, simulated).to_csv(index=False),
-            scatter, None if placements is None else placements.to_csv(index=False), per_op, ops.to_csv(index=False), note)  # fmt: skip
+            scatter, None if placements is None else placements.to_csv(index=False), per_op, ops.to_csv(index=False),
+            trace_events_for(graph, measured, f"{graph.name}: measured", unit="s"), trace_events_for(graph, simulated, f"{graph.name}: {unit}", unit=axis_unit), note)  # fmt: skip
 
 
 def _calibration_placements(calibration: dict | None):
@@ -200,6 +201,8 @@ def register_callbacks(app, context, jobs) -> None:
     @app.callback(
         *(Output({"type": kind, "page": PAGE, "index": index}, "figure" if kind == "figure" else "data")
           for index in ("measured", "simulated", "calibration", "ops") for kind in ("figure", "csv-data")),  # fmt: skip
+        Output({"type": "trace-data", "page": PAGE, "index": "measured"}, "data"),
+        Output({"type": "trace-data", "page": PAGE, "index": "simulated"}, "data"),
         Output("measured-message", "children"),
         Input("measured-trace", "value"),
         Input(f"{PAGE}-graph-key", "data"),
