@@ -15,22 +15,19 @@ import pytest
 import workbench as wb
 from workbench import viz as figures
 from workbench.dashboard import create_app
-from workbench.dashboard.context import DashboardContext, PathError, resolve_inside
+from workbench.dashboard.context import PathError, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.runs import read_metrics, read_run, references
 from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, parse_method, save_upload
 
-DIAMOND = wb.DataflowGraph.from_edges([1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d"))
-METRICS_HEADER = "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,loss_entropy,loss_imitation,teacher_agreement,epsilon,lr,seconds,oracle\n"
-
-
-@pytest.fixture
-def context(tmp_path) -> DashboardContext:
-    (tmp_path / "runs").mkdir()
-    context = DashboardContext.create(runs_dir=tmp_path / "runs", scratch_dir=tmp_path)
-    yield context
-    context.close()
+DIAMOND = wb.DataflowGraph.from_edges(
+    [1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d")
+)
+METRICS_HEADER = (
+    "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,loss_entropy,loss_imitation,"
+    "teacher_agreement,epsilon,lr,seconds,oracle\n"
+)
 
 
 def op_bars(fig: go.Figure) -> list:
@@ -43,14 +40,28 @@ def write_run(root: Path, name: str = "demo", episodes: int = 60, trailing: str 
     placement = wb.place(graph, "critical_path", 4)
     run = root / name
     (run / "best").mkdir(parents=True)
-    meta = {"status": "running", "method": "doppler", "graphs": [graph.name], "devices": 4, "seed": 0, "stages": ["il", "sim"], "error": None,
-            "reference": {"critical_path": placement.makespan, "best_heuristic": placement.makespan * 0.9, "best_heuristic_method": "heft"}}  # fmt: skip
+    meta = {
+        "status": "running",
+        "method": "doppler",
+        "graphs": [graph.name],
+        "devices": 4,
+        "seed": 0,
+        "stages": ["il", "sim"],
+        "error": None,
+        "reference": {"critical_path": placement.makespan, "best_heuristic": placement.makespan * 0.9, "best_heuristic_method": "heft"},
+    }
     (run / "meta.json").write_text(json.dumps(meta))
     (run / "config.json").write_text("{}")
-    rows = [f"{'il' if e < episodes // 2 else 'sim'},{e},{graph.name},{placement.makespan * (1.5 - e / episodes)},-1,,0.5,0.4,0.1,,0.8,0.1,1e-4,1,sim\n" for e in range(episodes)]
+    rows = [
+        f"{'il' if e < episodes // 2 else 'sim'},{e},{graph.name},{placement.makespan * (1.5 - e / episodes)},"
+        "-1,,0.5,0.4,0.1,,0.8,0.1,1e-4,1,sim\n"
+        for e in range(episodes)
+    ]
     (run / "metrics.csv").write_text(METRICS_HEADER + "".join(rows) + trailing)
     wb.simulate(graph, placement.assignment, 4).trace.to_json(run / "best" / "trace.json")
-    (run / "best" / "placement.json").write_text(json.dumps({"graph": graph.name, "devices": 4, "assignment": placement.assignment.tolist(), "stage": "sim", "episode": 3}))
+    (run / "best" / "placement.json").write_text(
+        json.dumps({"graph": graph.name, "devices": 4, "assignment": placement.assignment.tolist(), "stage": "sim", "episode": 3})
+    )
     return run
 
 
@@ -61,7 +72,7 @@ def test_gantt_has_one_bar_per_op_on_its_device_row_with_simulated_times():
     bars = op_bars(fig)
     seen = {}
     for bar in bars:
-        for y, x, base, custom in zip(bar.y, bar.x, bar.base, bar.customdata):
+        for y, x, base, custom in zip(bar.y, bar.x, bar.base, bar.customdata, strict=False):
             seen[int(custom[0])] = (y, base, x)
     assert sorted(seen) == [0, 1, 2, 3]
     for op, (row, start, duration) in seen.items():
@@ -201,7 +212,9 @@ def test_read_run_ignores_a_half_written_line_and_reports_corrupt_files(tmp_path
 
 def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
     path = tmp_path / "metrics.csv"
-    path.write_text(METRICS_HEADER + "il,0,g,5,,,,,,,,,,,sim\nil,x,g,6,,,,,,,,,,,sim\nil,2,g,7,,,,,,,,,,,sim,extra,extra\nil,3,g,8,,,,,,,,,,,sim\n")
+    path.write_text(
+        METRICS_HEADER + "il,0,g,5,,,,,,,,,,,sim\nil,x,g,6,,,,,,,,,,,sim\nil,2,g,7,,,,,,,,,,,sim,extra,extra\nil,3,g,8,,,,,,,,,,,sim\n"
+    )
     problems: list[str] = []
     frame = read_metrics(path, problems)
     assert frame["episode"].tolist() == [0, 3]
@@ -294,7 +307,13 @@ def test_graph_picker_resolves_each_source(context):
 
 # ---------------------------------------------------------------- launch
 def test_launch_arguments_are_validated_by_the_cli_parser(context):
-    assert validate_arguments(context, "place", {"graph": "chain_mm", "devices": "4", "method": "critical_path"}) == ["chain_mm", "--devices", "4", "--method", "critical_path"]
+    assert validate_arguments(context, "place", {"graph": "chain_mm", "devices": "4", "method": "critical_path"}) == [
+        "chain_mm",
+        "--devices",
+        "4",
+        "--method",
+        "critical_path",
+    ]
     with pytest.raises(LaunchError, match="datasets/ or runs/"):
         validate_arguments(context, "place", {"graph": "/etc/passwd"})
     with pytest.raises(LaunchError, match="outside"):
@@ -363,7 +382,10 @@ def test_gantt_zoom_is_copied_to_every_other_gantt(context):
     patches = compare.zoom_patches(state, "gantt/0", {"xaxis.range[0]": 10.0, "xaxis.range[1]": 2e12}, outputs)
     assert patches[0] is compare.no_update and patches[1] is compare.no_update
     operations = patches[2].to_plotly_json()["operations"]
-    assert {tuple(o["location"]) for o in operations if o["params"]["value"] == [10.0, 2e12]} == {("layout", "xaxis", "range"), ("layout", "xaxis2", "range")}
+    assert {tuple(o["location"]) for o in operations if o["params"]["value"] == [10.0, 2e12]} == {
+        ("layout", "xaxis", "range"),
+        ("layout", "xaxis2", "range"),
+    }
     reset = compare.zoom_patches(state, "gantt/1", {"xaxis.autorange": True}, outputs)[0]
     assert reset.to_plotly_json()["operations"][0]["params"]["value"] == [0.0, state["x_max"]]
     assert all(p is compare.no_update for p in compare.zoom_patches(state, "gantt/0", {"autosize": True}, outputs))
@@ -373,7 +395,9 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     write_run(context.runs_dir / "bench-training" / "doppler", "seed0")
     keys = [o["value"] for o in training.run_options(context)]
     assert keys[0] == "runs:bench-training/doppler/seed0"
-    assert {k for k in keys if k.startswith("pretrained:")} == {f"pretrained:{g}" for g in ("chain_mm_112nodes", "ffnn_192nodes", "full_transformer_layer_261nodes", "transformer_block_215nodes")}
+    assert {k for k in keys if k.startswith("pretrained:")} == {
+        f"pretrained:{g}" for g in ("chain_mm_112nodes", "ffnn_192nodes", "full_transformer_layer_261nodes", "transformer_block_215nodes")
+    }
     curves, _, _, gantt, _, status, configs, _events = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10)
     assert "1.2001e13" in str(status) and "rl_lr_start" in str(configs)
     assert "makespan 1.2001e13" in gantt.layout.title.text  # best_placement.json, simulated

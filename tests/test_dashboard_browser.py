@@ -18,7 +18,14 @@ import pytest
 from tests.test_dashboard import DIAMOND, add_real_stage, write_calibration, write_run
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 pytestmark = [
     pytest.mark.browser,
@@ -86,7 +93,7 @@ def visit(browser, url: str, ready: str):
 
 
 def finish(page, errors: list[str], screenshot: Path, docs: bool = False) -> None:
-    """Save a screenshot (a ``docs`` one also to ``$WORKBENCH_SCREENSHOTS`` when set, see docs/dashboard.md), then require a clean console."""
+    """Save a screenshot (a ``docs`` one also to ``$WORKBENCH_SCREENSHOTS``, see docs/dashboard.md), then require a clean console."""
     page.mouse.move(0, 0)  # no stale hover label in the picture
     page.screenshot(path=str(screenshot), full_page=True)
     if docs and os.environ.get("WORKBENCH_SCREENSHOTS"):
@@ -108,7 +115,9 @@ def test_compare_page_draws_a_gantt_chart_per_method_and_compares_an_upload(serv
     settle(page, 0.5)
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
     upload = json.dumps(DIAMOND.to_dict()).encode()
-    page.set_input_files("#compare-upload input[type=file]", files=[{"name": "diamond.json", "mimeType": "application/json", "buffer": upload}])
+    page.set_input_files(
+        "#compare-upload input[type=file]", files=[{"name": "diamond.json", "mimeType": "application/json", "buffer": upload}]
+    )
     page.wait_for_selector("text=uploaded diamond: 4 ops", timeout=30_000)
     settle(page)
     assert page.locator(".js-plotly-plot .barlayer .point").count() >= 2 * 4
@@ -137,7 +146,9 @@ def test_measured_page_shows_both_gantt_charts(server, browser, tmp_path):
 def test_graph_page_shows_an_upload_error_and_downloads_csv(server, browser, tmp_path):
     page, errors = visit(browser, server + "/graph", "text=Statistics")
     assert page.locator(".wb-error").count() == 0
-    page.set_input_files("#graph-upload input[type=file]", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello\nworld\n"}])
+    page.set_input_files(
+        "#graph-upload input[type=file]", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello\nworld\n"}]
+    )
     page.wait_for_selector(".wb-error", timeout=30_000)
     assert "notes.txt" in page.locator(".wb-error").inner_text()
     with page.expect_download() as download:
@@ -170,7 +181,10 @@ def gantt_titles(page) -> list[str]:
 
 def test_switching_graphs_keeps_the_methods_right_and_never_shows_another_graphs_checkpoint(server, browser, tmp_path):
     page, errors = visit(browser, server + "/", "text=device timelines")
-    assert any(t.startswith("doppler (pretrained)") and "trained on ffnn_192nodes" in t and "ffnn_192nodes, 4 devices" in t for t in gantt_titles(page))
+    assert any(
+        t.startswith("doppler (pretrained)") and "trained on ffnn_192nodes" in t and "ffnn_192nodes, 4 devices" in t
+        for t in gantt_titles(page)
+    )
     choose(page, "compare-bundled", "chain_mm_112nodes (DOPPLER paper)")
     page.wait_for_selector("text=chain_mm_112nodes, 4 devices", timeout=150_000)  # three placements in children, on a loaded 2-core machine
     settle(page)
@@ -190,10 +204,13 @@ def test_switching_graphs_keeps_the_methods_right_and_never_shows_another_graphs
 
 def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path):
     page, errors = visit(browser, server + "/", "text=device timelines")
-    ranges = "() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.layout.title.text || '').includes('device timelines')).map(g => g._fullLayout.xaxis.range)"
+    gantts = "[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.layout.title.text || '').includes('device timelines'))"
+    ranges = f"() => {gantts}.map(g => g._fullLayout.xaxis.range)"
     before = page.evaluate(ranges)
     assert len(before) >= 2 and all(r == before[0] for r in before)  # one time scale from the start
-    page.evaluate("() => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(g => (g.layout.title.text || '').includes('device timelines')); Plotly.relayout(g, {'xaxis.range': [1e11, 3e11], 'xaxis2.range': [1e11, 3e11]}); }")  # what a drag-zoom sends
+    page.evaluate(
+        f"() => Plotly.relayout({gantts}[0], {{'xaxis.range': [1e11, 3e11], 'xaxis2.range': [1e11, 3e11]}})"
+    )  # what a drag-zoom sends
     page.wait_for_function(f"() => ({ranges})().every(r => Math.abs(r[0] - 1e11) < 1 && Math.abs(r[1] - 3e11) < 1)", timeout=30_000)
     with page.expect_download() as download:
         page.locator("button", has_text="Trace JSON (Perfetto)").first.click()

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import workbench as wb
 from workbench.notebook import (
@@ -150,7 +149,11 @@ def test_relative_to_divides_by_the_reference_row_with_the_same_keys():
 def test_scaling_exponents_recover_a_power_law():
     nodes = np.array([100, 300, 1000, 3000])
     frame = pd.DataFrame(
-        {"method": ["linear"] * 4 + ["quadratic"] * 4, "nodes": np.concatenate([nodes, nodes]), "seconds": np.concatenate([2e-4 * nodes, 3e-7 * nodes**2])}
+        {
+            "method": ["linear"] * 4 + ["quadratic"] * 4,
+            "nodes": np.concatenate([nodes, nodes]),
+            "seconds": np.concatenate([2e-4 * nodes, 3e-7 * nodes**2]),
+        }
     )
     slopes = scaling_exponents(frame)
     assert slopes["linear"] == pytest.approx(1.0) and slopes["quadratic"] == pytest.approx(2.0)

@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 
 import workbench as wb
-from workbench import viz
 from tests.conftest import small_dag
-
+from workbench import viz
 
 NO_DASH = textwrap.dedent(
     """
@@ -57,8 +56,8 @@ def test_trace_critical_path_ends_at_the_makespan_and_chains_without_gaps():
     path = viz.trace_critical_path(graph, trace)
     assert trace.end[path[-1]] == trace.makespan
     assert trace.start[path[0]] == 0.0 or trace.ready[path[0]] == 0.0
-    edges = set(zip(graph.src.tolist(), graph.dst.tolist()))
-    for a, b in zip(path, path[1:]):
+    edges = set(zip(graph.src.tolist(), graph.dst.tolist(), strict=False))
+    for a, b in zip(path, path[1:], strict=False):
         same_device_next = trace.device[a] == trace.device[b] and trace.end[a] <= trace.start[b]
         assert (a, b) in edges or same_device_next
         assert trace.end[a] <= trace.start[b] + 1e-9
@@ -113,12 +112,20 @@ def test_gantt_transfers_point_from_sender_to_receiver():
 
 
 def test_stage_three_gets_its_own_axis_and_greedy_points_are_drawn():
-    frame = pd.DataFrame({"stage": ["il"] * 5 + ["sim"] * 20 + ["real"] * 5, "episode": range(30),
-                          "makespan": [1e13] * 25 + [0.4] * 5, "seconds": np.arange(30.0)})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "stage": ["il"] * 5 + ["sim"] * 20 + ["real"] * 5,
+            "episode": range(30),
+            "makespan": [1e13] * 25 + [0.4] * 5,
+            "seconds": np.arange(30.0),
+        }
+    )
     greedy = {"run": pd.DataFrame({"episode": [10, 20], "seconds": [10.0, 20.0], "makespan": [9e12, 8e12], "what": "greedy (sim)"})}
     fig = viz.training_curves({"run": frame}, greedy=greedy, x="seconds")
     real = [t for t in fig.data if t.yaxis == "y2"]
-    assert real and all(max(t.y) < 1 for t in real) and all(min(t.y) > 1e12 for t in fig.data if t.yaxis == "y" and t.name.startswith("run"))
+    assert (
+        real and all(max(t.y) < 1 for t in real) and all(min(t.y) > 1e12 for t in fig.data if t.yaxis == "y" and t.name.startswith("run"))
+    )
     assert fig.layout.yaxis2.overlaying == "y" and "s" in fig.layout.yaxis2.title.text
     assert any(t.name == "run: greedy (sim)" and list(t.y) == [9e12, 8e12] for t in fig.data)
     assert fig.layout.xaxis.title.text.startswith("training wall-clock")
@@ -157,22 +164,33 @@ def test_trace_events_have_one_slice_per_op_and_transfer_in_microseconds(graph_n
     for event in ops:
         op = event["args"]["op"]
         assert event["pid"] == DEVICE_PID and event["tid"] == trace.device[op]
-        assert event["ts"] == pytest.approx(trace.start[op] * 1e-7) and event["dur"] == pytest.approx((trace.end[op] - trace.start[op]) * 1e-7)
+        assert event["ts"] == pytest.approx(trace.start[op] * 1e-7) and event["dur"] == pytest.approx(
+            (trace.end[op] - trace.start[op]) * 1e-7
+        )
     seen = sorted((e["args"]["src_op"], e["args"]["dst_op"], e["ts"], e["dur"]) for e in transfers)
-    expected = sorted(zip(trace.transfer_src_op.tolist(), trace.transfer_dst_op.tolist(), (trace.transfer_start * 1e-7).tolist(),
-                          ((trace.transfer_end - trace.transfer_start) * 1e-7).tolist()))  # fmt: skip
+    expected = sorted(
+        zip(
+            trace.transfer_src_op.tolist(),
+            trace.transfer_dst_op.tolist(),
+            (trace.transfer_start * 1e-7).tolist(),
+            ((trace.transfer_end - trace.transfer_start) * 1e-7).tolist(),
+            strict=False,
+        )
+    )
     assert [s[:2] for s in seen] == [e[:2] for e in expected]
     assert np.allclose([s[2:] for s in seen], [e[2:] for e in expected])
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {threads[(DEVICE_PID, d)] for d in range(devices)} == {f"device {d}" for d in range(devices)}
     for event in transfers:  # each transfer sits on a thread named after its link
-        assert threads[(TRANSFER_PID, event["tid"])].startswith(f"device {event['args']['src_device']} → device {event['args']['dst_device']}")
+        assert threads[(TRANSFER_PID, event["tid"])].startswith(
+            f"device {event['args']['src_device']} → device {event['args']['dst_device']}"
+        )
     by_thread: dict = {}
     for event in ops + transfers:  # complete slices on one thread must not overlap (they would have to nest)
         by_thread.setdefault((event["pid"], event["tid"]), []).append((event["ts"], event["ts"] + event["dur"]))
     for slices in by_thread.values():
         slices.sort()
-        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(slices, slices[1:]))
+        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(slices, slices[1:], strict=False))
 
 
 def test_trace_events_refuse_bad_arguments():
@@ -187,9 +205,8 @@ def test_trace_events_refuse_bad_arguments():
 
 @pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")
 def test_static_fallbacks_put_a_png_beside_the_interactive_figure(monkeypatch):
-    import plotly.io as pio
-
     import kaleido
+    import plotly.io as pio
 
     monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
     assert viz.static_fallbacks()

@@ -11,8 +11,9 @@ Importing this module imports neither torch nor ipywidgets.
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -71,7 +72,12 @@ class Comparison:
         seed: the seed every placer gets.
     """
 
-    def __init__(self, graphs: Sequence[DataflowGraph] | Mapping[str, DataflowGraph], options: Mapping[str, Mapping[str, Any]] | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        graphs: Sequence[DataflowGraph] | Mapping[str, DataflowGraph],
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        seed: int = 0,
+    ) -> None:
         self.graphs = dict(graphs) if isinstance(graphs, Mapping) else {g.name: g for g in graphs}
         if not self.graphs:
             raise ValueError("Comparison needs at least one graph")
@@ -91,11 +97,13 @@ class Comparison:
         """The placement of ``graph`` (a label) on ``devices`` by ``method``, placing it if not done yet."""
         key = (graph, int(devices), method)
         if key not in self.placements:
-            self.placements[key] = place(self.graph(graph), method=method, devices=int(devices), seed=self.seed, **self.options.get(method, {}))
+            self.placements[key] = place(
+                self.graph(graph), method=method, devices=int(devices), seed=self.seed, **self.options.get(method, {})
+            )
         return self.placements[key]
 
     def run(self, devices: Iterable[int], methods: Sequence[str] | None = None, progress: bool = True) -> pd.DataFrame:
-        """Place every graph on every device count with every method (default: each graph's :func:`default_methods`); returns :meth:`table`."""
+        """Place every graph on every device count with every method (default: :func:`default_methods`); returns :meth:`table`."""
         from tqdm import tqdm  # a text bar: its final state is saved in an executed notebook (a widget bar is saved as 0/N)
 
         devices = [int(d) for d in devices]
@@ -190,9 +198,13 @@ def placement_changes(placements: Mapping[str, Any], devices: int) -> pd.DataFra
     labels = list(placements)
     assignments = {k: np.asarray(getattr(v, "assignment", v)) for k, v in placements.items()}
     rows = []
-    for first, second in zip(labels, labels[1:]):
-        row = {"from": first, "to": second, "moved": moved_ops(assignments[first], assignments[second], devices),
-               "moved_same_ids": int((assignments[first] != assignments[second]).sum())}  # fmt: skip
+    for first, second in zip(labels, labels[1:], strict=False):
+        row = {
+            "from": first,
+            "to": second,
+            "moved": moved_ops(assignments[first], assignments[second], devices),
+            "moved_same_ids": int((assignments[first] != assignments[second]).sum()),
+        }
         for label, key in ((first, "makespan_from"), (second, "makespan_to")):
             row[key] = getattr(placements[label], "makespan", None)
         rows.append(row)
@@ -213,7 +225,9 @@ def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Pla
     meta = read_meta(run.meta_path)
     found = run.stage_checkpoints(meta["stages"])
     if not found:
-        raise ValueError(f"{run_dir} holds no stage checkpoint ({run.stage_checkpoint('<stage>').relative_to(run.path)} for {', '.join(meta['stages'])})")
+        raise ValueError(
+            f"{run_dir} holds no stage checkpoint ({run.stage_checkpoint('<stage>').relative_to(run.path)} for {', '.join(meta['stages'])})"
+        )
     return {stage: place(graph, method=meta["method"], devices=int(meta["devices"]), checkpoint=path) for stage, path in found.items()}
 
 
@@ -226,7 +240,14 @@ class ComparePanel:
     (``go.FigureWidget``s, updated in place on every change).
     """
 
-    def __init__(self, comparison: Comparison, devices: Sequence[int], methods: Sequence[str], selected: Sequence[str] | None = None, columns: int = 2) -> None:
+    def __init__(
+        self,
+        comparison: Comparison,
+        devices: Sequence[int],
+        methods: Sequence[str],
+        selected: Sequence[str] | None = None,
+        columns: int = 2,
+    ) -> None:
         import ipywidgets as widgets
 
         if not devices or not methods:
@@ -237,7 +258,9 @@ class ComparePanel:
         self.comparison, self.columns = comparison, columns
         self.graph = widgets.Dropdown(options=list(comparison.graphs), description="graph")
         self.devices = widgets.ToggleButtons(options=[int(d) for d in devices], description="devices")
-        self.methods = widgets.SelectMultiple(options=list(methods), value=tuple(selected or methods), rows=min(10, len(methods)), description="methods")
+        self.methods = widgets.SelectMultiple(
+            options=list(methods), value=tuple(selected or methods), rows=min(10, len(methods)), description="methods"
+        )
         self.status = widgets.HTML()
         self.table_widget = widgets.HTML()
         self.bars_widget, self.gantts_widget = go.FigureWidget(), go.FigureWidget()
@@ -274,7 +297,9 @@ class ComparePanel:
         self.bars = self.comparison.bars(graph, devices, methods)
         self.gantts = self.comparison.gantts(graph, devices, methods, columns=self.columns)
         best = self.table.loc[self.table["makespan"].idxmin()]
-        self.status.value = f"best: <b>{best['method']}</b>, makespan {best['makespan']:.4g} ({best['gap']:.1%} above the lower bound){notes}"
+        self.status.value = (
+            f"best: <b>{best['method']}</b>, makespan {best['makespan']:.4g} ({best['gap']:.1%} above the lower bound){notes}"
+        )
         self.table_widget.value = self.table.to_html(index=False, float_format=lambda v: f"{v:.5g}")
         for widget, figure in ((self.bars_widget, self.bars), (self.gantts_widget, self.gantts)):
             with widget.batch_update():

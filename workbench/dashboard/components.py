@@ -48,19 +48,32 @@ def trace_events_for(graph: Any, trace: Any, title: str, unit: str | None = None
     return trace_events_json(trace, op_names(graph, trace.num_ops), title, scale)
 
 
-def figure_card(page: str, index: str, figure: Any, frame: pd.DataFrame | None = None, caption: str | None = None,
-                timeline: bool = False, trace_events: str | None = None) -> html.Div:  # fmt: skip
+def figure_card(
+    page: str,
+    index: str,
+    figure: Any,
+    frame: pd.DataFrame | None = None,
+    caption: str | None = None,
+    timeline: bool = False,
+    trace_events: str | None = None,
+) -> html.Div:
     """A chart with "PNG" and "CSV" download buttons; ``frame`` is the data offered as CSV.
 
     A ``timeline`` card also offers its trace (``trace_events``, see
     :func:`trace_events_for`) as Chrome/Perfetto trace-event JSON. Its
     graph's id is ``{"type": "figure", "page": page, "index": index}``.
     """
-    perfetto = [
-        html.Button("Trace JSON (Perfetto)", id=card_id("perfetto-button", page, index), className="wb-small", title="opens in ui.perfetto.dev"),
-        dcc.Store(id=card_id("trace-data", page, index), data=trace_events),
-        dcc.Download(id=card_id("perfetto", page, index)),
-    ] if timeline else []  # fmt: skip
+    perfetto = (
+        [
+            html.Button(
+                "Trace JSON (Perfetto)", id=card_id("perfetto-button", page, index), className="wb-small", title="opens in ui.perfetto.dev"
+            ),
+            dcc.Store(id=card_id("trace-data", page, index), data=trace_events),
+            dcc.Download(id=card_id("perfetto", page, index)),
+        ]
+        if timeline
+        else []
+    )
     return html.Div(
         className="wb-card",
         children=[

@@ -70,7 +70,9 @@ def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
         kind, run = "run", folder.relative_to(ctx.runs_dir).as_posix()
         meta = read_json_object(folder / "meta.json")
         stages = meta.get("stages") if isinstance(meta.get("stages"), list) else []
-        stage = _stage(checkpoint.stem) if checkpoint.stem != "last" else f"last weights, {' → '.join(STAGE_TITLES.get(s, s) for s in stages)}"
+        stage = (
+            _stage(checkpoint.stem) if checkpoint.stem != "last" else f"last weights, {' → '.join(STAGE_TITLES.get(s, s) for s in stages)}"
+        )
     else:
         return None
     meta = read_json_object(folder / "meta.json")

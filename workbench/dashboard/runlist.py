@@ -76,7 +76,9 @@ def greedy_evaluations(meta: dict | None, metrics: pd.DataFrame, graph: str | No
             name = graph if graph in makespans else next(iter(makespans), None)
             if name is not None and isinstance(value.get("episode"), (int, float)):
                 stage = key.removeprefix("greedy_selection_")
-                rows.append({"episode": float(value["episode"]), "makespan": float(makespans[name]), "what": f"greedy, kept {stage} weights"})
+                rows.append(
+                    {"episode": float(value["episode"]), "makespan": float(makespans[name]), "what": f"greedy, kept {stage} weights"}
+                )
     evaluation = (meta or {}).get("evaluation")
     if isinstance(evaluation, dict) and evaluation and isinstance(meta.get("episodes_done"), (int, float)):
         entry = evaluation.get(graph) if graph in evaluation else next(iter(evaluation.values()))

@@ -13,7 +13,8 @@ Metadata events (``"ph": "M"``) name the processes and threads. ``ts`` and
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,9 @@ def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def to_trace_events(trace: Trace, names: Sequence[str] | None = None, title: str = "workbench trace", microseconds_per_unit: float = 1.0) -> dict[str, Any]:
+def to_trace_events(
+    trace: Trace, names: Sequence[str] | None = None, title: str = "workbench trace", microseconds_per_unit: float = 1.0
+) -> dict[str, Any]:
     """The trace as a trace-event JSON object: one ``X`` slice per op and per transfer, ``M`` events naming devices and links."""
     if not microseconds_per_unit > 0:
         raise ValueError(f"microseconds_per_unit must be positive, got {microseconds_per_unit}")
@@ -57,26 +60,59 @@ def to_trace_events(trace: Trace, names: Sequence[str] | None = None, title: str
     events += [{"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": d, "args": {"name": f"device {d}"}} for d in range(devices)]
     for op in range(trace.num_ops):
         start, end = float(trace.start[op]), float(trace.end[op])
-        events.append({"ph": "X", "cat": "op", "name": names[op], "pid": DEVICE_PID, "tid": int(trace.device[op]), "ts": start * scale, "dur": (end - start) * scale,
-                       "args": {"op": op, "ready": float(trace.ready[op]) * scale}})  # fmt: skip
+        events.append(
+            {
+                "ph": "X",
+                "cat": "op",
+                "name": names[op],
+                "pid": DEVICE_PID,
+                "tid": int(trace.device[op]),
+                "ts": start * scale,
+                "dur": (end - start) * scale,
+                "args": {"op": op, "ready": float(trace.ready[op]) * scale},
+            }
+        )
     src, dst = trace.transfer_src_device.astype(np.int64), trace.transfer_dst_device.astype(np.int64)
     threads: dict[tuple[int, int, int], int] = {}
-    for (a, b) in sorted(set(zip(src.tolist(), dst.tolist()))):
+    for a, b in sorted(set(zip(src.tolist(), dst.tolist(), strict=False))):
         on_link = np.flatnonzero((src == a) & (dst == b))
-        for k, lane in zip(on_link, _lanes(trace.transfer_start[on_link], trace.transfer_end[on_link])):
+        for k, lane in zip(on_link, _lanes(trace.transfer_start[on_link], trace.transfer_end[on_link]), strict=False):
             key = (a, b, int(lane))
             if key not in threads:
                 threads[key] = len(threads)
                 lane_name = f" (lane {lane + 1})" if lane else ""
-                events.append({"ph": "M", "name": "thread_name", "pid": TRANSFER_PID, "tid": threads[key], "args": {"name": f"device {a} → device {b}{lane_name}"}})
+                events.append(
+                    {
+                        "ph": "M",
+                        "name": "thread_name",
+                        "pid": TRANSFER_PID,
+                        "tid": threads[key],
+                        "args": {"name": f"device {a} → device {b}{lane_name}"},
+                    }
+                )
             u, v = int(trace.transfer_src_op[k]), int(trace.transfer_dst_op[k])
             start, end = float(trace.transfer_start[k]), float(trace.transfer_end[k])
-            events.append({"ph": "X", "cat": "transfer", "name": f"{names[u]} → {names[v]}", "pid": TRANSFER_PID, "tid": threads[key],
-                           "ts": start * scale, "dur": (end - start) * scale,
-                           "args": {"src_op": u, "dst_op": v, "src_device": a, "dst_device": b}})  # fmt: skip
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"title": title, "makespan": trace.makespan, "microseconds_per_unit": scale}}
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "transfer",
+                    "name": f"{names[u]} → {names[v]}",
+                    "pid": TRANSFER_PID,
+                    "tid": threads[key],
+                    "ts": start * scale,
+                    "dur": (end - start) * scale,
+                    "args": {"src_op": u, "dst_op": v, "src_device": a, "dst_device": b},
+                }
+            )
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {"title": title, "makespan": trace.makespan, "microseconds_per_unit": scale},
+    }
 
 
-def trace_events_json(trace: Trace, names: Sequence[str] | None = None, title: str = "workbench trace", microseconds_per_unit: float = 1.0) -> str:
+def trace_events_json(
+    trace: Trace, names: Sequence[str] | None = None, title: str = "workbench trace", microseconds_per_unit: float = 1.0
+) -> str:
     """:func:`to_trace_events` as JSON text."""
     return json.dumps(to_trace_events(trace, names, title, microseconds_per_unit))

@@ -11,7 +11,17 @@ from .export import static_fallbacks, to_png, write_figure
 from .graphview import graph_figure, graph_frame, graph_statistics
 from .placement import diff_frame, diff_heatmap, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
 from .style import HIGHLIGHT, device_color, format_time, is_paper_graph, message_figure, time_axis, time_unit
-from .timeline import LARGE_GRAPH, find_ops, gantt_figure, gantt_frame, gantt_grid, gantt_highlight, op_names, trace_critical_path, utilisation_frame
+from .timeline import (
+    LARGE_GRAPH,
+    find_ops,
+    gantt_figure,
+    gantt_frame,
+    gantt_grid,
+    gantt_highlight,
+    op_names,
+    trace_critical_path,
+    utilisation_frame,
+)
 from .training import training_curves
 
 __all__ = [

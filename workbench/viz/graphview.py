@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,11 @@ def graph_frame(graph, assignment: Sequence[int] | None = None) -> pd.DataFrame:
 
 
 def graph_figure(
-    graph, color_by: str = "compute", assignment: Sequence[int] | None = None, title: str | None = None, large_threshold: int = LARGE_GRAPH // 2
+    graph,
+    color_by: str = "compute",
+    assignment: Sequence[int] | None = None,
+    title: str | None = None,
+    large_threshold: int = LARGE_GRAPH // 2,
 ) -> go.Figure:
     """The graph drawn in layers (x = topological depth); ops colored by ``compute``, ``device`` or ``op_type``.
 
@@ -66,10 +71,12 @@ def graph_figure(
     scatter = go.Scattergl if large else go.Scatter
     fig = go.Figure()
     path = graph.critical_path(with_comm=True)
-    on_path = set(zip(path[:-1], path[1:]))
-    for name, keep, style in (("edges", False, dict(color="rgba(120,120,120,0.35)", width=0.7)),
-                              ("critical path", True, dict(color=HIGHLIGHT, width=2.5))):  # fmt: skip
-        edges = [(s, d) for s, d in zip(graph.src.tolist(), graph.dst.tolist()) if ((s, d) in on_path) == keep]
+    on_path = set(zip(path[:-1], path[1:], strict=False))
+    for name, keep, style in (
+        ("edges", False, dict(color="rgba(120,120,120,0.35)", width=0.7)),
+        ("critical path", True, dict(color=HIGHLIGHT, width=2.5)),
+    ):
+        edges = [(s, d) for s, d in zip(graph.src.tolist(), graph.dst.tolist(), strict=False) if ((s, d) in on_path) == keep]
         ex = np.full(3 * len(edges), np.nan)
         ey = np.full(3 * len(edges), np.nan)
         if edges:
@@ -77,11 +84,21 @@ def graph_figure(
             ex[0::3], ex[1::3], ey[0::3], ey[1::3] = x[s], x[d], y[s], y[d]
         fig.add_trace(scatter(x=ex, y=ey, mode="lines", line=style, hoverinfo="skip", name=name, connectgaps=False))
     custom = frame[["op", "name", "compute", "depth", "bottom_level", "op_type"]].to_numpy(dtype=object)
-    hover = "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>compute %{customdata[2]:.6g}<br>depth %{customdata[3]}<br>bottom level %{customdata[4]:.6g}<br>%{customdata[5]}<extra></extra>"
+    hover = (
+        "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>compute %{customdata[2]:.6g}<br>depth %{customdata[3]}"
+        "<br>bottom level %{customdata[4]:.6g}<br>%{customdata[5]}<extra></extra>"
+    )
     outline = dict(color=np.where(frame["critical"], HIGHLIGHT, "white").tolist(), width=np.where(frame["critical"], 2, 0.5).tolist())
     size = 6 if large else 10
     if color_by == "compute":
-        marker = dict(color=frame["compute"], colorscale="Viridis", showscale=True, colorbar=dict(title=f"compute<br>({time_unit(graph)})", exponentformat="power"), size=size, line=outline)
+        marker = dict(
+            color=frame["compute"],
+            colorscale="Viridis",
+            showscale=True,
+            colorbar=dict(title=f"compute<br>({time_unit(graph)})", exponentformat="power"),
+            size=size,
+            line=outline,
+        )
         fig.add_trace(scatter(x=x, y=y, mode="markers", marker=marker, customdata=custom, hovertemplate=hover, name="ops"))
     else:
         column = "device" if color_by == "device" else "op_type"
@@ -90,8 +107,17 @@ def graph_figure(
             color = device_color(int(value)) if color_by == "device" else qualitative.Alphabet[index % len(qualitative.Alphabet)]
             label = f"device {value}" if color_by == "device" else (value or "untyped")
             line = dict(color=[outline["color"][r] for r in rows], width=[outline["width"][r] for r in rows])
-            fig.add_trace(scatter(x=x[rows], y=y[rows], mode="markers", marker=dict(color=color, size=size, line=line),
-                                  customdata=custom[rows], hovertemplate=hover, name=str(label)))  # fmt: skip
+            fig.add_trace(
+                scatter(
+                    x=x[rows],
+                    y=y[rows],
+                    mode="markers",
+                    marker=dict(color=color, size=size, line=line),
+                    customdata=custom[rows],
+                    hovertemplate=hover,
+                    name=str(label),
+                )
+            )
     fig.update_xaxes(title="topological depth", showgrid=False)
     fig.update_yaxes(visible=False)
     fig.update_layout(legend=dict(orientation="h", y=-0.15, x=0))

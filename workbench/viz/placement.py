@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,11 +36,20 @@ def placement_heatmap(graph, assignment: Sequence[int], devices: int, title: str
     scale = [[bound, colors[d]] for d in range(devices) for bound in (d / devices, (d + 1) / devices)]
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=frame["position"], y=list(range(devices)), zmin=-0.5, zmax=devices - 0.5, colorscale=scale, showscale=False,
-            customdata=custom, xgap=0 if n > 300 else 1, ygap=2,
-            hovertemplate="<b>%{customdata[1]}</b> (op %{customdata[0]})<br>position %{x} in topological order<br>device %{y}<extra></extra>",
+            z=z,
+            x=frame["position"],
+            y=list(range(devices)),
+            zmin=-0.5,
+            zmax=devices - 0.5,
+            colorscale=scale,
+            showscale=False,
+            customdata=custom,
+            xgap=0 if n > 300 else 1,
+            ygap=2,
+            hovertemplate="<b>%{customdata[1]}</b> (op %{customdata[0]})<br>position %{x} in topological order<br>device %{y}"
+            "<extra></extra>",
         )
-    )  # fmt: skip
+    )
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed")
     fig.update_xaxes(title="ops in topological order", dtick=1 if n <= 40 else None)
     return base_layout(fig, title, 90 + 28 * devices)
@@ -69,39 +79,69 @@ def makespan_frame(placements: Mapping[str, Any] | Sequence[Any], lower_bound: f
     return pd.DataFrame(rows, columns=["method", "makespan", "lower_bound", "gap", "seconds"])
 
 
-def makespan_bars(placements: Mapping[str, Any] | Sequence[Any], lower_bound: float | None = None, title: str | None = None, graph: Any = None) -> go.Figure:
+def makespan_bars(
+    placements: Mapping[str, Any] | Sequence[Any], lower_bound: float | None = None, title: str | None = None, graph: Any = None
+) -> go.Figure:
     """Makespan per method as horizontal bars (``{label: Placement or number}`` or Placements), the lower bound as a line.
 
     One row per method, so labels stay readable with many methods; ``graph``
     gives the time unit (and the paper's ÷1e10 for paper graphs).
     """
     frame = makespan_frame(placements, lower_bound)
-    text = [format_time(m, graph) + (f"  (+{g:.1%})" if g is not None else "") for m, g in zip(frame["makespan"], frame["gap"])]
+    gaps = zip(frame["makespan"], frame["gap"], strict=True)
+    text = [format_time(m, graph) + (f"  (+{g:.1%})" if g is not None else "") for m, g in gaps]
     best = frame["makespan"].min() if len(frame) else 0.0
     fig = go.Figure(
         go.Bar(
-            y=frame["method"], x=frame["makespan"], orientation="h", text=text, textposition="auto", insidetextanchor="end",
+            y=frame["method"],
+            x=frame["makespan"],
+            orientation="h",
+            text=text,
+            textposition="auto",
+            insidetextanchor="end",
             marker_color=["#1f77b4" if m > best else "#2ca02c" for m in frame["makespan"]],
-            hovertemplate="%{y}<br>makespan %{x:.6g}<extra></extra>", name="makespan",
+            hovertemplate="%{y}<br>makespan %{x:.6g}<extra></extra>",
+            name="makespan",
         )
-    )  # fmt: skip
+    )
     if lower_bound:
-        fig.add_trace(go.Scatter(x=[lower_bound] * len(frame), y=list(frame["method"]), mode="lines", line=dict(color="black", dash="dash"),
-                                 name=f"lower bound {format_time(lower_bound, graph)}", hovertemplate="lower bound %{x:.6g}<extra></extra>"))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[lower_bound] * len(frame),
+                y=list(frame["method"]),
+                mode="lines",
+                line=dict(color="black", dash="dash"),
+                name=f"lower bound {format_time(lower_bound, graph)}",
+                hovertemplate="lower bound %{x:.6g}<extra></extra>",
+            )
+        )
     fig.update_xaxes(rangemode="tozero", **time_axis(graph, "makespan"))
     fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_layout(legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"), uniformtext=dict(minsize=11, mode="show"))
+    fig.update_layout(
+        legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"), uniformtext=dict(minsize=11, mode="show")
+    )
     return base_layout(fig, title, 110 + 30 * max(len(frame), 2))
 
 
-def diff_frame(graph, first: Sequence[int], second: Sequence[int], first_path: Sequence[int] = (), second_path: Sequence[int] = ()) -> pd.DataFrame:
+def diff_frame(
+    graph, first: Sequence[int], second: Sequence[int], first_path: Sequence[int] = (), second_path: Sequence[int] = ()
+) -> pd.DataFrame:
     """One row per op: its device in each placement, whether it moved, whether it is on each critical path."""
     first, second = np.asarray(first), np.asarray(second)
     on_first, on_second = np.zeros(first.size, bool), np.zeros(first.size, bool)
     on_first[list(first_path)] = True
     on_second[list(second_path)] = True
-    return pd.DataFrame({"op": np.arange(first.size), "name": op_names(graph, first.size), "device_a": first, "device_b": second,
-                         "moved": first != second, "critical_a": on_first, "critical_b": on_second})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "op": np.arange(first.size),
+            "name": op_names(graph, first.size),
+            "device_a": first,
+            "device_b": second,
+            "moved": first != second,
+            "critical_a": on_first,
+            "critical_b": on_second,
+        }
+    )
 
 
 def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, str] = ("A", "B"), title: str | None = None) -> go.Figure:
@@ -111,18 +151,33 @@ def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, st
     fig = go.Figure()
     for column, label, offset, critical in (("device_a", labels[0], -0.18, "critical_a"), ("device_b", labels[1], 0.18, "critical_b")):
         custom = frame[["op", "name", "device_a", "device_b"]].to_numpy(dtype=object)
-        fig.add_trace(go.Scatter(
-            x=position, y=frame[column] + offset, mode="markers", name=label,
-            marker=dict(symbol="square", size=7, color=[device_color(d) for d in frame[column]],
-                        line=dict(color=np.where(frame[critical], HIGHLIGHT, "rgba(0,0,0,0)").tolist(), width=2)),
-            customdata=custom, hovertemplate=f"{label}: " + "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>device %{customdata[2]} → %{customdata[3]}<extra></extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=position,
+                y=frame[column] + offset,
+                mode="markers",
+                name=label,
+                marker=dict(
+                    symbol="square",
+                    size=7,
+                    color=[device_color(d) for d in frame[column]],
+                    line=dict(color=np.where(frame[critical], HIGHLIGHT, "rgba(0,0,0,0)").tolist(), width=2),
+                ),
+                customdata=custom,
+                hovertemplate=f"{label}: "
+                + "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>device %{customdata[2]} → %{customdata[3]}<extra></extra>",
+            )
+        )
     moved = frame[frame["moved"]]
     xs, ys = [], []
     for _, row in moved.iterrows():
         xs += [position[row["op"]], position[row["op"]], None]
         ys += [row["device_a"] - 0.18, row["device_b"] + 0.18, None]
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color="rgba(80,80,80,0.5)", width=1), name=f"{len(moved)} ops moved", hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(
+            x=xs, y=ys, mode="lines", line=dict(color="rgba(80,80,80,0.5)", width=1), name=f"{len(moved)} ops moved", hoverinfo="skip"
+        )
+    )
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed")
     fig.update_xaxes(title="ops in topological order (red outline: on that placement's critical path)")
     fig.update_layout(legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"))

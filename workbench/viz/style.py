@@ -8,7 +8,17 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-__all__ = ["HIGHLIGHT", "PAPER_SCALE", "device_color", "base_layout", "message_figure", "time_unit", "is_paper_graph", "format_time", "time_axis"]
+__all__ = [
+    "HIGHLIGHT",
+    "PAPER_SCALE",
+    "device_color",
+    "base_layout",
+    "message_figure",
+    "time_unit",
+    "is_paper_graph",
+    "format_time",
+    "time_axis",
+]
 
 HIGHLIGHT = "#d62728"
 PAPER_SCALE = 1e10

@@ -10,7 +10,8 @@ are in the graph's own unit. Ops are identified by their index in
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,14 +63,14 @@ def trace_critical_path(graph, trace) -> list[int]:
     device, start, end, ready = (np.asarray(a, dtype=float) for a in (trace.device, trace.start, trace.end, trace.ready))
     arrival: dict[int, list[tuple[float, int]]] = {}
     if graph is not None:
-        for u, v in zip(graph.src.tolist(), graph.dst.tolist()):
+        for u, v in zip(graph.src.tolist(), graph.dst.tolist(), strict=False):
             arrival.setdefault(v, []).append((end[u], u))
         for k in range(trace.transfer_src_op.size):
             u, v = int(trace.transfer_src_op[k]), int(trace.transfer_dst_op[k])
             arrival[v] = [(float(trace.transfer_end[k]), u) if src == u else (t, src) for t, src in arrival.get(v, [])]
     order = np.lexsort((start, device))
     previous = {}
-    for a, b in zip(order[:-1], order[1:]):
+    for a, b in zip(order[:-1], order[1:], strict=False):
         if device[a] == device[b]:
             previous[int(b)] = int(a)
     path = [int(np.argmax(end))]
@@ -143,10 +144,20 @@ def gantt_figure(
     rows = 2 if utilisation else 1
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, row_heights=[0.78, 0.22] if utilisation else None, vertical_spacing=0.04)
     fig.add_trace(
-        go.Bar(name="idle", y=list(range(devices)), x=[makespan] * devices, base=[0.0] * devices, orientation="h",
-               marker=dict(color="rgba(0,0,0,0.06)", line=dict(width=0)), width=0.9, hoverinfo="skip", showlegend=False),
-        row=1, col=1,
-    )  # fmt: skip
+        go.Bar(
+            name="idle",
+            y=list(range(devices)),
+            x=[makespan] * devices,
+            base=[0.0] * devices,
+            orientation="h",
+            marker=dict(color="rgba(0,0,0,0.06)", line=dict(width=0)),
+            width=0.9,
+            hoverinfo="skip",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
     custom = frame[["op", "name", "compute", "ready", "start", "end", "wait", "device"]].to_numpy(dtype=object)
     hover = (
         "<b>%{customdata[1]}</b> (op %{customdata[0]}) on device %{customdata[7]}<br>compute %{customdata[2]:.6g}"
@@ -160,18 +171,37 @@ def gantt_figure(
             fig.add_trace(_segments(frame[mine], custom[mine], device, hover), row=1, col=1)
         else:
             fig.add_trace(
-                go.Bar(name=f"device {device}", y=frame.loc[mine, "device"], x=frame.loc[mine, "duration"], base=frame.loc[mine, "start"],
-                       orientation="h", width=0.7, marker=dict(color=device_color(device), line=dict(width=0.5, color="white")),
-                       customdata=custom[mine], hovertemplate=hover, showlegend=False),
-                row=1, col=1,
-            )  # fmt: skip
+                go.Bar(
+                    name=f"device {device}",
+                    y=frame.loc[mine, "device"],
+                    x=frame.loc[mine, "duration"],
+                    base=frame.loc[mine, "start"],
+                    orientation="h",
+                    width=0.7,
+                    marker=dict(color=device_color(device), line=dict(width=0.5, color="white")),
+                    customdata=custom[mine],
+                    hovertemplate=hover,
+                    showlegend=False,
+                ),
+                row=1,
+                col=1,
+            )
     tiny = frame["duration"].to_numpy() < 0.002 * makespan
     if tiny.any():
-        fig.add_trace((go.Scattergl if large else go.Scatter)(
-            name="short ops", x=frame.loc[tiny, "start"], y=frame.loc[tiny, "device"], mode="markers",
-            marker=dict(symbol="line-ns-open", size=16, line=dict(width=2), color=[device_color(d) for d in frame.loc[tiny, "device"]]),
-            customdata=custom[tiny], hovertemplate=hover, showlegend=False,
-        ), row=1, col=1)  # fmt: skip
+        fig.add_trace(
+            (go.Scattergl if large else go.Scatter)(
+                name="short ops",
+                x=frame.loc[tiny, "start"],
+                y=frame.loc[tiny, "device"],
+                mode="markers",
+                marker=dict(symbol="line-ns-open", size=16, line=dict(width=2), color=[device_color(d) for d in frame.loc[tiny, "device"]]),
+                customdata=custom[tiny],
+                hovertemplate=hover,
+                showlegend=False,
+            ),
+            row=1,
+            col=1,
+        )
     fig.add_trace(_transfer_arrows(trace, large), row=1, col=1)
     if critical_path:
         fig.add_trace(_critical_overlay(graph, trace, custom, hover), row=1, col=1)
@@ -179,13 +209,26 @@ def gantt_figure(
         use = utilisation_frame(trace, devices)
         for device, part in use.groupby("device"):
             fig.add_trace(
-                go.Scatter(x=part["time"], y=part["busy"], mode="lines", line=dict(color=device_color(int(device)), width=1.2, shape="hv"),
-                           name=f"dev {device} busy", showlegend=False, hovertemplate=f"dev {device}: %{{y:.0%}} busy from %{{x:.4g}}<extra></extra>"),
-                row=2, col=1,
-            )  # fmt: skip
+                go.Scatter(
+                    x=part["time"],
+                    y=part["busy"],
+                    mode="lines",
+                    line=dict(color=device_color(int(device)), width=1.2, shape="hv"),
+                    name=f"dev {device} busy",
+                    showlegend=False,
+                    hovertemplate=f"dev {device}: %{{y:.0%}} busy from %{{x:.4g}}<extra></extra>",
+                ),
+                row=2,
+                col=1,
+            )
         fig.update_yaxes(title="busy", tickformat=".0%", range=[0, 1.05], row=2, col=1)
     labels = [f"dev {d}<br>{busy[d] / makespan:.0%} busy" if makespan > 0 else f"dev {d}" for d in range(devices)]
-    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest", legend=dict(orientation="h", x=1, xanchor="right", y=-0.2 if utilisation else -0.3, yanchor="top"))
+    fig.update_layout(
+        barmode="overlay",
+        bargap=0.1,
+        hovermode="closest",
+        legend=dict(orientation="h", x=1, xanchor="right", y=-0.2 if utilisation else -0.3, yanchor="top"),
+    )
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=labels, autorange="reversed", title=None, row=1, col=1)
     top = x_max if x_max else makespan * 1.01 if makespan > 0 else 1.0
     fig.update_xaxes(range=[0, top], zeroline=False, exponentformat="power", showexponent="all")
@@ -205,8 +248,17 @@ def _segments(rows: pd.DataFrame, custom: np.ndarray, device: int, hover: str) -
     ys[0::3] = ys[1::3] = device
     data = np.empty((3 * count, custom.shape[1]), dtype=object)
     data[0::3], data[1::3], data[2::3] = custom, custom, None
-    return go.Scattergl(name=f"device {device}", x=xs, y=ys, mode="lines", line=dict(color=device_color(device), width=14),
-                        customdata=data, hovertemplate=hover, connectgaps=False, showlegend=False)  # fmt: skip
+    return go.Scattergl(
+        name=f"device {device}",
+        x=xs,
+        y=ys,
+        mode="lines",
+        line=dict(color=device_color(device), width=14),
+        customdata=data,
+        hovertemplate=hover,
+        connectgaps=False,
+        showlegend=False,
+    )
 
 
 def _transfer_arrows(trace, large: bool):
@@ -217,18 +269,38 @@ def _transfer_arrows(trace, large: bool):
     xs[0::3], xs[1::3] = trace.transfer_start, trace.transfer_end
     ys[0::3], ys[1::3] = trace.transfer_src_device, trace.transfer_dst_device
     text = np.empty(3 * count, dtype=object)
-    text[0::3] = text[1::3] = [f"op {s} → op {d}: device {a} → {b}" for s, d, a, b in
-                               zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_src_device, trace.transfer_dst_device)]  # fmt: skip
+    text[0::3] = text[1::3] = [
+        f"op {s} → op {d}: device {a} → {b}"
+        for s, d, a, b in zip(
+            trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_src_device, trace.transfer_dst_device, strict=True
+        )
+    ]
     symbols = np.array(["circle", "arrow", "circle"] * count, dtype=object)
     sizes = np.tile([3, 9, 0], count)
     if large:
-        return go.Scattergl(name=f"{count} transfers", visible="legendonly", x=xs, y=ys, mode="lines", line=dict(color="rgba(80,80,80,0.35)", width=1),
-                            hoverinfo="skip", connectgaps=False, showlegend=True)  # fmt: skip
+        return go.Scattergl(
+            name=f"{count} transfers",
+            visible="legendonly",
+            x=xs,
+            y=ys,
+            mode="lines",
+            line=dict(color="rgba(80,80,80,0.35)", width=1),
+            hoverinfo="skip",
+            connectgaps=False,
+            showlegend=True,
+        )
     return go.Scatter(
-        name=f"{count} transfers", x=xs, y=ys, mode="lines+markers", line=dict(color="rgba(80,80,80,0.4)", width=1),
+        name=f"{count} transfers",
+        x=xs,
+        y=ys,
+        mode="lines+markers",
+        line=dict(color="rgba(80,80,80,0.4)", width=1),
         marker=dict(symbol=symbols, size=sizes, angleref="previous", color="rgba(80,80,80,0.7)"),
-        text=text, hovertemplate="%{text}<extra></extra>", connectgaps=False, showlegend=True,
-    )  # fmt: skip
+        text=text,
+        hovertemplate="%{text}<extra></extra>",
+        connectgaps=False,
+        showlegend=True,
+    )
 
 
 def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> go.Scatter:
@@ -239,8 +311,17 @@ def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> go.Scatte
         xs += [float(trace.start[op]), float(trace.end[op])]
         ys += [int(trace.device[op])] * 2
         data += [custom[op], custom[op]]
-    return go.Scatter(name=f"critical path ({len(path)} ops)", x=xs, y=ys, mode="lines+markers", line=dict(color=HIGHLIGHT, width=3),
-                      marker=dict(size=4, color=HIGHLIGHT), customdata=data, hovertemplate=hover, showlegend=True)  # fmt: skip
+    return go.Scatter(
+        name=f"critical path ({len(path)} ops)",
+        x=xs,
+        y=ys,
+        mode="lines+markers",
+        line=dict(color=HIGHLIGHT, width=3),
+        marker=dict(size=4, color=HIGHLIGHT),
+        customdata=data,
+        hovertemplate=hover,
+        showlegend=True,
+    )
 
 
 def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any]]:
@@ -253,14 +334,41 @@ def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any
             continue
         device = int(trace.device[one])
         shapes += [
-            dict(type="rect", x0=float(trace.start[one]), x1=float(trace.end[one]), y0=device - 0.45, y1=device + 0.45, xref="x", yref="y",
-                 line=dict(color=HIGHLIGHT, width=3), fillcolor="rgba(214,39,40,0.25)"),
-            dict(type="line", x0=float(trace.start[one]), x1=float(trace.start[one]), y0=-0.5, y1=top, xref="x", yref="y",
-                 line=dict(color=HIGHLIGHT, width=1, dash="dot")),
-        ]  # fmt: skip
+            dict(
+                type="rect",
+                x0=float(trace.start[one]),
+                x1=float(trace.end[one]),
+                y0=device - 0.45,
+                y1=device + 0.45,
+                xref="x",
+                yref="y",
+                line=dict(color=HIGHLIGHT, width=3),
+                fillcolor="rgba(214,39,40,0.25)",
+            ),
+            dict(
+                type="line",
+                x0=float(trace.start[one]),
+                x1=float(trace.start[one]),
+                y0=-0.5,
+                y1=top,
+                xref="x",
+                yref="y",
+                line=dict(color=HIGHLIGHT, width=1, dash="dot"),
+            ),
+        ]
         for k in np.flatnonzero((trace.transfer_src_op == one) | (trace.transfer_dst_op == one)):
-            shapes.append(dict(type="line", x0=float(trace.transfer_start[k]), x1=float(trace.transfer_end[k]), xref="x", yref="y",
-                               y0=int(trace.transfer_src_device[k]), y1=int(trace.transfer_dst_device[k]), line=dict(color=HIGHLIGHT, width=2)))  # fmt: skip
+            shapes.append(
+                dict(
+                    type="line",
+                    x0=float(trace.transfer_start[k]),
+                    x1=float(trace.transfer_end[k]),
+                    xref="x",
+                    yref="y",
+                    y0=int(trace.transfer_src_device[k]),
+                    y1=int(trace.transfer_dst_device[k]),
+                    line=dict(color=HIGHLIGHT, width=2),
+                )
+            )
     return shapes
 
 
@@ -273,7 +381,9 @@ def gantt_grid(graph, traces: Mapping[str, Any], columns: int = 2, title: str | 
     columns = min(columns, len(traces))
     rows = math.ceil(len(traces) / columns)
     labels = [f"{label}: makespan {format_time(trace.makespan, graph)}" for label, trace in traces.items()]
-    fig = make_subplots(rows=rows, cols=columns, shared_xaxes="all", subplot_titles=labels, vertical_spacing=0.25 / rows, horizontal_spacing=0.08)
+    fig = make_subplots(
+        rows=rows, cols=columns, shared_xaxes="all", subplot_titles=labels, vertical_spacing=0.25 / rows, horizontal_spacing=0.08
+    )
     longest = max(trace.makespan for trace in traces.values())
     devices = 1
     for index, trace in enumerate(traces.values()):
@@ -286,5 +396,13 @@ def gantt_grid(graph, traces: Mapping[str, Any], columns: int = 2, title: str | 
         devices = max(devices, len(chart.layout.yaxis.tickvals))
     fig.update_xaxes(range=[0, longest * 1.01 if longest > 0 else 1], exponentformat="power", showexponent="all")
     fig.update_xaxes(title=time_axis(graph)["title"], row=rows)
-    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest", height=rows * (90 + 40 * devices) + 60, margin=dict(l=10, r=10, t=70, b=40), template="plotly_white", title=title)
+    fig.update_layout(
+        barmode="overlay",
+        bargap=0.1,
+        hovermode="closest",
+        height=rows * (90 + 40 * devices) + 60,
+        margin=dict(l=10, r=10, t=70, b=40),
+        template="plotly_white",
+        title=title,
+    )
     return fig

@@ -7,7 +7,8 @@ makespans get their own axis on the right.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,7 +33,7 @@ def _spans(data: pd.DataFrame, x: str) -> list[tuple[str, float, float]]:
     stage = data["stage"].fillna("?").to_numpy()
     cuts = np.flatnonzero(stage[1:] != stage[:-1]) + 1
     values = data[x].to_numpy(dtype=float)
-    return [(str(stage[a]), float(values[a]), float(values[b - 1])) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(stage)])]
+    return [(str(stage[a]), float(values[a]), float(values[b - 1])) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(stage)], strict=False)]
 
 
 def training_curves(
@@ -75,31 +76,67 @@ def training_curves(
                 continue
             has_real |= axis == "y2"
             big = len(part) > 2000
-            fig.add_trace((go.Scattergl if big else go.Scatter)(
-                x=part[x], y=part[metric], mode="markers", name=f"{label}{suffix} (raw)", yaxis=axis,
-                marker=dict(color=color, size=4, opacity=0.3, symbol="circle" if axis == "y" else "triangle-up"), legendgroup=label, showlegend=False,
-                hovertemplate=f"{label}{suffix}<br>{x} %{{x:.6g}}<br>{metric} %{{y:.6g}}<extra></extra>",
-            ))  # fmt: skip
+            fig.add_trace(
+                (go.Scattergl if big else go.Scatter)(
+                    x=part[x],
+                    y=part[metric],
+                    mode="markers",
+                    name=f"{label}{suffix} (raw)",
+                    yaxis=axis,
+                    marker=dict(color=color, size=4, opacity=0.3, symbol="circle" if axis == "y" else "triangle-up"),
+                    legendgroup=label,
+                    showlegend=False,
+                    hovertemplate=f"{label}{suffix}<br>{x} %{{x:.6g}}<br>{metric} %{{y:.6g}}<extra></extra>",
+                )
+            )
             smooth = part[metric].rolling(max(1, int(window)), min_periods=1).mean()
-            fig.add_trace(go.Scatter(x=part[x], y=smooth, mode="lines", name=f"{label}{suffix}", yaxis=axis,
-                                     line=dict(color=color, width=2, dash="solid" if axis == "y" else "dot"), legendgroup=label))  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=part[x],
+                    y=smooth,
+                    mode="lines",
+                    name=f"{label}{suffix}",
+                    yaxis=axis,
+                    line=dict(color=color, width=2, dash="solid" if axis == "y" else "dot"),
+                    legendgroup=label,
+                )
+            )
         evaluations = (greedy or {}).get(label)
         for what, points in evaluations.groupby("what", sort=False) if evaluations is not None and not evaluations.empty else ():
             points = points.dropna(subset=[x, "makespan"])
             axis = "y2" if what.startswith("real") else "y"
-            fig.add_trace(go.Scatter(x=points[x], y=points["makespan"], mode="markers", name=f"{label}: {what}", yaxis=axis, legendgroup=label,
-                                     marker=dict(color=color, symbol="diamond", size=10, line=dict(color="black", width=1)),
-                                     hovertemplate=f"{label}: {what}<br>{x} %{{x:.6g}}<br>makespan %{{y:.6g}}<extra></extra>"))  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=points[x],
+                    y=points["makespan"],
+                    mode="markers",
+                    name=f"{label}: {what}",
+                    yaxis=axis,
+                    legendgroup=label,
+                    marker=dict(color=color, symbol="diamond", size=10, line=dict(color="black", width=1)),
+                    hovertemplate=f"{label}: {what}<br>{x} %{{x:.6g}}<br>makespan %{{y:.6g}}<extra></extra>",
+                )
+            )
     _shade(fig, shaded, high - low if np.isfinite(high - low) else 0.0, x)
     references = references or {}
     for index, (label, value) in enumerate(references.items()):
-        fig.add_trace(go.Scatter(x=[low, high] if np.isfinite(low) else [0, 1], y=[value, value], mode="lines", name=f"{label} {value:.5g}".replace("e+", "e"),
-                                 line=dict(color=["#7f7f7f", "#9467bd", "#8c564b"][index % 3], dash="dash"), hovertemplate=f"{label} %{{y:.6g}}<extra></extra>"))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[low, high] if np.isfinite(low) else [0, 1],
+                y=[value, value],
+                mode="lines",
+                name=f"{label} {value:.5g}".replace("e+", "e"),
+                line=dict(color=["#7f7f7f", "#9467bd", "#8c564b"][index % 3], dash="dash"),
+                hovertemplate=f"{label} %{{y:.6g}}<extra></extra>",
+            )
+        )
     fig.update_xaxes(title=X_TITLES[x])
     y_title = time_axis(graph, metric)["title"] if metric == "makespan" else metric
     fig.update_yaxes(title=y_title, exponentformat="power", showexponent="all")
     if has_real:
-        fig.update_layout(yaxis2=dict(title="Stage III makespan (s, measured)", overlaying="y", side="right", showgrid=False, exponentformat="power"))
+        fig.update_layout(
+            yaxis2=dict(title="Stage III makespan (s, measured)", overlaying="y", side="right", showgrid=False, exponentformat="power")
+        )
     entries = sum(1 for t in fig.data if t.showlegend is not False)
     fig.update_layout(legend=dict(orientation="h", y=-0.15, x=0, yanchor="top"))
     if not fig.data:
@@ -121,12 +158,31 @@ def _shade(fig: go.Figure, shaded: list[tuple[str, list[tuple[str, float, float]
     for index, (label, spans) in enumerate(shaded):
         y0, y1 = (0.0, 1.0) if count == 1 else (index * band, (index + 1) * band)
         for stage, first, last in spans:
-            fig.add_shape(type="rect", xref="x", yref="paper", x0=first - pad, x1=last + pad, y0=y0, y1=y1, line_width=0, layer="below",
-                          fillcolor=f"rgba({STAGE_RGB.get(stage, '127,127,127')},{0.10 if count == 1 else 0.4})")  # fmt: skip
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=first - pad,
+                x1=last + pad,
+                y0=y0,
+                y1=y1,
+                line_width=0,
+                layer="below",
+                fillcolor=f"rgba({STAGE_RGB.get(stage, '127,127,127')},{0.10 if count == 1 else 0.4})",
+            )
             share = (last - first) / width if width > 0 else 1.0
             name = STAGE_NAMES.get(stage, stage)
             text = name if share > 0.25 else STAGE_SHORT.get(stage, stage)
             if count > 1:
                 text = f"{label}: {text}" if share > 0.4 else text
-            fig.add_annotation(x=(first + last) / 2, y=y1 if count == 1 else (y0 + y1) / 2, xref="x", yref="paper", text=text, hovertext=f"{label}: {name}",
-                               showarrow=False, yanchor="top" if count == 1 else "middle", font=dict(size=11, color="#444"))  # fmt: skip
+            fig.add_annotation(
+                x=(first + last) / 2,
+                y=y1 if count == 1 else (y0 + y1) / 2,
+                xref="x",
+                yref="paper",
+                text=text,
+                hovertext=f"{label}: {name}",
+                showarrow=False,
+                yanchor="top" if count == 1 else "middle",
+                font=dict(size=11, color="#444"),
+            )

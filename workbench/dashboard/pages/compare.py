@@ -13,18 +13,29 @@ from __future__ import annotations
 
 from typing import Any
 
-import workbench as wb
 from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
-from workbench.placers import methods
 
-from workbench.viz import (find_ops, format_time, gantt_figure, gantt_frame, gantt_highlight, heatmap_frame, heatmap_highlight, is_paper_graph,
-                           makespan_bars, makespan_frame, placement_heatmap)  # fmt: skip
+import workbench as wb
+from workbench.placers import methods
+from workbench.viz import (
+    find_ops,
+    format_time,
+    gantt_figure,
+    gantt_frame,
+    gantt_highlight,
+    heatmap_frame,
+    heatmap_highlight,
+    is_paper_graph,
+    makespan_bars,
+    makespan_frame,
+    placement_heatmap,
+)
 
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
-from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..limits import LimitError
+from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices
 from ..work import run_placement, simulate_placement
 from .whatif import editor, register_whatif_callbacks
@@ -80,13 +91,20 @@ def layout(context, jobs, **_query) -> html.Div:
             html.H2("Compare placements"),
             controls(
                 graph_picker(PAGE, context),
-                field("Devices", dcc.Input(id="compare-devices", type="number", min=1, max=MAX_DEVICES, step=1, value=DEFAULT_DEVICES, debounce=True)),
-                field("Methods", dcc.Dropdown(id="compare-methods", options=options, value=default_methods(options), multi=True), wide=True),
+                field(
+                    "Devices",
+                    dcc.Input(id="compare-devices", type="number", min=1, max=MAX_DEVICES, step=1, value=DEFAULT_DEVICES, debounce=True),
+                ),
+                field(
+                    "Methods", dcc.Dropdown(id="compare-methods", options=options, value=default_methods(options), multi=True), wide=True
+                ),
                 field("Seed", dcc.Input(id="compare-seed", type="number", min=0, step=1, value=0)),
                 field("Search budget (evaluations)", dcc.Input(id="compare-budget", type="number", min=1, step=1, value=20000)),
                 field("Time limit (s)", dcc.Input(id="compare-time-limit", type="number", min=0.1, value=10)),
                 html.Button("Compare", id="compare-run", className="wb-primary"),
-                field("Find an op (id or name)", dcc.Input(id="compare-search", type="text", debounce=True, placeholder="e.g. 12 or matmul")),
+                field(
+                    "Find an op (id or name)", dcc.Input(id="compare-search", type="text", debounce=True, placeholder="e.g. 12 or matmul")
+                ),
             ),
             html.Div(id="compare-search-message"),
             dcc.Store(id="compare-state"),
@@ -102,7 +120,9 @@ def _devices(value: Any) -> int:
     return devices
 
 
-def compare_view(context, graph_key: str | None, devices: Any, methods: list[str] | None, seed: Any = 0, budget: Any = None, time_limit: Any = None) -> tuple[list, dict | None]:
+def compare_view(
+    context, graph_key: str | None, devices: Any, methods: list[str] | None, seed: Any = 0, budget: Any = None, time_limit: Any = None
+) -> tuple[list, dict | None]:
     """The results area and the state the highlight callback needs; every failure becomes a message."""
     if not graph_key:
         return [message("choose a graph", "warning")], None
@@ -153,22 +173,55 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
         panels.append(
             html.Div(
                 [
-                    figure_card(PAGE, f"gantt/{index}", gantt, gantt_frame(graph, result.trace), caption, timeline=True,
-                                trace_events=trace_events_for(graph, result.trace, f"{graph.name}, {devices} devices, {label}")),  # fmt: skip
-                    figure_card(PAGE, f"heatmap/{index}", placement_heatmap(graph, placement.assignment, devices, title=f"{short}: placement<br><sup>{graph.name}, {devices} devices{detail}</sup>"),
-                                heatmap_frame(graph, placement.assignment)),  # fmt: skip
+                    figure_card(
+                        PAGE,
+                        f"gantt/{index}",
+                        gantt,
+                        gantt_frame(graph, result.trace),
+                        caption,
+                        timeline=True,
+                        trace_events=trace_events_for(graph, result.trace, f"{graph.name}, {devices} devices, {label}"),
+                    ),
+                    figure_card(
+                        PAGE,
+                        f"heatmap/{index}",
+                        placement_heatmap(
+                            graph,
+                            placement.assignment,
+                            devices,
+                            title=f"{short}: placement<br><sup>{graph.name}, {devices} devices{detail}</sup>",
+                        ),
+                        heatmap_frame(graph, placement.assignment),
+                    ),
                 ]
             )
         )
     paper = " Times are in the paper's raw units; in brackets ÷1e10, as the paper reports them." if is_paper_graph(graph) else ""
-    header = html.P(f"{graph_label(graph_key)}: {graph.num_nodes} ops, {graph.num_edges} edges, {devices} devices, lower bound {format_time(bound, graph)}.{paper} "
-                    "Click an op to highlight it in every chart; zooming one timeline zooms all; the red line is each placement's critical path.")  # fmt: skip
+    header = html.P(
+        f"{graph_label(graph_key)}: {graph.num_nodes} ops, {graph.num_edges} edges, {devices} devices, "
+        f"lower bound {format_time(bound, graph)}.{paper} "
+        "Click an op to highlight it in every chart; zooming one timeline zooms all; the red line is each placement's critical path."
+    )
     bars = (
-        figure_card(PAGE, "makespans", makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph), makespan_frame(placements, bound))
+        figure_card(
+            PAGE,
+            "makespans",
+            makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph),
+            makespan_frame(placements, bound),
+        )
         if placements
         else message("no method succeeded")
     )
-    state = {"graph_key": graph_key, "devices": devices, "methods": list(methods), "labels": labels, "seed": seed, "budget": budget, "time_limit": time_limit, "x_max": longest * 1.01}
+    state = {
+        "graph_key": graph_key,
+        "devices": devices,
+        "methods": list(methods),
+        "labels": labels,
+        "seed": seed,
+        "budget": budget,
+        "time_limit": time_limit,
+        "x_max": longest * 1.01,
+    }
     succeeded = [(index, label) for index, (label, placement, _, _) in enumerate(done) if placement is not None]
     return [header, bars, html.Div(panels, className="wb-grid"), editor(succeeded, devices) if succeeded else None], state
 
@@ -273,10 +326,15 @@ def register_callbacks(app, context, jobs) -> None:
             kept = default_methods(options)
         results, state = compare_view(context, graph_key, devices, kept, seed, budget, time_limit)
         if dropped:
-            results = [message(f"not offered for {graph.name} on {devices} devices (no checkpoint trained for it): {', '.join(dropped)}", "info"), *results]
+            results = [
+                message(f"not offered for {graph.name} on {devices} devices (no checkpoint trained for it): {', '.join(dropped)}", "info"),
+                *results,
+            ]
         return options, kept, results, state
 
-    @app.callback(Output("selected-op", "data"), Input({"type": "figure", "page": PAGE, "index": ALL}, "clickData"), prevent_initial_call=True)
+    @app.callback(
+        Output("selected-op", "data"), Input({"type": "figure", "page": PAGE, "index": ALL}, "clickData"), prevent_initial_call=True
+    )
     def select(_clicks):
         trigger = ctx.triggered[0] if ctx.triggered else None
         op = clicked_op(trigger["value"]) if trigger else None
@@ -298,7 +356,13 @@ def register_callbacks(app, context, jobs) -> None:
             return highlight_patches(context, state, None, outputs), ""
         graph = load_graph_key(context, state["graph_key"])
         found = find_ops(graph, graph.num_nodes, query)
-        note = message(f"no op matches {query!r}", "warning") if not found else message(f"{len(found)} op(s) match {query!r}: " + ", ".join(map(str, found[:20])) + (" ..." if len(found) > 20 else ""), "info")
+        note = (
+            message(f"no op matches {query!r}", "warning")
+            if not found
+            else message(
+                f"{len(found)} op(s) match {query!r}: " + ", ".join(map(str, found[:20])) + (" ..." if len(found) > 20 else ""), "info"
+            )
+        )
         return highlight_patches(context, state, found, outputs), note
 
     @app.callback(

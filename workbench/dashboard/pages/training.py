@@ -1,4 +1,4 @@
-"""Training: per-episode curves of selected runs (stages shaded per run, greedy evaluations, reference lines), configs and the best placement.
+"""Training: curves of selected runs (stages shaded per run, greedy evaluations, reference lines), configs, the best placement.
 
 Lists run folders at any depth under the runs folder and the shipped
 pretrained runs (``datasets/pretrained/*``, read-only), reads them as
@@ -15,8 +15,8 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 
 from workbench.viz import format_time, gantt_figure, gantt_frame, message_figure, training_curves
 
-from ..components import controls, field, figure_card, message, trace_events_for
 from ...rundir import VALUE_COLUMNS
+from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..runlist import best_placement_trace, greedy_evaluations, read_json_object, run_keys, run_path
 from ..runs import read_run, references
@@ -47,17 +47,46 @@ def layout(context, jobs, **_query) -> html.Div:
         [
             html.H2("Training runs"),
             controls(
-                field(f"Runs (in {context.runs_dir}, and the shipped pretrained runs)", dcc.Dropdown(id="training-runs", options=options, value=[o["value"] for o in options[:1]], multi=True), wide=True),
-                field("Second chart", dcc.Dropdown(id="training-metric", options=[m for m in VALUE_COLUMNS if m != "makespan"], value="loss", clearable=False)),
+                field(
+                    f"Runs (in {context.runs_dir}, and the shipped pretrained runs)",
+                    dcc.Dropdown(id="training-runs", options=options, value=[o["value"] for o in options[:1]], multi=True),
+                    wide=True,
+                ),
+                field(
+                    "Second chart",
+                    dcc.Dropdown(
+                        id="training-metric", options=[m for m in VALUE_COLUMNS if m != "makespan"], value="loss", clearable=False
+                    ),
+                ),
                 field("Smoothing (episodes)", dcc.Input(id="training-window", type="number", min=1, step=1, value=25)),
-                field("x-axis", dcc.RadioItems(id="training-x", options=[{"label": "episode", "value": "episode"}, {"label": "wall-clock time", "value": "seconds"}], value="episode", inline=True)),
+                field(
+                    "x-axis",
+                    dcc.RadioItems(
+                        id="training-x",
+                        options=[{"label": "episode", "value": "episode"}, {"label": "wall-clock time", "value": "seconds"}],
+                        value="episode",
+                        inline=True,
+                    ),
+                ),
             ),
             dcc.Interval(id="training-tick", interval=REFRESH_MS),
             dcc.Store(id="training-signature"),
             html.Div(id="training-status"),
-            html.Div(className="wb-grid", children=[figure_card(PAGE, "makespan", message_figure("choose a run"), None),
-                                                    figure_card(PAGE, "metric", message_figure(""), None)]),  # fmt: skip
-            figure_card(PAGE, "best", message_figure("no best placement yet"), None, "Best placement of the first selected run (simulator trace)", timeline=True),
+            html.Div(
+                className="wb-grid",
+                children=[
+                    figure_card(PAGE, "makespan", message_figure("choose a run"), None),
+                    figure_card(PAGE, "metric", message_figure(""), None),
+                ],
+            ),
+            figure_card(
+                PAGE,
+                "best",
+                message_figure("no best placement yet"),
+                None,
+                "Best placement of the first selected run (simulator trace)",
+                timeline=True,
+            ),
             html.Div(id="training-configs"),
         ]
     )
@@ -81,7 +110,7 @@ def signature(context, keys) -> list:
 
 
 def _best(run):
-    """``(placement dict, graph or None, trace)`` of a run's best placement: ``best/`` of a run, ``best_placement.json`` of a shipped one."""
+    """``(placement dict, graph or None, trace)`` of a run's best placement (``best/``, or a shipped run's ``best_placement.json``)."""
     import workbench as wb
 
     if run.best_trace is not None:
@@ -96,8 +125,17 @@ def _best(run):
 
 def _configs(runs) -> html.Div:
     """Each run's config.json (``{label: Run}``), folded."""
-    return html.Div([html.Details([html.Summary(f"{label}: config.json"), html.Pre(json.dumps(run.config, indent=1) if run.config else "no readable config.json")])
-                     for label, run in runs.items()])  # fmt: skip
+    return html.Div(
+        [
+            html.Details(
+                [
+                    html.Summary(f"{label}: config.json"),
+                    html.Pre(json.dumps(run.config, indent=1) if run.config else "no readable config.json"),
+                ]
+            )
+            for label, run in runs.items()
+        ]
+    )
 
 
 def training_view(context, keys, metric: str, window, x: str = "episode") -> tuple:
@@ -107,25 +145,51 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
     lines and the greedy evaluations each run recorded.
     """
     if not keys:
-        return message_figure("choose a run"), None, message_figure(""), message_figure("no run chosen"), None, message("no run selected; runs appear here when training writes them", "info"), None, None
+        return (
+            message_figure("choose a run"),
+            None,
+            message_figure(""),
+            message_figure("no run chosen"),
+            None,
+            message("no run selected; runs appear here when training writes them", "info"),
+            None,
+            None,
+        )
     try:
         paths = _run_paths(context, keys)
     except PathError as exc:
         return message_figure(str(exc)), None, message_figure(""), message_figure(""), None, message(str(exc)), None, None
     window = int(window) if window and int(window) > 0 else 25
     frames, refs, greedy, status, runs, best = {}, {}, {}, [], {}, None
-    for key, path in zip(keys, paths):
+    for key, path in zip(keys, paths, strict=False):
         run = read_run(path)
         label = key.partition(":")[2] if key.startswith("runs:") else f"pretrained {key.partition(':')[2]}"
         runs[label] = run
         meta = run.meta or {}
         episodes = len(run.metrics)
-        sampled = run.metrics.loc[run.metrics.get("stage", pd.Series(dtype=str)) != "real", "makespan"].dropna() if "makespan" in run.metrics else pd.Series(dtype=float)
+        sampled = (
+            run.metrics.loc[run.metrics.get("stage", pd.Series(dtype=str)) != "real", "makespan"].dropna()
+            if "makespan" in run.metrics
+            else pd.Series(dtype=float)
+        )
         found = _best(run)
-        best_text = format_time(found[2].makespan) if found else (f"{sampled.min():.5g}".replace("e+", "e") + " (sampled)" if len(sampled) else "–")
+        best_text = (
+            format_time(found[2].makespan) if found else (f"{sampled.min():.5g}".replace("e+", "e") + " (sampled)" if len(sampled) else "–")
+        )
         stages = " → ".join(str(s) for s in meta.get("stages", [])) if isinstance(meta.get("stages"), list) else "?"
-        status.append(html.Tr([html.Td(label), html.Td(run.status), html.Td(str(meta.get("method", "?"))), html.Td(stages), html.Td(f"{episodes:,}"),
-                               html.Td(best_text), html.Td("; ".join(p for p in run.problems if "trace.json" not in p or not found) or "ok")]))  # fmt: skip
+        status.append(
+            html.Tr(
+                [
+                    html.Td(label),
+                    html.Td(run.status),
+                    html.Td(str(meta.get("method", "?"))),
+                    html.Td(stages),
+                    html.Td(f"{episodes:,}"),
+                    html.Td(best_text),
+                    html.Td("; ".join(p for p in run.problems if "trace.json" not in p or not found) or "ok"),
+                ]
+            )
+        )
         if not run.metrics.empty and "graph" in run.metrics and run.metrics["graph"].nunique() > 1:
             for graph_name, frame in run.metrics.groupby("graph"):
                 frames[f"{label} / {graph_name}"] = frame
@@ -141,20 +205,38 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
             best = (label, *found)
     header = html.Tr([html.Th(h) for h in ("run", "status", "method", "stages", "episodes", "best placement makespan", "problems")])
     table = html.Table([header, *status], className="wb-table")
-    makespans = training_curves(frames, "makespan", refs, window, title="makespan per episode (sampled) and greedy evaluations", x=x, greedy=greedy)
+    makespans = training_curves(
+        frames, "makespan", refs, window, title="makespan per episode (sampled) and greedy evaluations", x=x, greedy=greedy
+    )
     second = training_curves(frames, metric, None, window, title=f"{metric} per episode", x=x)
     csv = pd.concat([f.assign(run=label) for label, f in frames.items()]).to_csv(index=False) if frames else None
     if best is None:
         return makespans, csv, second, message_figure("no best placement written yet"), None, table, _configs(runs), None
     label, placement, graph, trace = best
-    title = f"{label}: best placement, makespan {format_time(trace.makespan, graph)}<br><sup>{placement.get('graph', '?')}, {placement.get('devices', '?')} devices, stage {placement.get('stage', '?')}, episode {placement.get('episode', '?')}</sup>"
+    where = f"{placement.get('graph', '?')}, {placement.get('devices', '?')} devices"
+    when = f"stage {placement.get('stage', '?')}, episode {placement.get('episode', '?')}"
+    title = f"{label}: best placement, makespan {format_time(trace.makespan, graph)}<br><sup>{where}, {when}</sup>"
     devices = placement.get("devices") if isinstance(placement.get("devices"), int) else None
     events = trace_events_for(graph, trace, f"{label}: best placement")
-    return makespans, csv, second, gantt_figure(graph, trace, title=title, devices=devices, critical_path=True), gantt_frame(graph, trace).to_csv(index=False), table, _configs(runs), events
+    return (
+        makespans,
+        csv,
+        second,
+        gantt_figure(graph, trace, title=title, devices=devices, critical_path=True),
+        gantt_frame(graph, trace).to_csv(index=False),
+        table,
+        _configs(runs),
+        events,
+    )
 
 
 def register_callbacks(app, context, jobs) -> None:
-    @app.callback(Output("training-runs", "options"), Input("training-tick", "n_intervals"), State("training-runs", "options"), prevent_initial_call=True)
+    @app.callback(
+        Output("training-runs", "options"),
+        Input("training-tick", "n_intervals"),
+        State("training-runs", "options"),
+        prevent_initial_call=True,
+    )
     def refresh_options(_tick, current):
         options = run_options(context)
         return options if options != current else no_update

@@ -14,9 +14,9 @@ import re
 from typing import Any
 
 import numpy as np
-import workbench as wb
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
+import workbench as wb
 from workbench.viz import diff_frame, diff_heatmap, find_ops, format_time, gantt_figure, message_figure, trace_critical_path
 
 from ..components import field, figure_card, message
@@ -36,22 +36,31 @@ def editor(labels: list[tuple[int, str]], devices: int) -> html.Div:
         className="wb-card",
         children=[
             html.H3("Diff of two placements"),
-            html.Div(className="wb-controls", children=[
-                field("A", dcc.Dropdown(id="diff-a", options=options, value=first, clearable=False), wide=True),
-                field("B", dcc.Dropdown(id="diff-b", options=options, value=second, clearable=False), wide=True),
-            ]),  # fmt: skip
+            html.Div(
+                className="wb-controls",
+                children=[
+                    field("A", dcc.Dropdown(id="diff-a", options=options, value=first, clearable=False), wide=True),
+                    field("B", dcc.Dropdown(id="diff-b", options=options, value=second, clearable=False), wide=True),
+                ],
+            ),
             html.Div(id="diff-summary"),
             figure_card(PAGE, "diff", message_figure("choose two placements"), None),
             html.H3("What if: move ops, see the makespan"),
-            html.Div(className="wb-controls", children=[
-                field("Start from", dcc.Dropdown(id="whatif-base", options=options, value=first, clearable=False), wide=True),
-                field("Ops (ids, ranges a-b or a name; click or box-select in a chart)", dcc.Input(id="whatif-ops", type="text", placeholder="e.g. 3, 7-9")),
-                field("To device", dcc.Input(id="whatif-device", type="number", min=0, max=devices - 1, step=1, value=0)),
-                html.Button("Move", id="whatif-move", className="wb-primary"),
-                html.Button("Polish with local search", id="whatif-polish", className="wb-small"),
-                html.Button("Download JSON", id="whatif-download-button", className="wb-small"),
-                dcc.Download(id="whatif-download"),
-            ]),  # fmt: skip
+            html.Div(
+                className="wb-controls",
+                children=[
+                    field("Start from", dcc.Dropdown(id="whatif-base", options=options, value=first, clearable=False), wide=True),
+                    field(
+                        "Ops (ids, ranges a-b or a name; click or box-select in a chart)",
+                        dcc.Input(id="whatif-ops", type="text", placeholder="e.g. 3, 7-9"),
+                    ),
+                    field("To device", dcc.Input(id="whatif-device", type="number", min=0, max=devices - 1, step=1, value=0)),
+                    html.Button("Move", id="whatif-move", className="wb-primary"),
+                    html.Button("Polish with local search", id="whatif-polish", className="wb-small"),
+                    html.Button("Download JSON", id="whatif-download-button", className="wb-small"),
+                    dcc.Download(id="whatif-download"),
+                ],
+            ),
             dcc.Store(id="whatif-assignment"),
             html.Div(id="whatif-summary"),
             figure_card(PAGE, "whatif", message_figure("move ops to see the edited timeline"), None),
@@ -103,26 +112,47 @@ def diff_view(context, state: dict | None, a: Any, b: Any) -> tuple:
     frame = diff_frame(graph, first.assignment, second.assignment, *paths)
     labels = state["labels"][int(a)], state["labels"][int(b)]
     renamed = moved_ops(first.assignment, second.assignment, state["devices"])
-    summary = (f"{int(frame['moved'].sum())} of {graph.num_nodes} ops on another device id ({renamed} after renaming devices to match best); "
-               f"critical path: A {len(paths[0])} ops, B {len(paths[1])} ops, {len(set(paths[0]) & set(paths[1]))} shared. "
-               f"Makespan A {format_time(first.makespan, graph)}, B {format_time(second.makespan, graph)}.")  # fmt: skip
+    summary = (
+        f"{int(frame['moved'].sum())} of {graph.num_nodes} ops on another device id ({renamed} after renaming devices to match best); "
+        f"critical path: A {len(paths[0])} ops, B {len(paths[1])} ops, {len(set(paths[0]) & set(paths[1]))} shared. "
+        f"Makespan A {format_time(first.makespan, graph)}, B {format_time(second.makespan, graph)}."
+    )
     title = f"A = {labels[0]} vs B = {labels[1]}<br><sup>{graph.name}, {state['devices']} devices</sup>"
-    return diff_heatmap(graph, frame, state["devices"], ("A: " + labels[0][:40], "B: " + labels[1][:40]), title=title), message(summary, "info")
+    return diff_heatmap(graph, frame, state["devices"], ("A: " + labels[0][:40], "B: " + labels[1][:40]), title=title), message(
+        summary, "info"
+    )
 
 
 def whatif_result(context, state: dict, assignment: np.ndarray, note: str) -> tuple:
     """``(store data, figure, summary)`` for an edited assignment: one simulation."""
     graph = load_graph_key(context, state["graph_key"])
     result = wb.simulate(graph, assignment, state["devices"])
-    figure = gantt_figure(graph, result.trace, title=f"edited placement<br><sup>{graph.name}, {state['devices']} devices, makespan {format_time(result.makespan, graph)}</sup>",
-                          devices=state["devices"], x_max=max(state.get("x_max") or 0.0, result.makespan * 1.01), critical_path=True)  # fmt: skip
-    summary = html.Div([html.Span(f"{note}: makespan "), html.B(format_time(result.makespan, graph)), html.Span(repr(float(result.makespan)), id="whatif-makespan", hidden=True)])
+    figure = gantt_figure(
+        graph,
+        result.trace,
+        title=f"edited placement<br><sup>{graph.name}, {state['devices']} devices, makespan {format_time(result.makespan, graph)}</sup>",
+        devices=state["devices"],
+        x_max=max(state.get("x_max") or 0.0, result.makespan * 1.01),
+        critical_path=True,
+    )
+    summary = html.Div(
+        [
+            html.Span(f"{note}: makespan "),
+            html.B(format_time(result.makespan, graph)),
+            html.Span(repr(float(result.makespan)), id="whatif-makespan", hidden=True),
+        ]
+    )
     return {"assignment": [int(d) for d in assignment], "makespan": float(result.makespan)}, figure, summary
 
 
 def register_whatif_callbacks(app, context) -> None:
-    @app.callback(Output({"type": "figure", "page": PAGE, "index": "diff"}, "figure"), Output("diff-summary", "children"),
-                  Input("diff-a", "value"), Input("diff-b", "value"), State("compare-state", "data"))  # fmt: skip
+    @app.callback(
+        Output({"type": "figure", "page": PAGE, "index": "diff"}, "figure"),
+        Output("diff-summary", "children"),
+        Input("diff-a", "value"),
+        Input("diff-b", "value"),
+        State("compare-state", "data"),
+    )
     def diff(a, b, state):
         return diff_view(context, state, a, b)
 
@@ -147,16 +177,28 @@ def register_whatif_callbacks(app, context) -> None:
         try:
             if ctx.triggered_id == "whatif-move":
                 ops = parse_ops(graph, ops_text)
-                return whatif_result(context, state, move_ops(current, ops, device, state["devices"]), f"moved {len(ops)} op(s) to device {int(device)}")
+                return whatif_result(
+                    context, state, move_ops(current, ops, device, state["devices"]), f"moved {len(ops)} op(s) to device {int(device)}"
+                )
             if ctx.triggered_id == "whatif-polish":
                 budget = state["budget"] or 2000
-                polished = wb.place(graph, method="local_search", devices=state["devices"], seed=state["seed"], budget=budget, start=current)
-                return whatif_result(context, state, polished.assignment, f"polished by local search ({budget:,} evaluations) from the edited placement")
+                polished = wb.place(
+                    graph, method="local_search", devices=state["devices"], seed=state["seed"], budget=budget, start=current
+                )
+                return whatif_result(
+                    context, state, polished.assignment, f"polished by local search ({budget:,} evaluations) from the edited placement"
+                )
         except ValueError as exc:
             return no_update, no_update, message(str(exc))
         return whatif_result(context, state, current, f"starting from {state['labels'][int(base)]}")
 
-    @app.callback(Output("whatif-download", "data"), Input("whatif-download-button", "n_clicks"), State("whatif-assignment", "data"), State("compare-state", "data"), prevent_initial_call=True)
+    @app.callback(
+        Output("whatif-download", "data"),
+        Input("whatif-download-button", "n_clicks"),
+        State("whatif-assignment", "data"),
+        State("compare-state", "data"),
+        prevent_initial_call=True,
+    )
     def download(_clicks, edited, state):
         if not edited or not state:
             return no_update
@@ -164,10 +206,21 @@ def register_whatif_callbacks(app, context) -> None:
         data = {"graph": graph.name, "devices": state["devices"], "assignment": edited["assignment"], "makespan": edited["makespan"]}
         return dcc.send_string(json.dumps(data, indent=1), f"{graph.name}-{state['devices']}dev-edited.json")
 
-    @app.callback(Output("whatif-ops", "value"), Input("selected-op", "data"), Input({"type": "figure", "page": PAGE, "index": ALL}, "selectedData"), prevent_initial_call=True)
+    @app.callback(
+        Output("whatif-ops", "value"),
+        Input("selected-op", "data"),
+        Input({"type": "figure", "page": PAGE, "index": ALL}, "selectedData"),
+        prevent_initial_call=True,
+    )
     def pick(op, _selections):
         if ctx.triggered_id == "selected-op":
             return str(op) if op is not None else no_update
         points = (ctx.triggered[0]["value"] or {}).get("points", []) if ctx.triggered else []
-        ops = sorted({int(p["customdata"][0]) for p in points if isinstance(p.get("customdata"), list) and p["customdata"] and p["customdata"][0] is not None})
+        ops = sorted(
+            {
+                int(p["customdata"][0])
+                for p in points
+                if isinstance(p.get("customdata"), list) and p["customdata"] and p["customdata"][0] is not None
+            }
+        )
         return ", ".join(map(str, ops)) if ops else no_update
