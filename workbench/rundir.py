@@ -24,8 +24,9 @@ import csv
 import io
 import json
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -56,7 +57,8 @@ TEXT_COLUMNS = ("stage", "graph", "oracle")
 VALUE_COLUMNS = tuple(c for c in METRIC_COLUMNS if c not in TEXT_COLUMNS and c != "episode")
 """The numeric columns a chart can plot against the episode."""
 
-CHECKPOINT_SUFFIX = ".pt"
+CHECKPOINT_SUFFIX = ".safetensors"
+"""Policy checkpoints are safetensors files with a JSON header (:mod:`workbench.learn.checkpoint`); the old pickle ``.pt`` is refused."""
 
 
 def checkpoint_file(directory: str | os.PathLike, name: str) -> Path:
@@ -155,8 +157,8 @@ def references(meta: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     ones in ``datasets/pretrained/``) hold one graph's values flat; they are
     keyed by the run's only graph here. Anything else gives ``{}``.
     """
-    ref = meta.get("reference") if meta else None
-    if not isinstance(ref, Mapping):
+    ref = meta.get("reference") if meta is not None else None
+    if meta is None or not isinstance(ref, Mapping):
         return {}
     if "critical_path" in ref and not isinstance(ref["critical_path"], Mapping):
         graphs = meta.get("graphs") or []
