@@ -48,10 +48,6 @@ NO_HEAVY_IMPORTS = ("core", "graph sources", "figures")
 """Layers whose modules never import torch, DGL or Dash (but see TORCH_BY_DESIGN)."""
 HEAVY = ("torch", "dgl", "dash")
 
-KNOWN_INVERSIONS: dict[tuple[str, str], str] = {}
-"""(importer, imported) pairs tolerated for now, each with the reason and what removes it."""
-
-
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -118,7 +114,7 @@ def test_no_module_imports_a_higher_layer(importer):
     upward = []
     for imported in sorted(dependencies(importer, MODULES[importer])):
         target = layer(imported)
-        if target is None or (importer, imported) in KNOWN_INVERSIONS:
+        if target is None:
             continue
         if LAYERS[target] > LAYERS[own]:
             upward.append(f"{imported} ({target})")
@@ -157,9 +153,3 @@ def test_the_walk_sees_every_kind_of_import(tmp_path):
         "workbench.sweeps",
         "numpy",
     } <= found
-
-
-@pytest.mark.parametrize("pair", sorted(KNOWN_INVERSIONS))
-def test_each_tolerated_inversion_still_exists(pair):
-    importer, imported = pair
-    assert imported in dependencies(importer, MODULES[importer]), f"{importer} no longer imports {imported}: drop it from KNOWN_INVERSIONS"
