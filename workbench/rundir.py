@@ -155,8 +155,8 @@ def references(meta: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     ones in ``datasets/pretrained/``) hold one graph's values flat; they are
     keyed by the run's only graph here. Anything else gives ``{}``.
     """
-    ref = meta.get("reference") if meta else None
-    if not isinstance(ref, Mapping):
+    ref = meta.get("reference") if meta is not None else None
+    if meta is None or not isinstance(ref, Mapping):
         return {}
     if "critical_path" in ref and not isinstance(ref["critical_path"], Mapping):
         graphs = meta.get("graphs") or []
