@@ -131,7 +131,6 @@ class CostOracle(Protocol):
     Implemented by :class:`SimulatorOracle`, the local executor and the remote
     engine; training, calibration, the engine server and the dashboard accept
     any object that has these members.
-
     """
 
     @property

@@ -41,7 +41,7 @@ def as_oracle(value: CostOracle | Callable[[DataflowGraph, np.ndarray], float] |
         return value
     if callable(value):
         return CallableOracle(value, devices)
-    raise TypeError(f"an oracle needs a measure(graph, assignment, repeats, timeout) method or must be callable; got {type(value).__name__}")
+    raise TypeError(f"an oracle is a CostOracle (devices and measure(graph, assignment, ...)) or a function f(graph, assignment) -> seconds; got {type(value).__name__}")
 
 
 def oracle_from_spec(spec: str, devices: int) -> CostOracle:
