@@ -49,7 +49,6 @@ NO_HEAVY_IMPORTS = ("core", "graph sources", "figures")
 HEAVY = ("torch", "dgl", "dash")
 
 KNOWN_INVERSIONS = {
-    ("workbench.placers.base", "workbench.learn.placers"): "the learned methods' registry lines; h1-registry (issue 16) moves them into learn/",
     ("workbench.bench", "workbench.dashboard.bench"): "the dashboard-charts benchmark lives in the dashboard until its figures move to workbench.viz (issue 16 item 4)",
 }
 """(importer, imported) pairs tolerated for now, each with the reason and what removes it."""

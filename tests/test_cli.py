@@ -103,3 +103,37 @@ def test_placers_is_callable_after_its_subpackage_is_imported():
 
     assert wb.placers()["critical_path"]
     assert set(wb.placers()) >= {"single", "round_robin", "random", "critical_path"}
+
+
+# ------------------------------------------------------------ user errors and bugs
+def test_user_errors_are_the_workbenchs_own_error_types():
+    from workbench.cli import CliError, is_user_error
+    from workbench.placers import PlacerError
+    from workbench.sweeps import ConfigError
+
+    for error in (CliError("x"), wb.GraphFormatError("g.txt", "x"), wb.AssignmentError("x"), PlacerError("x"), ConfigError("x"), FileNotFoundError("x")):
+        assert is_user_error(error), error
+    for bug in (ValueError("x"), KeyError("x"), TypeError("x"), IndexError("x"), RuntimeError("x")):
+        assert not is_user_error(bug), bug
+
+
+def test_an_internal_error_shows_its_traceback():
+    code = (
+        "import sys, workbench; from workbench.cli import main; "
+        "workbench.register_placer('broken', 'workbench.placers.heft', 'NoSuchPlacer', 'a registry line naming no class'); "
+        "sys.exit(main(['place', 'ffnn', '--method', 'broken']))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "AttributeError" in result.stderr and "NoSuchPlacer" in result.stderr
+
+
+def test_debug_shows_the_traceback_of_a_user_error_too():
+    from workbench.cli import main
+    from workbench.placers import PlacerError
+
+    result = run_cli("--debug", "place", "ffnn", "--method", "magic")
+    assert result.returncode == 1 and "Traceback" in result.stderr and "unknown method 'magic'" in result.stderr
+    with pytest.raises(PlacerError, match="unknown method 'magic'"):
+        main(["place", "ffnn", "--method", "magic", "--debug"])
+    assert main(["place", "ffnn", "--method", "magic"]) == 2

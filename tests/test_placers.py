@@ -19,7 +19,7 @@ from .conftest import small_dag as dag
 
 # Options that keep the search and exact methods fast (and CP-SAT deterministic: one worker).
 FAST_OPTIONS = {"local_search": {"budget": 300}, "cpsat": {"time_limit": 5.0, "workers": 1}}
-CORE_PLACERS = [name for name, (module, _, _) in REGISTRY.items() if module.startswith("workbench.placers.")]
+CORE_PLACERS = [name for name, entry in REGISTRY.items() if entry.module.startswith("workbench.placers.")]
 
 # (dag, devices): every DAG on 2 devices, and more devices than ops.
 CASES = [(name, 2) for name in SMALL_DAGS] + [("fork", 8), ("single_op", 3)]

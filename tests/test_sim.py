@@ -183,6 +183,23 @@ def test_bad_assignments_are_refused(assignment, message):
         wb.simulate(small_dag("diamond"), assignment, 4)
 
 
+def test_simulate_and_the_evaluator_take_the_same_assignments():
+    g = small_dag("diamond")
+    whole = np.array([0.0, 1.0, 1.0, 0.0])  # floats holding whole numbers, as a JSON file may
+    expected = wb.simulate(g, whole.astype(np.int64), 2).makespan
+    assert wb.simulate(g, whole, 2).makespan == expected
+    assert wb.Evaluator(g, 2)(whole) == expected
+    assert np.array_equal(wb.Evaluator(g, 2)(np.stack([whole, whole])), [expected, expected])
+    for bad, message in ((np.array([0.0, 1.5, 0.0, 0.0]), "not an integer"), (np.array([0.0, np.nan, 0.0, 0.0]), "not an integer"),
+                         (np.array([True, False, True, False]), "must be integers"), (np.array(["0", "1", "0", "1"]), "must be integers")):  # fmt: skip
+        with pytest.raises(wb.AssignmentError, match=message):
+            wb.simulate(g, bad, 2)
+        with pytest.raises(wb.AssignmentError, match=message):
+            wb.Evaluator(g, 2)(bad)
+    with pytest.raises(wb.AssignmentError, match="entry 1 of assignment 1 is"):
+        wb.Evaluator(g, 2)(np.array([[0, 1, 1, 0], [0, 0.5, 0, 0]]))
+
+
 def test_bad_priority_orders_are_refused():
     g = small_dag("diamond")
     with pytest.raises(wb.AssignmentError, match="not a permutation"):

@@ -11,6 +11,7 @@ import pytest
 import workbench as wb
 from workbench.cli import main
 from workbench.placers.base import REGISTRY, Decision, Placer
+from workbench.placers.registry import PlacerEntry
 from workbench.sweeps import ConfigError, parse_config, read_results, sweep
 
 SMALL = {"name": "t", "graphs": ["chain_mm"], "devices": [2, 3], "methods": ["critical_path", "round_robin"], "seeds": 2}
@@ -39,8 +40,8 @@ class CountingPlacer(Placer):
 
 @pytest.fixture
 def test_placers():
-    REGISTRY["exploding"] = (__name__, "ExplodingPlacer", "raises on odd seeds")
-    REGISTRY["counting"] = (__name__, "CountingPlacer", "counts calls")
+    REGISTRY["exploding"] = PlacerEntry(__name__, "ExplodingPlacer", "raises on odd seeds", "heuristic")
+    REGISTRY["counting"] = PlacerEntry(__name__, "CountingPlacer", "counts calls", "heuristic")
     yield
     del REGISTRY["exploding"], REGISTRY["counting"]
 

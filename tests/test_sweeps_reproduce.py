@@ -10,6 +10,7 @@ import pytest
 from workbench.cli import main
 from workbench.datasets import DATASETS_DIR
 from workbench.placers.base import REGISTRY, Decision, Placer
+from workbench.placers.registry import PlacerEntry
 from workbench.sweeps.reproduce import ROWS, SECTION, find_checkpoint, write_section
 
 
@@ -27,7 +28,7 @@ class FakeLearnedPlacer(Placer):
 
 @pytest.fixture
 def fake_doppler(tmp_path, monkeypatch):
-    monkeypatch.setitem(REGISTRY, "doppler", (__name__, "FakeLearnedPlacer", "fake"))
+    monkeypatch.setitem(REGISTRY, "doppler", PlacerEntry(__name__, "FakeLearnedPlacer", "fake", "learned"))
     run = tmp_path / "runs" / "r1"
     (run / "checkpoints").mkdir(parents=True)
     (run / "checkpoints" / "sim.pt").write_bytes(b"weights")

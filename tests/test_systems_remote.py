@@ -223,3 +223,174 @@ def test_calibrate_command_writes_report_plot_and_oracle(tmp_path, capsys):
     assert summary["measured"] == 4 and -1 <= summary["spearman_after"] <= 1
     for name in ("calibration.json", "calibration.html", "calibration.figure.json", "oracle.json", "measurements.jsonl"):
         assert (out / name).is_file(), name
+
+
+# ------------------------------------------------------ hostile clients
+def _lines(sock: socket.socket, count: int) -> list[dict]:
+    reader = sock.makefile("rb")
+    return [json.loads(reader.readline()) for _ in range(count)]
+
+
+def test_malformed_and_oversize_requests_get_an_error_reply(graph):
+    n = graph.num_nodes
+    good = json.dumps({"protocol": 1, "id": 9, "method": "measure", "graph": graph.name, "assignment": [0] * n}).encode() + b"\n"
+    hostile = [
+        (b"[" * 100_000 + b"\n", "nested too deeply"),
+        (good.replace(b'"id": 9', b'"id": 9, "timeout": 1e400'), "out of range"),
+        (good.replace(b'"id": 9', b'"id": 1e400'), "out of range"),
+        (good.replace(b'"id": 9', b'"id": 9, "repeats": NaN'), "not a number JSON allows"),
+        (good.replace(b'"id": 9', b'"id": [9]'), "field 'id' must be"),
+        (good.replace(b'"id": 9', b'"id": 9, "repeats": 1' + b"0" * 5000), "not JSON"),
+    ]
+    with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, max_request=1 << 20)) as address:
+        with socket.create_connection(address, timeout=10) as sock:
+            for line, _ in hostile:
+                sock.sendall(line)
+            sock.sendall(good)
+            replies = _lines(sock, len(hostile) + 1)
+    for (line, words), reply in zip(hostile, replies):
+        assert reply["ok"] is False and reply["kind"] == "request" and words in reply["error"], (line[:60], reply)
+    assert replies[-1]["ok"] is True and replies[-1]["id"] == 9  # the connection still works
+
+    with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0)) as address:
+        with socket.create_connection(address, timeout=10) as sock:
+            sock.sendall(b'{"protocol": 1, "id": 1, "method": "hello", "pad": "' + b"x" * 200_000 + b'"}\n')
+            reader = sock.makefile("rb")
+            reply = json.loads(reader.readline())
+            assert reply["ok"] is False and "request longer than" in reply["error"]
+            assert reader.readline() == b""  # then it closes: the rest of that line is not a request
+
+
+def test_a_reply_beyond_the_limit_is_an_error_reply(graph):
+    assignment = np.arange(graph.num_nodes) % 4
+    with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, max_reply=4000)) as (host, port):
+        engine = RemoteEngine(host, port, devices=4)
+        assert engine.measure(graph, assignment).ok  # no trace: a short reply
+        with pytest.raises(EngineError, match="exceeds the limit of 4,000 bytes; ask without the trace"):
+            engine.measure(graph, assignment, trace=True)
+
+
+def test_connections_beyond_the_cap_get_a_busy_reply(graph):
+    server = serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, max_connections=2)
+    with running(server) as (host, port):
+        held = [socket.create_connection((host, port), timeout=10) for _ in range(2)]
+        assert wait(lambda: server.connections == 2)
+        result = RemoteEngine(host, port, devices=4, retries=0).measure(graph, [0] * graph.num_nodes)
+        assert not result.ok and "2 connections are open" in result.error
+        held.pop().close()
+        assert wait(lambda: server.connections == 1)
+        assert RemoteEngine(host, port, devices=4, retries=0).measure(graph, [0] * graph.num_nodes).ok
+        for sock in held:
+            sock.close()
+
+
+class Gate:
+    """An oracle whose first measurement waits for ``release``; records the order it measured in (assignment[0])."""
+
+    devices = 4
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.order: list[int] = []
+
+    def measure(self, graph, assignment, repeats=3, timeout=60.0):
+        if not self.order:
+            self.order.append(int(assignment[0]))
+            self.release.wait(30)
+        else:
+            self.order.append(int(assignment[0]))
+        return Measurement(1.0, (1.0,), (), None, "gate", {})
+
+
+def test_requests_take_turns_in_arrival_order_and_wait_at_most_their_timeout(graph):
+    gate = Gate()
+    n = graph.num_nodes
+    server = serve_engine([graph], gate, port=0)
+    with running(server) as (host, port):
+        results: dict[int, Measurement] = {}
+
+        def ask(device: int, timeout: float) -> None:
+            results[device] = RemoteEngine(host, port, devices=4, retries=0).measure(graph, [device] * n, timeout=timeout)
+
+        threads = [threading.Thread(target=ask, args=(0, 30))]
+        threads[0].start()
+        assert wait(lambda: gate.order == [0])
+        began = time.perf_counter()
+        ask(1, 0.3)  # behind a measurement that does not end: refused after its own timeout, not after the holder
+        assert time.perf_counter() - began < 3
+        assert not results[1].ok and "busy with other requests for the whole timeout" in results[1].error
+        for device in (3, 2):  # 3 gets in line before 2
+            threads.append(threading.Thread(target=ask, args=(device, 30)))
+            threads[-1].start()
+            assert wait(lambda: server.turns.ahead == len(threads))
+        gate.release.set()
+        for thread in threads:
+            thread.join(30)
+    assert gate.order == [0, 3, 2] and all(results[d].ok for d in (0, 2, 3))
+
+
+def wait(predicate, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.02)
+    return predicate()
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_memory_stays_bounded_under_many_connections():
+    """100 connections each sending 1 MiB without a newline grow the engine's peak RSS by less than 40 MB."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "serve-engine", "chain_mm", "--devices", "2", "--port", "0", "--simulate", "--time-scale", "1e-13"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        address = proc.stdout.readline().split(" on ")[1].split(" ")[0]
+        engine = RemoteEngine.from_address(address, devices=2)
+        graph = wb.bundled_graph("chain_mm")
+        assert engine.measure(graph, [0] * graph.num_nodes).ok
+        before = _peak_rss_mb(proc.pid)
+        host, port = address.rsplit(":", 1)
+        sockets = [socket.create_connection((host, int(port)), timeout=10) for _ in range(100)]
+        chunk = b"x" * (64 << 10)
+        for _ in range(16):  # 16 × 64 KiB = 1 MiB per connection, interleaved
+            for sock in sockets:
+                try:
+                    sock.sendall(chunk)
+                except OSError:  # refused (busy) or closed after the over-long line: as it should
+                    pass
+        replies = 0
+        for sock in sockets:  # end each line, then wait for the answer: the server has read everything it will
+            try:
+                sock.shutdown(socket.SHUT_WR)
+                replies += sock.makefile("rb").readline().startswith(b'{"id"')
+            except OSError:
+                pass
+            sock.close()
+        growth = _peak_rss_mb(proc.pid) - before
+        assert engine.measure(graph, [1] * graph.num_nodes).ok  # still serving
+        assert growth < 40, f"peak RSS grew by {growth:.1f} MB"
+        assert replies >= 16  # at least the connections it served said why it stopped reading
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_token_is_required_off_loopback_and_checked(graph, monkeypatch, capsys):
+    with pytest.raises(ValueError, match="needs a shared token"):
+        serve_engine([graph], SimulatorOracle(4), host="0.0.0.0", port=0)
+    assert main(["serve-engine", "chain_mm", "--host", "0.0.0.0", "--port", "0", "--simulate"]) == 2
+    assert "needs a shared token" in capsys.readouterr().err
+    with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, token="s3cret")) as (host, port):
+        with pytest.raises(EngineError, match="requires its shared token"):
+            RemoteEngine(host, port).hello()
+        with pytest.raises(EngineError, match="wrong token"):
+            RemoteEngine(host, port, token="guess").hello()
+        monkeypatch.setenv("WORKBENCH_ENGINE_TOKEN", "s3cret")
+        assert RemoteEngine.from_address(f"{host}:{port}").measure(graph, [0] * graph.num_nodes).ok
+        assert "s3cret" not in repr(RemoteEngine(host, port, token="s3cret"))

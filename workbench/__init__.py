@@ -7,7 +7,8 @@ never imports torch:
   :func:`bundled_graphs`, :func:`bundled_graph`
 - simulation: :func:`simulate`, :func:`simulate_many`, :class:`Evaluator`,
   :func:`lower_bound`, :func:`validate`, :class:`Cluster`
-- placement: :func:`place`, :func:`placers`
+- placement: :func:`place`, :func:`placers` (the registry, with the learned
+  methods of :mod:`workbench.learn.registry`)
 - learned policies (import torch + DGL on first use): :class:`PlacementEnv`,
   :func:`make_policy`, :func:`load_policy`, :class:`PolicyConfig`
 """
@@ -65,3 +66,8 @@ __all__ = sorted(_EXPORTS)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+# The learned methods' registry lines (plain Python, no torch): imported here, by the one public API, so
+# that place(), the CLI, the dashboard, sweeps and benchmarks see them while the core placers never
+# import the learn layer.
+from .learn import registry as _learned_methods  # noqa: E402,F401

@@ -27,11 +27,14 @@ def import_object(spec: str) -> Any:
     return getattr(module, attr)
 
 
-def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, exports: Mapping[str, str], needs: str = ""
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's ``__getattr__`` and ``__dir__`` (PEP 562) that import ``name`` from module ``exports[name]`` on first use.
 
     Module names may be relative to ``package`` (``".loop"``). The value is
-    kept on the package, so each name is imported once.
+    kept on the package, so each name is imported once. ``needs`` names what
+    the modules require (an extra), for a clearer ImportError.
     """
     module = sys.modules[package]
 
@@ -39,7 +42,12 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
         source = exports.get(name)
         if source is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source, package), name)
+        try:
+            value = getattr(importlib.import_module(source, package), name)
+        except ImportError as exc:
+            if not needs:
+                raise
+            raise ImportError(f"{package}.{name} needs {needs}: {exc}") from exc
         setattr(module, name, value)
         return value
 

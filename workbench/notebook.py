@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 
 from .dashboard import figures
 from .graph import DataflowGraph
-from .placers import REGISTRY, Placement, place
+from .placers import REGISTRY, Placement, methods, place
 from .sim import simulate
 from .training.oracle import seconds_oracle
 
@@ -44,11 +44,11 @@ __all__ = [
     "compare_panel",
 ]
 
-HEURISTICS = ("single", "round_robin", "critical_path", "heft", "cpop", "peft", "etf")
+HEURISTICS = tuple(methods("baseline", "heuristic"))
 """Constructive heuristics, in the order the tables list them."""
-SEARCH = ("local_search", "cpsat")
+SEARCH = tuple(methods("search", "exact"))
 """Search methods: simulated annealing and the time-limited exact CP-SAT model."""
-LEARNED = ("doppler", "placeto", "gdp")
+LEARNED = tuple(methods("learned"))
 """Learned placers offered when a bundled checkpoint for the graph exists."""
 
 

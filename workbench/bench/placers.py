@@ -17,8 +17,11 @@ from typing import Any
 
 import numpy as np
 
-PAPER_METHODS = ("single", "round_robin", "critical_path", "heft", "cpop", "peft", "etf")
-STG_METHODS = ("round_robin", "critical_path", "heft", "cpop", "peft", "etf", "local_search", "cpsat")
+from ..placers import methods
+
+PAPER_METHODS = tuple(methods("baseline", "heuristic"))
+"""Run with their defaults on the paper graphs (local search and CP-SAT get their own rows)."""
+STG_METHODS = tuple(methods("baseline", "heuristic", "search", "exact"))
 PROCESSORS = (2, 4, 8, 16)
 UNIT = 1e10
 

@@ -4,8 +4,7 @@ Graphs of 100 to 10,000 ops with 4 and 8 devices; for each method the wall
 time of one call and its peak Python memory (tracemalloc, measured in a
 separate call so it does not slow the timing), a log-log plot, and the fitted
 growth exponent over the larger sizes. Graphs come from
-``workbench.generate("layered", ...)`` when it exists, else from the layered
-random DAG generator below (said so in the result).
+``workbench.generate("layered", ...)``.
 """
 
 from __future__ import annotations
@@ -34,39 +33,15 @@ TARGETS = {  # (method, nodes): seconds, from the issue
 }
 
 
-def layered_dag(nodes: int, seed: int = 0, width: int | None = None, ccr: float = 0.5) -> DataflowGraph:
-    """A random layered DAG: ~sqrt(n) ops per layer, each op fed by 1–3 ops of the previous two layers.
-
-    Compute costs are log-normal; each edge's transfer cost is ``ccr`` times a
-    log-normal draw on the same scale (communication-to-computation ratio).
-    """
-    rng = np.random.default_rng(seed)
-    width = width or max(2, int(math.sqrt(nodes)))
-    layer = np.arange(nodes) // width
-    src, dst = [], []
-    for op in range(width, nodes):
-        first = np.searchsorted(layer, max(0, layer[op] - 2))
-        last = np.searchsorted(layer, layer[op])  # ops of earlier layers only
-        parents = rng.choice(np.arange(first, last), size=min(last - first, int(rng.integers(1, 4))), replace=False)
-        src.extend(int(p) for p in parents)
-        dst.extend([op] * len(parents))
-    compute = rng.lognormal(mean=0.0, sigma=0.5, size=nodes)
-    comm = ccr * rng.lognormal(mean=0.0, sigma=0.5, size=len(src))
-    return DataflowGraph(compute=compute, src=src, dst=dst, comm=comm, metadata={"name": f"layered_{nodes}", "generator": "bench.scale.layered_dag"})
+GRAPH_SOURCE = "workbench.generate('layered', layers=w, width=w, width_jitter=0, edge_prob=1/w) with w = round(sqrt(n))"
 
 
-def _graph(nodes: int) -> tuple[DataflowGraph, str]:
-    """A layered graph of about ``nodes`` ops: sqrt(n) layers of sqrt(n) ops, ~3 inputs per op."""
-    import workbench
+def _graph(nodes: int) -> DataflowGraph:
+    """A layered graph of about ``nodes`` ops: sqrt(n) layers of sqrt(n) ops, ~3 inputs per op from the two layers before."""
+    from ..generators import generate
 
     side = max(2, round(math.sqrt(nodes)))
-    if hasattr(workbench, "generate"):
-        try:
-            graph = workbench.generate("layered", layers=side, width=side, width_jitter=0.0, edge_prob=1.0 / side, seed=0)
-            return graph, f"workbench.generate('layered', layers=w, width=w, width_jitter=0, edge_prob=1/w) with w = round(sqrt(n))"
-        except Exception:  # noqa: BLE001 - a generator without this family or parameter: use our own
-            pass
-    return layered_dag(nodes), "workbench.bench.scale.layered_dag (workbench.generate('layered') not available)"
+    return generate("layered", layers=side, width=side, width_jitter=0.0, edge_prob=1.0 / side, seed=0)
 
 
 def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
@@ -88,25 +63,20 @@ def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
 
 def _methods(devices: int) -> dict[str, Callable[[DataflowGraph], Callable[[], Any]]]:
     """Method name → (graph → a zero-argument call to time)."""
-    from ..placers.base import REGISTRY, get_placer
+    from ..placers import get_placer, methods
     from ..sim import simulate
-    from ..sweeps.grid import accepted_options
 
     rng = np.random.default_rng(0)
-    methods: dict[str, Callable[[DataflowGraph], Callable[[], Any]]] = {
+    timed: dict[str, Callable[[DataflowGraph], Callable[[], Any]]] = {
         "simulate": lambda g: (lambda a=rng.integers(0, devices, g.num_nodes): simulate(g, a, devices)),
     }
-    for name in REGISTRY:
-        options = set(accepted_options(name))
-        if options & {"checkpoint", "budget", "time_limit"} or name in ("single", "round_robin", "random"):
-            continue  # learned and search methods are measured below; trivial ones need no figure
-        methods[name] = lambda g, name=name: (lambda: get_placer(name).place(g, devices, seed=0))
-    if "local_search" in REGISTRY:
-        methods["local_search per evaluation"] = lambda g: _per_evaluation(g, devices)
+    for name in methods("heuristic"):  # search and learned methods are measured below; baselines need no figure
+        timed[name] = lambda g, name=name: (lambda: get_placer(name).place(g, devices, seed=0))
+    timed["local_search per evaluation"] = lambda g: _per_evaluation(g, devices)
     inference = _policy_inference(devices)
     if inference is not None:
-        methods["doppler inference"] = inference
-    return methods
+        timed["doppler inference"] = inference
+    return timed
 
 
 def _per_evaluation(graph: DataflowGraph, devices: int, short: int = 200, extra: int = 1_000) -> Callable[[], Any]:
@@ -132,7 +102,7 @@ def _policy_inference(devices: int) -> Callable[[DataflowGraph], Callable[[], An
         import torch
 
         from ..learn import make_policy
-    except Exception:  # noqa: BLE001 - the learn layer is optional (extra) and may be absent on this branch
+    except ImportError:  # torch and DGL are an optional extra
         return None
     policy = make_policy("doppler")
 
@@ -160,15 +130,14 @@ def _exponent(sizes: list[int], seconds: list[float]) -> float | None:
 def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]:
     sizes = QUICK_SIZES if quick else SIZES
     graphs = {n: _graph(n) for n in sizes}
-    source = graphs[sizes[0]][1]
     from tqdm.auto import tqdm
 
     rows: list[dict[str, Any]] = []
     bar = tqdm(desc="bench scale", unit="measurement")
     for devices in DEVICES:
-        methods = _methods(devices)
-        bar.total = len(DEVICES) * len(methods) * len(sizes)
-        for name, build in methods.items():
+        timed = _methods(devices)
+        bar.total = len(DEVICES) * len(timed) * len(sizes)
+        for name, build in timed.items():
             too_slow_at = None
             for n in sizes:
                 bar.set_postfix_str(f"{name}, {devices} devices, {n:,} ops")
@@ -177,7 +146,7 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
                     note = f"skipped: > {SKIP_AFTER_SECONDS:.0f} s at {too_slow_at:,} ops" if too_slow_at else f"not run above {MAX_NODES[name]:,} ops"
                     rows.append({"method": name, "devices": devices, "nodes": n, "seconds": None, "peak_mib": None, "note": note})
                     continue
-                graph = graphs[n][0]
+                graph = graphs[n]
                 call = build(graph)
                 if n == sizes[0]:
                     call()  # warm-up: numba compilation, caches
@@ -196,12 +165,12 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
     figure_path = _plot(rows, Path(figure) if figure else (None if quick else _default_figure()))
     return {
         "benchmark": "scale",
-        "graphs": source,
+        "graphs": GRAPH_SOURCE,
         "rows": rows,
         "growth": {f"{m} ({d} devices)": e for (m, d), e in growth.items()},
         "targets": _targets(rows),
         "figure": None if figure_path is None else str(figure_path),
-        "markdown": _markdown(rows, growth, sizes, source, figure_path),
+        "markdown": _markdown(rows, growth, sizes, GRAPH_SOURCE, figure_path),
     }
 
 
@@ -240,9 +209,8 @@ def _markdown(rows, growth, sizes, source, figure_path) -> str:
     for t in _targets(rows):
         measured = "not measured" if t["measured_s"] is None else f"{t['measured_s']:.3g} s"
         lines.append(f"| {t['method']} on {t['nodes']:,} ops < {t['target_s']} s | {measured} | {'–' if t['met'] is None else ('yes' if t['met'] else 'no')} |")
-    missing = [m for m in ("local_search", "doppler inference") if not any(r["method"].startswith(m) for r in rows)]
-    if missing:
-        lines.append(f"\nNot measured: {', '.join(missing)} (not registered / workbench.learn not importable in this installation).")
+    if not any(r["method"] == "doppler inference" for r in rows):
+        lines.append("\nNot measured: doppler inference (torch and DGL, the `learn` extra, are not installed).")
     lines.append("\nMemory is what tracemalloc sees: Python and NumPy allocations, not numba's or torch's own allocators.")
     if figure_path is not None:
         lines.append(f"\nFigure: {figure_path}")

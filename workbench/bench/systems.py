@@ -16,6 +16,11 @@ from typing import Any
 
 import numpy as np
 
+GOOD_PLACEMENT = "critical_path"
+"""The simulator-vs-executor comparison measures a good placement (the teacher's) ..."""
+POOR_PLACEMENT = "random"
+"""... and a poor one."""
+
 
 def _dispatch(repeats: int) -> list[dict[str, Any]]:
     from ..graph import DataflowGraph
@@ -41,7 +46,7 @@ def _fidelity(quick: bool) -> list[dict[str, Any]]:
     for name in PAPER_GRAPHS[:2] if quick else PAPER_GRAPHS:
         graph = bundled_graph(name)
         executor = LocalExecutor(4, device="cpu", target_seconds=0.1 if quick else 0.3, warmup=0, kernels=WaitKernels())
-        for method in ("critical_path", "random"):
+        for method in (GOOD_PLACEMENT, POOR_PLACEMENT):
             assignment = place(graph, method, 4).assignment
             real = executor.measure(graph, assignment, repeats=2)
             simulated = SimulatorOracle(4, executor.scale_for(graph)).measure(graph, assignment)

@@ -30,7 +30,7 @@ COMMANDS = (
 
 
 class CliError(Exception):
-    """A user error: printed as one line on stderr, exit status 2."""
+    """A usage error (bad arguments): printed as one line on stderr, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,13 +39,19 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+DEBUG_HELP = "show the traceback of every error, user errors included"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="workbench", description="Place the ops of a dataflow graph on devices.")
     parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name.replace('-', '_')}").register(sub)
+    for command in sub.choices.values():  # `workbench COMMAND ... --debug` works too
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     return parser
 
 
@@ -55,16 +61,26 @@ def _version() -> str:
     return __version__
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean bad input rather than a bug."""
-    from ..formats import GraphFormatError
-    from ..graph import GraphError
-    from ..sim import AssignmentError
+# A file the user named that cannot be read: a user error like a malformed one.
+FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 
-    return (CliError, GraphFormatError, GraphError, AssignmentError, FileNotFoundError, KeyError, ValueError)
+
+def is_user_error(exc: BaseException) -> bool:
+    """Bad input rather than a bug: a usage error, an unreadable file, or one of the workbench's own
+    error types for bad input (the ``ValueError`` subclasses it defines: ``GraphFormatError``,
+    ``AssignmentError``, ``PlacerError``, ``ConfigError``, ``CheckpointError``, ...). A plain
+    ``ValueError``, ``KeyError``, ... is a bug and keeps its traceback."""
+    if isinstance(exc, (CliError, *FILE_ERRORS)):
+        return True
+    return isinstance(exc, ValueError) and type(exc).__module__.partition(".")[0] == __name__.partition(".")[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command: exit status 0, 2 for a user error (one line on stderr) or 130 when interrupted.
+
+    Any other exception (a bug) propagates with its traceback; ``--debug`` shows
+    the traceback of user errors too.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -75,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
-    except user_errors() as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"workbench {args.command}: error: {message}", file=sys.stderr)
+    except Exception as exc:
+        if args.debug or not is_user_error(exc):
+            raise
+        print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from ..placers import methods as registered
 from . import CliError
 from .common import add_graph_argument, load_graph_argument, positive_int, print_json
 
-DEFAULT_METHODS = ("single", "round_robin", "critical_path", "heft", "cpop", "peft", "etf", "local_search")
+DEFAULT_KINDS = ("baseline", "heuristic", "search")
+"""The kinds of method compared by default: all but random, exact (slow) and learned (need checkpoints)."""
 
 
 def register(sub) -> None:
     parser = sub.add_parser("compare", help="compare placement methods on one graph")
     add_graph_argument(parser)
     parser.add_argument("--devices", type=positive_int, default=4)
-    parser.add_argument("--methods", help=f"comma-separated registered methods (default: {','.join(DEFAULT_METHODS)})")
+    parser.add_argument("--methods", help=f"comma-separated registered methods (default: {','.join(registered(*DEFAULT_KINDS))})")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations for search methods")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="wall-time limit for search and exact methods")
@@ -25,7 +27,7 @@ def parse_methods(text: str | None) -> list[str]:
     from ..placers import REGISTRY
 
     if text is None:
-        return list(DEFAULT_METHODS)
+        return registered(*DEFAULT_KINDS)
     methods = [m.strip() for m in text.split(",") if m.strip()]
     if not methods:
         raise CliError("--methods is empty; give comma-separated names")
@@ -36,9 +38,7 @@ def parse_methods(text: str | None) -> list[str]:
 
 
 def run(args) -> int:
-    import inspect
-
-    from ..placers import get_placer, place
+    from ..placers import place, placer_options
 
     methods = parse_methods(args.methods)
     graph = load_graph_argument(args.graph)
@@ -46,7 +46,7 @@ def run(args) -> int:
         raise CliError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     placements = []
     for method in methods:
-        accepted = inspect.signature(type(get_placer(method))).parameters
+        accepted = placer_options(method)
         options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit)) if v is not None and k in accepted}
         placements.append(place(graph, method=method, devices=args.devices, seed=args.seed, **options))
     bound = max(p.lower_bound for p in placements)

@@ -46,7 +46,11 @@ def run(args) -> int:
         return 0
     if args.kind is None:
         raise CliError(f"name a generator family: {', '.join(GENERATORS)}")
-    save_and_report(generate(args.kind, **parse_params(args.param)), args)
+    try:
+        graph = generate(args.kind, **parse_params(args.param))
+    except ValueError as exc:  # the generator checks its family and every parameter
+        raise CliError(str(exc)) from None
+    save_and_report(graph, args)
     return 0
 
 

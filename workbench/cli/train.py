@@ -7,6 +7,7 @@ import dataclasses
 import shlex
 import sys
 
+from ..placers import methods
 from . import CliError
 from .common import positive_int
 
@@ -19,7 +20,7 @@ def register(sub) -> None:
     )
     parser.add_argument("graphs", nargs="*", metavar="GRAPH", help="bundled graph names or graph files; several train one policy on all")
     parser.add_argument("--devices", type=positive_int, default=4)
-    parser.add_argument("--method", default="doppler", help="doppler (default), placeto, gdp, joint, doppler_sel_only, doppler_plc_only")
+    parser.add_argument("--method", default="doppler", help=f"the policy to train: {', '.join(methods('learned'))} (default doppler)")
     parser.add_argument("--stages", default="il,sim", help="comma-separated stages among il, sim, real (default il,sim)")
     parser.add_argument("--episodes", default="2000,4000", help="episodes per stage, comma-separated (default 2000,4000)")
     parser.add_argument("--out", metavar="DIR", help="the run directory (runs/NAME)")
@@ -58,7 +59,10 @@ def run(args) -> int:
         values.update(parse_overrides(args.set))
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    config = TrainConfig(**values)
+    try:
+        config = TrainConfig(**values)
+    except ValueError as exc:  # TrainConfig checks every field
+        raise CliError(str(exc)) from None
     command = shlex.join(["workbench", "train", *sys.argv[2:]]) if sys.argv[1:2] == ["train"] else None
     result = train(config, args.out, progress=not args.no_progress, command=command)
     if result.status == "interrupted":

@@ -1,15 +1,21 @@
 """Where the dashboard reads and writes: the datasets and runs folders, uploads, background jobs.
 
 Every file the UI lets a user pick goes through :func:`resolve_inside`, so a
-path typed or crafted in the browser can never leave these folders.
+path typed or crafted in the browser can never leave these folders. The
+upload folder is private to this server (mode 0700) and removed when the
+process exits (:meth:`DashboardContext.close`, also run at exit).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from .limits import Limits
 
 __all__ = ["DashboardContext", "default_runs_dir", "resolve_inside", "PathError"]
 
@@ -45,21 +51,37 @@ class DashboardContext:
         runs_dir: training runs (read by Training, written by Launch).
         datasets_dir: bundled graphs and pretrained checkpoints (read only).
         upload_dir: where uploaded graph files are kept for this server's life.
+        limits: the caps and allow-lists every request is checked against.
     """
 
     runs_dir: Path
     datasets_dir: Path
     upload_dir: Path
+    limits: Limits = field(default_factory=Limits)
 
     @classmethod
-    def create(cls, runs_dir: str | os.PathLike | None = None, datasets_dir: str | os.PathLike | None = None) -> "DashboardContext":
+    def create(
+        cls,
+        runs_dir: str | os.PathLike | None = None,
+        datasets_dir: str | os.PathLike | None = None,
+        limits: Limits | None = None,
+        scratch_dir: str | os.PathLike | None = None,
+    ) -> "DashboardContext":
+        """A context with a fresh private upload folder (in ``scratch_dir``, default the system temp folder), removed at exit."""
         from ..datasets import DATASETS_DIR
 
-        return cls(
+        context = cls(
             runs_dir=Path(runs_dir) if runs_dir is not None else default_runs_dir(),
             datasets_dir=Path(datasets_dir) if datasets_dir is not None else DATASETS_DIR,
-            upload_dir=Path(tempfile.mkdtemp(prefix="workbench-uploads-")),
+            upload_dir=Path(tempfile.mkdtemp(prefix="workbench-uploads-", dir=scratch_dir)),
+            limits=limits if limits is not None else Limits(),
         )
+        atexit.register(context.close)
+        return context
+
+    def close(self) -> None:
+        """Remove the upload folder and everything uploaded."""
+        shutil.rmtree(self.upload_dir, ignore_errors=True)
 
     def in_runs(self, relative: str | os.PathLike) -> Path:
         return resolve_inside(self.runs_dir, relative)

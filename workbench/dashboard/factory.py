@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 from pathlib import Path
 
 import dash
@@ -13,6 +11,7 @@ from dash import dcc, html
 from .components import register_download_callback
 from .context import DashboardContext
 from .jobs import JobManager
+from .limits import Limits
 from .pages import PAGES
 
 __all__ = ["create_app"]
@@ -53,20 +52,29 @@ INDEX = """<!DOCTYPE html>
 </html>"""
 
 
-def create_app(runs_dir: str | os.PathLike | None = None, datasets_dir: str | os.PathLike | None = None) -> dash.Dash:
+def create_app(
+    runs_dir: str | os.PathLike | None = None,
+    datasets_dir: str | os.PathLike | None = None,
+    limits: Limits | None = None,
+    bound_host: str | None = None,
+) -> dash.Dash:
     """Build the dashboard.
 
     Args:
         runs_dir: training runs folder (default ``$WORKBENCH_RUNS`` or ``runs/``).
         datasets_dir: datasets folder (default the bundled ``datasets/``).
+        limits: caps and allow-lists of requests (default ``Limits.from_env()``).
+        bound_host: the address the server binds; the Host header may name it
+            (besides localhost and ``limits.allow_hosts``), any other Host is
+            answered with 400 (DNS rebinding).
 
     The page registry of Dash Pages is process-wide: the pages of the most
-    recently built app are the ones served.
+    recently built app are the ones served. Jobs started from the app and its
+    upload folder end with the process (:meth:`JobManager.shutdown` at exit).
     """
-    context = DashboardContext.create(runs_dir, datasets_dir)
-    jobs = JobManager(context)
-    for scratch in (context.upload_dir, jobs.log_dir):
-        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    limits = limits if limits is not None else Limits.from_env()
+    context = DashboardContext.create(runs_dir, datasets_dir, limits)
+    jobs = JobManager(context)  # ends its jobs at exit
     app = dash.Dash(
         __name__,
         use_pages=True,
@@ -77,6 +85,7 @@ def create_app(runs_dir: str | os.PathLike | None = None, datasets_dir: str | os
         index_string=INDEX,
     )
     app.server.config["MAX_CONTENT_LENGTH"] = 64 * 1024 * 1024
+    _check_host_header(app.server, limits, bound_host)
     for order, page in enumerate(PAGES):
         dash.register_page(
             page.__name__,
@@ -102,6 +111,17 @@ def create_app(runs_dir: str | os.PathLike | None = None, datasets_dir: str | os
     app.workbench_context = context
     app.workbench_jobs = jobs
     return app
+
+
+def _check_host_header(server, limits: Limits, bound_host: str | None) -> None:
+    """Answer 400 to a request whose Host header names another site: a page there cannot reach this server by DNS rebinding."""
+    import flask
+
+    @server.before_request
+    def refuse_foreign_host():
+        if not limits.host_allowed(flask.request.headers.get("Host"), bound_host):
+            return flask.Response("400 Bad Request: this dashboard does not answer to that Host header (see --allow-hosts)\n", status=400, mimetype="text/plain")
+        return None
 
 
 def _bind(layout, context: DashboardContext, jobs: JobManager):

@@ -2,28 +2,37 @@
 
 Only ``[sys.executable, "-m", "workbench", COMMAND, ...]`` is ever started
 (no shell), for a command in :data:`LAUNCHABLE` that this installation has,
-with arguments that the command's own parser accepted first. Every path
-argument must lie in the datasets or runs folder. Output goes to a log file
-that the page reads for progress (tqdm's ``NN%|``); the server never waits on
-a job.
+with arguments that the command's own parser accepted first. Every file
+argument must be written ``datasets/...`` or ``runs/...`` (a graph may also
+be a bundled graph's name); caps and allow-lists come from the server's
+:class:`~workbench.dashboard.limits.Limits` (devices, budget, time limit,
+episodes, oracle factories, engine hosts), also for ``--set FIELD=VALUE``.
+A job runs in its own process group, in an empty private folder (so no bare
+name can reach a file), and logs to a file in a private (0700) folder that
+the page reads for progress (tqdm's ``NN%|``); the server never waits on a
+job, and :meth:`JobManager.shutdown` ends every job with the dashboard.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import itertools
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .context import DashboardContext, PathError, resolve_inside
+from .context import REPO_ROOT, DashboardContext, PathError, resolve_inside
+from .limits import LimitError
 
 __all__ = ["LAUNCHABLE", "MAX_RUNNING", "Job", "JobManager", "LaunchError", "launchable_commands", "command_arguments", "validate_arguments"]
 
@@ -100,19 +109,41 @@ def command_arguments(command: str) -> list[Argument]:
     return out
 
 
-PATH_ARGUMENTS = {"graph", "graphs", "config", "checkpoint", "assignment", "init", "from_checkpoint", "resume"}
+GRAPH_ARGUMENTS = {"graph", "graphs", "more_graphs", "eval", "eval_graphs"}
+"""Arguments naming graphs: ``datasets/...``, ``runs/...`` or a bundled graph's name."""
+FILE_ARGUMENTS = {"config", "checkpoint", "init_checkpoint", "assignment", "init", "from_checkpoint", "resume"}
+"""Arguments naming other files: ``datasets/...`` or ``runs/...`` only."""
+POSITIONAL_NAMES = {"graph", "graphs", "config"}
 OUTPUT_ARGUMENTS = {"out", "output", "run_dir"}
+SET_FIELDS = {"graphs": "graphs", "init_checkpoint": "init_checkpoint", "eval_graphs": "eval", "oracle": "oracle", "devices": "devices", "episodes": "episodes"}
+"""``--set FIELD=VALUE`` fields checked like the option of the same meaning (tuples item by item)."""
+
+
+def _is_bundled_name(value: str) -> bool:
+    """True for what ``workbench.bundled_graph`` accepts: a paper graph's name or a prefix naming one graph."""
+    from workbench.datasets import PAPER_GRAPHS
+
+    if not re.fullmatch(r"[A-Za-z0-9_]+", value):
+        return False
+    return value in PAPER_GRAPHS or sum(name.startswith(value) for name in PAPER_GRAPHS) == 1
 
 
 def _check_value(ctx: DashboardContext, dest: str, value: str) -> str:
-    """A path-like value resolved inside datasets/ or runs/ (bundled names pass as they are)."""
+    """One argument value checked against the folders, caps and allow-lists; paths come back absolute."""
+    flag = dest.upper() if dest in POSITIONAL_NAMES else "--" + dest.replace("_", "-")
     if dest in OUTPUT_ARGUMENTS:
         value = value.removeprefix("runs/")
         if not _NAME.fullmatch(value):
-            raise LaunchError(f"--{dest.replace('_', '-')}: a run name is letters, digits, '_', '-', '.' (got {value!r})")
+            raise LaunchError(f"{flag}: a run name is letters, digits, '_', '-', '.' (got {value!r})")
         return str(resolve_inside(ctx.runs_dir, value))
-    looks_like_path = "/" in value or "\\" in value or value.startswith(".") or dest in PATH_ARGUMENTS and Path(value).suffix
-    if not looks_like_path:
+    if dest == "set":
+        return _check_setting(ctx, value)
+    try:
+        ctx.limits.check_launch_value(dest, value)
+    except LimitError as exc:
+        raise LaunchError(str(exc)) from None
+    named_file = dest in GRAPH_ARGUMENTS or dest in FILE_ARGUMENTS
+    if not named_file and not ("/" in value or "\\" in value or value.startswith((".", "~"))):
         return value
     for root_name, root in (("datasets", ctx.datasets_dir), ("runs", ctx.runs_dir)):
         prefix = f"{root_name}/"
@@ -121,7 +152,26 @@ def _check_value(ctx: DashboardContext, dest: str, value: str) -> str:
                 return str(resolve_inside(root, value[len(prefix) :]))
             except PathError as exc:
                 raise LaunchError(str(exc)) from None
-    raise LaunchError(f"{value!r}: files must be under datasets/ or runs/ (write them as datasets/... or runs/...)")
+    if dest in GRAPH_ARGUMENTS and _is_bundled_name(value):
+        return value
+    what = "a bundled graph's name or a file" if dest in GRAPH_ARGUMENTS else "files"
+    raise LaunchError(f"{flag} {value!r}: {what} must be under datasets/ or runs/ (write them as datasets/... or runs/...)")
+
+
+def _check_setting(ctx: DashboardContext, item: str) -> str:
+    """``FIELD=VALUE`` of ``train --set``, its value checked as the matching option's would be."""
+    name, sep, text = item.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep:
+        raise LaunchError(f"--set {item!r}: expected FIELD=VALUE")
+    dest = SET_FIELDS.get(name)
+    if dest is None:
+        return f"{name}={text}"
+    if dest in GRAPH_ARGUMENTS:
+        checked = ",".join(_check_value(ctx, dest, part.strip()) for part in text.split(",") if part.strip())
+    else:
+        checked = _check_value(ctx, dest, text.strip())
+    return f"{name}={checked}"
 
 
 def validate_arguments(ctx: DashboardContext, command: str, values: dict[str, object]) -> list[str]:
@@ -165,6 +215,8 @@ def validate_arguments(ctx: DashboardContext, command: str, values: dict[str, ob
     except SystemExit:
         text = stderr.getvalue().strip().splitlines()
         raise LaunchError(text[-1] if text else f"invalid arguments for {command}") from None
+    if command == "sweep" and "--out" not in argv:  # a config's own out is relative to the job's private folder, deleted with it
+        argv += ["--out", str(resolve_inside(ctx.runs_dir, Path(positional[0]).stem + ".csv"))]
     return argv
 
 
@@ -223,29 +275,46 @@ class JobManager:
     def __init__(self, ctx: DashboardContext, max_running: int = MAX_RUNNING) -> None:
         self.ctx = ctx
         self.max_running = max_running
-        self.log_dir = ctx.upload_dir.parent / f"{ctx.upload_dir.name}-jobs"
+        self._log_dir: Path | None = None
         self._jobs: dict[int, Job] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        atexit.register(self.shutdown)
+
+    @property
+    def log_dir(self) -> Path:
+        """The private (0700) folder of the jobs' logs and working folders, made on first use."""
+        with self._lock:
+            if self._log_dir is None:
+                self._log_dir = Path(tempfile.mkdtemp(prefix="workbench-jobs-"))
+            return self._log_dir
 
     def start(self, command: str, values: dict[str, object]) -> Job:
         """Validate ``values`` and start ``workbench COMMAND`` in the background."""
         argv = validate_arguments(self.ctx, command, values)
+        log_dir = self.log_dir
         with self._lock:
             running = sum(1 for job in self._jobs.values() if job.returncode is None)
             if running >= self.max_running:
                 raise LaunchError(f"{running} jobs are already running; stop one or wait (at most {self.max_running} at once)")
             job_id = next(self._ids)
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            log_path = self.log_dir / f"job-{job_id}.log"
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", "DGLBACKEND": "pytorch", "WORKBENCH_RUNS": str(self.ctx.runs_dir)}
-            with open(log_path, "wb") as log:
+            log_path = log_dir / f"job-{job_id}.log"
+            workdir = log_dir / f"job-{job_id}"
+            workdir.mkdir(mode=0o700)
+            env = {
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                "DGLBACKEND": "pytorch",
+                "WORKBENCH_RUNS": str(self.ctx.runs_dir),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            }
+            with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as log:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "workbench", command, *argv],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    cwd=str(Path(__file__).resolve().parents[2]),
+                    cwd=str(workdir),
                     env=env,
                     start_new_session=True,
                 )
@@ -260,22 +329,49 @@ class JobManager:
             return sorted(self._jobs.values(), key=lambda job: -job.id)
 
     def stop(self, job_id: int) -> None:
-        """Ask a job to stop (SIGINT, so it can save and mark its run interrupted); SIGTERM if still alive after 10 s."""
+        """Ask a job to stop (SIGINT to its process group, so it can save and mark its run interrupted); SIGTERM if still alive after 10 s."""
         with self._lock:
             job = self._jobs.get(job_id)
         if job is None or job.returncode is not None:
             return
         job.stopped = True
-        job.process.send_signal(signal.SIGINT)
+        _signal_group(job.process, signal.SIGINT)
 
         def escalate() -> None:
             try:
                 job.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                job.process.terminate()
+                _signal_group(job.process, signal.SIGTERM)
 
         threading.Thread(target=escalate, daemon=True).start()
 
     def stop_all(self) -> None:
         for job in self.jobs():
             self.stop(job.id)
+
+    def shutdown(self, grace: float = 5.0) -> None:
+        """End every job with the dashboard: SIGINT, then SIGKILL to each process group after ``grace`` s; remove the logs."""
+        jobs = [job for job in self.jobs() if job.returncode is None]
+        for job in jobs:
+            job.stopped = True
+            _signal_group(job.process, signal.SIGINT)
+        deadline = time.monotonic() + grace
+        for job in jobs:
+            try:
+                job.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for job in jobs:  # the group also holds what the job started (a sweep's worker pool)
+            _signal_group(job.process, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                job.process.wait(timeout=5)
+        with self._lock:
+            log_dir, self._log_dir = self._log_dir, None
+        if log_dir is not None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to the process group a job leads (each job starts its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)

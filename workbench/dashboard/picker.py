@@ -14,7 +14,7 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from .components import message
 from .context import DashboardContext
-from .sources import MAX_UPLOAD_BYTES, UploadError, generator, generator_defaults, generator_kinds, graph_choices, load_graph_key, save_upload
+from .sources import MAX_UPLOAD_BYTES, UploadError, generator_defaults, generator_kinds, graph_choices, load_graph_key, save_upload
 
 __all__ = ["graph_picker", "register_graph_picker", "resolve_graph_key", "DEFAULT_GRAPH"]
 
@@ -22,9 +22,7 @@ DEFAULT_GRAPH = "bundled:doppler-paper/ffnn_192nodes.txt"
 
 
 def graph_picker(prefix: str, context: DashboardContext, default: str = DEFAULT_GRAPH) -> html.Div:
-    sources = [{"label": "bundled", "value": "bundled"}, {"label": "uploaded", "value": "uploaded"}]
-    if generator() is not None:
-        sources.append({"label": "generated", "value": "generated"})
+    sources = [{"label": "bundled", "value": "bundled"}, {"label": "uploaded", "value": "uploaded"}, {"label": "generated", "value": "generated"}]
     choices = graph_choices(context)
     values = {o["value"] for o in choices}
     return html.Div(

@@ -4,8 +4,7 @@ A graph is named by a *key* the browser can hold:
 
 - ``bundled:<path under datasets/>`` — a paper graph or an STG graph,
 - ``upload:<file in the upload folder>`` — a file a user uploaded,
-- ``generated:<JSON {"kind": ..., "params": {...}}>`` — ``workbench.generate``
-  (offered only when the installed workbench has it).
+- ``generated:<JSON {"kind": ..., "params": {...}}>`` — ``workbench.generate``.
 
 Methods are the registry's names; a learned method carries its checkpoint as
 ``method@datasets:<path>`` or ``method@runs:<path>``. Results are cached, so
@@ -18,7 +17,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import inspect
 import json
 import re
 from functools import lru_cache
@@ -27,19 +25,19 @@ from typing import Any
 
 import workbench as wb
 from workbench.fileio import atomic_write_bytes
+from workbench.placers import methods, placer_options
 from workbench.placers import placers as registered_placers
 from workbench.rundir import RunPaths, pretrained_checkpoint
 
 from .context import DashboardContext, PathError
+from .work import check_generated
 
 __all__ = [
-    "LEARNED_METHODS",
     "MAX_UPLOAD_BYTES",
     "UploadError",
     "graph_choices",
     "load_graph_key",
     "save_upload",
-    "generator",
     "generator_kinds",
     "generator_defaults",
     "method_choices",
@@ -50,7 +48,6 @@ __all__ = [
     "graph_label",
 ]
 
-LEARNED_METHODS = ("doppler", "placeto", "gdp", "joint", "doppler_sel_only", "doppler_plc_only")
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 GRAPH_SUFFIXES = (".txt", ".stg", ".json")
 
@@ -87,31 +84,20 @@ def graph_label(key: str) -> str:
     return Path(rest).stem
 
 
-def generator():
-    """``workbench.generate`` when this installation has it, else ``None``."""
-    try:
-        from workbench import generate
-    except (ImportError, AttributeError):
-        return None
-    return generate
-
-
 def generator_kinds() -> list[dict[str, str]]:
-    """Dropdown options for ``workbench.generate``'s families (empty without generators)."""
-    try:
-        from workbench.generators import GENERATORS
-    except ImportError:
-        return []
+    """Dropdown options for ``workbench.generate``'s families."""
+    from workbench.generators import GENERATORS
+
     return [{"label": f"{kind} — {entry[2]}", "value": kind} for kind, entry in GENERATORS.items()]
 
 
 def generator_defaults(kind: str | None) -> dict[str, Any]:
     """A family's parameters with their defaults (empty when unknown)."""
-    try:
-        from workbench.generators import generator_parameters
+    from workbench.generators import generator_parameters
 
+    try:
         return dict(generator_parameters(kind)) if kind else {}
-    except (ImportError, ValueError, KeyError):
+    except (ValueError, KeyError):
         return {}
 
 
@@ -125,6 +111,7 @@ def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
     elif kind == "upload":
         path = _resolve_upload(ctx, rest)
     elif kind == "generated":
+        check_generated(ctx, rest)  # size and memory caps, in a killable child
         return _generated(rest)
     else:
         raise ValueError(f"unknown graph source {kind!r}")
@@ -150,16 +137,13 @@ def _load_file(path: str, _mtime: int) -> wb.DataflowGraph:
 
 @lru_cache(maxsize=16)
 def _generated(spec_text: str) -> wb.DataflowGraph:
-    generate = generator()
-    if generate is None:
-        raise ValueError("this workbench has no graph generators (workbench.generate)")
     try:
         spec = json.loads(spec_text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"generator parameters are not valid JSON: {exc.msg}") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str) or not isinstance(spec.get("params", {}), dict):
         raise ValueError('generator spec must be {"kind": NAME, "params": {...}}')
-    return generate(spec["kind"], **spec.get("params", {}))
+    return wb.generate(spec["kind"], **spec.get("params", {}))
 
 
 def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
@@ -199,7 +183,8 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
     from .runs import list_runs
 
     found = []
-    for method in LEARNED_METHODS if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
+    learned = methods("learned")
+    for method in learned if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
         pretrained = pretrained_checkpoint(graph_name, method, ctx.datasets_dir / "pretrained")
         if pretrained.is_file():
             ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()
@@ -207,7 +192,7 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
     for run in list_runs(ctx.runs_dir):
         checkpoint = RunPaths(run.path).last_checkpoint
         method = str(run.meta.get("method", "")) if run.meta else ""
-        if method in LEARNED_METHODS and checkpoint.is_file():
+        if method in learned and checkpoint.is_file():
             graphs = ", ".join(map(str, run.meta.get("graphs", []))) or "?"
             ref = "runs:" + checkpoint.relative_to(ctx.runs_dir).as_posix()
             found.append((method, ref, f"{method} (run {run.name}, trained on {graphs})"))
@@ -216,8 +201,8 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
 
 def method_choices(ctx: DashboardContext, graph_name: str) -> list[dict[str, str]]:
     """Dropdown options: every registered non-learned method, then each usable learned checkpoint."""
-    registered = registered_placers()
-    options = [{"label": f"{name} — {text}", "value": name} for name, text in registered.items() if name not in LEARNED_METHODS]
+    registered, learned = registered_placers(), methods("learned")
+    options = [{"label": f"{name} — {text}", "value": name} for name, text in registered.items() if name not in learned]
     for method, ref, label in _learned_checkpoints(ctx, graph_name):
         if method in registered:
             options.append({"label": label, "value": f"{method}@{ref}"})
@@ -241,7 +226,7 @@ def parse_method(ctx: DashboardContext, value: str) -> tuple[str, dict[str, Any]
     if method not in registered_placers():
         raise ValueError(f"unknown method {method!r}")
     if not ref:
-        if method in LEARNED_METHODS:
+        if method in methods("learned"):
             raise ValueError(f"{method} needs a checkpoint (pretrained or from a run)")
         return method, {}
     root, _, relative = ref.partition(":")
@@ -256,16 +241,6 @@ def parse_method(ctx: DashboardContext, value: str) -> tuple[str, dict[str, Any]
     return method, {"checkpoint": str(path)}
 
 
-def _accepted_options(method: str) -> set[str]:
-    import importlib
-
-    from workbench.placers import REGISTRY
-
-    module, cls_name, _ = REGISTRY[method]
-    cls = getattr(importlib.import_module(module), cls_name)
-    return set(inspect.signature(cls).parameters)
-
-
 @lru_cache(maxsize=128)
 def run_placement(
     ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None
@@ -273,7 +248,7 @@ def run_placement(
     """The :class:`workbench.Placement` of one method; ``budget``/``time_limit`` go to placers that take them."""
     graph = load_graph_key(ctx, graph_key)
     method, options = parse_method(ctx, value)
-    accepted = _accepted_options(method)
+    accepted = placer_options(method)
     for name, option in (("budget", budget), ("time_limit", time_limit)):
         if option is not None and name in accepted:
             options[name] = option

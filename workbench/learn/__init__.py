@@ -11,40 +11,37 @@
 On small graphs one torch thread (``torch.set_num_threads(1)``) is fastest;
 extra threads only contend for tiny tensors.
 
-Only this package imports torch and DGL.
+Only this package imports torch and DGL, on first use of a name above;
+:mod:`workbench.learn.registry` (the registry lines) imports neither.
 """
 
 from __future__ import annotations
 
 import os
 
+from ..imports import lazy_exports
+
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from .env import EnvConfig, Guide, PlacementEnv, PlacementState  # noqa: E402
-from .features import FEATURE_LAYOUT  # noqa: E402
-from .policy import (  # noqa: E402
-    METHODS,
-    CheckpointError,
-    LearnedPolicy,
-    PolicyConfig,
-    Rollout,
-    load_policy,
-    make_policy,
-    read_checkpoint,
-)
+# public name -> the submodule that defines it; loaded (with torch and DGL) on first use, so that
+# importing workbench.learn.registry (the learned methods' registry lines) stays light
+_EXPORTS = {
+    "PlacementEnv": ".env",
+    "PlacementState": ".env",
+    "Guide": ".env",
+    "EnvConfig": ".env",
+    "FEATURE_LAYOUT": ".features",
+    "METHODS": ".policy",
+    "CheckpointError": ".policy",
+    "LearnedPolicy": ".policy",
+    "PolicyConfig": ".policy",
+    "Rollout": ".policy",
+    "load_policy": ".policy",
+    "make_policy": ".policy",
+    "read_checkpoint": ".policy",
+}
 
-__all__ = [
-    "PlacementEnv",
-    "PlacementState",
-    "Guide",
-    "EnvConfig",
-    "FEATURE_LAYOUT",
-    "METHODS",
-    "CheckpointError",
-    "LearnedPolicy",
-    "PolicyConfig",
-    "Rollout",
-    "load_policy",
-    "make_policy",
-    "read_checkpoint",
-]
+__all__ = list(_EXPORTS)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, needs="torch and DGL (pip install 'doppler-workbench[learn]')")

@@ -16,6 +16,7 @@ import torch
 from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..placers.base import Decision, Placer
+from ..placers.registry import PlacerError
 from .policy import LearnedPolicy, load_policy
 
 __all__ = [
@@ -44,17 +45,17 @@ class LearnedPlacer(Placer):
 
     def __init__(self, checkpoint: str | os.PathLike | None = None, samples: int = 1) -> None:
         if int(samples) < 1:
-            raise ValueError(f"samples must be >= 1, got {samples}")
+            raise PlacerError(f"samples must be >= 1, got {samples}")
         self.checkpoint = checkpoint
         self.samples = int(samples)
 
     def _policy(self, graph: DataflowGraph) -> LearnedPolicy:
         path = Path(self.checkpoint) if self.checkpoint is not None else pretrained_path(graph, self.method)
         if self.checkpoint is None and not path.is_file():
-            raise ValueError(f"method {self.method!r} needs checkpoint=PATH: no pretrained checkpoint for graph {graph.name!r} at {path}")
+            raise PlacerError(f"method {self.method!r} needs checkpoint=PATH: no pretrained checkpoint for graph {graph.name!r} at {path}")
         policy = load_policy(path, map_location="cuda" if torch.cuda.is_available() else "cpu")
         if policy.method != self.method:
-            raise ValueError(f"checkpoint {path} holds a {policy.method!r} policy, not {self.method!r}")
+            raise PlacerError(f"checkpoint {path} holds a {policy.method!r} policy, not {self.method!r}")
         return policy
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:

@@ -6,15 +6,13 @@ constructor arguments. ``place()`` builds the placer, times it, evaluates its
 assignment in the simulator, and returns a :class:`Placement`.
 
 To add a placer: write one module with a ``Placer`` subclass whose docstring
-cites its source, then add one line to ``REGISTRY`` (``name: (module, class,
-description)``); learned placers register the same way and are imported only
-when used.
+cites its source, then add one ``register_placer`` line to
+:mod:`workbench.placers.registry`; learned placers register the same way from
+:mod:`workbench.learn.registry`.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ import numpy as np
 
 from ..cluster import Devices, num_devices
 from ..graph import DataflowGraph
+from .registry import REGISTRY, get_placer, placers, register_placer
 
 __all__ = ["Placer", "Decision", "Placement", "REGISTRY", "place", "placers", "get_placer", "register_placer"]
 
@@ -99,51 +98,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-# name -> (module, class, one-line description)
-REGISTRY: dict[str, tuple[str, str, str]] = {
-    "single": ("workbench.placers.simple", "SinglePlacer", "every op on device 0"),
-    "round_robin": ("workbench.placers.simple", "RoundRobinPlacer", "op i on device i mod D"),
-    "random": ("workbench.placers.simple", "RandomPlacer", "uniformly random device per op (seeded)"),
-    "critical_path": ("workbench.placers.critical_path", "CriticalPathPlacer", "the paper's teacher: largest bottom level first, earliest-start device"),
-    "heft": ("workbench.placers.heft", "HeftPlacer", "HEFT (Topcuoglu et al. 2002): upward rank, earliest finish with insertion"),
-    "cpop": ("workbench.placers.cpop", "CpopPlacer", "CPOP (Topcuoglu et al. 2002): critical path on one device, others earliest finish"),
-    "peft": ("workbench.placers.peft", "PeftPlacer", "PEFT (Arabnejad, Barbosa 2014): earliest finish plus optimistic cost table"),
-    "etf": ("workbench.placers.etf", "EtfPlacer", "ETF (Hwang et al. 1989): ready op and device with the earliest start"),
-    "local_search": ("workbench.placers.local_search", "LocalSearchPlacer", "simulated annealing from the best heuristic, structure-aware moves (budget in evaluations)"),
-    "cpsat": ("workbench.placers.cpsat", "CpSatPlacer", "exact CP-SAT schedule model, time-limited; reports its proven lower bound"),
-    "doppler": ("workbench.learn.placers", "DopplerPlacer", "DOPPLER: learned SEL (next op) + PLC (device) policies; needs a checkpoint"),
-    "doppler_sel_only": ("workbench.learn.placers", "DopplerSelOnlyPlacer", "ablation: learned SEL, critical-path device choice; needs a checkpoint"),
-    "doppler_plc_only": ("workbench.learn.placers", "DopplerPlcOnlyPlacer", "ablation: critical-path op order, learned PLC; needs a checkpoint"),
-    "placeto": ("workbench.learn.placers", "PlacetoPlacer", "Placeto: topological order, placement-aware embeddings; needs a checkpoint"),
-    "gdp": ("workbench.learn.placers", "GDPPlacer", "GDP: graph encoder + attention, all ops in one pass; needs a checkpoint"),
-    "joint": ("workbench.learn.placers", "JointPlacer", "one policy over (ready op, device) pairs; needs a checkpoint"),
-}
-
-
-def register_placer(name: str, module: str, cls: str, description: str) -> None:
-    """Add a placer to the registry (imported only when used)."""
-    REGISTRY[name] = (module, cls, description)
-
-
-def placers() -> dict[str, str]:
-    """Registered method names with a one-line description each."""
-    return {name: entry[2] for name, entry in REGISTRY.items()}
-
-
-def get_placer(method: str, **options: Any) -> Placer:
-    """Build the placer ``method`` with ``options``; clear errors for unknown names and options."""
-    if method not in REGISTRY:
-        raise ValueError(f"unknown method {method!r}; registered: {', '.join(REGISTRY)}")
-    module, cls_name, _ = REGISTRY[method]
-    cls = getattr(importlib.import_module(module), cls_name)
-    accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        allowed = ", ".join(accepted) or "none"
-        raise ValueError(f"method {method!r} does not take option(s) {', '.join(unknown)}; it takes: {allowed}")
-    return cls(**options)
 
 
 def place(

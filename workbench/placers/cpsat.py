@@ -33,9 +33,9 @@ import numpy as np
 
 from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
-from .base import Decision, Placer, get_placer
+from .base import Decision, Placer
+from .registry import PlacerError, get_placer, methods
 
-HINT_METHODS = ("critical_path", "heft", "cpop", "peft", "etf")
 # Largest scaled time; keeps CP-SAT's propagation fast and precise to ~1e-5 of the horizon.
 MAX_SCALED_HORIZON = 1_000_000
 
@@ -51,9 +51,9 @@ class CpSatPlacer(Placer):
 
     def __init__(self, time_limit: float = 10.0, workers: int = 8) -> None:
         if not time_limit > 0:
-            raise ValueError(f"time_limit must be > 0 seconds, got {time_limit}")
+            raise PlacerError(f"time_limit must be > 0 seconds, got {time_limit}")
         if workers < 0:
-            raise ValueError(f"workers must be >= 0, got {workers}")
+            raise PlacerError(f"workers must be >= 0, got {workers}")
         self.time_limit = float(time_limit)
         self.workers = int(workers)
 
@@ -148,7 +148,7 @@ def _best_heuristic(graph: DataflowGraph, devices: Devices) -> np.ndarray:
     """The assignment of the classic heuristic with the smallest simulated makespan."""
     from ..sim import simulate_many
 
-    candidates = np.array([get_placer(name).place(graph, devices).assignment for name in HINT_METHODS])
+    candidates = np.array([get_placer(name).place(graph, devices).assignment for name in methods("heuristic")])
     return candidates[int(np.argmin(simulate_many(graph, candidates, devices)))]
 
 

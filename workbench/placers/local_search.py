@@ -34,14 +34,19 @@ from numba import njit
 
 from ..cluster import Devices, as_cluster, num_devices
 from ..graph import DataflowGraph
-from .base import Decision, Placer, get_placer
+from .base import Decision, Placer
+from .registry import PlacerError, get_placer, methods
 
-START_METHODS = ("critical_path", "heft", "cpop", "peft", "etf", "round_robin", "single")
 MOVE_KINDS = ("neighbour", "random", "swap", "critical", "group")
 MOVE_WEIGHTS = (0.25, 0.1, 0.1, 0.25, 0.3)
 _CUMULATIVE_WEIGHTS = np.cumsum(MOVE_WEIGHTS[:-1]) / np.sum(MOVE_WEIGHTS)
 # Evaluations between refreshes of the critical chain (each refresh is one more simulation).
 CRITICAL_REFRESH = 8
+
+
+def start_methods() -> list[str]:
+    """The registered heuristics, then the baselines: the candidate starting assignments (on a tie the first wins)."""
+    return methods("heuristic") + methods("baseline")
 
 
 class LocalSearchPlacer(Placer):
@@ -68,15 +73,15 @@ class LocalSearchPlacer(Placer):
         progress: bool = False,
         start: np.ndarray | None = None,
     ) -> None:
-        starts_needed = len(START_METHODS) if start is None else 1
+        starts_needed = len(start_methods()) if start is None else 1
         if int(budget) < starts_needed:
-            raise ValueError(f"budget must be at least {starts_needed} evaluations (one per starting assignment), got {budget}")
+            raise PlacerError(f"budget must be at least {starts_needed} evaluations (one per starting assignment), got {budget}")
         if time_limit is not None and not time_limit > 0:
-            raise ValueError(f"time_limit must be > 0 seconds, got {time_limit}")
+            raise PlacerError(f"time_limit must be > 0 seconds, got {time_limit}")
         if not 0 < final_temperature <= initial_temperature:
-            raise ValueError(f"need 0 < final_temperature <= initial_temperature, got {final_temperature} and {initial_temperature}")
+            raise PlacerError(f"need 0 < final_temperature <= initial_temperature, got {final_temperature} and {initial_temperature}")
         if max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+            raise PlacerError(f"max_batch must be >= 1, got {max_batch}")
         self.budget = int(budget)
         self.time_limit = time_limit
         self.initial_temperature = float(initial_temperature)
@@ -91,13 +96,14 @@ class LocalSearchPlacer(Placer):
         began = time.perf_counter()
         rng = np.random.default_rng(seed)
         evaluator = Evaluator(graph, devices)
+        names = ["given"] if self.start is not None else start_methods()
         if self.start is not None:
             try:
                 starts = check_assignment(graph, self.start, devices)[None]
             except AssignmentError as exc:
-                raise ValueError(f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}") from None
+                raise PlacerError(f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}") from None
         else:
-            starts = np.array([get_placer(name).place(graph, devices).assignment for name in START_METHODS])
+            starts = np.array([get_placer(name).place(graph, devices).assignment for name in names])
         start_makespans = np.atleast_1d(evaluator(starts))
         first = int(np.argmin(start_makespans))
         moves = _Moves(graph, devices, rng)
@@ -140,7 +146,7 @@ class LocalSearchPlacer(Placer):
             best,
             details={
                 "evaluations": evaluator.evaluations,
-                "start_method": START_METHODS[first] if self.start is None else "given",
+                "start_method": names[first],
                 "start_makespan": float(start_makespans[first]),
             },
         )

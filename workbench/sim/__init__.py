@@ -56,17 +56,26 @@ def check_assignment(graph: DataflowGraph, assignment, devices: Devices) -> np.n
         raise AssignmentError(f"an assignment is a flat list of device ids, got shape {raw.shape}")
     if raw.size != graph.num_nodes:
         raise AssignmentError(f"assignment has {raw.size} entries but the graph has {graph.num_nodes} ops")
-    if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
-        raise AssignmentError(f"assignment entries must be integers, got dtype {raw.dtype}")
-    if np.issubdtype(raw.dtype, np.floating):
-        bad = np.flatnonzero(~np.isfinite(raw) | (raw != np.round(raw)))
-        if bad.size:
-            raise AssignmentError(f"assignment entry {bad[0]} is {raw[bad[0]]!r}, not an integer")
-    values = raw.astype(np.int64)
+    values = _device_ids(raw)
     bad = np.flatnonzero((values < 0) | (values >= d))
     if bad.size:
         raise AssignmentError(f"op {bad[0]} is assigned to device {values[bad[0]]}, but devices are 0..{d - 1}")
     return values
+
+
+def _device_ids(raw: np.ndarray) -> np.ndarray:
+    """``raw`` (one assignment, or one per row) as int64: integers as they are, floats only when every
+    entry is a whole number (a JSON file may hold ``1.0``); :func:`simulate` and :class:`Evaluator` share this rule."""
+    if np.issubdtype(raw.dtype, np.integer):
+        return raw.astype(np.int64, copy=False)
+    if not np.issubdtype(raw.dtype, np.floating):
+        raise AssignmentError(f"assignment entries must be integers, got dtype {raw.dtype}")
+    bad = np.argwhere(~np.isfinite(raw) | (raw != np.round(raw)))
+    if bad.size:
+        where = tuple(int(i) for i in bad[0])
+        entry = where[0] if len(where) == 1 else f"{where[1]} of assignment {where[0]}"
+        raise AssignmentError(f"assignment entry {entry} is {raw[where]!r}, not an integer")
+    return raw.astype(np.int64)
 
 
 def _priority_keys(graph: DataflowGraph, priority: Priority) -> tuple[str, np.ndarray | None]:
@@ -224,8 +233,7 @@ class Evaluator:
         batch = np.atleast_2d(batch)
         if batch.shape[1] != self.graph.num_nodes:
             raise AssignmentError(f"assignments have {batch.shape[1]} entries but the graph has {self.graph.num_nodes} ops")
-        if not np.issubdtype(batch.dtype, np.integer):
-            raise AssignmentError(f"assignments must be integers, got dtype {batch.dtype}")
+        batch = _device_ids(batch)
         if batch.size and (batch.min() < 0 or batch.max() >= self.devices):
             raise AssignmentError(f"device ids must be in 0..{self.devices - 1}")
         c = self._compiled

@@ -17,8 +17,6 @@ call of :func:`workbench.place`. Example::
 
 from __future__ import annotations
 
-import inspect
-import importlib
 import itertools
 import json
 import os
@@ -64,9 +62,9 @@ class GraphSpec:
             from ..formats import load_graph
 
             return load_graph(self.value)
-        import workbench
+        from ..generators import generate
 
-        return workbench.generate(self.value, **dict(self.params))
+        return generate(self.value, **dict(self.params))
 
 
 @dataclass(frozen=True)
@@ -266,10 +264,6 @@ def graph_spec(entry: Any, base: Path) -> GraphSpec:
         label = entry.pop("label", None)
         if "generate" in entry:
             kind = str(entry.pop("generate"))
-            import workbench
-
-            if not hasattr(workbench, "generate"):
-                raise ConfigError(f"graphs: {{generate: {kind}}} needs workbench.generate, which this installation lacks")
             params = tuple(sorted(entry.items()))
             default = kind + ("(" + ",".join(f"{k}={v}" for k, v in params) + ")" if params else "")
             return GraphSpec(str(label or default), "generate", kind, params)
@@ -292,7 +286,7 @@ def _with_label(spec: GraphSpec, label: Any) -> GraphSpec:
 
 
 def _method_spec(entry: Any) -> MethodSpec:
-    from ..placers.base import REGISTRY
+    from ..placers import REGISTRY, placer_options
 
     if isinstance(entry, Mapping):
         unknown = sorted(set(entry) - {"method", "label", "options"})
@@ -305,7 +299,7 @@ def _method_spec(entry: Any) -> MethodSpec:
         raise ConfigError(f"methods: unknown method {method!r}; registered: {', '.join(REGISTRY)}")
     if not isinstance(options, Mapping):
         raise ConfigError(f"methods: options of {method!r} must be a mapping, got {options!r}")
-    accepted = accepted_options(method)
+    accepted = placer_options(method)
     unknown = sorted(set(map(str, options)) - set(accepted))
     if unknown:
         raise ConfigError(f"methods: {method!r} does not take option(s) {', '.join(unknown)}; it takes: {', '.join(accepted) or 'none'}")
@@ -315,11 +309,3 @@ def _method_spec(entry: Any) -> MethodSpec:
     grid = tuple((str(k), tuple(_as_list(v))) for k, v in sorted(options.items()))
     return MethodSpec(method, str(label or method), grid)
 
-
-def accepted_options(method: str) -> list[str]:
-    """The constructor options of a registered placer."""
-    from ..placers.base import REGISTRY
-
-    module, cls_name, _ = REGISTRY[method]
-    cls = getattr(importlib.import_module(module), cls_name)
-    return [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]

@@ -24,7 +24,7 @@ import pandas as pd
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
 from ..provenance import machine, versions
 from ..rundir import RunPaths, pretrained_checkpoint, try_read_meta
-from .grid import GraphSpec, MethodSpec, SweepConfig, accepted_options
+from .grid import GraphSpec, MethodSpec, SweepConfig
 from .paper import GENERATED_FAMILIES, PAPER_REPORTED, ROWS, Row
 from .report import SECTION, checkpoint_provenance, discussion, paper_table, summarize, tables, write_comparison_figure, write_section
 from .runners import sweep
@@ -94,11 +94,11 @@ def find_checkpoint(method: str, graph: str, stage: str, runs: Path) -> Path | N
 
 def _method_spec(row: Row, graph: str, settings: Settings, runs: Path) -> tuple[MethodSpec | None, str | None]:
     """The method spec of ``row`` on ``graph``, or why it is not available."""
-    from ..placers.base import REGISTRY
+    from ..placers import REGISTRY, placer_options
 
     if row.method not in REGISTRY:
         return None, "not available: not registered"
-    accepted = accepted_options(row.method)
+    accepted = placer_options(row.method)
     options: dict[str, tuple[Any, ...]] = {}
     if row.stage is not None:
         checkpoint = find_checkpoint(row.method, graph, row.stage, runs)

@@ -42,19 +42,15 @@ from .oracle import CostOracle, Measurement, SimulatorOracle, spearman
 
 __all__ = ["calibrate", "Calibration", "calibration_placements", "fit_simulator"]
 
-_HEURISTICS = ("single", "round_robin", "critical_path", "heft", "etf", "cpop", "peft", "list_scheduling")
-
-
 def calibration_placements(graph: DataflowGraph, devices: int, count: int = 24, seed: int = 0) -> list[tuple[str, np.ndarray]]:
     """``count`` labelled placements spanning good to bad ones, the same for the same ``seed``."""
-    from ..placers import place
-    from ..placers.base import REGISTRY
+    from ..placers import methods, place
 
     n = graph.num_nodes
     rng = np.random.default_rng(seed)
     chosen: list[tuple[str, np.ndarray]] = []
-    for method in _HEURISTICS:
-        if method in REGISTRY and len(chosen) < count:
+    for method in methods("baseline", "heuristic"):
+        if len(chosen) < count:
             chosen.append((method, np.asarray(place(graph, method, devices, seed=seed).assignment)))
     base = dict(chosen).get("critical_path")
     if base is None:

@@ -24,10 +24,15 @@ Replies::
     {"id": 2, "ok": false, "kind": "request", "error": "unknown graph 'x'; ..."}
     {"id": 2, "ok": false, "kind": "measurement", "error": "op 17 ...: RuntimeError: ...",
      "samples": [...]}
+    {"id": null, "ok": false, "kind": "busy", "error": "16 connections are open ..."}
 
 ``kind: "request"`` means the request was wrong (nothing ran; the client
 raises :class:`EngineError`); ``kind: "measurement"`` means it ran and failed
-(the client returns a failed :class:`~workbench.systems.Measurement`). Traces
+(the client returns a failed :class:`~workbench.systems.Measurement`);
+``kind: "busy"`` means nothing ran because the engine had no room (too many
+connections, or the request waited its whole timeout in line; a failed
+Measurement too). An engine started with a token requires ``"token"`` in
+every request. Traces
 use :meth:`workbench.Trace.to_dict`'s layout, in seconds. The graph's ``id``
 is its name (``graph.name``, the file's stem for the bundled files);
 ``fingerprint`` is :func:`graph_fingerprint`.
@@ -38,21 +43,30 @@ reply_margin`` seconds for a reply, and turns every failure (unreachable
 engine, no reply, a reply that is not protocol JSON) into a failed
 Measurement that says what happened. The reference server
 (:func:`serve_engine`, ``workbench serve-engine``) wraps any oracle (the
-local executor by default), binds 127.0.0.1 unless told otherwise, checks
-every field of every request, and runs one measurement at a time.
+local executor by default), binds 127.0.0.1 unless told otherwise (another
+address needs a token), checks every field of every request, and runs one
+measurement at a time, first come first served. It bounds what a client can
+make it hold: open connections, the request line (sized to its largest
+graph), JSON nesting, numbers (finite only), the reply (4 MiB, else an error
+reply), the waiting line and idle connections. Every refusal is an error
+reply; the connection is closed only after a line too long to read on.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import ipaddress
 import itertools
 import json
 import math
+import os
 import socket
 import socketserver
 import threading
 import time
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -62,11 +76,13 @@ from ..sim import check_assignment
 from ..sim.trace import Trace
 from .oracle import CostOracle, Measurement
 
-__all__ = ["PROTOCOL", "MAX_LINE", "EngineError", "RemoteEngine", "EngineServer", "serve_engine", "graph_fingerprint"]
+__all__ = ["PROTOCOL", "MAX_LINE", "TOKEN_VARIABLE", "EngineError", "RemoteEngine", "EngineServer", "serve_engine", "graph_fingerprint", "is_loopback"]
 
 PROTOCOL = 1
 MAX_LINE = 4 << 20
 MAX_REPEATS = 1000
+TOKEN_VARIABLE = "WORKBENCH_ENGINE_TOKEN"
+"""Environment variable with the shared token, read by ``serve-engine`` and :meth:`RemoteEngine.from_address`."""
 _request_ids = itertools.count(1)
 
 
@@ -98,6 +114,7 @@ class RemoteEngine:
         reply_margin: seconds to wait for a reply beyond the measurement's timeout.
         retries: extra attempts after a refused or dropped connection.
         backoff: seconds before the first retry (doubled each time).
+        token: the engine's shared token, sent with every request (``None``: none).
     """
 
     host: str = "127.0.0.1"
@@ -107,13 +124,15 @@ class RemoteEngine:
     reply_margin: float = 10.0
     retries: int = 2
     backoff: float = 0.2
+    token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_address(cls, address: str, **options: Any) -> "RemoteEngine":
-        """``RemoteEngine`` for ``"HOST:PORT"``."""
+        """``RemoteEngine`` for ``"HOST:PORT"``; the token defaults to ``$WORKBENCH_ENGINE_TOKEN``."""
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"an engine address is HOST:PORT with a port in 1..65535, got {address!r}")
+        options.setdefault("token", os.environ.get(TOKEN_VARIABLE) or None)
         return cls(host, int(port), **options)
 
     @property
@@ -122,7 +141,7 @@ class RemoteEngine:
 
     def _exchange(self, request: Mapping[str, Any], reply_timeout: float) -> dict[str, Any]:
         """Send one request and read its reply; raises EngineError with the reason."""
-        payload = _encode(request)
+        payload = _encode({**request, "token": self.token} if self.token else request)
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             if attempt:
@@ -158,7 +177,7 @@ class RemoteEngine:
             raise EngineError(f"engine at {self.address} answered with something that is not JSON: {shown!r}") from None
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             raise EngineError(f"engine at {self.address} answered without an 'ok' field: {shown!r}")
-        if reply.get("id") != request_id:
+        if reply.get("id") != request_id and not (reply.get("id") is None and reply["ok"] is False):  # id null: refused before reading
             raise EngineError(f"engine at {self.address} answered request {reply.get('id')!r} instead of {request_id!r}")
         return reply
 
@@ -221,6 +240,10 @@ class _RequestError(ValueError):
     """A request that breaks the protocol; the reply says why."""
 
 
+class _Busy(RuntimeError):
+    """The engine had no room for the request; nothing ran."""
+
+
 def _field(request: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
     value = request.get(name, default)
     if value is None or isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
@@ -228,46 +251,175 @@ def _field(request: Mapping[str, Any], name: str, kind: type | tuple[type, ...],
     return value
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _RequestError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(text: str) -> None:
+    raise _RequestError(f"{text} is not a number JSON allows")
+
+
+def _parse_request(line: bytes) -> Any:
+    """``json.loads`` that refuses NaN, infinities and numbers beyond a float, and nesting past the recursion limit."""
+    try:
+        return json.loads(line, parse_float=_finite, parse_constant=_no_constant)
+    except _RequestError:
+        raise
+    except RecursionError:
+        raise _RequestError("JSON nested too deeply") from None
+    except ValueError as exc:
+        raise _RequestError(f"not JSON: {exc}"[:300]) from None
+
+
+def _close_after_reply(sock: socket.socket, reply: Mapping[str, Any], linger: float) -> None:
+    """Send a last reply and stop sending; then read and drop what the client still sends for up to ``linger`` s,
+    so that closing does not reset the connection before the client has read the reply."""
+    try:
+        sock.settimeout(1.0)
+        sock.sendall(_encode(reply))
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(linger if linger > 0 else 0.0)
+        drained, deadline = 0, time.monotonic() + linger
+        while drained < MAX_LINE:
+            chunk = sock.recv(65536)
+            if not chunk or time.monotonic() > deadline:
+                break
+            drained += len(chunk)
+    except OSError:  # includes the timeout and "would block"
+        pass
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class _TurnQueue:
+    """First come, first served turns at the oracle, with a bounded line; a request waits at most its own timeout."""
+
+    def __init__(self, max_waiting: int) -> None:
+        self.max_waiting = max_waiting
+        self._changed = threading.Condition()
+        self._issued = 0
+        self._serving = 0
+        self._abandoned: set[int] = set()
+
+    @property
+    def ahead(self) -> int:
+        """Requests being measured or waiting for their turn."""
+        with self._changed:
+            return self._issued - self._serving - len(self._abandoned)
+
+    @contextmanager
+    def turn(self, wait: float):
+        with self._changed:
+            ahead = self.ahead
+            if ahead > self.max_waiting:
+                raise _Busy(f"{ahead} requests are ahead in line for the engine (at most {self.max_waiting}); try again later")
+            ticket, self._issued = self._issued, self._issued + 1
+            give_up = time.monotonic() + wait
+            while self._serving != ticket:
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    self._abandoned.add(ticket)
+                    raise _Busy(f"the engine was busy with other requests for the whole timeout ({wait:g} s)")
+                self._changed.wait(left)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._serving += 1
+                while self._serving in self._abandoned:
+                    self._abandoned.discard(self._serving)
+                    self._serving += 1
+                self._changed.notify_all()
+
+
 class _Handler(socketserver.StreamRequestHandler):
     server: "EngineServer"
-    timeout = 300.0  # an idle connection is closed after this many seconds
+
+    def setup(self) -> None:
+        self.timeout = self.server.idle_timeout  # an idle connection is closed after this many seconds
+        super().setup()
 
     def handle(self) -> None:
+        limit = self.server.max_request
         while True:
             try:
-                line = self.rfile.readline(MAX_LINE + 1)
+                line = self.rfile.readline(limit + 1)
             except OSError:
                 return
             if not line:
                 return
-            reply = self.server.answer(line)
+            if len(line) > limit and not line.endswith(b"\n"):  # the rest of an over-long line is not a request
+                error = f"request longer than {limit} bytes (this engine's limit for its graphs)"
+                _close_after_reply(self.connection, {"id": None, "ok": False, "kind": "request", "error": error}, linger=2.0)
+                return
             try:
-                encoded = _encode(reply)
-            except ValueError as exc:  # a result that JSON cannot carry (NaN, say)
-                encoded = _encode({"id": reply.get("id"), "ok": False, "kind": "measurement", "error": f"unencodable result: {exc}"})
-            try:
-                self.wfile.write(encoded)
+                self.wfile.write(self.server.reply_bytes(line))
                 self.wfile.flush()
             except OSError:
-                return
-            if len(line) > MAX_LINE:  # the rest of an over-long line is not a request
                 return
 
 
 class EngineServer(socketserver.ThreadingTCPServer):
-    """The reference engine: answers protocol requests with an oracle's measurements."""
+    """The reference engine: answers protocol requests with an oracle's measurements.
+
+    Args:
+        graphs: the graphs it serves, by id.
+        oracle: what measures (``devices`` and ``measure``).
+        address: ``(host, port)`` to bind.
+        max_timeout: the longest ``timeout`` a request may ask for (seconds).
+        token: the shared token every request must carry (``None``: none; required off loopback).
+        max_connections: connections served at once; more get a ``busy`` reply.
+        max_waiting: requests waiting for the oracle; more get a ``busy`` reply.
+        idle_timeout: seconds before an idle connection is closed.
+        max_request: longest request line in bytes (default: room for the largest graph's assignment).
+        max_reply: longest reply line in bytes; a longer one is replaced by an error reply.
+    """
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # the listen backlog: connections beyond the cap are answered, not left to time out
 
-    def __init__(self, graphs: Mapping[str, DataflowGraph], oracle: CostOracle, address: tuple[str, int], max_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        graphs: Mapping[str, DataflowGraph],
+        oracle: CostOracle,
+        address: tuple[str, int],
+        max_timeout: float = 600.0,
+        token: str | None = None,
+        max_connections: int = 16,
+        max_waiting: int = 64,
+        idle_timeout: float = 60.0,
+        max_request: int | None = None,
+        max_reply: int = MAX_LINE,
+    ) -> None:
         if not graphs:
             raise ValueError("an engine needs at least one graph to serve")
+        if not is_loopback(address[0]) and not token:
+            raise ValueError(f"serving on {address[0]} (not loopback) needs a shared token (--token or ${TOKEN_VARIABLE}): the protocol has no other authentication")
         self.graphs = dict(graphs)
         self.fingerprints = {name: graph_fingerprint(g) for name, g in self.graphs.items()}
         self.oracle = oracle
         self.max_timeout = float(max_timeout)
-        self.measuring = threading.Lock()
+        self.token = token.encode("utf-8") if token else None
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
+        self.max_request = min(MAX_LINE, max_request or 4096 + 12 * max(g.num_nodes for g in self.graphs.values()))
+        self.max_reply = max_reply
+        self.turns = _TurnQueue(max_waiting)
+        self._open = 0
+        self._open_lock = threading.Lock()
+        self._refusing = threading.BoundedSemaphore(max_connections)
         super().__init__(address, _Handler)
 
     @property
@@ -275,32 +427,98 @@ class EngineServer(socketserver.ThreadingTCPServer):
         host, port = self.server_address[:2]
         return f"{host}:{port}"
 
+    @property
+    def connections(self) -> int:
+        """Connections being served now."""
+        with self._open_lock:
+            return self._open
+
+    def process_request(self, request, client_address) -> None:
+        with self._open_lock:
+            room = self._open < self.max_connections
+            self._open += room
+        if not room:
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._closed_one()
+            raise
+
+    def _refuse(self, request: socket.socket) -> None:
+        """A ``busy`` reply to a connection beyond the cap, lingering in a thread (at most ``max_connections`` of them) so it arrives."""
+        error = f"{self.max_connections} connections are open, the engine's limit; try again later"
+        reply = {"id": None, "ok": False, "kind": "busy", "error": error}
+        if not self._refusing.acquire(blocking=False):  # a flood: answer without waiting, never hold up accepting
+            _close_after_reply(request, reply, linger=0.0)
+            self.shutdown_request(request)
+            return
+
+        def linger() -> None:
+            try:
+                _close_after_reply(request, reply, linger=1.0)
+                self.shutdown_request(request)
+            finally:
+                self._refusing.release()
+
+        threading.Thread(target=linger, daemon=True).start()
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._closed_one()
+
+    def _closed_one(self) -> None:
+        with self._open_lock:
+            self._open -= 1
+
+    def reply_bytes(self, line: bytes) -> bytes:
+        """The encoded reply to one request line: always one JSON line of at most ``max_reply`` bytes."""
+        reply = self.answer(line)
+        try:
+            encoded = _encode(reply)
+        except ValueError as exc:  # a result that JSON cannot carry (NaN, say)
+            encoded = _encode({"id": reply.get("id"), "ok": False, "kind": "measurement", "error": f"unencodable result: {exc}"})
+        if len(encoded) > self.max_reply:
+            error = f"the reply ({len(encoded):,} bytes) exceeds the limit of {self.max_reply:,} bytes; ask without the trace"
+            encoded = _encode({"id": reply.get("id"), "ok": False, "kind": "request", "error": error})
+        return encoded
+
     def answer(self, line: bytes) -> dict[str, Any]:
         """The reply to one request line."""
         request_id = None
         try:
-            if len(line) > MAX_LINE:
-                raise _RequestError(f"request longer than {MAX_LINE} bytes")
-            try:
-                request = json.loads(line)
-            except ValueError as exc:
-                raise _RequestError(f"not JSON: {exc}") from None
+            if len(line) > self.max_request:
+                raise _RequestError(f"request longer than {self.max_request} bytes (this engine's limit for its graphs)")
+            request = _parse_request(line)
             if not isinstance(request, dict):
                 raise _RequestError("a request is a JSON object")
             request_id = request.get("id")
-            if isinstance(request_id, (dict, list)):
+            if not (request_id is None or isinstance(request_id, (int, float, str)) and not isinstance(request_id, bool)):
                 request_id = None
                 raise _RequestError("field 'id' must be a number, a string or null")
+            self._authenticate(request)
             if request.get("protocol") != PROTOCOL:
-                raise _RequestError(f"unsupported protocol {request.get('protocol')!r}; this engine speaks {PROTOCOL}")
+                raise _RequestError(f"unsupported protocol {request.get('protocol')!r}; this engine speaks {PROTOCOL}"[:200])
             method = request.get("method")
             if method == "hello":
                 return {"id": request_id, "ok": True, **self.describe()}
             if method == "measure":
                 return {"id": request_id, **self._measure(request)}
-            raise _RequestError(f"unknown method {method!r}; use 'hello' or 'measure'")
+            raise _RequestError(f"unknown method {method!r}; use 'hello' or 'measure'"[:200])
         except _RequestError as exc:
             return {"id": request_id, "ok": False, "kind": "request", "error": str(exc)}
+        except _Busy as exc:
+            return {"id": request_id, "ok": False, "kind": "busy", "error": str(exc)}
+
+    def _authenticate(self, request: Mapping[str, Any]) -> None:
+        if self.token is None:
+            return
+        given = request.get("token")
+        if not isinstance(given, str) or not hmac.compare_digest(given.encode("utf-8"), self.token):
+            raise _RequestError("this engine requires its shared token in the request's 'token' field" if given is None else "wrong token")
 
     def describe(self) -> dict[str, Any]:
         from .. import __version__
@@ -315,7 +533,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
     def _measure(self, request: Mapping[str, Any]) -> dict[str, Any]:
         name = _field(request, "graph", str)
         if name not in self.graphs:
-            raise _RequestError(f"unknown graph {name!r}; this engine serves {', '.join(sorted(self.graphs))}")
+            raise _RequestError(f"unknown graph {name!r}; this engine serves {', '.join(sorted(self.graphs))}"[:300])
         graph = self.graphs[name]
         fingerprint = request.get("fingerprint")
         if fingerprint is not None and fingerprint != self.fingerprints[name]:
@@ -326,15 +544,15 @@ class EngineServer(socketserver.ThreadingTCPServer):
         try:
             check_assignment(graph, assignment, int(self.oracle.devices))
         except ValueError as exc:
-            raise _RequestError(str(exc)) from None
+            raise _RequestError(str(exc)[:300]) from None
         repeats = _field(request, "repeats", int, 3)
         if not 1 <= repeats <= MAX_REPEATS:
-            raise _RequestError(f"field 'repeats' must be in 1..{MAX_REPEATS}, got {repeats}")
+            raise _RequestError(f"field 'repeats' must be in 1..{MAX_REPEATS}, got {repeats}"[:200])
         timeout = float(_field(request, "timeout", (int, float), 60.0))
         if not (math.isfinite(timeout) and 0 < timeout <= self.max_timeout):
-            raise _RequestError(f"field 'timeout' must be in (0, {self.max_timeout:g}] seconds, got {timeout}")
+            raise _RequestError(f"field 'timeout' must be in (0, {self.max_timeout:g}] seconds, got {timeout}"[:200])
         want_trace = _field(request, "trace", bool, False)
-        with self.measuring:
+        with self.turns.turn(wait=timeout):
             result = self.oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
         if not result.ok:
             return {"ok": False, "kind": "measurement", "error": "; ".join(result.errors), "samples": list(result.samples)}
@@ -353,8 +571,12 @@ def serve_engine(
     host: str = "127.0.0.1",
     port: int = 7070,
     max_timeout: float = 600.0,
+    **options: Any,
 ) -> EngineServer:
-    """A bound (not yet serving) :class:`EngineServer`; call ``serve_forever()`` (``port=0`` picks a free port)."""
+    """A bound (not yet serving) :class:`EngineServer`; call ``serve_forever()`` (``port=0`` picks a free port).
+
+    ``options`` are :class:`EngineServer`'s (``token``, ``max_connections``, ...).
+    """
     if not isinstance(graphs, Mapping):
         graphs = {g.name: g for g in graphs}
-    return EngineServer(graphs, oracle, (host, port), max_timeout)
+    return EngineServer(graphs, oracle, (host, port), max_timeout, **options)

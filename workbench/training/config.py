@@ -14,10 +14,12 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
+from ..placers import methods
+
 __all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs", "parse_overrides"]
 
 STAGES = ("il", "sim", "real")
-METHODS = ("doppler", "placeto", "gdp", "joint", "doppler_sel_only", "doppler_plc_only")
+METHODS = tuple(methods("learned"))
 
 
 @dataclass(frozen=True)

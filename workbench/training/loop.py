@@ -18,6 +18,7 @@ episodes since the last checkpoint, which the next run replays.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import shlex
 import signal
@@ -32,6 +33,7 @@ import numpy as np
 import torch
 
 from ..graph import DataflowGraph
+from ..placers import methods
 from ..provenance import machine, versions
 from ..provenance import now as _now
 from .checkpoint import load_checkpoint, save_checkpoint
@@ -44,8 +46,8 @@ from .search import policy_device, search
 
 __all__ = ["train", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
 
-HEURISTICS = ("critical_path", "heft", "cpop", "etf", "dls", "peft", "round_robin", "single")
-"""Heuristics the run's ``reference`` is compared with, those of them that are registered."""
+HEURISTICS = tuple(methods("heuristic") + methods("baseline"))
+"""The registered heuristics and baselines the run's ``reference`` is compared with (on a tie the first wins)."""
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,7 @@ def train(
         command: the command line recorded in ``meta.json``.
     """
     if library is None:
-        try:
-            import workbench.learn as library
-        except ImportError as exc:
-            raise ValueError(f"training needs the learned policies (workbench.learn), which do not import here: {exc}") from None
+        library = importlib.import_module("workbench.learn")  # torch + DGL load on first use of a name
     if config.self_imitation_weight > 0 and not hasattr(library, "Guide"):
         raise ValueError("TrainConfig.self_imitation_weight needs a policy library that replays placements (workbench.learn.Guide)")
     run = RunDirectory(out)
@@ -284,11 +283,11 @@ def load_graphs(specs: tuple[str, ...]) -> dict[str, DataflowGraph]:
 
 def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[str, dict[str, Any]]:
     """Per graph: critical_path's makespan and the best registered heuristic's (simulator)."""
-    from ..placers import REGISTRY, place
+    from ..placers import place
 
     out = {}
     for name, graph in graphs.items():
-        results = {m: place(graph, m, devices).makespan for m in HEURISTICS if m in REGISTRY}
+        results = {m: place(graph, m, devices).makespan for m in HEURISTICS}
         method = min(results, key=results.get)
         out[name] = {"critical_path": results["critical_path"], "best_heuristic": results[method], "best_heuristic_method": method}
     return out

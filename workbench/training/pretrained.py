@@ -15,6 +15,7 @@ the episodes that produced it. Usage::
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shlex
 import sys
@@ -48,7 +49,7 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     stage's greedy makespans and the choice.
     """
     if library is None:
-        import workbench.learn as library
+        library = importlib.import_module("workbench.learn")
     run, destination = RunDirectory(run_dir), Path(destination)
     meta = read_meta(run.meta_path)
     if meta.get("status") != "finished":

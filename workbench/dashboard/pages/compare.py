@@ -12,23 +12,25 @@ from typing import Any
 
 import workbench as wb
 from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
+from workbench.placers import methods
 
 from ..components import controls, field, figure_card, message
 from ..figures import gantt_frame, gantt_figure, gantt_highlight, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
-from ..sources import graph_label, load_graph_key, method_choices, method_label, run_placement, simulate_placement
+from ..limits import LimitError
+from ..sources import graph_label, load_graph_key, method_choices, method_label
+from ..work import run_placement, simulate_placement
 
 PATH = "/"
 NAME = "Compare"
 PAGE = "compare"
 MAX_DEVICES = 64
-PREFERRED = ("critical_path", "heft", "local_search", "round_robin")
 
 
 def default_methods(options: list[dict[str, str]]) -> list[str]:
-    """Two fast, telling methods to show on first load (plus a pretrained policy when there is one)."""
+    """The first two registered heuristics, fast and telling, on first load (plus a pretrained policy when there is one)."""
     values = [o["value"] for o in options]
-    chosen = [m for m in PREFERRED if m in values][:2]
+    chosen = [m for m in methods("heuristic") if m in values][:2]
     chosen += [v for v in values if v.startswith("doppler@")][:1]
     return chosen
 
@@ -69,6 +71,10 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
     budget = int(budget) if budget else None
     time_limit = float(time_limit) if time_limit else None
     graph = load_graph_key(context, graph_key)
+    try:
+        budget, time_limit = context.limits.bound_compare(graph, devices, budget, time_limit)
+    except LimitError as exc:
+        return [message(str(exc))], None
     bound = wb.lower_bound(graph, devices)
     panels, placements = [], {}
     for index, value in enumerate(methods):

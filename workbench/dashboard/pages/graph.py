@@ -7,7 +7,8 @@ from dash import Input, Output, dcc, html
 from ..components import controls, field, figure_card, message
 from ..figures import graph_figure, graph_frame, graph_statistics, message_figure
 from ..picker import graph_picker, register_graph_picker
-from ..sources import load_graph_key, method_choices, method_label, run_placement
+from ..sources import load_graph_key, method_choices, method_label
+from ..work import run_placement
 
 PATH = "/graph"
 NAME = "Graph"

@@ -66,12 +66,22 @@ def launch_form(context, command: str | None):
     return controls(*(argument_input(context, a) for a in arguments))
 
 
+def limits_note(limits) -> str:
+    """What this server allows a launched job (see ``python app.py --help``)."""
+    return (
+        f"This server allows at most {limits.max_devices} devices, a budget of {limits.max_budget:,} evaluations, "
+        f"{limits.max_time_limit:g} s time limits and {limits.max_episodes:,} training episodes; "
+        f"oracles {', '.join(limits.allow_oracles)}; engines on {', '.join(limits.allow_engine_hosts)}."
+    )
+
+
 def layout(context, jobs, **_query) -> html.Div:
     commands = launchable_commands()
     return html.Div(
         [
             html.H2("Launch a background job"),
             html.P("Starts workbench's own command in a separate process; this page follows its progress. Files must lie under datasets/ or runs/."),
+            html.P(limits_note(context.limits), className="wb-note"),
             field("Command", dcc.Dropdown(id="launch-command", options=commands, value=commands[0] if commands else None, clearable=False)),
             html.Div(id="launch-form", children=launch_form(context, commands[0] if commands else None)),
             html.Button("Start", id="launch-start", className="wb-primary", style={"marginTop": "10px"}),

@@ -12,7 +12,6 @@ in the plain simulator, in graph units. Runs whose real stage logged
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -32,14 +31,6 @@ PATH = "/measured"
 NAME = "Measured vs simulated"
 PAGE = "measured"
 MAX_SOURCES = 500
-
-
-def backend_available() -> bool:
-    """Whether this workbench has the real-system backend package."""
-    try:
-        return importlib.util.find_spec("workbench.systems") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _journal_lines(path: Path) -> list[dict]:
@@ -110,9 +101,6 @@ def _calibration(folder: Path | None) -> dict | None:
 
 
 def layout(context, jobs, **_query) -> html.Div:
-    if not backend_available():
-        return html.Div([html.H2(NAME), message("The real-system backend is not available in this workbench yet (no workbench.systems package). "
-                                                "This page shows measured traces once it is installed.", "warning")])  # fmt: skip
     sources = measured_sources(context)
     return html.Div(
         [
@@ -203,8 +191,6 @@ def _calibration_placements(calibration: dict | None):
 
 
 def register_callbacks(app, context, jobs) -> None:
-    if not backend_available():
-        return
     register_graph_picker(app, context, PAGE)
 
     @app.callback(

@@ -1,0 +1,296 @@
+"""Bounded dashboard work: caps, cancellation, the Host-header check, Launch refusals and job clean-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import workbench as wb
+from workbench.dashboard import create_app
+from workbench.dashboard.context import DashboardContext
+from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
+from workbench.dashboard.limits import LimitError, Limits
+from workbench.dashboard.pages import compare, launch
+from workbench.dashboard.picker import resolve_graph_key
+from workbench.dashboard.work import RUNNER, Cancelled
+
+from .test_dashboard import context  # noqa: F401  (the fixture: a context whose folders live in tmp_path)
+
+CHAIN = "bundled:doppler-paper/chain_mm_112nodes.txt"
+FFNN = "bundled:doppler-paper/ffnn_192nodes.txt"
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+# ---------------------------------------------------------------- the caps
+def test_limits_come_from_the_environment_and_the_command_line():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    Limits.add_arguments(parser)
+    args = parser.parse_args(["--max-budget", "5000", "--allow-hosts", "lab.example.org"])
+    limits = Limits.from_arguments(args, {"WORKBENCH_MAX_BUDGET": "7", "WORKBENCH_MAX_NODES": "300"})
+    assert (limits.max_budget, limits.max_nodes) == (5000, 300)  # the command line wins over the environment
+    assert "lab.example.org" in limits.trusted_hosts() and "localhost" in limits.trusted_hosts()
+    with pytest.raises(LimitError, match="WORKBENCH_MAX_DEVICES"):
+        Limits.from_env({"WORKBENCH_MAX_DEVICES": "many"})
+    with pytest.raises(LimitError, match="--max-time-limit must be > 0"):
+        Limits(max_time_limit=0)
+
+
+def test_compare_requests_beyond_the_caps_are_refused_before_any_placement(context, monkeypatch):
+    started = []
+    monkeypatch.setattr(compare, "run_placement", lambda *args: started.append(args))
+    for budget, time_limit, words in [(10**12, 10, "--max-budget"), (100, 1e9, "--max-time-limit")]:
+        children, state = compare.compare_view(context, CHAIN, 4, ["local_search"], 0, budget, time_limit)
+        assert words in str(children) and state is None
+    small = DashboardContext(context.runs_dir, context.datasets_dir, context.upload_dir, Limits(max_nodes=50))
+    children, state = compare.compare_view(small, CHAIN, 4, ["critical_path"], 0, None, None)
+    assert "--max-nodes" in str(children) and state is None
+    assert started == []
+
+
+def test_an_empty_time_limit_becomes_the_cap():
+    limits = Limits(max_time_limit=7.0)
+    graph = type("G", (), {"num_nodes": 10, "num_edges": 10})()
+    assert limits.bound_compare(graph, 4, None, None) == (None, 7.0)
+    assert limits.bound_compare(graph, 4, 50, 2.5) == (50, 2.5)
+
+
+def test_generator_parameters_beyond_the_caps_are_refused(context):
+    small = DashboardContext(context.runs_dir, context.datasets_dir, context.upload_dir, Limits(max_edges=500, max_work_memory_mb=200))
+    key, error = resolve_graph_key(small, "generated", None, None, "erdos_renyi", json.dumps({"nodes": 200, "edge_prob": 0.5}))
+    assert key is None and "edges" in error and "--max-edges" in error
+    began = time.monotonic()
+    key, error = resolve_graph_key(small, "generated", None, None, "erdos_renyi", json.dumps({"nodes": 20000, "edge_prob": 1.0}))
+    assert key is None and "--max-work-memory-mb" in error, error
+    assert time.monotonic() - began < 30
+    assert resolve_graph_key(small, "generated", None, None, "layered", json.dumps({"layers": 3, "width": 2}))[1] is None
+
+
+# ------------------------------------------------------------- cancelling
+def spin(seconds: float) -> float:
+    """Burn CPU for ``seconds`` (a child's stand-in for a long placement)."""
+    end = time.monotonic() + seconds
+    count = 0
+    while time.monotonic() < end:
+        count += 1
+    return count
+
+
+def test_a_stopped_request_kills_its_child_within_a_second():
+    stop = threading.Event()
+    pids: list[int] = []
+    outcome: list[BaseException] = []
+
+    def request():
+        try:
+            RUNNER.run(spin, 120.0, max_concurrent=4, seconds=300, should_stop=lambda: "the client went away" if stop.is_set() else None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    assert wait_for(lambda: pids.extend(RUNNER.children()) or pids, 30), "no child started"
+    pid = pids[0]
+    assert wait_for(lambda: cpu_seconds(pid) > 0.2, 20)  # it is working
+    stop.set()
+    began = time.monotonic()
+    assert wait_for(lambda: not alive(pid), 5)
+    assert time.monotonic() - began < 2
+    thread.join(5)
+    assert isinstance(outcome[0], Cancelled) and "went away" in str(outcome[0])
+
+
+def test_child_errors_and_deadlines_come_back_to_the_request():
+    with pytest.raises(ValueError, match="invalid literal"):
+        RUNNER.run(int, "x", max_concurrent=4, seconds=60)
+    assert RUNNER.run(int, "12", max_concurrent=4, seconds=60) == 12
+    with pytest.raises(RuntimeError, match="no such file"):  # GraphFormatError cannot be unpickled: its message comes back
+        RUNNER.run(wb.load_graph, "/nonexistent/graph.txt", max_concurrent=4, seconds=60)
+    with pytest.raises(Cancelled, match="deadline"):
+        RUNNER.run(spin, 60.0, max_concurrent=4, seconds=0.5)
+
+
+@contextmanager
+def serving(app):
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app.server, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        thread.join(5)
+
+
+def compare_request(port: int, seed: int, method: str = "local_search") -> socket.socket:
+    """Send the Compare callback (by default a one-minute local search); return the open connection."""
+    body = json.dumps({
+        "output": "..compare-results.children...compare-state.data..",
+        "outputs": [{"id": "compare-results", "property": "children"}, {"id": "compare-state", "property": "data"}],
+        "inputs": [{"id": "compare-run", "property": "n_clicks", "value": 1}, {"id": "compare-graph-key", "property": "data", "value": FFNN}],
+        "state": [{"id": f"compare-{name}", "property": "value", "value": value}
+                  for name, value in (("devices", 4), ("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))],
+        "changedPropIds": ["compare-run.n_clicks"],
+    }).encode()  # fmt: skip
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = f"POST /_dash-update-component HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    sock.sendall(head.encode() + body)
+    return sock
+
+
+def new_child(known: set[int], seconds: float = 30) -> int:
+    found: list[int] = []
+    assert wait_for(lambda: found.extend(set(RUNNER.children()) - known) or found, seconds), "no placement child started"
+    return found[0]
+
+
+@pytest.mark.slow
+def test_compare_work_stops_when_the_browser_leaves_or_a_newer_request_comes(context):
+    app = create_app(runs_dir=context.runs_dir)
+    with serving(app) as port:
+        first = compare_request(port, seed=1)
+        first_child = new_child(set())
+        assert wait_for(lambda: cpu_seconds(first_child) > 0.2, 20)
+        second = compare_request(port, seed=2)  # the same client asks again: the first search is replaced
+        second_child = new_child({first_child})
+        assert wait_for(lambda: not alive(first_child), 5)
+        assert alive(second_child)
+        second.close()  # the browser leaves
+        began = time.monotonic()
+        assert wait_for(lambda: not alive(second_child), 5), "the search kept running after the client left"
+        assert time.monotonic() - began < 3
+        first.close()
+        assert wait_for(lambda: not RUNNER.children(), 5)
+        with compare_request(port, seed=3, method="critical_path") as quick:  # and a request that stays gets its charts
+            reply = quick.makefile("rb")
+            assert reply.readline().startswith(b"HTTP/1.1 200")
+            headers = {}
+            while (line := reply.readline().strip()):
+                name, _, value = line.decode().partition(":")
+                headers[name.lower()] = value.strip()
+            results = json.loads(reply.read(int(headers["content-length"])))["response"]["compare-results"]["children"]
+            assert "gantt/0" in json.dumps(results) and "critical_path: makespan" in json.dumps(results)
+
+
+# ------------------------------------------------------------- the server
+def test_host_header_must_name_this_server():
+    app = create_app(bound_host="10.1.2.3")
+    client = app.server.test_client()
+    for host in ("localhost:8050", "127.0.0.1", "[::1]:8050", "10.1.2.3:8050"):
+        assert client.get("/_dash-layout", headers={"Host": host}).status_code == 200, host
+    for host in ("evil.example.com", "evil.example.com:8050", "localhost.evil.example.com", "127.0.0.1.nip.io", "10.1.2.4"):
+        response = client.get("/_dash-layout", headers={"Host": host})
+        assert response.status_code == 400 and b"Host header" in response.data, host
+
+
+def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
+    refused = [
+        ("place", {"graph": "Makefile"}, "under datasets/ or runs/"),
+        ("place", {"graph": "README.md"}, "under datasets/ or runs/"),
+        ("place", {"graph": "chain_mm", "checkpoint": "README.md"}, "under datasets/ or runs/"),
+        ("train", {"graphs": "ffnn", "out": "r", "init_checkpoint": "README.md"}, "under datasets/ or runs/"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "init_checkpoint=README.md"}, "under datasets/ or runs/"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "graphs=ffnn,Makefile"}, "under datasets/ or runs/"),
+        ("train", {"graphs": "ffnn", "out": "r", "eval": "README.md"}, "under datasets/ or runs/"),
+        ("train", {"graphs": "ffnn", "out": "r", "oracle": "os:system"}, "not allowed"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "oracle=os:system"}, "not allowed"),
+        ("sweep", {"config": "datasets/x.yaml", "address": "203.0.113.9:6379"}, "not allowed"),
+        ("sweep", {"config": "datasets/x.yaml", "address": "ray://evil.example.com:10001"}, "not allowed"),
+        ("calibrate", {"graph": "ffnn", "engine": "203.0.113.9:7070"}, "not allowed"),
+        ("place", {"graph": "ffnn", "devices": "100000"}, "--max-devices"),
+        ("train", {"graphs": "ffnn", "out": "r", "devices": "65"}, "--max-devices"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "devices=1000"}, "--max-devices"),
+        ("place", {"graph": "ffnn", "budget": str(10**12)}, "--max-budget"),
+        ("place", {"graph": "ffnn", "time_limit": "1e400"}, "--max-time-limit"),
+        ("train", {"graphs": "ffnn", "out": "r", "episodes": "100000,1"}, "--max-episodes"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "episodes=1000000"}, "--max-episodes"),
+    ]
+    for command, values, words in refused:
+        with pytest.raises(LaunchError, match=words.replace("(", r"\(")):
+            validate_arguments(context, command, values)
+    argv = validate_arguments(context, "train", {"graphs": "ffnn chain", "out": "r", "oracle": "workbench.systems:LocalExecutor", "set": "init_checkpoint=runs/a/last.pt"})
+    assert argv[:2] == ["ffnn", "chain"] and f"init_checkpoint={(context.runs_dir / 'a' / 'last.pt').resolve()}" in argv
+    assert validate_arguments(context, "calibrate", {"graph": "ffnn", "engine": "localhost:7070"})[-1] == "localhost:7070"
+    sweep = validate_arguments(context, "sweep", {"config": "runs/grid.yaml"})
+    assert sweep[-2:] == ["--out", str((context.runs_dir / "grid.csv").resolve())]  # results stay under runs/
+    wider = DashboardContext(context.runs_dir, context.datasets_dir, context.upload_dir, Limits(allow_oracles=("mylab.oracles:cluster",), max_devices=8))
+    assert "mylab.oracles:cluster" in validate_arguments(wider, "train", {"graphs": "ffnn", "out": "r", "oracle": "mylab.oracles:cluster"})
+    assert "at most 8 devices" in str(launch.layout(wider, None)) and "mylab.oracles:cluster" in str(launch.layout(wider, None))
+
+
+def test_job_logs_are_private_and_jobs_end_with_the_dashboard(context):
+    jobs = JobManager(context)
+    job = jobs.start("train", {"graphs": "chain_mm", "out": "long", "episodes": "50000", "stages": "sim"})
+    assert stat.S_IMODE(jobs.log_dir.stat().st_mode) == 0o700 and stat.S_IMODE(job.log_path.stat().st_mode) == 0o600
+    log_dir, pid = jobs.log_dir, job.process.pid
+    assert os.getpgid(pid) == pid  # its own process group
+    jobs.shutdown(grace=2)
+    assert job.returncode is not None and not alive(pid)
+    assert not log_dir.exists()
+
+
+@pytest.mark.slow
+def test_stopping_the_dashboard_ends_its_jobs_and_removes_its_folders(tmp_path):
+    """``python app.py`` stopped with SIGTERM: no orphan job, no workbench-uploads-* or workbench-jobs-* folder left."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "WORKBENCH_RUNS": str(tmp_path / "runs")}
+    code = (  # app.py itself, with a long job launched as soon as the app exists
+        "import runpy, sys\n"
+        "import workbench.dashboard as dashboard\n"
+        "real = dashboard.create_app\n"
+        "def create_app(**kw):\n"
+        "    app = real(**kw)\n"
+        "    job = app.workbench_jobs.start('train', {'graphs': 'chain_mm', 'out': 'long', 'episodes': '50000', 'stages': 'sim'})\n"
+        "    print('JOB', job.process.pid, flush=True)\n"
+        "    return app\n"
+        "dashboard.create_app = create_app\n"
+        "sys.argv = ['app.py', '--port', '0']\n"
+        "runpy.run_path('app.py', run_name='__main__')\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("JOB"), line + server.stderr.read()
+        job = int(line.split()[1])
+        assert alive(job)
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert wait_for(lambda: not alive(job), 10), "the launched job outlived the dashboard"
+    assert not list(tmp_path.glob("workbench-*")), list(tmp_path.glob("workbench-*"))

@@ -1,0 +1,209 @@
+"""What one dashboard request may ask for: caps on the work it starts, and the allow-lists it is checked against.
+
+Every request that starts work goes through a :class:`Limits`: Compare's
+placements (:meth:`Limits.bound_compare`), the graphs the picker generates
+or loads (:meth:`Limits.check_graph_size`), and Launch's jobs
+(:meth:`Limits.check_launch_value`). A value beyond a cap is refused with a
+:class:`LimitError` that names the cap and the option that raises it; nothing
+is silently clipped.
+
+Each cap has a documented default and is set when the dashboard starts,
+``python app.py --max-budget 1000000`` or ``WORKBENCH_MAX_BUDGET=1000000``
+(the command line wins); :meth:`Limits.add_arguments` and
+:meth:`Limits.from_arguments` build that command line from the fields below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import ipaddress
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["Limits", "LimitError", "LOCAL_HOSTS"]
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Names of this machine that every allow-list of hosts contains."""
+
+
+class LimitError(ValueError):
+    """A request beyond a cap, or naming something that is not on an allow-list."""
+
+
+def _option(env: str, help: str) -> dict[str, Any]:
+    return {"env": env, "help": help}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps and allow-lists of one dashboard server (defaults fit a laptop; raise them for a bigger machine)."""
+
+    max_budget: int = field(default=200_000, metadata=_option("WORKBENCH_MAX_BUDGET", "simulator evaluations a search method may spend per placement"))
+    max_time_limit: float = field(default=60.0, metadata=_option("WORKBENCH_MAX_TIME_LIMIT", "seconds a placement may run; also the limit when the form leaves it empty"))
+    max_nodes: int = field(default=20_000, metadata=_option("WORKBENCH_MAX_NODES", "ops of a graph the dashboard generates, loads or places"))
+    max_edges: int = field(default=200_000, metadata=_option("WORKBENCH_MAX_EDGES", "edges of such a graph"))
+    max_devices: int = field(default=64, metadata=_option("WORKBENCH_MAX_DEVICES", "devices of a placement, a training run or a calibration"))
+    max_episodes: int = field(default=100_000, metadata=_option("WORKBENCH_MAX_EPISODES", "training episodes of a launched run, all stages together"))
+    max_work_memory_mb: int = field(default=2048, metadata=_option("WORKBENCH_MAX_WORK_MEMORY_MB", "MiB of memory a graph generation may add"))
+    max_concurrent: int = field(default=2, metadata=_option("WORKBENCH_MAX_CONCURRENT", "placements and generations running at once, all clients together"))
+    allow_hosts: tuple[str, ...] = field(default=(), metadata=_option("WORKBENCH_ALLOW_HOSTS", "more names the browser may use in the Host header (beside the bound host and localhost)"))
+    allow_oracles: tuple[str, ...] = field(
+        default=("sim", "workbench.systems:LocalExecutor", "workbench.systems:SimulatorOracle"),
+        metadata=_option("WORKBENCH_ALLOW_ORACLES", "oracle factories (module:factory) a launched training run may use"),
+    )
+    allow_engine_hosts: tuple[str, ...] = field(default=LOCAL_HOSTS, metadata=_option("WORKBENCH_ALLOW_ENGINE_HOSTS", "hosts a launched job may reach with --engine or --address"))
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", "float") and not value > 0:
+                raise LimitError(f"{_flag(f.name)} must be > 0, got {value!r}")
+
+    # ---------------------------------------------------------- building
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Limits":
+        """Defaults overridden by the ``WORKBENCH_*`` variables that are set (lists comma-separated)."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            text = environ.get(f.metadata["env"])
+            if text is not None and text.strip():
+                values[f.name] = _parse(f, text, f.metadata["env"])
+        return cls(**values)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """``--max-budget N`` ... ``--allow-host NAME`` (repeatable) for every field."""
+        group = parser.add_argument_group("limits on what a request may start (see docs/dashboard.md, Limits)")
+        for f in dataclasses.fields(cls):
+            text = f"{f.metadata['help']} (env {f.metadata['env']}; default {_shown(f.default)})"
+            if f.type.startswith("tuple"):
+                group.add_argument(_flag(f.name), dest=f.name, action="append", metavar="VALUE", help=text + "; repeatable, adds to the default")
+            else:
+                group.add_argument(_flag(f.name), dest=f.name, type=str, metavar="N", help=text)
+
+    @classmethod
+    def from_arguments(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> "Limits":
+        """The environment's limits with the command line's on top (list options add to the list)."""
+        base = cls.from_env(environ)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            given = getattr(args, f.name, None)
+            if given is None:
+                continue
+            if f.type.startswith("tuple"):
+                values[f.name] = tuple(dict.fromkeys([*getattr(base, f.name), *(v.strip() for v in given if v.strip())]))
+            else:
+                values[f.name] = _parse(f, given, _flag(f.name))
+        return dataclasses.replace(base, **values)
+
+    # ---------------------------------------------------------- checking
+    def check_devices(self, devices: int, what: str = "devices") -> int:
+        if not 1 <= devices <= self.max_devices:
+            raise LimitError(f"{what} must be from 1 to {self.max_devices} (got {devices}; the server's --max-devices)")
+        return devices
+
+    def check_graph_size(self, nodes: int, edges: int, what: str = "the graph") -> None:
+        """Refuses a graph with more ops or edges than the caps."""
+        if nodes > self.max_nodes:
+            raise LimitError(f"{what} has {nodes:,} ops; this dashboard places at most {self.max_nodes:,} (the server's --max-nodes)")
+        if edges > self.max_edges:
+            raise LimitError(f"{what} has {edges:,} edges; this dashboard places at most {self.max_edges:,} (the server's --max-edges)")
+
+    def bound_compare(self, graph: Any, devices: int, budget: int | None, time_limit: float | None) -> tuple[int | None, float]:
+        """``(budget, time_limit)`` for a Compare request, refused beyond the caps; an empty time limit becomes the cap."""
+        self.check_devices(devices)
+        self.check_graph_size(graph.num_nodes, graph.num_edges)
+        if budget is not None and not 1 <= budget <= self.max_budget:
+            raise LimitError(f"the search budget must be from 1 to {self.max_budget:,} evaluations (got {budget:,}; the server's --max-budget)")
+        if time_limit is None:
+            return budget, self.max_time_limit
+        if not 0 < time_limit <= self.max_time_limit:
+            raise LimitError(f"the time limit must be more than 0 and at most {self.max_time_limit:g} s (got {time_limit:g}; the server's --max-time-limit)")
+        return budget, time_limit
+
+    def check_launch_value(self, dest: str, value: str) -> None:
+        """Refuses one Launch argument (``dest`` as argparse names it) beyond a cap or off an allow-list.
+
+        A number that does not parse is left to the command's own parser, which says so.
+        """
+        flag = "--" + dest.replace("_", "-")
+        if dest == "devices" and (number := _maybe(value, int)) is not None:
+            self.check_devices(number, flag)
+        elif dest == "budget" and (number := _maybe(value, int)) is not None:
+            if not 1 <= number <= self.max_budget:
+                raise LimitError(f"{flag} must be from 1 to {self.max_budget:,} (got {value}; the server's --max-budget)")
+        elif dest in ("time_limit", "timeout") and (number := _maybe(value, float)) is not None:
+            if not 0 < number <= self.max_time_limit:
+                raise LimitError(f"{flag} must be more than 0 and at most {self.max_time_limit:g} s (got {value}; the server's --max-time-limit)")
+        elif dest == "episodes":
+            counts = [_maybe(part, int) for part in value.split(",")]
+            if None not in counts and (any(c < 0 for c in counts) or sum(counts) > self.max_episodes):
+                raise LimitError(f"{flag}: at most {self.max_episodes:,} episodes in all stages together (got {value}; the server's --max-episodes)")
+        elif dest == "oracle":
+            if value not in self.allow_oracles:
+                raise LimitError(f"{flag} {value!r} is not allowed; this dashboard allows {', '.join(self.allow_oracles)} (the server's --allow-oracles)")
+        elif dest in ("engine", "address") and value not in ("serial", "local", "ray", "auto"):
+            host = _host_of(value)
+            if host not in self.allow_engine_hosts:
+                raise LimitError(f"{flag} {value!r}: host {host!r} is not allowed; this dashboard allows {', '.join(self.allow_engine_hosts)} (the server's --allow-engine-hosts)")
+
+    def trusted_hosts(self, bound_host: str | None = None) -> list[str]:
+        """The names a browser may send in the Host header: localhost, the bound host (unless a wildcard) and ``allow_hosts``."""
+        names = [*LOCAL_HOSTS, *self.allow_hosts]
+        if bound_host and bound_host not in ("0.0.0.0", "::", ""):
+            names.append(bound_host)
+        return list(dict.fromkeys(name.lower() for name in names))
+
+    def host_allowed(self, header: str | None, bound_host: str | None = None) -> bool:
+        """True when a ``Host`` header (``name``, ``name:port``, ``[v6]:port``) names a trusted host (DNS rebinding defence)."""
+        if not header:
+            return False
+        return _host_of(header) in self.trusted_hosts(bound_host)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _shown(default: Any) -> str:
+    if default == ():
+        return "none"
+    return ",".join(default) if isinstance(default, tuple) else f"{default:g}" if isinstance(default, float) else str(default)
+
+
+def _parse(f: dataclasses.Field, text: str, where: str) -> Any:
+    if f.type.startswith("tuple"):
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    return _number(text, where, int if f.type == "int" else float)
+
+
+def _number(text: str, where: str, kind: type) -> Any:
+    try:
+        value = kind(str(text).strip())
+    except ValueError:
+        raise LimitError(f"{where}: {text!r} is not {'a whole number' if kind is int else 'a number'}") from None
+    if kind is float and not abs(value) < float("inf"):
+        raise LimitError(f"{where}: {text!r} is not a finite number")
+    return value
+
+
+def _maybe(text: str, kind: type) -> Any:
+    """``kind(text)``, or ``None`` when it does not parse."""
+    try:
+        return kind(str(text).strip())
+    except ValueError:
+        return None
+
+
+def _host_of(address: str) -> str:
+    """The host of ``HOST:PORT``, ``[v6]:PORT``, ``ray://HOST:PORT`` or a bare host (lower case)."""
+    text = address.strip().split("://", 1)[-1].split("/", 1)[0]
+    if text.startswith("["):
+        return text[1 : text.find("]")].lower() if "]" in text else text.lower()
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return text.rsplit(":", 1)[0].lower() if ":" in text else text.lower()

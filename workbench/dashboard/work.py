@@ -1,0 +1,256 @@
+"""The dashboard's request-scoped work, run in child processes that are stopped when nobody waits any more.
+
+A Compare placement or a graph generation runs in a child process (forked
+from a fork server that has the workbench imported, so a child starts in
+milliseconds). The request's thread waits for the answer and kills the child
+within :data:`POLL` seconds when
+
+- the browser went away (the request's socket was closed; werkzeug's server),
+- a newer request of the same client for the same outputs replaced it (the
+  client is its address; a second tab counts as the same client), or
+- its deadline passed (the request's time limit plus :data:`GRACE`).
+
+At most ``limits.max_concurrent`` children run at once, for all clients
+together; a request that finds no free slot within :data:`SLOT_WAIT` seconds
+is refused. A graph generation may also add at most
+``limits.max_work_memory_mb`` of memory. Children are killed when the
+dashboard exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import multiprocessing
+import pickle
+import resource
+import select
+import socket
+import threading
+import time
+from functools import lru_cache
+from typing import Any, Callable
+
+import workbench as wb
+
+from .context import DashboardContext
+from .limits import LimitError
+
+__all__ = ["Cancelled", "WorkRunner", "RUNNER", "run_placement", "simulate_placement", "check_generated"]
+
+POLL = 0.1
+"""Seconds between checks of the client, the deadline and the child."""
+GRACE = 15.0
+"""Seconds a child may run past its request's time limit (start-up, a placer's last step)."""
+SLOT_WAIT = 5.0
+"""Seconds a request waits for a free slot before it is refused."""
+_IN_CHILD = False
+PRELOAD = ["workbench", "workbench.placers", "workbench.sim", "workbench.generators", "workbench.dashboard.sources"]
+
+
+class Cancelled(RuntimeError):
+    """The work was stopped: the client left, a newer request replaced it, or its deadline passed."""
+
+
+class WorkRunner:
+    """Runs functions in killable child processes on behalf of HTTP requests (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(PRELOAD)
+        self._slots = threading.Condition()
+        self._children: set[multiprocessing.process.BaseProcess] = set()
+        self._latest: dict[Any, int] = {}
+        self._tokens = itertools.count(1)
+        atexit.register(self.kill_all)
+
+    def children(self) -> list[int]:
+        """Process ids of the children running now."""
+        with self._slots:
+            return [child.pid for child in self._children if child.pid is not None]
+
+    def run(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        max_concurrent: int,
+        seconds: float,
+        memory_mb: int | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+    ) -> Any:
+        """``function(*args)`` in a child; raises :class:`Cancelled`, or the child's own exception.
+
+        Args:
+            max_concurrent: children allowed at once (this one included).
+            seconds: the deadline, from now.
+            memory_mb: memory the child may add to what it starts with (``None``: no cap).
+            should_stop: says why to stop (or ``None`` to go on); default: the
+                current Flask request's client left or was superseded.
+        """
+        should_stop = should_stop or self._request_watch()
+        deadline = time.monotonic() + seconds
+        reader, writer = self._context.Pipe(duplex=False)
+        child = self._context.Process(target=_child_main, args=(writer, function, args, memory_mb), daemon=True)
+        try:
+            self._take_slot(child, max_concurrent, should_stop)
+            child.start()
+            writer.close()
+            while not reader.poll(POLL):
+                reason = should_stop() or ("its deadline passed" if time.monotonic() > deadline else None)
+                if reason:
+                    raise Cancelled(f"stopped: {reason}")
+            try:
+                ok, value = reader.recv()
+            except EOFError:
+                child.join(5)
+                raise RuntimeError(f"the computation ended without an answer (exit code {child.exitcode})") from None
+        finally:
+            self._end(child)
+            reader.close()
+            writer.close()
+        if not ok:
+            raise value
+        return value
+
+    def kill_all(self) -> None:
+        with self._slots:
+            children = list(self._children)
+        for child in children:
+            self._end(child)
+
+    # ----------------------------------------------------------- internals
+    def _take_slot(self, child, max_concurrent: int, should_stop: Callable[[], str | None]) -> None:
+        give_up = time.monotonic() + SLOT_WAIT
+        with self._slots:
+            while len(self._children) >= max_concurrent:
+                reason = should_stop()
+                if reason:
+                    raise Cancelled(f"stopped: {reason}")
+                if time.monotonic() > give_up:
+                    raise LimitError(f"the server is busy: {len(self._children)} computations are running (at most {max_concurrent}, the server's --max-concurrent); try again")
+                self._slots.wait(POLL)
+            self._children.add(child)
+
+    def _end(self, child) -> None:
+        if child.pid is not None:  # started
+            if child.is_alive():
+                child.kill()
+            child.join(5)
+        with self._slots:
+            self._children.discard(child)
+            self._slots.notify_all()
+
+    def _request_watch(self) -> Callable[[], str | None]:
+        """A check for the current Flask request (none outside a request: nothing to watch)."""
+        import flask
+
+        if not flask.has_request_context():
+            return lambda: None
+        request = flask.request
+        body = request.get_json(silent=True)
+        key = (request.remote_addr, body.get("output") if isinstance(body, dict) else request.path)
+        token = getattr(flask.g, "workbench_work_token", None)
+        if token is None:
+            token = flask.g.workbench_work_token = next(self._tokens)
+            with self._slots:
+                self._latest[key] = max(token, self._latest.get(key, 0))
+        sock = request.environ.get("werkzeug.socket")
+
+        def should_stop() -> str | None:
+            if self._latest.get(key, token) != token:
+                return "a newer request replaced it"
+            if sock is not None and _closed(sock):
+                return "the client went away"
+            return None
+
+        return should_stop
+
+
+def _closed(sock: socket.socket) -> bool:
+    """True when the peer closed the connection (readable, and a peek reads nothing)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:  # reset by the peer
+        return True
+    except ValueError:  # a socket that cannot be peeked (TLS) or is closed already: nothing to tell
+        return False
+
+
+def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: int | None) -> None:
+    global _IN_CHILD
+    _IN_CHILD = True  # the parent checked this request already; a child never starts children
+    if memory_mb is not None:
+        _limit_memory(memory_mb)
+    try:
+        answer = (True, function(*args))
+    except MemoryError:
+        answer = (False, LimitError(f"this needs more than {memory_mb} MiB of memory (the server's --max-work-memory-mb)"))
+    except Exception as exc:  # sent back to the request, which shows it
+        answer = (False, exc if _round_trips(exc) else RuntimeError(str(exc)))
+    try:
+        writer.send(answer)
+    except Exception as exc:  # a result that cannot be pickled
+        writer.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+    writer.close()
+
+
+def _round_trips(exc: Exception) -> bool:
+    """True when the exception can be rebuilt from its pickle (one whose ``__init__`` takes other arguments cannot)."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return False
+    return True
+
+
+def _limit_memory(memory_mb: int) -> None:
+    """Cap the child's address space at what it has now plus ``memory_mb`` (Linux; elsewhere no cap)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[0])
+    except OSError:
+        return
+    size = pages * resource.getpagesize() + (memory_mb << 20)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (size if hard == resource.RLIM_INFINITY else min(size, hard), hard))
+
+
+RUNNER = WorkRunner()
+"""The process-wide runner the pages use."""
+
+
+# ------------------------------------------------------------------ the work
+@lru_cache(maxsize=128)
+def run_placement(ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None):
+    """:func:`workbench.dashboard.sources.run_placement` in a killable child (results cached here)."""
+    from . import sources
+
+    seconds = (time_limit or ctx.limits.max_time_limit) + GRACE
+    args = (ctx, graph_key, value, devices, seed, budget, time_limit)
+    return RUNNER.run(sources.run_placement, *args, max_concurrent=ctx.limits.max_concurrent, seconds=seconds)
+
+
+@lru_cache(maxsize=128)
+def simulate_placement(ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None):
+    """The simulator's :class:`workbench.SimResult` for :func:`run_placement`'s assignment."""
+    from .sources import load_graph_key
+
+    placement = run_placement(ctx, graph_key, value, devices, seed, budget, time_limit)
+    return wb.simulate(load_graph_key(ctx, graph_key), placement.assignment, devices)
+
+
+@lru_cache(maxsize=64)
+def check_generated(ctx: DashboardContext, spec_text: str) -> None:
+    """Generate the graph of a ``generated:`` key once in a child under the memory cap; refuse it beyond the size caps."""
+    if _IN_CHILD:
+        return
+    nodes, edges = RUNNER.run(_generated_size, spec_text, max_concurrent=ctx.limits.max_concurrent, seconds=ctx.limits.max_time_limit, memory_mb=ctx.limits.max_work_memory_mb)
+    ctx.limits.check_graph_size(nodes, edges, "the generated graph")
+
+
+def _generated_size(spec_text: str) -> tuple[int, int]:
+    from .sources import _generated
+
+    graph = _generated(spec_text)
+    return graph.num_nodes, graph.num_edges

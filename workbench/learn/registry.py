@@ -1,0 +1,31 @@
+"""The learned methods' registry lines: ``workbench.place(graph, method="doppler", checkpoint=PATH)``.
+
+Plain Python (no torch): :mod:`workbench` imports this module so that every
+front end sees the learned methods, while their placers
+(:mod:`workbench.learn.placers`, torch + DGL) load only when used.
+"""
+
+from __future__ import annotations
+
+from ..placers.registry import register_placer
+
+_PLACERS = "workbench.learn.placers"
+
+register_placer(
+    "doppler", _PLACERS, "DopplerPlacer", "DOPPLER: learned SEL (next op) + PLC (device) policies; needs a checkpoint", "learned"
+)
+register_placer(
+    "placeto", _PLACERS, "PlacetoPlacer", "Placeto: topological order, placement-aware embeddings; needs a checkpoint", "learned"
+)
+register_placer("gdp", _PLACERS, "GDPPlacer", "GDP: graph encoder + attention, all ops in one pass; needs a checkpoint", "learned")
+register_placer("joint", _PLACERS, "JointPlacer", "one policy over (ready op, device) pairs; needs a checkpoint", "learned")
+register_placer(
+    "doppler_sel_only",
+    _PLACERS,
+    "DopplerSelOnlyPlacer",
+    "ablation: learned SEL, critical-path device choice; needs a checkpoint",
+    "learned",
+)
+register_placer(
+    "doppler_plc_only", _PLACERS, "DopplerPlcOnlyPlacer", "ablation: critical-path op order, learned PLC; needs a checkpoint", "learned"
+)

@@ -1,0 +1,163 @@
+"""The method registry: every placement method's name, class, kind and options, in one place.
+
+An entry names the module and class of a :class:`~workbench.placers.base.Placer`
+(imported only when the method is used), a one-line description and a kind.
+A placer's options are its constructor's parameters, read from the signature
+by :func:`placer_options`. Every method list in the workbench is derived from
+here (:func:`methods` by kind), never written out by hand.
+
+The core methods are registered below; learned methods register from
+:mod:`workbench.learn.registry`, which the public API imports. Plain Python
+only: importing this module must stay cheap (``import workbench`` imports it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from .base import Placer
+
+__all__ = [
+    "KINDS",
+    "PlacerEntry",
+    "PlacerError",
+    "REGISTRY",
+    "register_placer",
+    "placers",
+    "methods",
+    "placer_class",
+    "placer_options",
+    "get_placer",
+]
+
+# kind -> what a method of that kind is
+KINDS: dict[str, str] = {
+    "baseline": "a fixed rule that ignores the costs",
+    "random": "a seeded random placement",
+    "heuristic": "a list-scheduling heuristic from the literature",
+    "search": "a search scored by the simulator, within an evaluation budget",
+    "exact": "an exact solver, time-limited; reports a proven lower bound",
+    "learned": "a trained policy; needs a checkpoint",
+}
+
+
+class PlacerError(ValueError):
+    """A method that is not registered, or an option it does not take or refuses."""
+
+
+class PlacerEntry(NamedTuple):
+    """One registered method (a named tuple: ``dataclasses`` and ``inspect`` would slow ``import workbench``).
+
+    Attributes:
+        module: the module that defines the placer class (imported on first use).
+        cls: the :class:`Placer` subclass's name in ``module``.
+        description: one line for listings.
+        kind: a key of :data:`KINDS`.
+    """
+
+    module: str
+    cls: str
+    description: str
+    kind: str
+
+
+REGISTRY: dict[str, PlacerEntry] = {}
+
+
+def register_placer(name: str, module: str, cls: str, description: str, kind: str = "heuristic") -> None:
+    """Register (or replace) method ``name``: class ``cls`` of ``module``, imported only when used."""
+    if kind not in KINDS:
+        raise PlacerError(f"unknown kind {kind!r} for method {name!r}; kinds: {', '.join(KINDS)}")
+    REGISTRY[name] = PlacerEntry(module, cls, description, kind)
+
+
+register_placer("single", "workbench.placers.simple", "SinglePlacer", "every op on device 0", "baseline")
+register_placer("round_robin", "workbench.placers.simple", "RoundRobinPlacer", "op i on device i mod D", "baseline")
+register_placer("random", "workbench.placers.simple", "RandomPlacer", "uniformly random device per op (seeded)", "random")
+register_placer(
+    "critical_path",
+    "workbench.placers.critical_path",
+    "CriticalPathPlacer",
+    "the paper's teacher: largest bottom level first, earliest-start device",
+    "heuristic",
+)
+register_placer(
+    "heft", "workbench.placers.heft", "HeftPlacer", "HEFT (Topcuoglu et al. 2002): upward rank, earliest finish with insertion", "heuristic"
+)
+register_placer(
+    "cpop",
+    "workbench.placers.cpop",
+    "CpopPlacer",
+    "CPOP (Topcuoglu et al. 2002): critical path on one device, others earliest finish",
+    "heuristic",
+)
+register_placer(
+    "peft",
+    "workbench.placers.peft",
+    "PeftPlacer",
+    "PEFT (Arabnejad, Barbosa 2014): earliest finish plus optimistic cost table",
+    "heuristic",
+)
+register_placer(
+    "etf", "workbench.placers.etf", "EtfPlacer", "ETF (Hwang et al. 1989): ready op and device with the earliest start", "heuristic"
+)
+register_placer(
+    "local_search",
+    "workbench.placers.local_search",
+    "LocalSearchPlacer",
+    "simulated annealing from the best heuristic, structure-aware moves (budget in evaluations)",
+    "search",
+)
+register_placer(
+    "cpsat", "workbench.placers.cpsat", "CpSatPlacer", "exact CP-SAT schedule model, time-limited; reports its proven lower bound", "exact"
+)
+
+
+def placers() -> dict[str, str]:
+    """Registered method names with a one-line description each."""
+    return {name: entry.description for name, entry in REGISTRY.items()}
+
+
+def methods(*kinds: str) -> list[str]:
+    """The registered methods of the given kinds (all of them when none is given), in registry order."""
+    unknown = [kind for kind in kinds if kind not in KINDS]
+    if unknown:
+        raise PlacerError(f"unknown kind(s) {', '.join(map(repr, unknown))}; kinds: {', '.join(KINDS)}")
+    return [name for name, entry in REGISTRY.items() if not kinds or entry.kind in kinds]
+
+
+def _entry(method: str) -> PlacerEntry:
+    if method not in REGISTRY:
+        raise PlacerError(f"unknown method {method!r}; registered: {', '.join(REGISTRY)}")
+    return REGISTRY[method]
+
+
+@lru_cache(maxsize=None)
+def _load(entry: PlacerEntry) -> tuple[type, tuple[str, ...]]:
+    import inspect
+
+    cls = getattr(importlib.import_module(entry.module), entry.cls)
+    options = tuple(name for name, p in inspect.signature(cls).parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    return cls, options
+
+
+def placer_class(method: str) -> type[Placer]:
+    """The placer class of ``method`` (imports its module)."""
+    return _load(_entry(method))[0]
+
+
+def placer_options(method: str) -> tuple[str, ...]:
+    """The options ``method`` accepts: its placer's constructor parameters."""
+    return _load(_entry(method))[1]
+
+
+def get_placer(method: str, **options: Any) -> Placer:
+    """Build the placer ``method`` with ``options``; clear errors for unknown names and options."""
+    accepted = placer_options(method)
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise PlacerError(f"method {method!r} does not take option(s) {', '.join(unknown)}; it takes: {', '.join(accepted) or 'none'}")
+    return placer_class(method)(**options)
