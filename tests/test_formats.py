@@ -6,10 +6,7 @@ import csv
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import workbench as wb
 from workbench.datasets import DATASETS_DIR, PAPER_DIR, stg_graphs
@@ -153,31 +150,6 @@ def test_missing_file_and_directory(tmp_path):
 def test_format_is_sniffed_without_extension(tmp_path):
     assert wb.load_graph(write(tmp_path, "paper", VALID_PAPER)).num_nodes == 3
     assert wb.load_graph(write(tmp_path, "stg", STG_OK)).num_nodes == 2
-
-
-def _mutations():
-    base = (PAPER_DIR / "chain_mm_112nodes.txt").read_bytes()[:1500] + b"\n"
-    return st.one_of(
-        st.binary(max_size=300),
-        st.tuples(st.integers(0, len(base)), st.integers(0, 40), st.binary(max_size=12)).map(
-            lambda t: base[: t[0]] + t[2] + base[t[0] + t[1] :]
-        ),
-        st.integers(0, len(base)).map(lambda k: base[:k]),
-    )
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=_mutations(), suffix=st.sampled_from([".txt", ".stg", ".json", ""]))
-def test_random_bytes_give_a_graph_or_a_format_error(tmp_path, data, suffix):
-    path = tmp_path / f"fuzz{suffix}"
-    path.write_bytes(data)
-    try:
-        g = wb.load_graph(path)
-    except GraphFormatError as exc:
-        assert str(path) in str(exc)
-    else:
-        assert isinstance(g, wb.DataflowGraph) and g.num_nodes >= 0
-        assert np.all(g.compute >= 0) and np.all(g.src < g.num_nodes)
 
 
 def test_native_json_round_trip_keeps_everything(tmp_path, paper_graphs):

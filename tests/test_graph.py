@@ -87,3 +87,13 @@ def test_longest_path_matches_networkx(paper_graphs):
         for u, v in zip(g.src.tolist(), g.dst.tolist()):
             nxg.add_edge(u, v, w=g.compute[v])
         assert g.longest_path() == nx.dag_longest_path_length(nxg, weight="w")
+
+
+def test_with_metadata_copies_share_the_validated_structure():
+    graph = small_dag("diamond")
+    order = graph.topological_order
+    copy = graph.with_metadata(name="renamed", extra=1)
+    assert copy.same_as(graph) and copy.topological_order is order
+    assert copy.name == "renamed" and copy.metadata["extra"] == 1
+    assert graph.name == "diamond" and "extra" not in graph.metadata
+

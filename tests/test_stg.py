@@ -15,8 +15,9 @@ import pytest
 import workbench as wb
 from workbench.bench.placers import stg_optima
 from workbench.datasets import stg_graphs
+from workbench.placers import methods
 
-HEURISTICS = ("single", "round_robin", "random", "critical_path", "heft", "cpop", "peft", "etf")
+HEURISTICS = methods("baseline", "random", "heuristic")
 SAMPLE = stg_graphs()[::30]  # 6 of the 180 graphs
 
 

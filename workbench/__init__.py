@@ -42,6 +42,7 @@ _EXPORTS = {
     "Placement": "workbench.placers",
     "Placer": "workbench.placers",
     "register_placer": "workbench.placers",
+    "PlacerError": "workbench.placers",
     "generate": "workbench.generators",
     "DeviceProfile": "workbench.generators",
     "from_torch": "workbench.importers",

@@ -1,4 +1,9 @@
-"""Device models: identical devices (the paper's) or a heterogeneous :class:`Cluster`."""
+"""Device models: identical devices (the paper's) or a heterogeneous :class:`Cluster`.
+
+A cluster holds at most :data:`MAX_DEVICES` devices: its link tables (and the
+simulator's and placers' copies of them) grow with the square of the device
+count.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,22 @@ from typing import Sequence, Union
 
 import numpy as np
 
-__all__ = ["Cluster", "Devices", "as_cluster", "num_devices"]
+__all__ = ["Cluster", "Devices", "as_cluster", "num_devices", "MAX_DEVICES"]
+
+MAX_DEVICES = 1024
+
+
+class DeviceCountError(ValueError):
+    """A device count outside 1..MAX_DEVICES (bad input, not a bug)."""
+
+
+def _check_count(devices: int) -> None:
+    if devices < 1:
+        raise DeviceCountError(f"devices must be >= 1, got {devices}")
+    if devices > MAX_DEVICES:
+        raise DeviceCountError(
+            f"devices must be at most {MAX_DEVICES} (workbench.cluster.MAX_DEVICES; a heterogeneous cluster's link tables grow with its square), got {devices}"
+        )
 
 
 @dataclass(frozen=True)
@@ -34,15 +54,17 @@ class Cluster:
 
     def __post_init__(self) -> None:
         d = len(self.speeds)
-        if d < 1:
-            raise ValueError("a cluster needs at least one device")
+        _check_count(d)
         speeds = tuple(float(s) for s in self.speeds)
         if any(not np.isfinite(s) or s <= 0 for s in speeds):
             raise ValueError(f"device speeds must be finite and > 0, got {speeds}")
         object.__setattr__(self, "speeds", speeds)
         for name, default in (("bandwidth", 1.0), ("latency", 0.0)):
             value = getattr(self, name)
-            matrix = np.full((d, d), default) if value is None else np.asarray(value, dtype=float)
+            if value is None:  # one shared row: memory linear in d
+                object.__setattr__(self, name, ((default,) * d,) * d)
+                continue
+            matrix = np.asarray(value, dtype=float)
             if matrix.shape != (d, d):
                 raise ValueError(f"{name} must be a {d}x{d} matrix, got shape {matrix.shape}")
             off = matrix[~np.eye(d, dtype=bool)]
@@ -50,7 +72,7 @@ class Cluster:
                 raise ValueError("link bandwidths must be finite and > 0")
             if name == "latency" and np.any(~np.isfinite(off) | (off < 0)):
                 raise ValueError("link latencies must be finite and >= 0")
-            object.__setattr__(self, name, tuple(tuple(float(x) for x in row) for row in matrix))
+            object.__setattr__(self, name, tuple(map(tuple, matrix.tolist())))
 
     @classmethod
     def identical(cls, devices: int) -> "Cluster":
@@ -108,8 +130,7 @@ def num_devices(devices: Devices) -> int:
         return devices.num_devices
     if isinstance(devices, (bool, np.bool_)) or not isinstance(devices, (int, np.integer)):
         raise TypeError(f"devices must be an int or a Cluster, got {type(devices).__name__}")
-    if devices < 1:
-        raise ValueError(f"devices must be >= 1, got {devices}")
+    _check_count(int(devices))
     return int(devices)
 
 

@@ -6,11 +6,15 @@ communication cost (the time to move the producer's output to a consumer on
 another device). Costs are kept in the graph's own time unit and never
 rescaled. Arrays are read-only; derived structure (topological order, CSR
 adjacency, levels) is computed once on first use.
+
+Every graph respects the same limits, whether loaded, generated or imported:
+at most :data:`MAX_NODES` ops and :data:`MAX_EDGES` edges, costs at most
+:data:`MAX_COST` (so no sum of costs, hence no makespan, can overflow), and a
+saved file of at most :data:`MAX_GRAPH_FILE_BYTES` (what ``load_graph`` reads).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,11 +25,41 @@ import numpy as np
 
 from .fileio import atomic_write_text
 
-__all__ = ["DataflowGraph", "GraphError"]
+__all__ = [
+    "DataflowGraph",
+    "GraphError",
+    "check_graph_size",
+    "MAX_NODES",
+    "MAX_EDGES",
+    "MAX_COST",
+    "MAX_GRAPH_FILE_BYTES",
+]
+
+MAX_NODES = 1_000_000
+MAX_EDGES = 4_000_000
+MAX_COST = 1e18
+MAX_GRAPH_FILE_BYTES = 256 * 1024 * 1024
 
 
 class GraphError(ValueError):
-    """A graph that violates the model (cycle, bad index, bad cost, ...)."""
+    """A graph that violates the model (cycle, bad index, bad cost, ...).
+
+    ``op`` and ``edge`` name the offending op or edge index when there is one,
+    so a loader can point at the line of the file that holds it.
+    """
+
+    def __init__(self, message: str, op: int | None = None, edge: int | None = None) -> None:
+        super().__init__(message)
+        self.op = op
+        self.edge = edge
+
+
+def check_graph_size(nodes: int, edges: int = 0) -> None:
+    """Refuse a graph of more than :data:`MAX_NODES` ops or :data:`MAX_EDGES` edges (before building it)."""
+    if nodes > MAX_NODES:
+        raise GraphError(f"{nodes:,} ops, more than the {MAX_NODES:,} a graph may hold (workbench.graph.MAX_NODES)")
+    if edges > MAX_EDGES:
+        raise GraphError(f"{edges:,} edges, more than the {MAX_EDGES:,} a graph may hold (workbench.graph.MAX_EDGES)")
 
 
 def _frozen(array: Any, dtype: Any) -> np.ndarray:
@@ -63,21 +97,23 @@ class DataflowGraph:
         dst = _frozen(self.dst, np.int64)
         comm = _frozen(self.comm, np.float64)
         n = compute.size
+        check_graph_size(n, src.size)
         if src.size != dst.size:
             raise GraphError(f"{src.size} edge sources but {dst.size} edge destinations")
         if comm.size != src.size:
             raise GraphError(f"{comm.size} communication costs for {src.size} edges")
         for label, costs in (("compute", compute), ("communication", comm)):
-            bad = np.flatnonzero(~np.isfinite(costs) | (costs < 0))
+            bad = np.flatnonzero(~(costs >= 0) | ~(costs <= MAX_COST))
             if bad.size:
-                raise GraphError(f"{label} cost {costs[bad[0]]!r} at index {bad[0]} is not a finite number >= 0")
+                where = {"op": int(bad[0])} if label == "compute" else {"edge": int(bad[0])}
+                raise GraphError(f"{label} cost {costs[bad[0]]:g} at index {bad[0]} is not a number in 0..{MAX_COST:g} (workbench.graph.MAX_COST)", **where)
         for label, ends in (("source", src), ("destination", dst)):
             bad = np.flatnonzero((ends < 0) | (ends >= n))
             if bad.size:
-                raise GraphError(f"edge {bad[0]} has {label} {ends[bad[0]]}, but ops are numbered 0..{n - 1}")
+                raise GraphError(f"edge {bad[0]} has {label} {ends[bad[0]]}, but ops are numbered 0..{n - 1}", edge=int(bad[0]))
         loops = np.flatnonzero(src == dst)
         if loops.size:
-            raise GraphError(f"edge {loops[0]} is a self-loop on op {src[loops[0]]}")
+            raise GraphError(f"edge {loops[0]} is a self-loop on op {src[loops[0]]}", edge=int(loops[0]))
         for label, values in (("names", self.names), ("op_types", self.op_types)):
             if values is not None and len(values) != n:
                 raise GraphError(f"{len(values)} {label} for {n} ops")
@@ -175,7 +211,7 @@ class DataflowGraph:
                     heapq.heappush(heap, int(v))
         if len(order) != n:
             stuck = int(np.flatnonzero(remaining > 0)[0])
-            raise GraphError(f"the graph has a cycle through op {stuck}")
+            raise GraphError(f"the graph has a cycle through op {stuck}", op=stuck)
         out = np.array(order, dtype=np.int64)
         out.setflags(write=False)
         return out
@@ -321,14 +357,17 @@ class DataflowGraph:
         )
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the native JSON format atomically (temp file, then rename)."""
-        atomic_write_text(path, json.dumps(self.to_dict()))
+        """Write the native JSON format atomically (temp file, then rename); refuses a file ``load_graph`` would refuse."""
+        from .formats import graph_json_text
+
+        atomic_write_text(path, graph_json_text(self))
 
     def with_metadata(self, **updates: Any) -> "DataflowGraph":
-        """A copy with ``metadata`` updated."""
-        return DataflowGraph(
-            self.compute, self.src, self.dst, self.comm, self.names, self.op_types, {**self.metadata, **updates}
-        )
+        """A copy with ``metadata`` updated; it shares the read-only arrays and derived structure, already validated."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        object.__setattr__(copy, "metadata", MappingProxyType({**self.metadata, **updates}))
+        return copy
 
     def same_as(self, other: "DataflowGraph") -> bool:
         """True when both graphs hold the same ops, edges, costs, names and types."""

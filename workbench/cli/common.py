@@ -39,7 +39,9 @@ def positive_int(text: str) -> int:
 
 
 def json_argument(text: str, what: str) -> Any:
-    """Parse ``text`` as inline JSON, or read it from the file it names."""
+    """Parse ``text`` as inline JSON, or read it from the file it names (strict, bounded: ``formats.parse_json``)."""
+    from ..formats import JSONInputError, parse_json, read_text_file
+
     stripped = text.strip()
     if stripped[:1] in "[{" or stripped.lstrip("-")[:1].isdigit():
         source, raw = "the command line", stripped
@@ -47,11 +49,12 @@ def json_argument(text: str, what: str) -> Any:
         path = Path(text)
         if not path.is_file():
             raise CliError(f"{what}: {text!r} is neither JSON nor a readable file")
-        source, raw = str(path), path.read_text(encoding="utf-8", errors="replace")
+        source, raw = str(path), read_text_file(path)
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{what} in {source} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+        return parse_json(raw)
+    except JSONInputError as exc:
+        where = f" (line {exc.line})" if exc.line is not None else ""
+        raise CliError(f"{what} in {source} is not valid JSON: {exc}{where}") from None
 
 
 def print_json(data: Any) -> None:

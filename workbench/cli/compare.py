@@ -39,6 +39,7 @@ def parse_methods(text: str | None) -> list[str]:
 
 def run(args) -> int:
     from ..placers import place, placer_options
+    from ..sim import optimality_gap
 
     methods = parse_methods(args.methods)
     graph = load_graph_argument(args.graph)
@@ -51,7 +52,7 @@ def run(args) -> int:
         placements.append(place(graph, method=method, devices=args.devices, seed=args.seed, **options))
     bound = max(p.lower_bound for p in placements)
     rows = [
-        {"method": p.method, "makespan": p.makespan, "gap": p.makespan / bound - 1 if bound > 0 else 0.0, "seconds": p.seconds, "lower_bound": p.lower_bound}
+        {"method": p.method, "makespan": p.makespan, "gap": optimality_gap(p.makespan, bound), "seconds": p.seconds, "lower_bound": p.lower_bound}
         for p in placements
     ]
     if args.json:
@@ -61,5 +62,6 @@ def run(args) -> int:
     print(f"{graph.name} on {args.devices} devices; best lower bound {bound:,.6g}")
     print(f"{'method':<{width}}  {'makespan':>14}  {'gap':>7}  {'seconds':>8}")
     for r in rows:
-        print(f"{r['method']:<{width}}  {r['makespan']:>14,.6g}  {r['gap']:>7.1%}  {r['seconds']:>8.3f}")
+        gap = "n/a" if r["gap"] is None else format(r["gap"], ".1%")
+        print(f"{r['method']:<{width}}  {r['makespan']:>14,.6g}  {gap:>7}  {r['seconds']:>8.3f}")
     return 0

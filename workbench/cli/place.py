@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..placers import place, placers
-    from ..sim import lower_bound
+    from ..sim import lower_bound, optimality_gap
 
     if args.list:
         methods = placers()
@@ -44,7 +44,8 @@ def run(args) -> int:
     else:
         print(f"method       {placement.method}")
         print(f"makespan     {placement.makespan:,.6g}")
-        print(f"lower bound  {placement.lower_bound:,.6g}  (gap {placement.makespan / placement.lower_bound - 1:.1%})")
+        gap = optimality_gap(placement.makespan, placement.lower_bound)
+        print(f"lower bound  {placement.lower_bound:,.6g}  (gap {'n/a' if gap is None else format(gap, '.1%')})")
         simple = lower_bound(graph, args.devices)
         if placement.lower_bound > simple:
             print(f"             proven by {placement.method}; the simple bound is {simple:,.6g}")

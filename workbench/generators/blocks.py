@@ -17,17 +17,22 @@ Costs come from a :class:`CostModel`: ``roofline`` (a
 its block iteration space, a ``sum`` node the elements it writes, and
 sending any node's output costs four times its compute cost; the paper's
 time unit).
+
+The graph limits (:func:`~workbench.graph.check_graph_size`) are checked as
+the program grows: before a tensor's blocks or an einsum's kernels are
+allocated, so an oversized request fails at once.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..graph import DataflowGraph
+from ..graph import DataflowGraph, check_graph_size
 from .profiles import DTYPE_BYTES, DeviceProfile
 
 __all__ = ["BlockTensor", "BlockProgram", "CostModel", "PAPER_TIME_UNIT"]
@@ -112,6 +117,7 @@ class BlockProgram:
     # ------------------------------------------------------------ nodes
     def _node(self, name: str, op_type: str, preds: Sequence[int], flops: float, points: float, nbytes: float, out_bytes: float) -> int:
         node = len(self.compute)
+        check_graph_size(node + 1, len(self.src) + len(preds))
         compute, comm = self.cost_model.costs(flops, points, nbytes, out_bytes)
         self.compute.append(compute)
         self.comm.append(comm)
@@ -131,6 +137,7 @@ class BlockProgram:
         for size, count in zip(shape, parts):
             if size < 1 or count < 1 or count > size:
                 raise ValueError(f"{name}: cannot split a dimension of size {size} into {count} parts")
+        check_graph_size(math.prod(parts))  # each block becomes at most one op
         return BlockTensor(name, shape, parts, np.full(parts, -1, dtype=np.int64))
 
     def repartition(self, tensor: BlockTensor, parts: Sequence[int]) -> BlockTensor:
@@ -184,6 +191,7 @@ class BlockProgram:
         order = list(out_labels) + reduced
         bounds = {label: _bounds(sizes[label], parts[label]) for label in order}
         out = self.input(name, [sizes[label] for label in out_labels], [parts[label] for label in out_labels])
+        check_graph_size(len(self.compute) + math.prod(parts[label] for label in order))
         partials: dict[tuple[int, ...], list[int]] = {}
         itemsize = self.cost_model.itemsize
         for index in itertools.product(*(range(parts[label]) for label in order)):

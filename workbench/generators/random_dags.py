@@ -14,13 +14,16 @@ then scaled so that the mean edge communication cost over the mean compute
 cost equals ``ccr`` exactly (the CCR of Topcuoglu, Hariri and Wu, "Performance-
 effective and low-complexity task scheduling for heterogeneous computing",
 IEEE TPDS 2002). The unit is arbitrary. Ops are numbered in a topological order.
+
+Each family checks the size its parameters ask for against the graph limits
+(:func:`~workbench.graph.check_graph_size`) before building anything.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..graph import DataflowGraph
+from ..graph import MAX_NODES, DataflowGraph, GraphError, check_graph_size
 
 __all__ = ["layered", "tree", "series_parallel", "erdos_renyi", "DISTRIBUTIONS"]
 
@@ -74,8 +77,9 @@ def layered(
     layers before it as another. Depth is exactly ``layers``."""
     if layers < 1 or width < 1 or not 0 <= width_jitter < 1 or not 0 <= edge_prob <= 1 or span < 1:
         raise ValueError("need layers >= 1, width >= 1, 0 <= width_jitter < 1, 0 <= edge_prob <= 1, span >= 1")
-    rng = np.random.default_rng(seed)
     low, high = max(1, round(width * (1 - width_jitter))), max(1, round(width * (1 + width_jitter)))
+    check_graph_size(layers * high, round(layers * high * (1 + edge_prob * span * high)))
+    rng = np.random.default_rng(seed)
     sizes = rng.integers(low, high + 1, layers)
     starts = np.concatenate([[0], np.cumsum(sizes)])
     src: list[int] = []
@@ -100,17 +104,24 @@ def tree(
     whose leaves feed a mirrored fan-in, ``2·(b**(d+1) - 1)/(b - 1) - b**d`` ops)."""
     if shape not in ("fan_out", "fan_in", "fork_join") or branching < 1 or depth < 0:
         raise ValueError(f"need shape in fan_out/fan_in/fork_join, branching >= 1, depth >= 0; got {shape!r}, {branching}, {depth}")
+    n_out, leaves = 1, 1  # ops of the fan-out, ops of its last level
+    for _ in range(depth):
+        leaves *= branching
+        n_out += leaves
+        if n_out > MAX_NODES:
+            raise GraphError(f"a tree of branching {branching} and depth {depth} has more than {MAX_NODES:,} ops (workbench.graph.MAX_NODES)")
+    inner = n_out - leaves  # the leaves (numbered last) are shared; op i < inner is mirrored by n_out + i
+    fork_join = shape == "fork_join"
+    n = n_out + inner if fork_join else n_out
+    check_graph_size(n, (2 if fork_join else 1) * (n_out - 1))
     rng = np.random.default_rng(seed)
-    n_out = sum(branching**level for level in range(depth + 1))
     children = np.arange(1, n_out)
     parent = (children - 1) // branching  # breadth-first numbering
-    src, dst, n = parent, children, n_out
+    src, dst = parent, children
     if shape == "fan_in":
         src, dst = children, parent
-    elif shape == "fork_join":
-        inner = n_out - branching**depth  # the leaves (numbered last) are shared; op i < inner is mirrored by n_out + i
+    elif fork_join:
         mirror = np.concatenate([n_out + np.arange(inner), np.arange(inner, n_out)])
-        n = n_out + inner
         src = np.concatenate([parent, mirror[children]])
         dst = np.concatenate([children, mirror[parent]])
     return _finish(shape, n, src.astype(np.int64), dst.astype(np.int64), rng, compute_mean, compute_dist, comm_dist, ccr)
@@ -125,6 +136,7 @@ def series_parallel(
     ``parallel_prob``, adds a parallel path ``u -> w -> v``."""
     if nodes < 2 or not 0 <= parallel_prob <= 1:
         raise ValueError(f"need nodes >= 2 and 0 <= parallel_prob <= 1, got {nodes}, {parallel_prob}")
+    check_graph_size(nodes, 2 * nodes)
     rng = np.random.default_rng(seed)
     edges: list[tuple[int, int]] = [(0, 1)]
     for new in range(2, nodes):
@@ -145,6 +157,7 @@ def erdos_renyi(
     """``nodes`` ops; each pair ``i < j`` is an edge ``i -> j`` with probability ``edge_prob``."""
     if nodes < 1 or not 0 <= edge_prob <= 1:
         raise ValueError(f"need nodes >= 1 and 0 <= edge_prob <= 1, got {nodes}, {edge_prob}")
+    check_graph_size(nodes, round(edge_prob * nodes * (nodes - 1) / 2))
     rng = np.random.default_rng(seed)
     src: list[np.ndarray] = []
     dst: list[np.ndarray] = []

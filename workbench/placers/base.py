@@ -8,7 +8,7 @@ assignment in the simulator, and returns a :class:`Placement`.
 To add a placer: write one module with a ``Placer`` subclass whose docstring
 cites its source, then add one ``register_placer`` line to
 :mod:`workbench.placers.registry`; learned placers register the same way from
-:mod:`workbench.learn.registry`.
+the learn layer's own registry module (the core never names a higher layer).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ A placer's options are its constructor's parameters, read from the signature
 by :func:`placer_options`. Every method list in the workbench is derived from
 here (:func:`methods` by kind), never written out by hand.
 
-The core methods are registered below; learned methods register from
-:mod:`workbench.learn.registry`, which the public API imports. Plain Python
+The core methods are registered below; learned methods register from the
+learn layer's own registry module, which the public API (the ``workbench``
+package) imports: the core never names a higher layer. Plain Python
 only: importing this module must stay cheap (``import workbench`` imports it).
 """
 

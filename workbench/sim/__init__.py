@@ -26,6 +26,7 @@ __all__ = [
     "simulate_many",
     "Evaluator",
     "lower_bound",
+    "optimality_gap",
     "validate",
     "check_assignment",
     "AssignmentError",
@@ -259,6 +260,17 @@ def lower_bound(graph: DataflowGraph, devices: Devices = 4) -> float:
     cluster = as_cluster(devices)
     fastest = max(cluster.speeds)
     return max(graph.longest_path(with_comm=False) / fastest, graph.total_compute / sum(cluster.speeds))
+
+
+def optimality_gap(makespan: float, bound: float) -> float | None:
+    """``makespan / bound - 1``: how far above a lower bound a makespan is.
+
+    A graph of zero-cost ops has a bound of 0: the gap is then 0 for a zero
+    makespan and undefined (``None``) for a positive one.
+    """
+    if bound > 0:
+        return makespan / bound - 1
+    return 0.0 if makespan <= 0 else None
 
 
 def validate(
