@@ -19,9 +19,11 @@
 # local search and a DOPPLER policy trained on it. The bundled GPT-style
 # decoder (`workbench.models.gpt_decoder`) comes first; it turns out to be a
 # single chain of work, so the second half runs the same decoder on
-# micro-batches, which gives the placers something to do. Costs come from a
-# V100 roofline model, in seconds. Takes about three minutes with the full
-# training budget (under a minute in fast mode).
+# micro-batches, which gives the placers something to do. The last section
+# imports a HuggingFace GPT-2 from its config (`hf:gpt2`, random weights, no
+# download) and shards it into block kernels, the way the paper's graphs are
+# built. Costs come from a V100 roofline model, in seconds. Takes about three
+# minutes with the full training budget (under a minute in fast mode).
 
 # %% tags=["parameters"]
 import os
@@ -167,3 +169,30 @@ comparison.gantts(batched.name, DEVICES, ["critical_path", "etf", "local_search"
 for method in ("critical_path", "doppler"):
     placement = comparison.placement(batched.name, DEVICES, method)
     figures.placement_heatmap(batched, placement.assignment, DEVICES, title=method).show()
+
+# %% [markdown]
+# ## A HuggingFace model, sharded into block kernels
+# `build_model("hf:gpt2", config fields)` makes a GPT-2 from its config with
+# random weights (here on the meta device: shapes only, no memory), traced
+# with HuggingFace's own fx tracer. Its operator graph is again a chain;
+# `shard` splits every op into block kernels along the batch, sequence and
+# hidden dimensions (EinDecomp-style, as the paper's graphs are), adding a
+# partial-sum node wherever a contracted dimension is split. Ops it cannot
+# split stay single nodes and are listed.
+
+# %%
+from workbench.importers.sharding import shard
+from workbench.importers.specs import build_model
+
+gpt2 = build_model("hf:gpt2", {"n_layer": 2, "n_embd": 256, "n_head": 4}, meta=True)
+ids = (torch.zeros(2, 128, dtype=torch.int64),)
+operators = wb.from_torch(gpt2, ids, profile=PROFILE, device="meta", name="hf_gpt2")
+sharded = shard(gpt2, ids, "batch=2,seq=2,hidden=2", profile=PROFILE, device="meta", name="hf_gpt2")
+pd.DataFrame({"operators": figures.graph_statistics(operators, DEVICES), "sharded": figures.graph_statistics(sharded, DEVICES)})
+
+# %%
+pd.DataFrame(sharded.metadata["unsharded"])
+
+# %%
+blocks = Comparison([coarsen(operators), sharded], options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}})
+blocks.run([DEVICES], ["critical_path", "heft", "local_search"])

@@ -1,33 +1,35 @@
-"""``workbench import-model PACKAGE.MODULE:FACTORY --input-shape ... --out graph.json``: a torch model as a graph."""
+"""``workbench import-model SPEC --input-shape ... [--parts ...] --out graph.json``: a torch model as a graph.
+
+SPEC is ``hf:TYPE`` (HuggingFace, from its config), ``tv:NAME`` (torchvision),
+``timm:NAME`` or ``PACKAGE.MODULE:FACTORY``; ``zoo:NAME`` builds a zoo entry at its default
+partitioning and ``--zoo DIR`` rebuilds the whole zoo.
+"""
 
 from __future__ import annotations
 
-from ..imports import import_object
 from . import CliError
 
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "long")
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("import-model", help="trace a PyTorch model (torch.fx / torch.export) into a graph")
-    parser.add_argument("factory", metavar="PACKAGE.MODULE:FACTORY", help="a function (or class) returning an nn.Module, e.g. workbench.models:gpt_decoder")
+    parser = sub.add_parser("import-model", help="trace a PyTorch model (torch.fx / HuggingFace fx / torch.export) into a graph, optionally sharded")
+    parser.add_argument("factory", metavar="SPEC", nargs="?",
+                        help="hf:TYPE (e.g. hf:gpt2), tv:NAME (e.g. tv:resnet50), timm:NAME, zoo:NAME, or PACKAGE.MODULE:FACTORY (e.g. workbench.models:gpt_decoder)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="D1,D2,...", help="shape of one forward() input, in order (repeatable)")
     parser.add_argument("--input-dtype", action="append", default=[], choices=_DTYPES, help="dtype of each input (default float32; int64/long for token ids)")
-    parser.add_argument("--kwarg", action="append", default=[], metavar="K=V", help="keyword argument for the factory (JSON or string; repeatable)")
+    parser.add_argument("--kwarg", action="append", default=[], metavar="K=V", help="config field (hf:), model argument (tv:, timm:) or factory keyword (JSON or string; repeatable)")
     parser.add_argument("--profile", default="V100", help="device profile preset (P100, V100, A100, H100) or a JSON file of its fields")
     parser.add_argument("--measure", action="store_true", help="time each op on the local device instead of the roofline estimate")
     parser.add_argument("--fuse", action="store_true", help="fuse cheap elementwise/view ops into their producers")
-    parser.add_argument("--target-nodes", type=int, metavar="N", help="group ops until at most N nodes remain")
+    parser.add_argument("--target-nodes", type=int, metavar="N", help="group ops until at most N nodes remain (or, with --shard-auto, shard to at most N nodes)")
+    parser.add_argument("--parts", metavar="KIND=N,...", help="shard into block kernels, e.g. batch=2,heads=4,hidden=2,seq=1 (kinds: batch, seq, heads, hidden, channels)")
+    parser.add_argument("--shard-auto", action="store_true", help="shard, picking the parts that give at most --target-nodes nodes")
+    parser.add_argument("--cost-model", choices=("roofline", "paper"), default="roofline", help="costs of sharded graphs: roofline on --profile, or the paper files' convention")
+    parser.add_argument("--zoo", metavar="DIR", help="rebuild every zoo graph (workbench/importers/zoo.py) into DIR and print the table")
     parser.add_argument("--out", metavar="FILE", help="write the graph as JSON (else print a summary)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
-
-
-def _factory(spec: str):
-    try:
-        return import_object(spec)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -40,28 +42,66 @@ def _shape(text: str) -> tuple[int, ...]:
     return shape
 
 
-def run(args) -> int:
+def _inputs(args):
     import torch
 
+    if len(args.input_dtype) > len(args.input_shape):
+        raise CliError(f"{len(args.input_dtype)} --input-dtype for {len(args.input_shape)} --input-shape")
+    inputs = []
+    for i, text in enumerate(args.input_shape):
+        dtype = getattr(torch, args.input_dtype[i]) if i < len(args.input_dtype) else torch.float32
+        shape = _shape(text)
+        inputs.append(torch.zeros(shape, dtype=dtype) if not dtype.is_floating_point else torch.randn(shape, dtype=dtype))
+    return inputs
+
+
+def run(args) -> int:
     from ..generators.profiles import get_profile
-    from ..importers.torch_fx import from_torch
     from .common import json_argument
     from .generate import parse_params, save_and_report
 
+    if args.zoo:
+        from ..importers.zoo import build_zoo
+
+        build_zoo(args.zoo, report=print)
+        return 0
+    if not args.factory:
+        raise CliError("give a model SPEC (hf:TYPE, tv:NAME, timm:NAME, zoo:NAME or PACKAGE.MODULE:FACTORY) or --zoo DIR")
+    if args.parts and args.shard_auto:
+        raise CliError("give --parts or --shard-auto, not both")
+    if args.shard_auto and args.target_nodes is None:
+        raise CliError("--shard-auto needs --target-nodes")
     profile = args.profile if not args.profile.endswith(".json") else json_argument(args.profile, "--profile")
     profile = get_profile(profile)
-    model = _factory(args.factory)(**parse_params(args.kwarg))
-    if not isinstance(model, torch.nn.Module):
-        raise CliError(f"{args.factory} returned {type(model).__name__}, not a torch.nn.Module")
-    if len(args.input_dtype) > len(args.input_shape):
-        raise CliError(f"{len(args.input_dtype)} --input-dtype for {len(args.input_shape)} --input-shape")
-    inputs = None
-    if args.input_shape:
-        inputs = []
-        for i, text in enumerate(args.input_shape):
-            dtype = getattr(torch, args.input_dtype[i]) if i < len(args.input_dtype) else torch.float32
-            shape = _shape(text)
-            inputs.append(torch.zeros(shape, dtype=dtype) if not dtype.is_floating_point else torch.randn(shape, dtype=dtype))
-    graph = from_torch(model, inputs, profile, measure=args.measure, fuse_elementwise=args.fuse, target_nodes=args.target_nodes)
+    if args.factory.startswith("zoo:"):
+        from ..importers.zoo import build_entry
+
+        graph = build_entry(args.factory.removeprefix("zoo:"), profile=profile, cost_model=args.cost_model)
+        save_and_report(graph, args, f", {len(graph.metadata['unsharded'])} unsharded ops")
+        return 0
+    from ..importers.specs import build_model, default_inputs
+
+    named = args.factory.startswith(("hf:", "tv:", "timm:"))
+    meta = named and not args.measure  # shapes only, no weights in memory (a user's factory runs as written)
+    model = build_model(args.factory, parse_params(args.kwarg), meta=meta)
+    inputs = _inputs(args) or default_inputs(args.factory)
+    device = "meta" if meta else None
+    name = args.factory if named else None  # else the module's class name
+    if args.parts or args.shard_auto:
+        from ..importers.sharding import shard
+
+        if args.measure or args.fuse:
+            raise CliError("--measure and --fuse apply to operator graphs, not to sharded ones")
+        graph = shard(model, inputs, args.parts, target_nodes=args.target_nodes if args.shard_auto else None,
+                      cost_model=args.cost_model, profile=profile, device=device, name=name)
+        unsharded = graph.metadata["unsharded"]
+        detail = f", parts {graph.metadata['parts']}, {len(unsharded)} unsharded ops" + (
+            f" ({', '.join(sorted({u['op_type'] for u in unsharded}))})" if unsharded else "")
+        save_and_report(graph, args, detail)
+        return 0
+    from ..importers.torch_fx import from_torch
+
+    graph = from_torch(model, inputs, profile, measure=args.measure, device=device, fuse_elementwise=args.fuse,
+                       target_nodes=args.target_nodes, name=name)
     save_and_report(graph, args, f", {graph.metadata['total_flops']:.4g} FLOPs, traced with {graph.metadata['tracer']}")
     return 0

@@ -112,10 +112,12 @@ class BlockProgram:
         self.op_types: list[str] = []
         self.src: list[int] = []
         self.dst: list[int] = []
+        self.flops: list[float] = []
         self.total_flops = 0.0
 
     # ------------------------------------------------------------ nodes
-    def _node(self, name: str, op_type: str, preds: Sequence[int], flops: float, points: float, nbytes: float, out_bytes: float) -> int:
+    def node(self, name: str, op_type: str, preds: Sequence[int], flops: float, points: float, nbytes: float, out_bytes: float) -> int:
+        """One kernel reading the outputs of ``preds`` (ids < 0: inputs, no edge); returns its id."""
         node = len(self.compute)
         check_graph_size(node + 1, len(self.src) + len(preds))
         compute, comm = self.cost_model.costs(flops, points, nbytes, out_bytes)
@@ -126,6 +128,7 @@ class BlockProgram:
         for pred in dict.fromkeys(int(p) for p in preds if p >= 0):
             self.src.append(pred)
             self.dst.append(node)
+        self.flops.append(flops)
         self.total_flops += flops
         return node
 
@@ -145,24 +148,66 @@ class BlockProgram:
         parts = tuple(int(p) for p in parts)
         if parts == tensor.parts:
             return tensor
-        out = self.input(tensor.name, tensor.shape, parts)
-        old = [_bounds(s, p) for s, p in zip(tensor.shape, tensor.parts)]
-        new = [_bounds(s, p) for s, p in zip(tensor.shape, parts)]
-        for index in itertools.product(*(range(p) for p in parts)):
-            ranges = []
-            for axis, i in enumerate(index):
-                lo, hi = new[axis][i], new[axis][i + 1]
-                ranges.append([j for j in range(tensor.parts[axis]) if old[axis][j] < hi and old[axis][j + 1] > lo])
-            preds = [tensor.blocks[j] for j in itertools.product(*ranges)]
-            if all(p < 0 for p in preds):
+        return self.gather(f"{tensor.name}.repartition", "repartition", tensor.shape, parts, [(tensor, (0,) * len(parts))], alias=False)
+
+    def gather(
+        self,
+        name: str,
+        op_type: str,
+        shape: Sequence[int],
+        parts: Sequence[int],
+        sources: Sequence[tuple[BlockTensor, Sequence[int]]],
+        flops: int = 0,
+        alias: bool = True,
+    ) -> BlockTensor:
+        """A tensor of ``shape`` split into ``parts`` whose blocks copy the overlapping blocks of ``sources``.
+
+        Each source sits at its offsets in the new tensor (a concatenation
+        places sources side by side; a slice is one source at negative
+        offsets). A new block is a node gathering the source blocks it
+        overlaps, unless no source block comes from a node (then it is an
+        input too) or, with ``alias``, it is exactly one source block and
+        ``flops`` is 0 (then it is that block). ``flops`` (the copy's work)
+        are shared among the new blocks by size, exactly.
+        """
+        out = self.input(name, shape, parts)
+        new = [_bounds(s, p) for s, p in zip(out.shape, out.parts)]
+        total = math.prod(out.shape)
+        done = 0
+        for index in itertools.product(*(range(p) for p in out.parts)):
+            lo = [new[axis][i] for axis, i in enumerate(index)]
+            hi = [new[axis][i + 1] for axis, i in enumerate(index)]
+            preds: list[int] = []
+            exact = None
+            for tensor, offsets in sources:
+                old = [[b + o for b in _bounds(s, p)] for s, p, o in zip(tensor.shape, tensor.parts, offsets)]
+                ranges = [[j for j in range(tensor.parts[axis]) if old[axis][j] < hi[axis] and old[axis][j + 1] > lo[axis]] for axis in range(len(lo))]
+                for j in itertools.product(*ranges):
+                    preds.append(int(tensor.blocks[j]))
+                    if all(old[axis][j[axis]] == lo[axis] and old[axis][j[axis] + 1] == hi[axis] for axis in range(len(lo))):
+                        exact = int(tensor.blocks[j])
+            elems = math.prod(out.block_shape(index))
+            block_flops = int(flops * (done + elems) // total - flops * done // total) if flops else 0
+            done += elems
+            if all(p < 0 for p in preds) and not block_flops:
                 continue
-            elems = float(np.prod(out.block_shape(index)))
+            if alias and exact is not None and len(preds) == 1 and not block_flops:
+                out.blocks[index] = exact
+                continue
             nbytes = elems * self.cost_model.itemsize
-            out.blocks[index] = self._node(f"{tensor.name}.repartition{list(index)}", "repartition", preds, 0.0, elems, 2 * nbytes, nbytes)
+            out.blocks[index] = self.node(f"{name}{list(index)}", op_type, preds, block_flops, elems, 2 * nbytes, nbytes)
         return out
 
     def einsum(
-        self, name: str, spec: str, *tensors: BlockTensor, op_type: str, flops_per_point: float = 1.0, combine: str = "sum"
+        self,
+        name: str,
+        spec: str,
+        *tensors: BlockTensor,
+        op_type: str,
+        flops_per_point: float = 1.0,
+        combine: str = "sum",
+        flops: int | None = None,
+        points: float | None = None,
     ) -> BlockTensor:
         """One kernel per block of the iteration space of ``spec`` (``"ik,kj->ij"``), plus partial results combined.
 
@@ -170,6 +215,10 @@ class BlockProgram:
         a multiply-add, 1 for an add or a comparison, more for transcendental
         functions. ``combine`` names the op (``sum``, ``max``) that merges the
         partial results of a split contracted index: one node per output block.
+        ``flops`` instead gives the op's total work, shared among its kernels
+        by their points exactly (integer shares adding up to it); ``points``
+        the op's total points for the ``paper`` cost model when they are not
+        its iteration space (a convolution's or a gather's).
         """
         inputs_spec, _, out_labels = spec.replace(" ", "").partition("->")
         in_labels = inputs_spec.split(",")
@@ -194,16 +243,24 @@ class BlockProgram:
         check_graph_size(len(self.compute) + math.prod(parts[label] for label in order))
         partials: dict[tuple[int, ...], list[int]] = {}
         itemsize = self.cost_model.itemsize
+        total_points = math.prod(sizes[label] for label in order)
+        done = 0
         for index in itertools.product(*(range(parts[label]) for label in order)):
             at = dict(zip(order, index))
             block = {label: bounds[label][at[label] + 1] - bounds[label][at[label]] for label in order}
-            points = float(np.prod([block[label] for label in order]))
+            block_points = math.prod(block[label] for label in order)
+            if flops is None:
+                block_flops = flops_per_point * block_points
+            else:  # this kernel's exact integer share of the op's work
+                block_flops = int(flops * (done + block_points) // total_points - flops * done // total_points)
+            done += block_points
+            cost_points = block_points if points is None else points * block_points / total_points
             out_elems = float(np.prod([block[label] for label in out_labels]))
             in_elems = sum(float(np.prod([block[label] for label in labels])) for labels in in_labels)
             preds = [t.blocks[tuple(at[label] for label in labels)] for labels, t in zip(in_labels, tensors)]
             suffix = list(index) if index else ""
-            node = self._node(
-                f"{name}{suffix}", op_type, preds, flops_per_point * points, points, (in_elems + out_elems) * itemsize, out_elems * itemsize
+            node = self.node(
+                f"{name}{suffix}", op_type, preds, block_flops, cost_points, (in_elems + out_elems) * itemsize, out_elems * itemsize
             )
             partials.setdefault(index[: len(out_labels)], []).append(node)
         for out_index, nodes in partials.items():
@@ -211,7 +268,7 @@ class BlockProgram:
                 out.blocks[out_index] = nodes[0]
                 continue
             elems = float(np.prod(out.block_shape(out_index)))
-            out.blocks[out_index] = self._node(
+            out.blocks[out_index] = self.node(
                 f"{name}.{combine}{list(out_index)}", combine, nodes, (len(nodes) - 1) * elems, elems, (len(nodes) + 1) * elems * itemsize, elems * itemsize
             )
         return out
@@ -225,7 +282,7 @@ class BlockProgram:
             source = tensor.blocks[index[:axis] + (tensor.parts[axis] - 1,) + index[axis:]]
             elems = float(np.prod(out.block_shape(index)))
             nbytes = elems * self.cost_model.itemsize
-            out.blocks[index] = self._node(f"{name}{list(index)}", "slice", [source], 0.0, elems, 2 * nbytes, nbytes)
+            out.blocks[index] = self.node(f"{name}{list(index)}", "slice", [source], 0.0, elems, 2 * nbytes, nbytes)
         return out
 
     # ------------------------------------------------------------ result

@@ -1,7 +1,9 @@
-"""Graphs from real models: :func:`from_torch` (torch.fx, torch.export fallback) and :func:`coarsen`.
+"""Graphs from real models: :func:`from_torch` (torch.fx, HuggingFace's fx, torch.export fallback),
+:func:`coarsen`, :func:`shard` (a partitioned block graph) and :func:`build_model` (``hf:``/``tv:`` specs).
 
-``import workbench.importers`` does not import torch: :func:`from_torch` and
-the torch module behind it load on first use.
+``import workbench.importers`` does not import torch: :func:`from_torch`,
+:func:`shard`, :func:`build_model` and the torch modules behind them load on
+first use.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from typing import Any
 
 from .coarsen import coarsen
 
-__all__ = ["from_torch", "coarsen", "TraceError"]
+__all__ = ["from_torch", "coarsen", "TraceError", "shard", "build_model"]
+
+_LAZY = {"from_torch": "torch_fx", "TraceError": "torch_fx", "shard": "sharding", "build_model": "specs"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("from_torch", "TraceError"):
-        from . import torch_fx
+    if name in _LAZY:
+        import importlib
 
-        return getattr(torch_fx, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'workbench.importers' has no attribute {name!r}")

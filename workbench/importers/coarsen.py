@@ -28,7 +28,12 @@ import numpy as np
 
 from ..graph import DataflowGraph
 
-__all__ = ["coarsen", "CHEAP_CATEGORIES"]
+__all__ = ["coarsen", "CHEAP_CATEGORIES", "CoarsenError"]
+
+
+class CoarsenError(ValueError):
+    """A coarsening request that cannot be met (no op categories to fuse by, a bad mask or target)."""
+
 
 CHEAP_CATEGORIES = frozenset({"elementwise", "view"})
 
@@ -37,11 +42,11 @@ def _fusible_mask(graph: DataflowGraph, fusible: "np.ndarray | Collection[str] |
     if fusible is None:
         categories = graph.metadata.get("op_categories")
         if categories is None:
-            raise ValueError("this graph has no op_categories metadata; pass fusible= (op types or a boolean mask)")
+            raise CoarsenError("this graph has no op_categories metadata; pass fusible= (op types or a boolean mask)")
         return np.array([c in CHEAP_CATEGORIES for c in categories], dtype=bool)
     if isinstance(fusible, np.ndarray) and fusible.dtype == bool:
         if fusible.size != graph.num_nodes:
-            raise ValueError(f"fusible mask has {fusible.size} entries for {graph.num_nodes} ops")
+            raise CoarsenError(f"fusible mask has {fusible.size} entries for {graph.num_nodes} ops")
         return fusible
     types = graph.op_types or ("",) * graph.num_nodes
     wanted = set(fusible)
@@ -130,7 +135,7 @@ def coarsen(
         The coarse graph; ``metadata["coarse_groups"][i]`` lists the original ops of node ``i``.
     """
     if target_nodes is not None and target_nodes < 1:
-        raise ValueError(f"target_nodes must be >= 1, got {target_nodes}")
+        raise CoarsenError(f"target_nodes must be >= 1, got {target_nodes}")
     labels = np.arange(graph.num_nodes, dtype=np.int64)
     if fuse_elementwise and graph.num_nodes:
         mask = _fusible_mask(graph, fusible)

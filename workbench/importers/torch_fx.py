@@ -26,7 +26,9 @@ import inspect
 import math
 import os
 import statistics
+import sys
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -38,7 +40,7 @@ from ..generators.profiles import DeviceProfile, get_profile
 from ..graph import DataflowGraph
 from .coarsen import coarsen
 
-__all__ = ["from_torch", "TraceError", "op_category"]
+__all__ = ["from_torch", "TraceError", "op_category", "trace_module", "op_records", "Traced", "OpRecord", "is_huggingface"]
 
 
 class TraceError(ValueError):
@@ -97,6 +99,7 @@ class _Recorder(torch.fx.Interpreter):
         super().__init__(gm)
         self.shapes: dict[torch.fx.Node, list[tuple[tuple[int, ...], torch.dtype]]] = {}
         self.seconds: dict[torch.fx.Node, float] = {}
+        self.constants: dict[torch.fx.Node, Any] = {}  # host-side values (sizes, indices) that later ops take as arguments
         self.repeats = repeats
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
@@ -117,6 +120,8 @@ class _Recorder(torch.fx.Interpreter):
         except Exception as exc:  # an op that fails on the example inputs
             raise TraceError(f"op {node.name!r} ({node.op} {node.target}) failed on the example inputs: {_first_line(exc)}") from exc
         self.shapes[node] = [(tuple(t.shape), t.dtype) for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
+        if not self.shapes[node] and isinstance(result, (int, float, bool, tuple, list, slice)):
+            self.constants[node] = result
         return result
 
 
@@ -143,7 +148,30 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+def _hf_input_names(module: torch.nn.Module, count: int) -> list[str]:
+    """The forward() arguments a HuggingFace model's inputs go to, in order."""
+    names = [module.main_input_name, "attention_mask", "token_type_ids"]
+    if count > len(names):
+        raise TraceError(f"{type(module).__name__}: at most {len(names)} inputs ({', '.join(names)}), got {count}")
+    return names[:count]
+
+
+def is_huggingface(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is a HuggingFace ``PreTrainedModel`` (without importing transformers)."""
+    transformers = sys.modules.get("transformers")
+    return transformers is not None and isinstance(module, transformers.PreTrainedModel)
+
+
 def _trace(module: torch.nn.Module, inputs: tuple) -> tuple[torch.fx.GraphModule, str]:
+    if is_huggingface(module):  # HuggingFace's own fx tracer handles its models' optional inputs and control flow
+        from transformers.utils.fx import symbolic_trace as hf_symbolic_trace
+
+        try:
+            return hf_symbolic_trace(module, input_names=_hf_input_names(module, len(inputs))), "transformers.fx"
+        except TraceError:
+            raise
+        except Exception as exc:
+            raise TraceError(f"cannot trace {type(module).__name__} with transformers.utils.fx{_user_frame(exc)}: {_first_line(exc)}") from None
     try:
         return torch.fx.symbolic_trace(module), "fx"
     except Exception as fx_exc:
@@ -162,6 +190,8 @@ def _inputs(module: torch.nn.Module, example_inputs: Any) -> tuple:
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs or ())
+    if is_huggingface(module) and not example_inputs:
+        raise TraceError(f"{type(module).__name__} needs example inputs ({module.main_input_name} first); give --input-shape and --input-dtype")
     params = [p for p in inspect.signature(module.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
     if len(example_inputs) < len(params):
@@ -229,43 +259,60 @@ def _itemsize(dtype: torch.dtype) -> int:
     return dtype.itemsize if hasattr(dtype, "itemsize") else torch.tensor([], dtype=dtype).element_size()
 
 
-def from_torch(
+@dataclass(frozen=True)
+class Traced:
+    """A traced module, run once on its example inputs.
+
+    Attributes:
+        gm: the fx graph module.
+        tracer: ``fx``, ``transformers.fx`` or ``export``.
+        recorder: each node's output shapes and dtypes (and run times when measured).
+        inputs: the example inputs, as given.
+        device: where the graph ran.
+    """
+
+    gm: torch.fx.GraphModule
+    tracer: str
+    recorder: _Recorder
+    inputs: tuple
+    device: torch.device
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One traced op that produces tensors: what it is, its tensors and its FLOPs (module docstring conventions)."""
+
+    node: torch.fx.Node
+    op_type: str
+    category: str
+    submodule: Any
+    in_tensors: list[tuple[tuple[int, ...], torch.dtype]]
+    outs: list[tuple[tuple[int, ...], torch.dtype]]
+    flops: float
+    preds: list[torch.fx.Node]
+
+
+def trace_module(
     module: torch.nn.Module,
     example_inputs: Any = None,
-    profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
     *,
     measure: bool = False,
     repeats: int = 5,
     device: "str | torch.device | None" = None,
-    fuse_elementwise: bool = False,
-    target_nodes: int | None = None,
-    name: str | None = None,
-) -> DataflowGraph:
-    """Trace ``module`` on ``example_inputs`` into a DataflowGraph.
+) -> Traced:
+    """Trace ``module`` (see :func:`from_torch` for the arguments) and run it once to learn every shape.
 
-    Args:
-        module: the model (run in eval mode, without gradients).
-        example_inputs: a tensor or a tuple of tensors for ``forward``; None
-            uses ``module.example_inputs()`` when the module defines it.
-        profile: device profile for the costs (preset name, dict or profile).
-        measure: time each op on ``device`` instead of the roofline estimate.
-        repeats: timed runs per op when measuring (the median is kept).
-        device: where to run the module (default: where its parameters are;
-            with ``measure``, CUDA when available). A copy is moved there.
-        fuse_elementwise, target_nodes: coarsen the result (see
-            :func:`~workbench.importers.coarsen`).
-        name: the graph's name (default: the module's class name).
-
-    Raises:
-        TraceError: the module cannot be traced (which op, where and why), an
-            op fails on the inputs, or inputs are missing.
+    ``device="meta"`` (or a module built on the meta device) learns the
+    shapes without computing anything: fast and memory-free for large
+    models, but not with ``measure``.
     """
-    profile = get_profile(profile)
     inputs = _inputs(module, example_inputs)
     current = next((p.device for p in module.parameters()), torch.device("cpu"))
     if device is None:
         device = "cuda" if measure and torch.cuda.is_available() else current
     device = torch.device(device)
+    if measure and device.type == "meta":
+        raise TraceError("cannot measure op times on the meta device; build the model with real weights")
     if device != current:  # run a copy there, leaving the caller's module where it is
         module = copy.deepcopy(module)
     was_training = module.training
@@ -283,16 +330,16 @@ def from_torch(
     finally:
         torch.set_num_threads(threads)
         module.train(was_training)
+    return Traced(gm, tracer, recorder, inputs, device)
+
+
+def op_records(traced: Traced) -> list[OpRecord]:
+    """The traced ops that produce tensors, in graph order, with their FLOPs and the ops they read."""
+    gm, recorder = traced.gm, traced.recorder
     ops = [n for n in gm.graph.nodes if n.op.startswith("call") and recorder.shapes.get(n)]
-    index = {n: i for i, n in enumerate(ops)}
-    compute = np.zeros(len(ops))
-    out_bytes = np.zeros(len(ops))
-    op_types: list[str] = []
-    categories: list[str] = []
-    op_flops: list[float] = []
-    src: list[int] = []
-    dst: list[int] = []
-    for i, node in enumerate(ops):
+    produced = set(ops)
+    records = []
+    for node in ops:
         op_type = _op_type(node, gm)
         category = op_category(op_type)
         submodule = gm.get_submodule(node.target) if node.op == "call_module" else None
@@ -302,17 +349,68 @@ def from_torch(
             in_tensors += [(tuple(p.shape), p.dtype) for p in submodule.parameters(recurse=False)]
         outs = recorder.shapes[node]
         flops = _flops(op_type, category, node, submodule, [s for s, _ in in_tensors], [s for s, _ in outs])
-        out_bytes[i] = sum(_numel(s) * _itemsize(d) for s, d in outs)
-        nbytes = out_bytes[i] + sum(_numel(s) * _itemsize(d) for s, d in in_tensors)
-        dtype = str(outs[0][1]).removeprefix("torch.")
+        preds = list(dict.fromkeys(a for a in arg_nodes if a in produced))
+        records.append(OpRecord(node, op_type, category, submodule, in_tensors, outs, flops, preds))
+    return records
+
+
+def tensor_bytes(tensors: Sequence[tuple[tuple[int, ...], torch.dtype]]) -> float:
+    """Bytes of ``(shape, dtype)`` tensors."""
+    return float(sum(_numel(s) * _itemsize(d) for s, d in tensors))
+
+
+def from_torch(
+    module: torch.nn.Module,
+    example_inputs: Any = None,
+    profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
+    *,
+    measure: bool = False,
+    repeats: int = 5,
+    device: "str | torch.device | None" = None,
+    fuse_elementwise: bool = False,
+    target_nodes: int | None = None,
+    name: str | None = None,
+) -> DataflowGraph:
+    """Trace ``module`` on ``example_inputs`` into a DataflowGraph.
+
+    Args:
+        module: the model (run in eval mode, without gradients). A
+            HuggingFace ``PreTrainedModel`` is traced with HuggingFace's own
+            tracer (``transformers.utils.fx``), its inputs going to
+            ``main_input_name``, then ``attention_mask``, ``token_type_ids``.
+        example_inputs: a tensor or a tuple of tensors for ``forward``; None
+            uses ``module.example_inputs()`` when the module defines it.
+        profile: device profile for the costs (preset name, dict or profile).
+        measure: time each op on ``device`` instead of the roofline estimate.
+        repeats: timed runs per op when measuring (the median is kept).
+        device: where to run the module (default: where its parameters are;
+            with ``measure``, CUDA when available; ``"meta"``: shapes only).
+            A copy is moved there.
+        fuse_elementwise, target_nodes: coarsen the result (see
+            :func:`~workbench.importers.coarsen`).
+        name: the graph's name (default: the module's class name).
+
+    Raises:
+        TraceError: the module cannot be traced (which op, where and why), an
+            op fails on the inputs, or inputs are missing.
+    """
+    profile = get_profile(profile)
+    traced = trace_module(module, example_inputs, measure=measure, repeats=repeats, device=device)
+    records = op_records(traced)
+    index = {r.node: i for i, r in enumerate(records)}
+    compute = np.zeros(len(records))
+    out_bytes = np.zeros(len(records))
+    src: list[int] = []
+    dst: list[int] = []
+    for i, record in enumerate(records):
+        out_bytes[i] = tensor_bytes(record.outs)
+        nbytes = out_bytes[i] + tensor_bytes(record.in_tensors)
+        dtype = str(record.outs[0][1]).removeprefix("torch.")
         if measure:
-            compute[i] = recorder.seconds[node]
-        elif category != "view":
-            compute[i] = profile.kernel_time(flops, nbytes, dtype if dtype in profile.flops else "float32")
-        op_flops.append(flops)
-        op_types.append(op_type)
-        categories.append(category)
-        for pred in dict.fromkeys(a for a in arg_nodes if a in index):
+            compute[i] = traced.recorder.seconds[record.node]
+        elif record.category != "view":
+            compute[i] = profile.kernel_time(record.flops, nbytes, dtype if dtype in profile.flops else "float32")
+        for pred in record.preds:
             src.append(index[pred])
             dst.append(i)
     comm = np.array([profile.transfer_time(b) for b in out_bytes])
@@ -322,22 +420,21 @@ def from_torch(
         src=src_array,
         dst=dst,
         comm=comm[src_array] if src_array.size else np.zeros(0),
-        names=tuple(n.name for n in ops),
-        op_types=tuple(op_types),
+        names=tuple(r.node.name for r in records),
+        op_types=tuple(r.op_type for r in records),
         metadata={
             "format": "torch",
             "name": name or type(module).__name__,
-            "tracer": tracer,
-            "input_shapes": [list(x.shape) for x in inputs if isinstance(x, torch.Tensor)],
+            "tracer": traced.tracer,
+            "input_shapes": [list(x.shape) for x in traced.inputs if isinstance(x, torch.Tensor)],
             "profile": profile.to_dict(),
-            "costs": f"measured on {device}" if measure else "roofline",
+            "costs": f"measured on {traced.device}" if measure else "roofline",
             "time_unit": "s",
-            "total_flops": float(sum(op_flops)),
-            "op_categories": categories,
-            "op_flops": op_flops,
+            "total_flops": float(sum(r.flops for r in records)),
+            "op_categories": [r.category for r in records],
+            "op_flops": [r.flops for r in records],
         },
     )
     if fuse_elementwise or target_nodes is not None:
         graph = coarsen(graph, target_nodes=target_nodes, fuse_elementwise=fuse_elementwise)
     return graph
-
