@@ -148,7 +148,7 @@ pd.Series({**greedy, "best seen in training": run.best_placement["makespan"]}, n
 # the best of K sampled placements).
 
 # %%
-checkpoint = result.run_dir / "checkpoints" / "last.pt"
+checkpoint = result.run_dir / "checkpoints" / "last.safetensors"
 comparison = Comparison(
     [batched],
     options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}, "doppler": {"checkpoint": checkpoint}},

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import workbench as wb
@@ -115,6 +116,17 @@ def test_user_errors_are_the_workbenchs_own_error_types():
         assert is_user_error(error), error
     for bug in (ValueError("x"), KeyError("x"), TypeError("x"), IndexError("x"), RuntimeError("x")):
         assert not is_user_error(bug), bug
+    with pytest.raises(ValueError) as ours:  # a plain ValueError the workbench raises with a message
+        wb.generate("no_such_family")
+    assert is_user_error(ours.value)
+    with pytest.raises(ValueError) as numpy_s:  # one raised inside a library is a bug
+        np.zeros(-1)
+    assert not is_user_error(numpy_s.value)
+
+
+def test_a_plain_value_error_the_workbench_raises_is_one_line():
+    result = run_cli("generate", "no_such_family", "--out", "x.json")
+    assert_user_error(result, "unknown generator 'no_such_family'")
 
 
 def test_an_internal_error_shows_its_traceback():

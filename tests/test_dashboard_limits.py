@@ -94,6 +94,9 @@ def test_generator_parameters_beyond_the_caps_are_refused(context):
     assert key is None and "edges" in error and "--max-edges" in error
     began = time.monotonic()
     key, error = resolve_graph_key(small, "generated", None, None, "erdos_renyi", json.dumps({"nodes": 20000, "edge_prob": 1.0}))
+    assert key is None and "MAX_EDGES" in error, error  # the generator refuses it before building anything
+    # 2,800 nodes at p=1 (3.9 million edges) is within the graph caps, so the server's memory cap stops it.
+    key, error = resolve_graph_key(small, "generated", None, None, "erdos_renyi", json.dumps({"nodes": 2800, "edge_prob": 1.0}))
     assert key is None and "--max-work-memory-mb" in error, error
     assert time.monotonic() - began < 30
     assert resolve_graph_key(small, "generated", None, None, "layered", json.dumps({"layers": 3, "width": 2}))[1] is None

@@ -279,44 +279,47 @@ def test_imitation_learns_the_teacher():
 
 # ----------------------------------------------------------------- checkpoints
 def test_checkpoint_round_trip(tmp_path, doppler):
-    path = tmp_path / "policy.pt"
-    doppler.save(path, extra={"episode": 12, "optimizer": torch.optim.Adam(doppler.parameters()).state_dict()})
+    path = tmp_path / "policy.safetensors"
+    optimizer = torch.optim.Adam(doppler.parameters())
+    doppler.rollout(wb.bundled_graph("ffnn"), 4, teacher=True).imitation_loss.backward()
+    optimizer.step()
+    doppler.save(path, extra={"episode": 12, "optimizer": optimizer.state_dict()})
     loaded = load_policy(path)
     assert loaded.config == doppler.config and loaded.checkpoint_extra["episode"] == 12
+    # Adam's moments come back as tensors under their parameter ids, its groups as they were (tuples included)
+    restored = torch.optim.Adam(loaded.parameters())
+    restored.load_state_dict(loaded.checkpoint_extra["optimizer"])
+    saved, back = optimizer.state_dict(), restored.state_dict()
+    assert saved["param_groups"] == back["param_groups"] and set(saved["state"]) == set(back["state"])
+    assert all(torch.equal(saved["state"][i][k], back["state"][i][k]) for i in saved["state"] for k in saved["state"][i])
     graph = wb.bundled_graph("ffnn")
     a = doppler.rollout(graph, 4, generator=torch.Generator().manual_seed(3))
     b = loaded.rollout(graph, 4, generator=torch.Generator().manual_seed(3))
     assert np.array_equal(a.assignment, b.assignment) and float(a.log_prob) == float(b.log_prob)
-    assert not [p for p in tmp_path.iterdir() if p.name != "policy.pt"]  # no temp file left behind
-
-
-class _RunsCode:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
+    assert not [p for p in tmp_path.iterdir() if p.name != "policy.safetensors"]  # no temp file left behind
 
 
 def test_bad_checkpoints_are_refused_with_clear_errors(tmp_path, doppler):
-    good = tmp_path / "good.pt"
+    from safetensors.torch import save_file
+
+    from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
+
+    good = tmp_path / "good.safetensors"
     doppler.save(good)
-    payload = torch.load(good, weights_only=True)
-    cases = {}
-    cases["truncated"] = good.read_bytes()[: good.stat().st_size // 2]
-    cases["junk"] = b"not a checkpoint"
-    for name, text in cases.items():
-        (tmp_path / f"{name}.pt").write_bytes(text)
-    marker = tmp_path / "code-ran"
-    torch.save({"format": "workbench-policy", "payload": _RunsCode(str(marker))}, tmp_path / "unsafe.pt")
-    torch.save({"weights": torch.zeros(2)}, tmp_path / "foreign.pt")
-    torch.save({**payload, "feature_layout": {**payload["feature_layout"], "node": ["compute"]}}, tmp_path / "layout.pt")
-    torch.save({**payload, "state_dict": {k: v for k, v in payload["state_dict"].items() if "sel_head" not in k}}, tmp_path / "weights.pt")
-    torch.save({**payload, "config": {**payload["config"], "colour": "red"}}, tmp_path / "config.pt")
+    checkpoint = read_checkpoint(good)
+    (tmp_path / "truncated.safetensors").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    (tmp_path / "junk.safetensors").write_bytes(b"not a checkpoint")
+
+    def rewrite(name, weights=checkpoint.weights, **header):
+        write_checkpoint(tmp_path / f"{name}.safetensors", weights, {**checkpoint.header, **header})
+
+    save_file({"weights": torch.zeros(2)}, str(tmp_path / "foreign.safetensors"))
+    rewrite("layout", feature_layout={**checkpoint.header["feature_layout"], "node": ["compute"]})
+    rewrite("weights", weights={k: v for k, v in checkpoint.weights.items() if "sel_head" not in k})
+    rewrite("config", config={**checkpoint.header["config"], "colour": "red"})
     expected = {
         "truncated": "truncated or corrupt",
         "junk": "truncated or corrupt",
-        "unsafe": "must never run code",
         "foreign": "not a workbench policy checkpoint",
         "layout": "another feature layout",
         "weights": "does not fit a doppler policy",
@@ -325,15 +328,16 @@ def test_bad_checkpoints_are_refused_with_clear_errors(tmp_path, doppler):
     }
     for name, message in expected.items():
         with pytest.raises(CheckpointError, match=message):
-            load_policy(tmp_path / f"{name}.pt")
-    assert not marker.exists()
+            load_policy(tmp_path / f"{name}.safetensors")
     with pytest.raises(ValueError, match="ndarray"):
-        doppler.save(tmp_path / "bad-extra.pt", extra={"rng": np.zeros(3)})
-    assert not (tmp_path / "bad-extra.pt").exists()
+        doppler.save(tmp_path / "bad-extra.safetensors", extra={"rng": np.zeros(3)})
+    assert not (tmp_path / "bad-extra.safetensors").exists()
+    with pytest.raises(ValueError, match=r"ends in \.safetensors"):
+        doppler.save(tmp_path / "policy.pt")
 
 
 def test_learned_placer_in_the_registry(tmp_path, doppler):
-    path = tmp_path / "doppler.pt"
+    path = tmp_path / "doppler.safetensors"
     doppler.save(path)
     graph = wb.bundled_graph("chain_mm")
     greedy = wb.place(graph, method="doppler", devices=4, checkpoint=path)
@@ -345,4 +349,4 @@ def test_learned_placer_in_the_registry(tmp_path, doppler):
     with pytest.raises(ValueError, match="holds a 'doppler' policy"):
         wb.place(graph, method="gdp", devices=4, checkpoint=path)
     with pytest.raises(CheckpointError, match="does not exist"):
-        wb.place(graph, method="doppler", devices=4, checkpoint=tmp_path / "none.pt")
+        wb.place(graph, method="doppler", devices=4, checkpoint=tmp_path / "none.safetensors")

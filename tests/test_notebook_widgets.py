@@ -100,7 +100,7 @@ def test_learned_methods_are_offered_where_a_checkpoint_ships(tmp_path, monkeypa
     monkeypatch.setattr("workbench.datasets.DATASETS_DIR", tmp_path)
     assert default_methods(graph) == [*HEURISTICS, *SEARCH]
     (tmp_path / "pretrained" / graph.name).mkdir(parents=True)
-    (tmp_path / "pretrained" / graph.name / "gdp.pt").touch()
+    (tmp_path / "pretrained" / graph.name / "gdp.safetensors").touch()
     assert default_methods(graph) == [*HEURISTICS, *SEARCH, "gdp"]
 
 
@@ -196,7 +196,7 @@ def test_stage_placements_place_with_each_stage_checkpoint(tmp_path):
     assert list(placements) == ["il", "sim", "sim-best"]
     assert placements["sim-best"].makespan <= min(placements["il"].makespan, placements["sim"].makespan)  # Stage II's start and end compete
     for stage, placement in placements.items():
-        assert placement.details["checkpoint"].endswith(f"{stage}.pt")
+        assert placement.details["checkpoint"].endswith(f"{stage}.safetensors")
         assert placement.makespan == wb.simulate(graph, placement.assignment, 4).makespan
     with pytest.raises(ValueError, match="not a training run directory"):
         stage_placements(tmp_path, graph)

@@ -31,20 +31,20 @@ def fake_doppler(tmp_path, monkeypatch):
     monkeypatch.setitem(REGISTRY, "doppler", PlacerEntry(__name__, "FakeLearnedPlacer", "fake", "learned"))
     run = tmp_path / "runs" / "r1"
     (run / "checkpoints").mkdir(parents=True)
-    (run / "checkpoints" / "sim.pt").write_bytes(b"weights")
+    (run / "checkpoints" / "sim.safetensors").write_bytes(b"weights")
     (run / "meta.json").write_text(json.dumps({"method": "doppler", "graphs": ["chain_mm_112nodes"], "status": "finished", "updated": "x"}))
     return tmp_path / "runs"
 
 
 def test_find_checkpoint_reads_run_directories(fake_doppler):
-    assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim.pt"
+    assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim.safetensors"
     assert find_checkpoint("doppler", "chain_mm_112nodes", "il", fake_doppler) is None
     # no run trained ffnn: the shipped pretrained checkpoint stands in for Stage I+II
-    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", fake_doppler) == DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.pt"
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", fake_doppler) == DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.safetensors"
     assert find_checkpoint("gdp", "chain_mm_112nodes", "sim", fake_doppler) is None
     # the weights training selected (greedy_every) win over the stage's final weights
-    (fake_doppler / "r1" / "checkpoints" / "sim-best.pt").write_bytes(b"weights")
-    assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim-best.pt"
+    (fake_doppler / "r1" / "checkpoints" / "sim-best.safetensors").write_bytes(b"weights")
+    assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim-best.safetensors"
 
 
 def test_quick_reproduce_writes_every_row(fake_doppler, tmp_path, capsys):
@@ -65,7 +65,7 @@ def test_quick_reproduce_writes_every_row(fake_doppler, tmp_path, capsys):
     assert "±" in line("critical_path") and "+0.0%" in line("critical_path")
     assert "+46.8%" in section, "the paper's Doppler-SIM improvement on ChainMM is shown"
     assert "workbench reproduce --quick" in section
-    assert f"{fake_doppler / 'r1' / 'checkpoints' / 'sim.pt'}" in section, "the checkpoint used is named"
+    assert f"{fake_doppler / 'r1' / 'checkpoints' / 'sim.safetensors'}" in section, "the checkpoint used is named"
     raw = out.parent / "results" / "paper_comparison_quick.csv"
     assert raw.exists()
     # rerunning is idempotent: one section, finished cells skipped
@@ -85,12 +85,12 @@ def test_find_checkpoint_takes_a_shipped_policy_only_for_its_last_stage(tmp_path
 
     shipped = tmp_path / "pretrained" / "ffnn_192nodes"
     shipped.mkdir(parents=True)
-    (shipped / "doppler.pt").write_bytes(b"w")
+    (shipped / "doppler.safetensors").write_bytes(b"w")
     monkeypatch.setattr(reproduce, "DATASETS_DIR", tmp_path)
-    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path / "no-runs") == shipped / "doppler.pt"
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path / "no-runs") == shipped / "doppler.safetensors"
     assert find_checkpoint("doppler", "ffnn_192nodes", "il", tmp_path / "no-runs") is None
     (shipped / "meta.json").write_text(json.dumps({"method": "doppler", "stages": ["il"]}))
-    assert find_checkpoint("doppler", "ffnn_192nodes", "il", tmp_path / "no-runs") == shipped / "doppler.pt"
+    assert find_checkpoint("doppler", "ffnn_192nodes", "il", tmp_path / "no-runs") == shipped / "doppler.safetensors"
     assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path / "no-runs") is None
 
 

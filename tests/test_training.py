@@ -25,6 +25,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import workbench
 from workbench.datasets import STG_DIR
+from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
 from workbench.schedule import PartialSchedule
 from workbench.training import METRIC_COLUMNS, TrainConfig, read_meta, read_metrics, train
 from workbench.training.config import field_docs
@@ -106,13 +107,14 @@ class TinyPolicy(torch.nn.Module):
         )  # fmt: skip
 
     def save(self, path, extra=None):
-        torch.save({"weights": self.state_dict(), "config": {}, "extra": extra or {}}, path)
+        write_checkpoint(path, self.state_dict(), {"method": "tiny"}, extra, getattr(self, "trained_for", None))
 
 
 def tiny_load_policy(path, map_location=None):
-    payload = torch.load(path, map_location=map_location, weights_only=True)
+    checkpoint = read_checkpoint(path)
     policy = TinyPolicy()
-    policy.load_state_dict(payload["weights"])
+    policy.load_state_dict(checkpoint.weights)
+    policy.trained_for, policy.checkpoint_extra = checkpoint.trained_for, checkpoint.extra
     return policy
 
 
@@ -190,7 +192,7 @@ def test_run_directory_matches_the_contract(finished_run):
     assert best["makespan"] <= min(float(r["makespan"]) for r in rows)
     trace = json.loads((out / "best" / "trace.json").read_text())
     assert trace
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["il.pt", "last.pt", "sim.pt"]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["il.safetensors", "last.safetensors", "sim.safetensors"]
     assert not [p for p in out.rglob(".tmp-*")]
 
 
@@ -281,9 +283,9 @@ def test_a_corrupt_checkpoint_gives_a_clear_error(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(Crash):
         train(tiny_config(), out, library=TINY, progress=False, callback=crash_at(7))
-    last = out / "checkpoints" / "last.pt"
+    last = out / "checkpoints" / "last.safetensors"
     last.write_bytes(last.read_bytes()[:100])
-    with pytest.raises(ValueError, match=r"last\.pt is unreadable"):
+    with pytest.raises(ValueError, match=r"last\.safetensors is not a readable policy checkpoint \(truncated or corrupt\?\)"):
         train(tiny_config(), out, library=TINY, progress=False)
 
 
@@ -298,7 +300,7 @@ def test_a_bare_policy_file_is_not_a_training_checkpoint(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(Crash):
         train(tiny_config(), out, library=TINY, progress=False, callback=crash_at(7))
-    TinyPolicy().save(out / "checkpoints" / "last.pt")
+    TinyPolicy().save(out / "checkpoints" / "last.safetensors")
     with pytest.raises(ValueError, match="no training state"):
         train(tiny_config(), out, library=TINY, progress=False)
 
@@ -327,11 +329,11 @@ def test_reinforce_improves_on_its_starting_checkpoint(tmp_path):
     start = TinyPolicy()
     with torch.no_grad():
         start.plc.weight.fill_(3.0)  # prefers the device where the op starts latest: a poor start
-    start.save(tmp_path / "start.pt")
-    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(20,), init_checkpoint=str(tmp_path / "start.pt"),
+    start.save(tmp_path / "start.safetensors")
+    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(20,), init_checkpoint=str(tmp_path / "start.safetensors"),
                          rl_lr_start=0.1, rl_lr_end=0.01, rl_mode="sample", search_samples=0, checkpoint_every=100)  # fmt: skip
     train(config, tmp_path / "rl", library=TINY, progress=False)
-    trained = tiny_load_policy(tmp_path / "rl" / "checkpoints" / "sim.pt")
+    trained = tiny_load_policy(tmp_path / "rl" / "checkpoints" / "sim.safetensors")
     graph = workbench.load_graph(SMALL)
     assert float(trained.plc.weight) < 3.0
     assert _mean_sampled_makespan(trained, graph) < _mean_sampled_makespan(start, graph)
@@ -424,17 +426,17 @@ def test_export_ships_the_policy_with_the_run_records(finished_run, tmp_path):
     target = export_policy(finished_run[0], tmp_path / "pretrained" / CHAIN, library=TINY)
     row = summary_table(tmp_path / "pretrained").splitlines()[-1]
     assert row.startswith(f"| {CHAIN} | 6+6 |") and "1700.1 |" in row
-    assert target.name == "doppler.pt"
-    payload = torch.load(target, weights_only=True)
-    assert payload["extra"]["run"]["evaluation"][CHAIN]["greedy"] > 0
-    assert "optimizer" not in payload["extra"]
+    assert target.name == "doppler.safetensors"
+    extra = read_checkpoint(target).extra
+    assert extra["run"]["evaluation"][CHAIN]["greedy"] > 0
+    assert "optimizer" not in extra
     record = json.loads((target.parent / "export.json").read_text())
     assert set(record["greedy_by_stage"]) == {"il", "sim"}
-    chosen = record["exported_from"].split("/")[-1].removesuffix(".pt")
+    chosen = record["exported_from"].split("/")[-1].removesuffix(".safetensors")
     assert record["greedy_by_stage"][chosen][CHAIN] == min(v[CHAIN] for v in record["greedy_by_stage"].values())
     assert (target.parent / "metrics.csv").read_text() == (finished_run[0] / "metrics.csv").read_text()
     assert json.loads((target.parent / "best_placement.json").read_text())["graph"] == CHAIN
-    assert torch.equal(tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / f"{chosen}.pt").plc.weight)
+    assert torch.equal(tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / f"{chosen}.safetensors").plc.weight)
 
 
 # --- the real DOPPLER policy (workbench.learn) -----------------------------------------------------------
@@ -551,8 +553,8 @@ def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_p
     # a poor start and a learning rate that overshoots: the final weights are not the best ones seen
     torch.manual_seed(0)
     start = TinyPolicy()
-    start.save(tmp_path / "start.pt")
-    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(24,), init_checkpoint=str(tmp_path / "start.pt"),
+    start.save(tmp_path / "start.safetensors")
+    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(24,), init_checkpoint=str(tmp_path / "start.safetensors"),
                          rl_lr_start=0.5, rl_lr_end=0.5, rl_mode="sample", greedy_every=4, search_samples=0, checkpoint_every=5)  # fmt: skip
     result = train(config, tmp_path / "run", library=TINY, progress=False)
     graph = workbench.load_graph(SMALL)

@@ -53,7 +53,7 @@ LEARNED = tuple(methods("learned"))
 
 
 def pretrained_methods(graph: DataflowGraph, methods: Iterable[str] = LEARNED) -> list[str]:
-    """Those of ``methods`` with a bundled checkpoint for ``graph`` (``datasets/pretrained/<graph>/<method>.pt``)."""
+    """Those of ``methods`` with a bundled checkpoint for ``graph`` (``datasets/pretrained/<graph>/<method>.safetensors``)."""
     from .learn.placers import pretrained_path
 
     return [m for m in methods if pretrained_path(graph, m).is_file()]
@@ -204,7 +204,7 @@ def placement_changes(placements: Mapping[str, Any], devices: int) -> pd.DataFra
 def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Placement]:
     """The greedy placement of ``graph`` by each stage checkpoint of a training run, in stage order.
 
-    Keys are the stages (``checkpoints/<stage>.pt``, the stage's final weights)
+    Keys are the stages (``checkpoints/<stage>.safetensors``, the stage's final weights)
     and ``<stage>-best`` where training kept its best greedy weights.
     """
     from .rundir import RunPaths, read_meta

@@ -56,7 +56,8 @@ TEXT_COLUMNS = ("stage", "graph", "oracle")
 VALUE_COLUMNS = tuple(c for c in METRIC_COLUMNS if c not in TEXT_COLUMNS and c != "episode")
 """The numeric columns a chart can plot against the episode."""
 
-CHECKPOINT_SUFFIX = ".pt"
+CHECKPOINT_SUFFIX = ".safetensors"
+"""Policy checkpoints are safetensors files with a JSON header (:mod:`workbench.learn.checkpoint`); the old pickle ``.pt`` is refused."""
 
 
 def checkpoint_file(directory: str | os.PathLike, name: str) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 from typing import Sequence
 
 COMMANDS = (
@@ -66,13 +67,31 @@ FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, Permiss
 
 
 def is_user_error(exc: BaseException) -> bool:
-    """Bad input rather than a bug: a usage error, an unreadable file, or one of the workbench's own
-    error types for bad input (the ``ValueError`` subclasses it defines: ``GraphFormatError``,
-    ``AssignmentError``, ``PlacerError``, ``ConfigError``, ``CheckpointError``, ...). A plain
-    ``ValueError``, ``KeyError``, ... is a bug and keeps its traceback."""
+    """Bad input rather than a bug: a usage error, an unreadable file, one of the workbench's own error
+    types for bad input (the ``ValueError`` subclasses it defines: ``GraphFormatError``,
+    ``AssignmentError``, ``PlacerError``, ``ConfigError``, ``CheckpointError``, ...), or a plain
+    ``ValueError`` that workbench code raised itself with a message for the user. A ``ValueError``
+    raised inside a library (numpy, torch, ...) and every other exception type is a bug and keeps its
+    traceback."""
     if isinstance(exc, (CliError, *FILE_ERRORS)):
         return True
-    return isinstance(exc, ValueError) and type(exc).__module__.partition(".")[0] == __name__.partition(".")[0]
+    if not isinstance(exc, ValueError):
+        return False
+    return type(exc).__module__.partition(".")[0] == _PACKAGE or _raised_in_workbench(exc)
+
+
+_PACKAGE = __name__.partition(".")[0]
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+
+
+def _raised_in_workbench(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is workbench code (a deliberate ``raise``)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(_PACKAGE_DIR)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

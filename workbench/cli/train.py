@@ -35,7 +35,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..training import TrainConfig, field_docs, train
+    from ..training import TrainConfig, field_docs, read_meta, train
     from ..training.config import parse_overrides
 
     if args.fields:
@@ -68,6 +68,9 @@ def run(args) -> int:
     if result.status == "interrupted":
         print(f"interrupted after {result.episodes} episodes; rerun the same command to resume", file=sys.stderr)
         return 130
+    if result.status == "diverged":
+        print(f"diverged: {read_meta(result.run_dir / 'meta.json').get('error')}", file=sys.stderr)
+        return 1
     print(f"run          {result.run_dir} ({result.status}, {result.episodes} episodes)")
     for graph, found in result.evaluation.items():
         cp = found["critical_path"]

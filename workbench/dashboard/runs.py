@@ -158,7 +158,7 @@ def read_run(path: Path) -> Run:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problems.append(f"best/trace.json is unreadable: {exc}")
     checkpoints = paths.checkpoints()
-    if meta and meta.get("status") == "failed" and meta.get("error"):
+    if meta and meta.get("status") in ("failed", "diverged") and meta.get("error"):
         problems.append(f"the run failed: {meta['error']}")
     return Run(path.name, path, meta, config, metrics, best, trace, checkpoints, tuple(problems))
 

@@ -5,7 +5,8 @@
   (``doppler``, ``doppler_sel_only``, ``doppler_plc_only``, ``placeto``,
   ``gdp``, ``joint``); ``policy.rollout(graph, devices)`` → :class:`Rollout`;
   ``policy.rollouts(graph, devices, count)`` → several sharing one encoder pass;
-  ``policy.save(path)``.
+  ``policy.save(path)`` (a ``.safetensors`` file with a JSON header that
+  cannot run code, :mod:`workbench.learn.checkpoint`).
 - Registry placers: ``workbench.place(graph, method="doppler", checkpoint=PATH)``.
 
 On small graphs one torch thread (``torch.set_num_threads(1)``) is fastest;
@@ -39,6 +40,7 @@ _EXPORTS = {
     "load_policy": ".policy",
     "make_policy": ".policy",
     "read_checkpoint": ".policy",
+    "TrainedFor": ".checkpoint",
 }
 
 __all__ = list(_EXPORTS)

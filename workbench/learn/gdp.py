@@ -26,10 +26,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from .choice import Chooser, Decisions, Rollout, finish_rollout
 from .doppler import encoder
 from .env import Guide, PlacementState
 from .nets import GraphTensors
-from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, finish_rollout
+from .policy import LearnedPolicy, PolicyConfig
 
 __all__ = ["GDPPolicy"]
 

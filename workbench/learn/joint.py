@@ -16,11 +16,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softmax
 from .doppler import encoder
 from .env import PlacementState
 from .features import DEVICE_FEATURES, NODE_FEATURES
 from .nets import GraphTensors, ScoringHead, path_sum, sums_before
-from .policy import Chooser, Decisions, LearnedPolicy, PolicyConfig, Rollout, as_numpy, finish_rollout, softmax
+from .policy import LearnedPolicy, PolicyConfig
 
 __all__ = ["JointPolicy"]
 

@@ -2,7 +2,8 @@
 
 ``samples=1`` places greedily; ``samples=K > 1`` samples K placements (seeded)
 and keeps the one with the smallest simulated makespan. Without a
-checkpoint a placer looks for ``datasets/pretrained/<graph name>/<method>.pt``.
+checkpoint a placer looks for ``datasets/pretrained/<graph name>/<method>.safetensors``. A checkpoint
+trained for another graph or device count is refused unless it is cross-graph.
 """
 
 from __future__ import annotations
@@ -49,11 +50,11 @@ class LearnedPlacer(Placer):
         self.checkpoint = checkpoint
         self.samples = int(samples)
 
-    def _policy(self, graph: DataflowGraph) -> LearnedPolicy:
+    def _policy(self, graph: DataflowGraph, devices: Devices) -> LearnedPolicy:
         path = Path(self.checkpoint) if self.checkpoint is not None else pretrained_path(graph, self.method)
         if self.checkpoint is None and not path.is_file():
             raise PlacerError(f"method {self.method!r} needs checkpoint=PATH: no pretrained checkpoint for graph {graph.name!r} at {path}")
-        policy = load_policy(path, map_location="cuda" if torch.cuda.is_available() else "cpu")
+        policy = load_policy(path, map_location="cuda" if torch.cuda.is_available() else "cpu", graph=graph, devices=devices)
         if policy.method != self.method:
             raise PlacerError(f"checkpoint {path} holds a {policy.method!r} policy, not {self.method!r}")
         return policy
@@ -61,7 +62,7 @@ class LearnedPlacer(Placer):
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         from ..sim import Evaluator
 
-        policy = self._policy(graph)
+        policy = self._policy(graph, devices)
         with torch.no_grad():
             if self.samples == 1:
                 rollouts = [policy.rollout(graph, devices, mode="greedy")]

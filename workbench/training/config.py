@@ -39,7 +39,7 @@ class TrainConfig:
     seed: int = 0
     """Seed for the policy's initial weights and every sampled action."""
     init_checkpoint: str | None = None
-    """Policy checkpoint to start from instead of fresh weights (for example a Stage II ``sim.pt``)."""
+    """Policy checkpoint to start from instead of fresh weights (for example a Stage II ``sim.safetensors``)."""
     il_lr: float = 1e-3
     """Stage I learning rate (constant)."""
     il_epsilon: float = 0.2
@@ -61,7 +61,7 @@ class TrainConfig:
     self_imitation_weight: float = 0.0
     """Stages II/III: weight of a self-imitation term, the mean −log-probability of replaying the best placement this stage has found for the graph (Oh et al., ICML 2018); 0 turns it off (the paper)."""
     greedy_every: int = 0
-    """Stages II/III: at the stage start, every this many episodes and at the stage end, place every training graph greedily with the stage's oracle and keep the weights whose greedy placements are best (mean makespan ÷ reference) as ``checkpoints/<stage>-best.pt``; the final evaluation then uses them. 0: off (the final weights, as in the paper)."""
+    """Stages II/III: at the stage start, every this many episodes and at the stage end, place every training graph greedily with the stage's oracle and keep the weights whose greedy placements are best (mean makespan ÷ reference) as ``checkpoints/<stage>-best.safetensors``; the final evaluation then uses them. 0: off (the final weights, as in the paper)."""
     rollouts_per_update: int = 1
     """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the running mean)."""
     baseline_decay: float = 0.9
@@ -73,7 +73,7 @@ class TrainConfig:
     tensorboard: bool = False
     """Also log every metrics column to TensorBoard in ``<run>/tensorboard`` (needs ``pip install -e '.[tensorboard]'``)."""
     checkpoint_every: int = 50
-    """Write ``checkpoints/last.pt`` every this many episodes (and at every stage end)."""
+    """Write ``checkpoints/last.safetensors`` every this many episodes (and at every stage end)."""
     eval_graphs: tuple[str, ...] = ()
     """Graphs never trained on, placed by the trained policy at the end (transfer), beside the training graphs."""
     search_samples: int = 16

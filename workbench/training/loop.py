@@ -1,10 +1,10 @@
 """``train(config, out)``: the three stages in one loop, writing a run directory as it goes.
 
 Reads top to bottom: open (or resume) the run directory, build the policy,
-then for every stage and every episode roll out, update, log one metrics
-row, keep the best placement and checkpoint now and then; finally search
-the trained policy's placements. Stage I is :mod:`.imitation`, Stages II
-and III are :mod:`.reinforce`.
+then :func:`run_stage` for every stage: per episode roll out, update, log
+one metrics row, keep the best placement and checkpoint now and then;
+finally search the trained policy's placements. Stage I is
+:mod:`.imitation`, Stages II and III are :mod:`.reinforce`.
 
 Episodes count from 0 over the whole run and cycle through the graphs in
 order. Every episode's sampling is seeded from ``(seed, episode)``, so a
@@ -13,38 +13,49 @@ The ``seconds`` column is training wall time since the run began, summed
 over resumed sessions. Ctrl-C or SIGTERM stops after the current episode
 with a checkpoint (a second Ctrl-C aborts at once); a hard kill loses the
 episodes since the last checkpoint, which the next run replays.
+
+A stage's checkpoint is written before ``last``, so a kill between the two
+writes leaves the newer state in the stage checkpoint, and the resumed run
+starts from the newest of them. A resumed run first checks its files
+(:mod:`.resume`) and refuses a damaged directory instead of rewriting it. A
+non-finite loss or weight stops the run with status ``diverged``; its
+checkpoints keep the last finite weights.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
-import json
+import math
 import shlex
 import signal
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 
 from ..graph import DataflowGraph
+from ..learn.checkpoint import TrainedFor
 from ..placers import methods
 from ..provenance import machine, versions
 from ..provenance import now as _now
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
-from .rundir import RunDirectory
+from .resume import ResumeError, read_json_file, remove_stale_temporaries, resume_point
+from .rundir import MetricsWriter, RunDirectory
 from .search import policy_device, search
 
-__all__ = ["train", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
+__all__ = ["train", "run_stage", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
 
 HEURISTICS = tuple(methods("heuristic") + methods("baseline"))
 """The registered heuristics and baselines the run's ``reference`` is compared with (on a tie the first wins)."""
@@ -56,11 +67,57 @@ class TrainResult:
 
     run_dir: Path
     status: str
-    """``finished`` or ``interrupted`` (stopped by a signal after a checkpoint)."""
+    """``finished``, ``interrupted`` (stopped by a signal after a checkpoint) or ``diverged`` (a non-finite loss or weight)."""
     episodes: int
     """Episodes completed in the run so far."""
     evaluation: dict[str, Any]
     """Per graph (finished runs): greedy and best-of-K makespans of the trained policy, with the references."""
+
+
+@dataclass
+class Session:
+    """What the stages of one call to :func:`train` share; ``episode``, ``seconds`` and ``best`` advance as it trains."""
+
+    config: TrainConfig
+    run: RunDirectory
+    graphs: dict[str, DataflowGraph]
+    library: Any
+    policy: Any
+    sim: SimulatorOracle
+    real: Any
+    metrics: MetricsWriter
+    generator: torch.Generator
+    stop: "_StopRequest"
+    bar: Any
+    callback: Callable[[dict[str, Any]], None] | None
+    run_id: str
+    episode: int = 0
+    seconds: float = 0.0
+    best: dict[str, float] = dataclasses.field(default_factory=dict)
+    saved_at: int | None = None
+    """Episode of the newest ``last`` checkpoint this session wrote or resumed from."""
+
+
+@dataclass
+class StageState:
+    """A stage's optimizer, LR schedule and per-graph running values (what :class:`TrainingState` saves)."""
+
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    references: dict[str, float]
+    baselines: dict[str, float] = dataclasses.field(default_factory=dict)
+    elites: dict[str, Elite] = dataclasses.field(default_factory=dict)
+    """Per graph, the stage's best placement so far (self-imitation)."""
+    selection: GreedySelection = dataclasses.field(default_factory=GreedySelection)
+    """The stage's best greedy weights so far (``greedy_every``)."""
+
+    def snapshot(self, session: Session, stage: str) -> TrainingState:
+        return TrainingState(
+            episode=session.episode, stage=stage, seconds=session.seconds, optimizer=self.optimizer.state_dict(),
+            scheduler=self.scheduler.state_dict() if self.scheduler is not None else None, baselines=dict(self.baselines),
+            references=dict(self.references), elites=dict(self.elites), selection=self.selection,
+            torch_rng=torch.get_rng_state(), run_id=session.run_id,
+        )  # fmt: skip
 
 
 def train(
@@ -75,8 +132,8 @@ def train(
 ) -> TrainResult:
     """Train ``config.method`` through ``config.stages``, writing the run directory ``out``.
 
-    Rerunning with the same config and ``out`` resumes from ``checkpoints/last.pt``
-    (or returns at once when the run already finished).
+    Rerunning with the same config and ``out`` resumes from the newest
+    checkpoint (or returns at once when the run already finished or diverged).
 
     Args:
         oracle: the Stage III cost oracle (an object with ``measure(graph, assignment)``
@@ -98,163 +155,213 @@ def train(
     torch.set_num_threads(config.threads)
     sim = SimulatorOracle(config.devices)
     real = as_oracle(oracle, config.devices) if oracle is not None else oracle_from_spec(config.oracle, config.devices)
+    trained_for = TrainedFor.of(graphs.values(), config.devices)
 
-    # --- 1. a new run, or the one already in `out` ---------------------------------------------------
-    state: dict[str, Any] | None = None
+    # --- 1. a new run, or the one already in `out` (checked before anything in it is touched) ---------------
     existing = _existing_run(run, config)
-    if existing is not None and existing.get("status") == "finished":
-        return TrainResult(run.path, "finished", config.total_episodes, existing.get("evaluation", {}))
-    if existing is not None and run.last_checkpoint.exists():
-        policy, state = load_checkpoint(library, run.last_checkpoint, map_location=device)
-        if state is None:
-            raise ValueError(f"{run.last_checkpoint} holds a policy but no training state; it was not written by `workbench train`")
-        torch.set_rng_state(state["torch_rng"])
-        run.truncate_metrics(config, keep_before=state["episode"])
-        run.update_meta(status="running", error=None)
+    if existing is not None and existing.get("status") in ("finished", "diverged"):
+        done = config.total_episodes if existing["status"] == "finished" else int(existing.get("episodes_done") or 0)
+        return TrainResult(run.path, existing["status"], done, existing.get("evaluation", {}))
+    resume = resume_point(run, config, library, device, existing, trained_for) if existing is not None else None
+    best = _best_so_far(run, graphs) if existing is not None else {}
+    if run.path.is_dir():
+        remove_stale_temporaries(run.path, run.checkpoint_dir, run.best_dir, *[p for p in run.best_dir.glob("*") if p.is_dir()])
+    if resume is not None:
+        policy, state = resume.policy, resume.state
+        torch.set_rng_state(state.torch_rng)
+        with open(run.metrics_path, "r+b") as handle:  # drop only the rows the resumed run replays
+            handle.truncate(resume.metrics.keep_bytes)
+        run_id = existing.get("run_id") or state.run_id or uuid.uuid4().hex
+        run.update_meta(status="running", error=None, run_id=run_id)
     else:
+        state, run_id = None, uuid.uuid4().hex
         policy = _initial_policy(config, library, device)
         meta = {
             "status": "running", "method": config.method, "graphs": list(graphs), "devices": config.devices,
             "seed": config.seed, "stages": list(config.stages), "started": _now(), "versions": versions(),
             "machine": machine(), "command": command or _command_line(config, run.path), "error": None,
-            "reference": reference_makespans(graphs, config.devices),
+            "reference": reference_makespans(graphs, config.devices), "run_id": run_id,
         }  # fmt: skip
         if existing is not None:
             meta["started"] = existing.get("started", meta["started"])
         run.create(config, meta)
-    policy.to(device)
-    best = _best_so_far(run, graphs)
-    episode = state["episode"] if state else 0
-    elapsed = state["seconds"] if state else 0.0
-    generator = torch.Generator(device=device)
-    stop = _StopRequest()
-    bar = _progress_bar(config.total_episodes, episode, progress)
-    metrics = run.open_metrics(config, first_episode=episode)
+
+    # --- 2. the stages, then 3. the trained policy (the best greedy weights when selected) on its graphs and unseen ones
+    with _status_on_exit(run):
+        policy.to(device)
+        policy.trained_for = trained_for
+        first = state.episode if state else 0
+        session = Session(
+            config, run, graphs, library, policy, sim, real, run.open_metrics(config, first_episode=first), torch.Generator(device=device),
+            _StopRequest(), _progress_bar(config.total_episodes, first, progress), callback, run_id, episode=first,
+            seconds=state.seconds if state else 0.0, best=best, saved_at=state.episode if state else None,
+        )  # fmt: skip
+        try:
+            with session.stop:
+                for stage, begin, end in config.stage_bounds():
+                    if session.episode >= end:
+                        continue
+                    status = run_stage(session, stage, begin, end, state)
+                    if status != "finished":
+                        return TrainResult(run.path, status, session.episode, {})
+                return _evaluate(session, device, unseen)
+        finally:
+            session.metrics.close()
+            session.bar.close()
+
+
+@contextlib.contextmanager
+def _status_on_exit(run: RunDirectory) -> Iterator[None]:
+    """Mark the run ``interrupted`` (Ctrl-C) or ``failed`` (any other exception, recorded as its error) when the body raises."""
     try:
-        with stop:
-            # --- 2. the stages -------------------------------------------------------------------------------
-            for stage, first, end in config.stage_bounds():
-                if episode >= end:
-                    continue
-                if stage == "il":
-                    optimizer = torch.optim.Adam(policy.parameters(), lr=config.il_lr)
-                    scheduler = None
-                else:
-                    optimizer = torch.optim.Adam(policy.parameters(), lr=config.rl_lr_start)
-                    scheduler = make_scheduler(optimizer, config, end - first)
-                oracle_now = real if stage == "real" else sim
-                baselines: dict[str, float] = {}
-                elites: dict[str, dict[str, Any]] = {}  # per graph, the stage's best placement so far (self-imitation)
-                selection: dict[str, Any] = {"score": np.inf}  # the stage's best greedy weights so far (greedy_every)
-                if state is not None and state["stage"] == stage and first < state["episode"] < end:
-                    optimizer.load_state_dict(state["optimizer"])
-                    if scheduler is not None:
-                        scheduler.load_state_dict(state["scheduler"])
-                    baselines, references = dict(state["baselines"]), dict(state["references"])
-                    elites = dict(state.get("elites", {}))
-                    selection = dict(state.get("selection", selection))
-                else:
-                    references = {name: makespan_of(oracle_now, g, _teacher_assignment(g, config.devices)) for name, g in graphs.items()}
-                    if stage != "il" and config.greedy_every:  # the starting weights compete too: the stage never ends worse than it began
-                        selection = _select_greedy(policy, graphs, config.devices, oracle_now, references, episode, selection, run.best_checkpoint(stage))
-
-                # --- 3. the episodes (Stages II/III: `rollouts_per_update` of one graph per gradient step) -----------
-                group = 1 if stage == "il" else config.rollouts_per_update
-                names = list(graphs)
-                while episode < end:
-                    name = names[(first + (episode - first) // group) % len(names)]
-                    graph = graphs[name]
-                    generator.manual_seed(config.seed * 1_000_003 + episode)
-                    lr = optimizer.param_groups[0]["lr"]
-                    began = time.perf_counter()
-                    if stage == "il":
-                        steps = [imitation_episode(policy, optimizer, graph, config, generator)]
-                        steps[0]["makespan"] = sim.makespan(graph, steps[0]["rollout"].assignment)
-                        steps[0]["reward"] = -steps[0]["makespan"] / references[name]
-                    else:
-                        epsilon = linear_schedule(config.rl_epsilon_start, config.rl_epsilon_end, episode - first, end - first)
-                        count = min(group, end - episode)
-                        self_imitation = config.self_imitation_weight > 0
-                        elite = _guide(library, elites.get(name)) if self_imitation else None
-                        steps = reinforce_update(policy, optimizer, graph, oracle_now, references[name], baselines.get(name), epsilon, config, generator, count, elite)
-                        baselines[name] = steps[-1]["new_baseline"]
-                        if self_imitation:
-                            _keep_elite(elites, name, steps)
-                        scheduler.step()
-                    seconds_each = (time.perf_counter() - began) / len(steps)
-                    for step in steps:
-                        elapsed += seconds_each
-                        rollout = step.pop("rollout")
-                        simulated = step["makespan"] if stage != "real" else sim.makespan(graph, rollout.assignment)
-                        row = {
-                            "stage": stage, "episode": episode, "graph": name, "makespan": step["makespan"],
-                            "reward": step["reward"], "baseline": step.get("baseline"), "loss": step["loss"],
-                            "loss_policy": step.get("loss_policy"), "loss_entropy": step["loss_entropy"],
-                            "loss_imitation": step.get("loss_imitation"), "teacher_agreement": step.get("teacher_agreement"),
-                            "epsilon": step["epsilon"], "lr": lr, "seconds": round(elapsed, 4),
-                            "oracle": oracle_kind(oracle_now) if stage != "il" else "sim",
-                        }  # fmt: skip
-                        if "real" in config.stages:
-                            row["predicted"] = simulated if stage == "real" else None
-                        metrics.append(row)
-                        if simulated < best.get(name, np.inf):
-                            best[name] = simulated
-                            _write_best(run, config, graphs, name, rollout.assignment, rollout.order, simulated, stage, episode)
-                        episode += 1
-                        bar.update(1)
-                        bar.set_postfix(stage=stage, graph=name[:16], vs_cp=f"{step['makespan'] / references[name]:.3f}")
-                        if callback is not None:
-                            callback(row)
-
-                    stage_done = episode == end
-                    if stage != "il" and config.greedy_every and (stage_done or _crossed(episode, len(steps), config.greedy_every)):
-                        selection = _select_greedy(policy, graphs, config.devices, oracle_now, references, episode, selection, run.best_checkpoint(stage))
-                        run.update_meta(**{f"greedy_selection_{stage}": {k: v for k, v in selection.items() if k != "score"}})
-
-                    # --- 4. checkpoints (only between updates, so a resumed run replays whole updates) ------------
-                    if stage_done or stop.requested or _crossed(episode, len(steps), config.checkpoint_every):
-                        metrics.sync()
-                        training_state = {
-                            "episode": episode, "stage": stage, "optimizer": optimizer.state_dict(),
-                            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                            "baselines": baselines, "references": references, "elites": elites, "selection": selection, "seconds": elapsed,
-                            "torch_rng": torch.get_rng_state(),
-                        }  # fmt: skip
-                        save_checkpoint(policy, run.last_checkpoint, training_state)
-                        if stage_done:
-                            save_checkpoint(policy, run.stage_checkpoint(stage), training_state)
-                        run.update_meta(episodes_done=episode)
-                    if stop.requested:
-                        run.update_meta(status="interrupted")
-                        bar.write(f"stopped after episode {episode - 1}; rerun the same command to resume from {run.last_checkpoint}")
-                        return TrainResult(run.path, "interrupted", episode, {})
-
-            # --- 5. the trained policy (the best greedy weights when selected), greedy and best of K, on its graphs and unseen ones
-            selected = [run.best_checkpoint(s) for s in config.stages if s != "il" and config.greedy_every]
-            if selected and selected[-1].exists():
-                policy, _ = load_checkpoint(library, selected[-1], map_location=device)
-            evaluation = {}
-            policy.eval()
-            for name, graph in graphs.items():
-                found = search(policy, graph, config.devices, config.search_samples, seed=config.seed)
-                if found.best_makespan < best.get(name, np.inf):
-                    best[name] = found.best_makespan
-                    _write_best(run, config, graphs, name, found.best_assignment, found.best_order, found.best_makespan, "search", episode)
-                evaluation[name] = {**_evaluation(found, graph, config.devices), "seen": True, "best_seen": best[name]}
-            for name, graph in unseen.items():
-                found = search(policy, graph, config.devices, config.search_samples, seed=config.seed)
-                evaluation[name] = {**_evaluation(found, graph, config.devices), "seen": False, **reference_makespans({name: graph}, config.devices)[name]}
-            run.update_meta(status="finished", evaluation=evaluation, finished=_now())
-            return TrainResult(run.path, "finished", episode, evaluation)
+        yield
     except KeyboardInterrupt:
         run.update_meta(status="interrupted")
         raise
     except BaseException as exc:
         run.update_meta(status="failed", error=f"{type(exc).__name__}: {exc}")
         raise
-    finally:
-        metrics.close()
-        bar.close()
+
+
+def run_stage(session: Session, stage: str, first: int, end: int, resume: TrainingState | None = None) -> str:
+    """Train ``stage`` (episodes ``first .. end - 1``) from ``session.episode``; ``resume`` restores a stage checkpointed midway.
+
+    Returns ``finished`` (the stage ran to its end), ``interrupted`` (a
+    signal; checkpoint written) or ``diverged`` (a non-finite loss or
+    weight; nothing written after the last finite checkpoint).
+    """
+    config, run, policy, graphs = session.config, session.run, session.policy, session.graphs
+    oracle = session.real if stage == "real" else session.sim
+    state = _stage_state(session, stage, first, end, oracle, resume)
+    group = 1 if stage == "il" else config.rollouts_per_update
+    names = list(graphs)
+    while session.episode < end:
+        episode = session.episode
+        name = names[(first + (episode - first) // group) % len(names)]
+        graph = graphs[name]
+        session.generator.manual_seed(config.seed * 1_000_003 + episode)
+        lr = state.optimizer.param_groups[0]["lr"]
+        began = time.perf_counter()
+        if stage == "il":
+            steps = [imitation_episode(policy, state.optimizer, graph, config, session.generator)]
+            steps[0]["makespan"] = session.sim.makespan(graph, steps[0]["rollout"].assignment)
+            steps[0]["reward"] = -steps[0]["makespan"] / state.references[name]
+        else:
+            epsilon = linear_schedule(config.rl_epsilon_start, config.rl_epsilon_end, episode - first, end - first)
+            count = min(group, end - episode)
+            self_imitation = config.self_imitation_weight > 0
+            elite = _guide(session.library, state.elites.get(name)) if self_imitation else None
+            steps = reinforce_update(policy, state.optimizer, graph, oracle, state.references[name], state.baselines.get(name), epsilon, config, session.generator, count, elite)
+            state.baselines[name] = steps[-1]["new_baseline"]
+            if self_imitation:
+                _keep_elite(state.elites, name, steps)
+            state.scheduler.step()
+        _log_episodes(session, stage, name, oracle, steps, lr, (time.perf_counter() - began) / len(steps), state.references[name])
+        problem = _divergence(steps, policy)
+        if problem:
+            kept = f"{run.last_checkpoint.name} keeps the last finite weights (episode {session.saved_at})" if session.saved_at else "no checkpoint was written before"
+            run.update_meta(status="diverged", error=f"diverged in episode {episode} (stage {stage}, graph {name}): {problem}; {kept}", diverged_at=episode)
+            session.bar.write(f"diverged in episode {episode}: {problem}; stopped ({kept})")
+            return "diverged"
+
+        stage_done = session.episode == end
+        if stage != "il" and config.greedy_every and (stage_done or _crossed(session.episode, len(steps), config.greedy_every)):
+            state.selection = _select_greedy(policy, graphs, config.devices, oracle, state.references, session.episode, state.selection, run.best_checkpoint(stage))
+            run.update_meta(**{f"greedy_selection_{stage}": state.selection.to_meta()})
+
+        # --- checkpoints (only between updates, so a resumed run replays whole updates; the stage's before `last`) ----
+        if stage_done or session.stop.requested or _crossed(session.episode, len(steps), config.checkpoint_every):
+            session.metrics.sync()
+            snapshot = state.snapshot(session, stage)
+            if stage_done:
+                save_checkpoint(policy, run.stage_checkpoint(stage), snapshot)
+            save_checkpoint(policy, run.last_checkpoint, snapshot)
+            session.saved_at = session.episode
+            run.update_meta(episodes_done=session.episode)
+        if session.stop.requested:
+            run.update_meta(status="interrupted")
+            session.bar.write(f"stopped after episode {session.episode - 1}; rerun the same command to resume from {run.last_checkpoint}")
+            return "interrupted"
+    return "finished"
+
+
+def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any, resume: TrainingState | None) -> StageState:
+    """A fresh optimizer (and LR schedule) for ``stage``, restored from ``resume`` when it was checkpointed inside the stage."""
+    config, policy = session.config, session.policy
+    if stage == "il":
+        optimizer, scheduler = torch.optim.Adam(policy.parameters(), lr=config.il_lr), None
+    else:
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config.rl_lr_start)
+        scheduler = make_scheduler(optimizer, config, end - first)
+    if resume is not None and resume.stage == stage and first < resume.episode < end:
+        optimizer.load_state_dict(resume.optimizer)
+        if scheduler is not None:
+            scheduler.load_state_dict(resume.scheduler)
+        return StageState(optimizer, scheduler, dict(resume.references), dict(resume.baselines), dict(resume.elites), resume.selection)
+    references = {name: makespan_of(oracle, g, _teacher_assignment(g, config.devices)) for name, g in session.graphs.items()}
+    state = StageState(optimizer, scheduler, references)
+    if stage != "il" and config.greedy_every:  # the starting weights compete too: the stage never ends worse than it began
+        state.selection = _select_greedy(policy, session.graphs, config.devices, oracle, references, session.episode, state.selection, session.run.best_checkpoint(stage))
+    return state
+
+
+def _log_episodes(session: Session, stage: str, name: str, oracle: Any, steps: list[dict[str, Any]], lr: float, seconds_each: float, reference: float) -> None:
+    """One metrics row per rollout of the update; keep the best placement; advance the episode count."""
+    config, graph = session.config, session.graphs[name]
+    for step in steps:
+        session.seconds += seconds_each
+        rollout = step.pop("rollout")
+        simulated = step["makespan"] if stage != "real" else session.sim.makespan(graph, rollout.assignment)
+        row = {
+            "stage": stage, "episode": session.episode, "graph": name, "makespan": step["makespan"],
+            "reward": step["reward"], "baseline": step.get("baseline"), "loss": step["loss"],
+            "loss_policy": step.get("loss_policy"), "loss_entropy": step["loss_entropy"],
+            "loss_imitation": step.get("loss_imitation"), "teacher_agreement": step.get("teacher_agreement"),
+            "epsilon": step["epsilon"], "lr": lr, "seconds": round(session.seconds, 4),
+            "oracle": oracle_kind(oracle) if stage != "il" else "sim",
+        }  # fmt: skip
+        if "real" in config.stages:
+            row["predicted"] = simulated if stage == "real" else None
+        session.metrics.append(row)
+        if simulated < session.best.get(name, np.inf):
+            session.best[name] = simulated
+            _write_best(session.run, config, session.graphs, name, rollout.assignment, rollout.order, simulated, stage, session.episode)
+        session.episode += 1
+        session.bar.update(1)
+        session.bar.set_postfix(stage=stage, graph=name[:16], vs_cp=f"{step['makespan'] / reference:.3f}")
+        if session.callback is not None:
+            session.callback(row)
+
+
+def _divergence(steps: list[dict[str, Any]], policy: Any) -> str | None:
+    """What went non-finite in the last update (its loss, or the weights after it), or None."""
+    losses = [step["loss"] for step in steps]
+    if not all(math.isfinite(loss) for loss in losses):
+        return f"the loss is {next(loss for loss in losses if not math.isfinite(loss))}"
+    if not weights_are_finite(policy):
+        return "the weights hold NaN or infinite values"
+    return None
+
+
+def _evaluate(session: Session, device: torch.device, unseen: dict[str, DataflowGraph]) -> TrainResult:
+    """Greedy and best-of-K placements of the trained policy (the best greedy weights when selected), seen and unseen graphs."""
+    config, run, policy, best = session.config, session.run, session.policy, session.best
+    selected = [run.best_checkpoint(s) for s in config.stages if s != "il" and config.greedy_every]
+    if selected and selected[-1].exists():
+        policy, _ = load_checkpoint(session.library, selected[-1], map_location=device)
+    evaluation = {}
+    policy.eval()
+    for name, graph in session.graphs.items():
+        found = search(policy, graph, config.devices, config.search_samples, seed=config.seed)
+        if found.best_makespan < best.get(name, np.inf):
+            best[name] = found.best_makespan
+            _write_best(run, config, session.graphs, name, found.best_assignment, found.best_order, found.best_makespan, "search", session.episode)
+        evaluation[name] = {**_evaluation(found, graph, config.devices), "seen": True, "best_seen": best[name]}
+    for name, graph in unseen.items():
+        found = search(policy, graph, config.devices, config.search_samples, seed=config.seed)
+        evaluation[name] = {**_evaluation(found, graph, config.devices), "seen": False, **reference_makespans({name: graph}, config.devices)[name]}
+    run.update_meta(status="finished", evaluation=evaluation, finished=_now())
+    return TrainResult(run.path, "finished", session.episode, evaluation)
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -298,30 +405,30 @@ def _crossed(episode: int, steps: int, every: int) -> bool:
     return episode // every > (episode - steps) // every
 
 
-def _select_greedy(policy, graphs, devices, oracle, references, episode, selection, path) -> dict[str, Any]:
+def _select_greedy(policy, graphs, devices, oracle, references, episode, selection: GreedySelection, path) -> GreedySelection:
     """Place every graph greedily; when the mean makespan ÷ reference beats ``selection``'s, save the weights to ``path``."""
     generator = torch.Generator(device=policy_device(policy)).manual_seed(0)
     with torch.no_grad():
         makespans = {name: makespan_of(oracle, g, policy.rollout(g, devices, mode="greedy", generator=generator).assignment) for name, g in graphs.items()}
     score = float(np.mean([makespans[name] / references[name] for name in graphs]))
-    evaluations = selection.get("evaluations", 0) + len(graphs)
-    if score < selection["score"]:
+    evaluations = selection.evaluations + len(graphs)
+    if score < selection.score:
         save_checkpoint(policy, path, {"episode": episode, "greedy": makespans})
-        return {"score": score, "episode": episode, "greedy": makespans, "evaluations": evaluations}
-    return {**selection, "evaluations": evaluations}
+        return GreedySelection(score, episode, makespans, evaluations)
+    return dataclasses.replace(selection, evaluations=evaluations)
 
 
-def _keep_elite(elites: dict[str, dict[str, Any]], name: str, steps: list[dict[str, Any]]) -> None:
-    """Remember the update's best rollout of graph ``name`` when it beats the stage's best so far (plain data, for checkpoints)."""
+def _keep_elite(elites: dict[str, Elite], name: str, steps: list[dict[str, Any]]) -> None:
+    """Remember the update's best rollout of graph ``name`` when it beats the stage's best so far."""
     best = min(steps, key=lambda step: step["makespan"])
-    if best["makespan"] < elites.get(name, {}).get("makespan", np.inf):
+    if name not in elites or best["makespan"] < elites[name].makespan:
         rollout = best["rollout"]
-        elites[name] = {"makespan": best["makespan"], "order": rollout.order.tolist(), "assignment": rollout.assignment.tolist()}
+        elites[name] = Elite(best["makespan"], rollout.order.tolist(), rollout.assignment.tolist())
 
 
-def _guide(library: Any, elite: dict[str, Any] | None) -> Any:
+def _guide(library: Any, elite: Elite | None) -> Any:
     """The policy library's ``Guide`` replaying an elite placement (None before there is one)."""
-    return None if elite is None else library.Guide(elite["order"], elite["assignment"])
+    return None if elite is None else library.Guide(elite.order, elite.assignment)
 
 
 def _teacher_assignment(graph: DataflowGraph, devices: int) -> np.ndarray:
@@ -346,7 +453,12 @@ def _existing_run(run: RunDirectory, config: TrainConfig) -> dict[str, Any] | No
         ours, theirs = dataclasses.asdict(config), dataclasses.asdict(existing)
         differ = [k for k in ours if ours[k] != theirs[k]]
         raise ValueError(f"{run.path} holds a different run (config differs in {', '.join(differ)}); choose another --out or the same settings to resume")
-    return run.read_meta() if run.meta_path.exists() else {}
+    if not run.meta_path.exists():
+        return {}
+    meta = read_json_file(run.meta_path, "the run's meta.json")
+    if not isinstance(meta, dict):
+        raise ResumeError(f"{run.meta_path} holds a JSON {type(meta).__name__}, not an object")
+    return meta
 
 
 def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> Any:
@@ -358,11 +470,16 @@ def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> 
 
 
 def _best_so_far(run: RunDirectory, graphs: dict[str, DataflowGraph]) -> dict[str, float]:
+    """The makespan of each graph's ``best/placement.json``; a damaged one is refused naming the file."""
     best = {}
     for name in graphs:
         path = _best_dir(run, graphs, name) / "placement.json"
         if path.exists():
-            best[name] = float(json.loads(path.read_text(encoding="utf-8"))["makespan"])
+            placement = read_json_file(path, "the best placement so far")
+            makespan = placement.get("makespan") if isinstance(placement, dict) else None
+            if isinstance(makespan, bool) or not isinstance(makespan, (int, float)) or not math.isfinite(makespan):
+                raise ResumeError(f"{path} has no finite makespan; repair or remove it to resume")
+            best[name] = float(makespan)
     return best
 
 

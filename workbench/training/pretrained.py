@@ -2,7 +2,7 @@
 
 Each graph gets its own run (``RUNS/<graph>``, resumable like any ``workbench
 train`` run); its final policy is exported to
-``datasets/pretrained/<graph>/<method>.pt`` (the stage checkpoint with the
+``datasets/pretrained/<graph>/<method>.safetensors`` (the stage checkpoint with the
 best greedy placement, see :func:`export_policy`) beside the run's ``config.json``,
 ``meta.json``, ``metrics.csv`` and its best placement (``best_placement.json``:
 the best seen in training, often better than the policy's greedy one), so every shipped number can be traced to
@@ -40,10 +40,10 @@ PRETRAINED_DIR = DATASETS_DIR / "pretrained"
 
 
 def export_policy(run_dir: str | Path, destination: str | Path, library: Any = None) -> Path:
-    """Write the run's policy (no optimizer state) to ``destination/<method>.pt`` with the run's records.
+    """Write the run's policy (no optimizer state) to ``destination/<method>.safetensors`` with the run's records.
 
-    Of the run's stage checkpoints (``checkpoints/<stage>.pt``, and
-    ``<stage>-best.pt`` where training kept its best greedy weights) the one whose
+    Of the run's stage checkpoints (``checkpoints/<stage>.safetensors``, and
+    ``<stage>-best.safetensors`` where training kept its best greedy weights) the one whose
     greedy placement is best (mean makespan ÷ critical_path's over the run's
     graphs; ties: the later stage) is exported; ``export.json`` records each
     stage's greedy makespans and the choice.

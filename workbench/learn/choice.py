@@ -1,0 +1,173 @@
+"""How a learned policy chooses and scores its actions: the choosers, per-head terms and the :class:`Rollout` record.
+
+Rollouts act without gradients, step by step (:class:`Chooser` picks each
+action from numpy probabilities, :class:`Decisions` records it), then score
+all their decisions again in one batched, differentiable pass
+(:meth:`Decisions.terms` → :func:`head_terms`); :func:`finish_rollout`
+combines the heads into a :class:`Rollout`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["MODES", "Rollout", "Chooser", "Decisions", "HeadTerms", "check_mode", "head_terms", "combine", "finish_rollout", "as_numpy", "softmax"]
+
+MODES = ("greedy", "sample", "epsilon", "teacher")
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One episode of a policy on one graph.
+
+    Attributes:
+        assignment: device per op.
+        order: ops in the order they were placed.
+        log_prob: sum over steps of log pi of the actions taken (all learned heads), differentiable.
+        entropy: mean over steps of the learned heads' summed entropies, differentiable.
+        imitation_loss: with ``teacher=True``: mean over steps of ``-log`` of the
+            probability the heads gave the teacher's tied-best actions.
+        teacher_agreement: with ``teacher=True``: fraction of steps whose action
+            the critical-path teacher could have taken.
+        steps: decisions made (ops placed).
+    """
+
+    assignment: np.ndarray
+    order: np.ndarray
+    log_prob: torch.Tensor
+    entropy: torch.Tensor
+    imitation_loss: torch.Tensor | None
+    teacher_agreement: float | None
+    steps: int
+
+
+def check_mode(mode: str, epsilon: float) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
+
+
+class Chooser:
+    """Greedy, sampled, epsilon-greedy or teacher choices, reproducible from one ``torch.Generator``.
+
+    All uniform draws of an episode (two per decision: explore?, which) are
+    taken up front, so the step loop never calls into torch's RNG.
+    """
+
+    def __init__(self, mode: str, epsilon: float, decisions: int, generator: torch.Generator | None) -> None:
+        check_mode(mode, epsilon)
+        self.mode, self.epsilon = mode, epsilon
+        device = generator.device if generator is not None else "cpu"
+        self.draws = torch.rand((max(decisions, 1), 2), generator=generator, dtype=torch.float64, device=device).cpu().numpy()
+
+    def __call__(self, probs: np.ndarray, decision: int, teacher: np.ndarray | None = None) -> int:
+        """Index of the chosen candidate, given the candidates' probabilities (and the teacher's mask over them)."""
+        if self.mode == "teacher":
+            return int(np.flatnonzero(teacher)[0])
+        explore, which = self.draws[decision]
+        if self.mode == "sample":
+            cumulative = np.cumsum(probs)
+            return min(int(np.searchsorted(cumulative, which * cumulative[-1], side="right")), probs.size - 1)
+        if self.mode == "epsilon" and explore < self.epsilon:
+            return min(int(which * probs.size), probs.size - 1)
+        return int(np.argmax(probs))
+
+
+def as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A float64 numpy copy of ``tensor`` without gradient (for the step loop)."""
+    return tensor.detach().cpu().double().numpy()
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.exp(logits - logits.max())
+    return z / z.sum()
+
+
+class Decisions:
+    """One head's decisions over an episode: candidates per step, the chosen one, the teacher's."""
+
+    def __init__(self) -> None:
+        self.candidates: list[np.ndarray] = []
+        self.chosen: list[int] = []
+        self.teacher: list[np.ndarray] = []
+
+    def add(self, candidates: np.ndarray, chosen: int, teacher: np.ndarray | None = None) -> None:
+        """Record a step: ``chosen`` is a position in ``candidates``; ``teacher`` a bool mask over them."""
+        self.candidates.append(candidates)
+        self.chosen.append(chosen)
+        if teacher is not None:
+            self.teacher.append(teacher)
+
+    def terms(self, scores: torch.Tensor) -> "HeadTerms":
+        """:func:`head_terms` for these decisions; ``scores[i]`` is candidate id ``i``'s logit.
+
+        ``scores`` is 1-D (one logit per candidate id, the same every step) or
+        2-D (one row of logits per step).
+        """
+        steps, width = len(self.candidates), max((c.size for c in self.candidates), default=1)
+        index = np.zeros((steps, width), dtype=np.int64)
+        legal = np.zeros((steps, width), dtype=bool)
+        teacher = np.zeros((steps, width), dtype=bool) if self.teacher else None
+        for t, cands in enumerate(self.candidates):
+            index[t, : cands.size] = cands
+            legal[t, : cands.size] = True
+            if teacher is not None:
+                teacher[t, : cands.size] = self.teacher[t]
+        device = scores.device
+        index_t = torch.from_numpy(index).to(device)
+        logits = scores[index_t] if scores.dim() == 1 else scores.gather(1, index_t)
+        return head_terms(
+            logits,
+            torch.from_numpy(legal).to(device),
+            torch.as_tensor(self.chosen, dtype=torch.int64, device=device),
+            None if teacher is None else torch.from_numpy(teacher).to(device),
+        )
+
+
+@dataclass(frozen=True)
+class HeadTerms:
+    """A head's contribution to a rollout: summed log-prob, per-step entropy and imitation loss."""
+
+    log_prob: torch.Tensor
+    entropy: torch.Tensor
+    imitation: torch.Tensor | None
+
+
+def head_terms(logits: torch.Tensor, legal: torch.Tensor, chosen: torch.Tensor, teacher: torch.Tensor | None) -> HeadTerms:
+    """Score ``(steps, candidates)`` logits restricted to ``legal``: chosen log-probs, entropies, teacher loss."""
+    masked = logits.masked_fill(~legal, float("-inf"))
+    logp = torch.log_softmax(masked, dim=-1)
+    safe = logp.masked_fill(~legal, 0.0)
+    entropy = -(safe.exp() * safe).sum(-1)
+    chosen_logp = logp.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    imitation = None if teacher is None else -torch.logsumexp(logp.masked_fill(~teacher, float("-inf")), dim=-1)
+    return HeadTerms(chosen_logp.sum(), entropy, imitation)
+
+
+def combine(heads: list[HeadTerms], steps: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Rollout totals from the learned heads: summed log-prob, mean entropy, mean imitation loss."""
+    zero = torch.zeros((), device=device)
+    log_prob = sum((h.log_prob for h in heads), zero)
+    entropy = sum((h.entropy.sum() for h in heads), zero) / max(steps, 1)
+    with_teacher = [h.imitation for h in heads if h.imitation is not None]
+    imitation = sum((i.sum() for i in with_teacher), zero) / max(steps, 1) if with_teacher else None
+    return log_prob, entropy, imitation
+
+
+def finish_rollout(assignment: np.ndarray, order: np.ndarray, heads: list[HeadTerms], teacher: bool, agreed: int, device: torch.device) -> Rollout:
+    """The :class:`Rollout` of an episode whose learned heads scored ``heads`` and agreed with the teacher ``agreed`` times."""
+    steps = int(order.size)
+    log_prob, entropy, imitation = combine(heads, steps, device)
+    return Rollout(
+        assignment=np.asarray(assignment, dtype=np.int64).copy(),
+        order=np.asarray(order, dtype=np.int64),
+        log_prob=log_prob,
+        entropy=entropy,
+        imitation_loss=imitation if teacher else None,
+        teacher_agreement=agreed / max(steps, 1) if teacher else None,
+        steps=steps,
+    )
