@@ -1,4 +1,4 @@
-# Two entry points (see README): `make app` and `make test`.
+# Two entry points (see README): `make app` and `make test` (lint, then pytest).
 # Both create .venv when it is missing and install the package with every
 # extra; a second run finds the stamp up to date and installs nothing.
 PYTHON ?= python3.11
@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export DGLBACKEND := pytorch
 
-.PHONY: setup app test system-deps
+.PHONY: setup app lint test system-deps
 
 setup: $(STAMP)
 
@@ -25,5 +25,14 @@ system-deps:
 app: setup
 	$(PY) app.py
 
-test: setup system-deps
+# ruff (lint rules and formatting) over the whole repository, mypy over the
+# core layers listed in pyproject.toml's [tool.mypy] files. LINT_PATHS narrows
+# the ruff checks, e.g. `make lint LINT_PATHS="workbench/sim tests/test_sim.py"`.
+LINT_PATHS ?= .
+lint: setup
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(PY) -m mypy
+
+test: setup system-deps lint
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -41,7 +41,10 @@ def main() -> None:
     app = create_app(limits=limits, bound_host=args.host)
     print(f"Doppler workbench dashboard on http://{args.host}:{args.port}  (runs: {app.workbench_context.runs_dir})")
     if args.host in ("0.0.0.0", "::") and not limits.allow_hosts:
-        print("warning: bound to every interface, but only localhost names are accepted in the Host header; add --allow-hosts NAME", file=sys.stderr)
+        print(
+            "warning: bound to every interface, but only localhost names are accepted in the Host header; add --allow-hosts NAME",
+            file=sys.stderr,
+        )
     try:
         app.run(host=args.host, port=args.port, debug=args.debug)
     finally:

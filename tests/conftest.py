@@ -32,6 +32,17 @@ def small_graph(request) -> wb.DataflowGraph:
     return small_dag(request.param)
 
 
+@pytest.fixture
+def context(tmp_path):
+    """A dashboard context whose runs and scratch folders live in ``tmp_path`` (imports dash only when used)."""
+    from workbench.dashboard.context import DashboardContext
+
+    (tmp_path / "runs").mkdir()
+    context = DashboardContext.create(runs_dir=tmp_path / "runs", scratch_dir=tmp_path)
+    yield context
+    context.close()
+
+
 @st.composite
 def random_dags(draw, max_nodes: int = 14, integer_costs: bool = True, allow_zero: bool = True):
     """A random DAG: edges only from lower to higher ids (then relabelled), integer or float costs."""
@@ -43,7 +54,7 @@ def random_dags(draw, max_nodes: int = 14, integer_costs: bool = True, allow_zer
     chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=min(len(pairs), 3 * n))) if pairs else []
     comm = draw(st.lists(cost, min_size=len(chosen), max_size=len(chosen)))
     perm = draw(st.permutations(range(n)))
-    edges = [(perm[i], perm[j], c) for (i, j), c in zip(chosen, comm)]
+    edges = [(perm[i], perm[j], c) for (i, j), c in zip(chosen, comm, strict=True)]
     return wb.DataflowGraph.from_edges(compute, edges)
 
 

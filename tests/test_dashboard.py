@@ -14,7 +14,7 @@ import pytest
 
 import workbench as wb
 from workbench.dashboard import create_app, figures
-from workbench.dashboard.context import DashboardContext, PathError, resolve_inside
+from workbench.dashboard.context import PathError, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.runs import read_metrics, read_run, references
@@ -22,14 +22,6 @@ from workbench.dashboard.sources import UploadError, load_graph_key, method_choi
 
 DIAMOND = wb.DataflowGraph.from_edges([1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d"))
 METRICS_HEADER = "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,loss_entropy,loss_imitation,teacher_agreement,epsilon,lr,seconds,oracle\n"
-
-
-@pytest.fixture
-def context(tmp_path) -> DashboardContext:
-    (tmp_path / "runs").mkdir()
-    context = DashboardContext.create(runs_dir=tmp_path / "runs", scratch_dir=tmp_path)
-    yield context
-    context.close()
 
 
 def op_bars(fig: go.Figure) -> list:

@@ -25,8 +25,6 @@ from workbench.dashboard.pages import compare, launch
 from workbench.dashboard.picker import resolve_graph_key
 from workbench.dashboard.work import RUNNER, Cancelled
 
-from .test_dashboard import context  # noqa: F401  (the fixture: a context whose folders live in tmp_path)
-
 CHAIN = "bundled:doppler-paper/chain_mm_112nodes.txt"
 FFNN = "bundled:doppler-paper/ffnn_192nodes.txt"
 
@@ -162,16 +160,26 @@ def serving(app):
 
 def compare_request(port: int, seed: int, method: str = "local_search") -> socket.socket:
     """Send the Compare callback (by default a one-minute local search); return the open connection."""
-    body = json.dumps({
-        "output": "..compare-results.children...compare-state.data..",
-        "outputs": [{"id": "compare-results", "property": "children"}, {"id": "compare-state", "property": "data"}],
-        "inputs": [{"id": "compare-run", "property": "n_clicks", "value": 1}, {"id": "compare-graph-key", "property": "data", "value": FFNN}],
-        "state": [{"id": f"compare-{name}", "property": "value", "value": value}
-                  for name, value in (("devices", 4), ("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))],
-        "changedPropIds": ["compare-run.n_clicks"],
-    }).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "output": "..compare-results.children...compare-state.data..",
+            "outputs": [{"id": "compare-results", "property": "children"}, {"id": "compare-state", "property": "data"}],
+            "inputs": [
+                {"id": "compare-run", "property": "n_clicks", "value": 1},
+                {"id": "compare-graph-key", "property": "data", "value": FFNN},
+            ],
+            "state": [
+                {"id": f"compare-{name}", "property": "value", "value": value}
+                for name, value in (("devices", 4), ("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))
+            ],
+            "changedPropIds": ["compare-run.n_clicks"],
+        }
+    ).encode()
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    head = f"POST /_dash-update-component HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    head = (
+        f"POST /_dash-update-component HTTP/1.1\r\nHost: localhost:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     sock.sendall(head.encode() + body)
     return sock
 
@@ -203,7 +211,7 @@ def test_compare_work_stops_when_the_browser_leaves_or_a_newer_request_comes(con
             reply = quick.makefile("rb")
             assert reply.readline().startswith(b"HTTP/1.1 200")
             headers = {}
-            while (line := reply.readline().strip()):
+            while line := reply.readline().strip():
                 name, _, value = line.decode().partition(":")
                 headers[name.lower()] = value.strip()
             results = json.loads(reply.read(int(headers["content-length"])))["response"]["compare-results"]["children"]
@@ -246,12 +254,18 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
     for command, values, words in refused:
         with pytest.raises(LaunchError, match=words.replace("(", r"\(")):
             validate_arguments(context, command, values)
-    argv = validate_arguments(context, "train", {"graphs": "ffnn chain", "out": "r", "oracle": "workbench.systems:LocalExecutor", "set": "init_checkpoint=runs/a/last.pt"})
+    argv = validate_arguments(
+        context,
+        "train",
+        {"graphs": "ffnn chain", "out": "r", "oracle": "workbench.systems:LocalExecutor", "set": "init_checkpoint=runs/a/last.pt"},
+    )
     assert argv[:2] == ["ffnn", "chain"] and f"init_checkpoint={(context.runs_dir / 'a' / 'last.pt').resolve()}" in argv
     assert validate_arguments(context, "calibrate", {"graph": "ffnn", "engine": "localhost:7070"})[-1] == "localhost:7070"
     sweep = validate_arguments(context, "sweep", {"config": "runs/grid.yaml"})
     assert sweep[-2:] == ["--out", str((context.runs_dir / "grid.csv").resolve())]  # results stay under runs/
-    wider = DashboardContext(context.runs_dir, context.datasets_dir, context.upload_dir, Limits(allow_oracles=("mylab.oracles:cluster",), max_devices=8))
+    wider = DashboardContext(
+        context.runs_dir, context.datasets_dir, context.upload_dir, Limits(allow_oracles=("mylab.oracles:cluster",), max_devices=8)
+    )
     assert "mylab.oracles:cluster" in validate_arguments(wider, "train", {"graphs": "ffnn", "out": "r", "oracle": "mylab.oracles:cluster"})
     assert "at most 8 devices" in str(launch.layout(wider, None)) and "mylab.oracles:cluster" in str(launch.layout(wider, None))
 
@@ -284,7 +298,14 @@ def test_stopping_the_dashboard_ends_its_jobs_and_removes_its_folders(tmp_path):
         "sys.argv = ['app.py', '--port', '0']\n"
         "runpy.run_path('app.py', run_name='__main__')\n"
     )
-    server = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = server.stdout.readline()
         assert line.startswith("JOB"), line + server.stderr.read()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench.datasets import DATASETS_DIR, PAPER_DIR, stg_graphs
+from workbench.datasets import DATASETS_DIR, stg_graphs
 from workbench.formats import GraphFormatError
 
 PAPER_SIZES = {
@@ -29,7 +29,7 @@ def test_paper_graphs_load_with_documented_sizes(paper_graphs):
         assert g.metadata["format"] == "doppler-paper"
         # every out-edge carries its producer's communication cost
         first = {}
-        for s, c in zip(g.src.tolist(), g.comm.tolist()):
+        for s, c in zip(g.src.tolist(), g.comm.tolist(), strict=True):
             assert first.setdefault(s, c) == c
 
 
@@ -38,7 +38,7 @@ def test_paper_format_reads_every_run_of_digits(tmp_path):
     path.write_text(VALID_PAPER)
     g = wb.load_graph(path)
     assert g.num_nodes == 3
-    assert list(zip(g.src.tolist(), g.dst.tolist())) == [(0, 1), (0, 2), (1, 2)]
+    assert list(zip(g.src.tolist(), g.dst.tolist(), strict=True)) == [(0, 1), (0, 2), (1, 2)]
     assert g.compute.tolist() == [10, 20, 30]
     assert g.comm.tolist() == [40, 40, 50]
 
@@ -112,7 +112,7 @@ BAD_STG = {
 
 def test_minimal_stg_file(tmp_path):
     g = wb.load_graph(write(tmp_path, "ok.stg", STG_OK))
-    assert g.compute.tolist() == [3, 4] and list(zip(g.src, g.dst)) == [(0, 1)]
+    assert g.compute.tolist() == [3, 4] and list(zip(g.src, g.dst, strict=True)) == [(0, 1)]
 
 
 @pytest.mark.parametrize("case", sorted(BAD_STG))

@@ -8,8 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import workbench as wb
 from workbench.cli import main
@@ -94,7 +93,7 @@ def test_any_partitioning_keeps_kernel_flops_even_with_uneven_blocks(parts, fuse
     sizes = dict(batch=3, seq=seq, hidden=12, heads=3, ffn=10, fused=fused, profile=COMPUTE_BOUND)
     names = ("batch_parts", "seq_parts", "hidden_parts", "head_parts", "ffn_parts")
     whole = generate("transformer_layer", vocab=7, **sizes, **dict.fromkeys(names, 1))
-    split = generate("transformer_layer", vocab=7, **sizes, **dict(zip(names, parts)))
+    split = generate("transformer_layer", vocab=7, **sizes, **dict(zip(names, parts, strict=True)))
     kernels = np.array([t not in ("sum", "max", "repartition") for t in split.op_types])
     assert split.compute[kernels].sum() * 1e12 == pytest.approx(whole.metadata["total_flops"])
     assert np.all(split.compute[~kernels] >= 0)

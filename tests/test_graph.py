@@ -72,7 +72,9 @@ def test_topological_order_respects_every_edge(g):
 def test_networkx_and_json_round_trips(g, tmp_path_factory):
     back = wb.DataflowGraph.from_networkx(g.to_networkx())
     assert np.array_equal(back.compute, g.compute)
-    assert sorted(zip(back.src.tolist(), back.dst.tolist(), back.comm.tolist())) == sorted(zip(g.src.tolist(), g.dst.tolist(), g.comm.tolist()))
+    assert sorted(zip(back.src.tolist(), back.dst.tolist(), back.comm.tolist(), strict=True)) == sorted(
+        zip(g.src.tolist(), g.dst.tolist(), g.comm.tolist(), strict=True)
+    )
     path = tmp_path_factory.mktemp("rt") / "g.json"
     named = wb.DataflowGraph(g.compute, g.src, g.dst, g.comm, names=[f"n{i}" for i in range(g.num_nodes)], metadata={"name": "x"})
     named.save(path)
@@ -84,7 +86,7 @@ def test_longest_path_matches_networkx(paper_graphs):
         nxg = nx.DiGraph()
         for v in range(g.num_nodes):
             nxg.add_edge("entry", v, w=g.compute[v])
-        for u, v in zip(g.src.tolist(), g.dst.tolist()):
+        for u, v in zip(g.src.tolist(), g.dst.tolist(), strict=True):
             nxg.add_edge(u, v, w=g.compute[v])
         assert g.longest_path() == nx.dag_longest_path_length(nxg, weight="w")
 
@@ -96,4 +98,3 @@ def test_with_metadata_copies_share_the_validated_structure():
     assert copy.same_as(graph) and copy.topological_order is order
     assert copy.name == "renamed" and copy.metadata["extra"] == 1
     assert graph.name == "diamond" and "extra" not in graph.metadata
-

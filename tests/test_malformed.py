@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.cli import main
@@ -252,7 +251,9 @@ def test_device_count_is_capped_with_a_clear_error_and_identical_clusters_stay_s
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 2**20  # one shared row, not MAX_DEVICES**2 floats
-    assert cluster.is_identical and cluster == Cluster(cluster.speeds, np.ones((MAX_DEVICES, MAX_DEVICES)), np.zeros((MAX_DEVICES, MAX_DEVICES)))
+    assert cluster.is_identical and cluster == Cluster(
+        cluster.speeds, np.ones((MAX_DEVICES, MAX_DEVICES)), np.zeros((MAX_DEVICES, MAX_DEVICES))
+    )
     assert wb.simulate(graph, [0, MAX_DEVICES - 1], MAX_DEVICES).makespan == wb.simulate(graph, [0, 1], 2).makespan
 
 
@@ -262,7 +263,22 @@ VALID_FILES = {
     ".stg": (ROOT / "datasets" / "stg" / "50" / "rand0000.stg").read_bytes()[:900],
     ".json": (DATA / "bom" / "graph.json").read_bytes(),
 }
-NASTY = [b"\xef\xbb\xbf", b"1_000", "\u0663".encode(), "\u00b2".encode(), b"NaN", b"1e999", b"9" * 25, b"[" * 70, b"-", b".5", b"\r", b"#", b",", b"1.5"]
+NASTY = [
+    b"\xef\xbb\xbf",
+    b"1_000",
+    "\u0663".encode(),
+    "\u00b2".encode(),
+    b"NaN",
+    b"1e999",
+    b"9" * 25,
+    b"[" * 70,
+    b"-",
+    b".5",
+    b"\r",
+    b"#",
+    b",",
+    b"1.5",
+]
 
 
 @st.composite

@@ -6,16 +6,14 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.placers import REGISTRY, get_placer, placers
 from workbench.placers.list_scheduling import InsertionSchedule, rank_order, upward_rank
 from workbench.placers.local_search import critical_chain
 
-from .conftest import SMALL_DAGS
-from .conftest import small_dag as dag
+from .conftest import SMALL_DAGS, small_dag as dag
 
 # Options that keep the search and exact methods fast (and CP-SAT deterministic: one worker).
 FAST_OPTIONS = {"local_search": {"budget": 300}, "cpsat": {"time_limit": 5.0, "workers": 1}}
@@ -149,7 +147,7 @@ def random_dags(draw, max_nodes: int = 12):
     chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=min(len(pairs), 3 * n))) if pairs else []
     comm = draw(st.lists(st.integers(0, 20).map(float), min_size=len(chosen), max_size=len(chosen)))
     perm = draw(st.permutations(range(n)))
-    return wb.DataflowGraph.from_edges(compute, [(perm[i], perm[j], c) for (i, j), c in zip(chosen, comm)])
+    return wb.DataflowGraph.from_edges(compute, [(perm[i], perm[j], c) for (i, j), c in zip(chosen, comm, strict=True)])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -44,7 +44,7 @@ def raw_server(reply: bytes | None):
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             with conn:
                 conn.makefile("rb").readline()
@@ -161,7 +161,7 @@ def test_server_validates_every_request_and_keeps_serving(graph):
     ]
     with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, max_timeout=60)) as address:
         replies = _ask(address, *[line for line, _ in bad], req())
-    for (line, words), reply in zip(bad, replies):
+    for (line, words), reply in zip(bad, replies[:-1], strict=True):
         assert reply["ok"] is False and reply["kind"] == "request" and words in reply["error"], (line, reply)
     assert replies[-1]["ok"] is True and replies[-1]["id"] == 7  # the same connection still works
 
@@ -181,13 +181,14 @@ def test_request_errors_raise_and_measurement_errors_return(graph):
             engine.measure(graph.with_metadata(name="other"), [0] * graph.num_nodes)
 
 
+def _serve_engine_process() -> subprocess.Popen:
+    """``workbench serve-engine`` on chain_mm, 2 simulated devices, an ephemeral port; its first line names the address."""
+    command = [sys.executable, "-m", "workbench", "serve-engine", "chain_mm", "--devices", "2", "--port", "0"]
+    return subprocess.Popen([*command, "--simulate", "--time-scale", "1e-13"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_serve_engine_command_binds_localhost_and_answers(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workbench", "serve-engine", "chain_mm", "--devices", "2", "--port", "0", "--simulate", "--time-scale", "1e-13"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _serve_engine_process()
     try:
         line = proc.stdout.readline()
         address = line.split(" on ")[1].split(" ")[0]
@@ -217,7 +218,25 @@ def test_calibrate_command_writes_report_plot_and_oracle(tmp_path, capsys):
     out = tmp_path / "cal"
     graph_file = tmp_path / "small.json"
     wb.bundled_graph("chain_mm").with_metadata(name="small").save(graph_file)
-    code = main(["calibrate", str(graph_file), "--devices", "2", "--placements", "4", "--repeats", "1", "--target-seconds", "0.02", "--device", "cpu", "--out", str(out), "--json"])
+    code = main(
+        [
+            "calibrate",
+            str(graph_file),
+            "--devices",
+            "2",
+            "--placements",
+            "4",
+            "--repeats",
+            "1",
+            "--target-seconds",
+            "0.02",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["measured"] == 4 and -1 <= summary["spearman_after"] <= 1
@@ -248,7 +267,7 @@ def test_malformed_and_oversize_requests_get_an_error_reply(graph):
                 sock.sendall(line)
             sock.sendall(good)
             replies = _lines(sock, len(hostile) + 1)
-    for (line, words), reply in zip(hostile, replies):
+    for (line, words), reply in zip(hostile, replies[:-1], strict=True):
         assert reply["ok"] is False and reply["kind"] == "request" and words in reply["error"], (line[:60], reply)
     assert replies[-1]["ok"] is True and replies[-1]["id"] == 9  # the connection still works
 
@@ -345,10 +364,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 def test_memory_stays_bounded_under_many_connections():
     """100 connections each sending 1 MiB without a newline grow the engine's peak RSS by less than 40 MB."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workbench", "serve-engine", "chain_mm", "--devices", "2", "--port", "0", "--simulate", "--time-scale", "1e-13"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = _serve_engine_process()
     try:
         address = proc.stdout.readline().split(" on ")[1].split(" ")[0]
         engine = RemoteEngine.from_address(address, devices=2)

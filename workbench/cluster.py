@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence, Union
 
 import numpy as np
 
@@ -27,7 +26,8 @@ def _check_count(devices: int) -> None:
         raise DeviceCountError(f"devices must be >= 1, got {devices}")
     if devices > MAX_DEVICES:
         raise DeviceCountError(
-            f"devices must be at most {MAX_DEVICES} (workbench.cluster.MAX_DEVICES; a heterogeneous cluster's link tables grow with its square), got {devices}"
+            f"devices must be at most {MAX_DEVICES} "
+            f"(workbench.cluster.MAX_DEVICES; a heterogeneous cluster's link tables grow with its square), got {devices}"
         )
 
 
@@ -75,7 +75,7 @@ class Cluster:
             object.__setattr__(self, name, tuple(map(tuple, matrix.tolist())))
 
     @classmethod
-    def identical(cls, devices: int) -> "Cluster":
+    def identical(cls, devices: int) -> Cluster:
         """``devices`` identical devices with the paper's links."""
         return cls(speeds=(1.0,) * int(devices))
 
@@ -101,6 +101,7 @@ class Cluster:
     def comm_time(self, cost: float, src_device: int, dst_device: int) -> float:
         if src_device == dst_device:
             return 0.0
+        assert self.bandwidth is not None and self.latency is not None  # __post_init__ fills both
         return cost / self.bandwidth[src_device][dst_device] + self.latency[src_device][dst_device]
 
     def to_dict(self) -> dict:
@@ -112,7 +113,7 @@ class Cluster:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Cluster":
+    def from_dict(cls, data: dict) -> Cluster:
         return cls(
             speeds=tuple(data["speeds"]),
             bandwidth=data.get("bandwidth") or None,
@@ -121,7 +122,7 @@ class Cluster:
         )
 
 
-Devices = Union[int, Cluster]
+Devices = int | Cluster
 
 
 def num_devices(devices: Devices) -> int:
@@ -142,4 +143,3 @@ def _identical(devices: int) -> Cluster:
 def as_cluster(devices: Devices) -> Cluster:
     """A :class:`Cluster` for ``devices``."""
     return devices if isinstance(devices, Cluster) else _identical(num_devices(devices))
-

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["atomic_path", "atomic_write_text", "atomic_write_bytes", "atomic_write_json"]
 

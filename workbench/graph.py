@@ -16,14 +16,18 @@ saved file of at most :data:`MAX_GRAPH_FILE_BYTES` (what ``load_graph`` reads).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "DataflowGraph",
@@ -106,7 +110,10 @@ class DataflowGraph:
             bad = np.flatnonzero(~(costs >= 0) | ~(costs <= MAX_COST))
             if bad.size:
                 where = {"op": int(bad[0])} if label == "compute" else {"edge": int(bad[0])}
-                raise GraphError(f"{label} cost {costs[bad[0]]:g} at index {bad[0]} is not a number in 0..{MAX_COST:g} (workbench.graph.MAX_COST)", **where)
+                raise GraphError(
+                    f"{label} cost {costs[bad[0]]:g} at index {bad[0]} is not a number in 0..{MAX_COST:g} (workbench.graph.MAX_COST)",
+                    **where,
+                )
         for label, ends in (("source", src), ("destination", dst)):
             bad = np.flatnonzero((ends < 0) | (ends >= n))
             if bad.size:
@@ -287,7 +294,7 @@ class DataflowGraph:
         return path
 
     # ----------------------------------------------------------- conversion
-    def to_networkx(self):
+    def to_networkx(self) -> nx.DiGraph:
         """A ``networkx.DiGraph`` with ``compute`` on nodes and ``comm`` on edges."""
         import networkx as nx
 
@@ -299,12 +306,12 @@ class DataflowGraph:
             if self.op_types is not None:
                 attrs["op_type"] = self.op_types[i]
             g.add_node(i, **attrs)
-        for s, d, c in zip(self.src.tolist(), self.dst.tolist(), self.comm.tolist()):
+        for s, d, c in zip(self.src.tolist(), self.dst.tolist(), self.comm.tolist(), strict=True):
             g.add_edge(s, d, comm=c)
         return g
 
     @classmethod
-    def from_networkx(cls, g, compute: str = "compute", comm: str = "comm") -> "DataflowGraph":
+    def from_networkx(cls, g: nx.DiGraph, compute: str = "compute", comm: str = "comm") -> DataflowGraph:
         """Build from a networkx DiGraph; nodes are renumbered in iteration order."""
         nodes = list(g.nodes)
         index = {node: i for i, node in enumerate(nodes)}
@@ -315,10 +322,10 @@ class DataflowGraph:
         names = tuple(str(g.nodes[node].get("name", node)) for node in nodes)
         types = [g.nodes[node].get("op_type") for node in nodes]
         return cls(
-            compute=[g.nodes[node][compute] for node in nodes],
-            src=[index[s] for s, _, _ in edges],
-            dst=[index[d] for _, d, _ in edges],
-            comm=[data.get(comm, 0.0) for _, _, data in edges],
+            compute=np.array([g.nodes[node][compute] for node in nodes], dtype=np.float64),
+            src=np.array([index[s] for s, _, _ in edges], dtype=np.int64),
+            dst=np.array([index[d] for _, d, _ in edges], dtype=np.int64),
+            comm=np.array([data.get(comm, 0.0) for _, _, data in edges], dtype=np.float64),
             names=names,
             op_types=None if all(t is None for t in types) else tuple(str(t) for t in types),
             metadata=dict(g.graph),
@@ -345,7 +352,7 @@ class DataflowGraph:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "DataflowGraph":
+    def from_dict(cls, data: Mapping[str, Any]) -> DataflowGraph:
         return cls(
             compute=data["compute"],
             src=data["src"],
@@ -362,14 +369,14 @@ class DataflowGraph:
 
         atomic_write_text(path, graph_json_text(self))
 
-    def with_metadata(self, **updates: Any) -> "DataflowGraph":
+    def with_metadata(self, **updates: Any) -> DataflowGraph:
         """A copy with ``metadata`` updated; it shares the read-only arrays and derived structure, already validated."""
         copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
         object.__setattr__(copy, "metadata", MappingProxyType({**self.metadata, **updates}))
         return copy
 
-    def same_as(self, other: "DataflowGraph") -> bool:
+    def same_as(self, other: DataflowGraph) -> bool:
         """True when both graphs hold the same ops, edges, costs, names and types."""
         return (
             np.array_equal(self.compute, other.compute)
@@ -387,14 +394,15 @@ class DataflowGraph:
         edges: Sequence[tuple[int, int]] | Sequence[tuple[int, int, float]],
         comm: float | Sequence[float] = 0.0,
         **kwargs: Any,
-    ) -> "DataflowGraph":
+    ) -> DataflowGraph:
         """Convenience constructor: ``edges`` as ``(src, dst)`` or ``(src, dst, comm)`` tuples."""
-        src = [e[0] for e in edges]
-        dst = [e[1] for e in edges]
-        if edges and len(edges[0]) == 3:
-            costs = [e[2] for e in edges]  # type: ignore[misc]
-        elif np.isscalar(comm):
-            costs = [float(comm)] * len(src)  # type: ignore[arg-type]
+        rows = [tuple(e) for e in edges]
+        src = np.array([row[0] for row in rows], dtype=np.int64)
+        dst = np.array([row[1] for row in rows], dtype=np.int64)
+        if rows and len(rows[0]) == 3:
+            costs = np.array([row[2] for row in rows], dtype=np.float64)
+        elif np.ndim(comm) == 0:
+            costs = np.full(src.size, comm, dtype=np.float64)
         else:
-            costs = list(comm)  # type: ignore[arg-type]
-        return cls(compute=compute, src=src, dst=dst, comm=costs, **kwargs)
+            costs = np.array(comm, dtype=np.float64)
+        return cls(compute=np.array(compute, dtype=np.float64), src=src, dst=dst, comm=costs, **kwargs)

@@ -13,8 +13,9 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["machine", "versions", "now", "PACKAGES"]
 
@@ -24,7 +25,7 @@ PACKAGES = ("numpy", "pandas", "numba", "torch", "dgl", "ray", "plotly")
 
 def now() -> str:
     """The current UTC time, ISO 8601 to the second."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def versions(packages: Iterable[str] = PACKAGES) -> dict[str, str]:
@@ -54,4 +55,11 @@ def machine() -> dict[str, Any]:
     """What a result was measured on: CPU model, cores, Python, OS, host name and the GPU torch sees (when torch is loaded)."""
     torch = sys.modules.get("torch")
     cuda = torch.cuda.get_device_name(0) if torch is not None and torch.cuda.is_available() else None
-    return {"cpu": _cpu(), "cores": os.cpu_count(), "python": platform.python_version(), "system": platform.platform(), "host": socket.gethostname(), "cuda": cuda}
+    return {
+        "cpu": _cpu(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": platform.platform(),
+        "host": socket.gethostname(),
+        "cuda": cuda,
+    }

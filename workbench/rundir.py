@@ -24,8 +24,9 @@ import csv
 import io
 import json
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "METRIC_COLUMNS",

@@ -7,7 +7,8 @@ results (including a ``"markdown"`` table) and registered in ``BENCHMARKS``.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..provenance import machine
 
@@ -16,12 +17,28 @@ __all__ = ["BENCHMARKS", "get_benchmark", "machine"]
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "sim": ("workbench.bench.sim", "fast vs SimPy engine per evaluation, and batch throughput, on the paper graphs"),
     "dashboard": ("workbench.dashboard.bench", "dashboard charts: build time, JSON size and browser draw time as graphs grow"),
-    "generators": ("workbench.bench.generators", "generated paper families vs the bundled graphs; import speed of a GPT with thousands of ops"),
+    "generators": (
+        "workbench.bench.generators",
+        "generated paper families vs the bundled graphs; import speed of a GPT with thousands of ops",
+    ),
     "placers": ("workbench.bench.placers", "every placement method on the paper graphs (makespan, seconds) and its gap to the STG optima"),
-    "episode": ("workbench.bench.episode", "learned policies: inference and training-episode (rollout + REINFORCE update) seconds per paper graph"),
-    "systems": ("workbench.bench.systems", "real-system backend: executor overhead per op, runtime fidelity vs the simulator, kernel sizing, remote round trips"),
-    "training": ("workbench.bench.training", "training quality: Doppler, Placeto and GDP (3 seeds each) after Stages I+II at the paper's budget vs heuristics and local search (resumable, hours)"),
-    "scale": ("workbench.bench.scale", "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference"),
+    "episode": (
+        "workbench.bench.episode",
+        "learned policies: inference and training-episode (rollout + REINFORCE update) seconds per paper graph",
+    ),
+    "systems": (
+        "workbench.bench.systems",
+        "real-system backend: executor overhead per op, runtime fidelity vs the simulator, kernel sizing, remote round trips",
+    ),
+    "training": (
+        "workbench.bench.training",
+        "training quality: Doppler, Placeto and GDP (3 seeds each) after Stages I+II at the paper's budget "
+        "vs heuristics and local search (resumable, hours)",
+    ),
+    "scale": (
+        "workbench.bench.scale",
+        "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference",
+    ),
 }
 
 

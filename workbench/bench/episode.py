@@ -11,6 +11,8 @@ process's CPU time (less sensitive to other load on the machine).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -48,10 +50,46 @@ def edge_conv_speed(graph, repeats: int, width: int = 128, edge_hidden: int = 8)
     conv = EdgeConv(width, edge_hidden, "mean")
     feat = torch.randn(graph.num_nodes, width, requires_grad=True)
     edge = torch.randn(inputs.graph.num_edges(), edge_hidden)
-    times = {}
-    for label, forward in (("dgl_nnconv_s", lambda: dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge)), ("edge_conv_s", lambda: conv(inputs.graph, feat, edge))):
-        times[label], _ = _median_times(lambda: forward().sum().backward(), repeats)
-    return times
+    forwards = {
+        "dgl_nnconv_s": lambda: dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge),
+        "edge_conv_s": lambda: conv(inputs.graph, feat, edge),
+    }
+    return {label: _median_times(partial(_backward, forward), repeats)[0] for label, forward in forwards.items()}
+
+
+def _backward(forward: Callable[[], Any]) -> None:
+    forward().sum().backward()
+
+
+def _episode_times(
+    policy: Any, graph: Any, devices: int, evaluate: Callable[[np.ndarray], float], scale: float, repeats: int
+) -> dict[str, float]:
+    """Median wall/CPU seconds of one greedy rollout, one training episode, and one update of ``BATCH`` episodes."""
+    import torch
+
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-4)
+    generator = torch.Generator().manual_seed(0)
+    baseline: float | None = None
+
+    def infer() -> None:
+        with torch.no_grad():
+            policy.rollout(graph, devices, mode="greedy")
+
+    def train(count: int = 1) -> None:
+        nonlocal baseline
+        loss = 0.0
+        for r in policy.rollouts(graph, devices, count, generator=generator):
+            makespan = evaluate(r.assignment)
+            baseline = makespan if baseline is None else 0.9 * baseline + 0.1 * makespan
+            loss = loss + (makespan - baseline) / scale * r.log_prob - 0.01 * r.entropy
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    infer_wall, infer_cpu = _median_times(infer, repeats)
+    train_wall, train_cpu = _median_times(train, repeats)
+    _, batch_cpu = _median_times(lambda: train(BATCH), repeats)
+    return {"infer_wall": infer_wall, "infer_cpu": infer_cpu, "train_wall": train_wall, "train_cpu": train_cpu, "batch_cpu": batch_cpu}
 
 
 def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
@@ -72,57 +110,47 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
             evaluate, scale = Evaluator(graph, devices), lower_bound(graph, devices)
             for method in methods if name in PAPER_TRAINING_SECONDS else methods[:1]:
                 torch.manual_seed(0)
-                policy = make_policy(method)
-                optimizer = torch.optim.Adam(policy.parameters(), lr=1e-4)
-                generator = torch.Generator().manual_seed(0)
-                baseline = [None]
-
-                def infer() -> None:
-                    with torch.no_grad():
-                        policy.rollout(graph, devices, mode="greedy")
-
-                def train(count: int = 1) -> None:
-                    loss = 0.0
-                    for r in policy.rollouts(graph, devices, count, generator=generator):
-                        makespan = evaluate(r.assignment)
-                        baseline[0] = makespan if baseline[0] is None else 0.9 * baseline[0] + 0.1 * makespan
-                        loss = loss + (makespan - baseline[0]) / scale * r.log_prob - 0.01 * r.entropy
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-                infer_wall, infer_cpu = _median_times(infer, repeats)
-                train_wall, train_cpu = _median_times(train, repeats)
-                _, batch_cpu = _median_times(lambda: train(BATCH), repeats)
+                t = _episode_times(make_policy(method), graph, devices, evaluate, scale, repeats)
                 paper = PAPER_TRAINING_SECONDS.get(name)
                 rows.append(
                     {
                         "graph": name,
                         "ops": graph.num_nodes,
                         "method": method,
-                        "inference_s": infer_wall,
-                        "inference_cpu_s": infer_cpu,
-                        "training_s": train_wall,
-                        "training_cpu_s": train_cpu,
-                        f"training_cpu_s_per_episode_{BATCH}_per_update": batch_cpu / BATCH,
+                        "inference_s": t["infer_wall"],
+                        "inference_cpu_s": t["infer_cpu"],
+                        "training_s": t["train_wall"],
+                        "training_cpu_s": t["train_cpu"],
+                        f"training_cpu_s_per_episode_{BATCH}_per_update": t["batch_cpu"] / BATCH,
                         "paper_training_s": paper,
-                        "speedup_vs_paper_cpu": None if paper is None else paper / train_cpu,
+                        "speedup_vs_paper_cpu": None if paper is None else paper / t["train_cpu"],
                     }
                 )
         conv = edge_conv_speed(bundled_graph(PAPER_GRAPHS[-1]), repeats)
     finally:
         torch.set_num_threads(threads)
     header = (
-        f"| graph | ops | method | inference s (wall / CPU) | training episode s (wall / CPU) | paper's code, training s | speed-up (CPU) | CPU s per episode, {BATCH} rollouts per update |\n"
+        "| graph | ops | method | inference s (wall / CPU) | training episode s (wall / CPU) | paper's code, training s | "
+        f"speed-up (CPU) | CPU s per episode, {BATCH} rollouts per update |\n"
         "|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
         f"| {r['graph']} | {r['ops']} | {r['method']} | {r['inference_s']:.3f} / {r['inference_cpu_s']:.3f} | "
-        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {_blank(r['paper_training_s'], '{}')} | {_blank(r['speedup_vs_paper_cpu'], '{:.0f}×')} | {r[f'training_cpu_s_per_episode_{BATCH}_per_update']:.3f} |"
+        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {_blank(r['paper_training_s'], '{}')} | "
+        f"{_blank(r['speedup_vs_paper_cpu'], '{:.0f}×')} | {r[f'training_cpu_s_per_episode_{BATCH}_per_update']:.3f} |"
         for r in rows
     ]
     conv_line = (
         f"\n\nOne NNConv step, forward + backward, {PAPER_GRAPHS[-1]} (width 128): DGL's NNConv.forward "
-        f"{conv['dgl_nnconv_s'] * 1e3:.1f} ms, EdgeConv {conv['edge_conv_s'] * 1e3:.1f} ms ({conv['dgl_nnconv_s'] / conv['edge_conv_s']:.0f}× faster)."
+        f"{conv['dgl_nnconv_s'] * 1e3:.1f} ms, EdgeConv {conv['edge_conv_s'] * 1e3:.1f} ms "
+        f"({conv['dgl_nnconv_s'] / conv['edge_conv_s']:.0f}× faster)."
     )
-    return {"benchmark": "episode", "devices": devices, "threads": 1, "repeats": repeats, "rows": rows, "edge_conv": conv, "markdown": header + "\n".join(lines) + conv_line}
+    return {
+        "benchmark": "episode",
+        "devices": devices,
+        "threads": 1,
+        "repeats": repeats,
+        "rows": rows,
+        "edge_conv": conv,
+        "markdown": header + "\n".join(lines) + conv_line,
+    }

@@ -67,7 +67,13 @@ def run(quick: bool = False) -> dict[str, Any]:
     began = time.perf_counter()
     coarse = coarsen(imported, target_nodes=200)
     coarsen_s = time.perf_counter() - began
-    result["import"] = {"layers": layers, "ops": imported.num_nodes, "import_s": import_s, "coarse_nodes": coarse.num_nodes, "coarsen_s": coarsen_s}
+    result["import"] = {
+        "layers": layers,
+        "ops": imported.num_nodes,
+        "import_s": import_s,
+        "coarse_nodes": coarse.num_nodes,
+        "coarsen_s": coarsen_s,
+    }
     result["markdown"] += (
         f"\n\nImport of `gpt_decoder(layers={layers}, width=64, seq=16)`: {imported.num_nodes} ops in {import_s:.2f} s "
         f"(trace, run once on CPU, costs); fuse + group to {coarse.num_nodes} nodes in {coarsen_s:.2f} s."

@@ -68,7 +68,7 @@ def paper_table(quick: bool, devices: int = 4) -> list[dict[str, Any]]:
     for name in PAPER_GRAPHS:
         graph = bundled_graph(name)
         bound_row["graphs"][name] = {"makespan": lower_bound(graph, devices) / UNIT}
-        for row, (_, method, options) in zip(rows, runs):
+        for row, (_, method, options) in zip(rows, runs, strict=True):
             placement, cpu = _timed_place(graph, method, devices, **options)
             row["graphs"][name] = {"makespan": placement.makespan / UNIT, "seconds": placement.seconds, "cpu_seconds": cpu}
             if method == "cpsat" and placement.details["proven_lower_bound"] > lower_bound(graph, devices):
@@ -118,7 +118,13 @@ def stg_table(quick: bool) -> dict[str, Any]:
                 bar.update()
     instances = len(graphs) * len(PROCESSORS)
     rows = [
-        {"method": m, "mean_gap": float(np.mean(g)), "worst_gap": float(np.max(g)), "optimal_share": float(np.mean(np.asarray(g) <= 1e-12)), "mean_seconds": seconds[m] / instances}
+        {
+            "method": m,
+            "mean_gap": float(np.mean(g)),
+            "worst_gap": float(np.max(g)),
+            "optimal_share": float(np.mean(np.asarray(g) <= 1e-12)),
+            "mean_seconds": seconds[m] / instances,
+        }
         for m, g in gaps.items()
     ]
     return {"instances": instances, "rows": rows, "impossible": impossible, "options": options}
@@ -142,7 +148,10 @@ def _markdown(paper: list[dict[str, Any]], seeds: list[dict[str, Any]], stg: dic
     lines += ["| graph | makespans ÷1e10 | mean | worst | mean CPU s |", "|---|---|---|---|---|"]
     for r in seeds:
         values = r["makespans"]
-        lines.append(f"| {r['graph']} | {' / '.join(f'{v:.1f}' for v in values)} | {np.mean(values):.1f} | {max(values):.1f} | {np.mean(r['cpu_seconds']):.2f} |")
+        lines.append(
+            f"| {r['graph']} | {' / '.join(f'{v:.1f}' for v in values)} | {np.mean(values):.1f} | "
+            f"{max(values):.1f} | {np.mean(r['cpu_seconds']):.2f} |"
+        )
     lines += ["", f"STG 50-task set, {stg['instances']} instances (graphs x 2/4/8/16 processors); gap to the best known makespan:", ""]
     lines += ["| method | mean gap | worst gap | optimal | mean s |", "|---|---|---|---|---|"]
     for r in stg["rows"]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -67,11 +68,14 @@ def _methods(devices: int) -> dict[str, Callable[[DataflowGraph], Callable[[], A
     from ..sim import simulate
 
     rng = np.random.default_rng(0)
-    timed: dict[str, Callable[[DataflowGraph], Callable[[], Any]]] = {
-        "simulate": lambda g: (lambda a=rng.integers(0, devices, g.num_nodes): simulate(g, a, devices)),
-    }
+
+    def simulate_random(g: DataflowGraph) -> Callable[[], Any]:
+        assignment = rng.integers(0, devices, g.num_nodes)  # drawn once per graph, outside the timing
+        return lambda: simulate(g, assignment, devices)
+
+    timed: dict[str, Callable[[DataflowGraph], Callable[[], Any]]] = {"simulate": simulate_random}
     for name in methods("heuristic"):  # search and learned methods are measured below; baselines need no figure
-        timed[name] = lambda g, name=name: (lambda: get_placer(name).place(g, devices, seed=0))
+        timed[name] = lambda g, name=name: lambda: get_placer(name).place(g, devices, seed=0)
     timed["local_search per evaluation"] = lambda g: _per_evaluation(g, devices)
     inference = _policy_inference(devices)
     if inference is not None:
@@ -118,9 +122,9 @@ def _policy_inference(devices: int) -> Callable[[DataflowGraph], Callable[[], An
 
 def _exponent(sizes: list[int], seconds: list[float]) -> float | None:
     """Slope of log(time) against log(n) over the sizes >= 1,000 (or all, when fewer)."""
-    points = [(n, s) for n, s in zip(sizes, seconds) if n >= 1_000]
+    points = [(n, s) for n, s in zip(sizes, seconds, strict=True) if n >= 1_000]
     if len(points) < 2:
-        points = list(zip(sizes, seconds))
+        points = list(zip(sizes, seconds, strict=True))
     if len(points) < 2:
         return None
     x, y = np.log([p[0] for p in points]), np.log([max(p[1], 1e-9) for p in points])
@@ -143,7 +147,11 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
                 bar.set_postfix_str(f"{name}, {devices} devices, {n:,} ops")
                 bar.update()
                 if too_slow_at is not None or n > MAX_NODES.get(name, n):
-                    note = f"skipped: > {SKIP_AFTER_SECONDS:.0f} s at {too_slow_at:,} ops" if too_slow_at else f"not run above {MAX_NODES[name]:,} ops"
+                    note = (
+                        f"skipped: > {SKIP_AFTER_SECONDS:.0f} s at {too_slow_at:,} ops"
+                        if too_slow_at
+                        else f"not run above {MAX_NODES[name]:,} ops"
+                    )
                     rows.append({"method": name, "devices": devices, "nodes": n, "seconds": None, "peak_mib": None, "note": note})
                     continue
                 graph = graphs[n]
@@ -153,7 +161,17 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
                 repeats = 1 if n >= 2_000 or quick else 3
                 began = time.perf_counter()
                 seconds, peak = _measure(call, repeats)
-                rows.append({"method": name, "devices": devices, "nodes": n, "ops": graph.num_nodes, "seconds": seconds, "peak_mib": peak, "note": ""})
+                rows.append(
+                    {
+                        "method": name,
+                        "devices": devices,
+                        "nodes": n,
+                        "ops": graph.num_nodes,
+                        "seconds": seconds,
+                        "peak_mib": peak,
+                        "note": "",
+                    }
+                )
                 if (time.perf_counter() - began) / (repeats + 1) > SKIP_AFTER_SECONDS:  # wall per call, traced one included
                     too_slow_at = n
     bar.close()
@@ -184,7 +202,9 @@ def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (method, nodes), limit in TARGETS.items():
         measured = [r["seconds"] for r in rows if r["method"] == method and r["nodes"] == nodes and r["seconds"] is not None]
         worst = max(measured) if measured else None
-        found.append({"method": method, "nodes": nodes, "target_s": limit, "measured_s": worst, "met": None if worst is None else worst < limit})
+        found.append(
+            {"method": method, "nodes": nodes, "target_s": limit, "measured_s": worst, "met": None if worst is None else worst < limit}
+        )
     return found
 
 
@@ -208,7 +228,8 @@ def _markdown(rows, growth, sizes, source, figure_path) -> str:
     lines.append("\n| target | measured (worst of 4 and 8 devices) | met |\n|---|---|---|")
     for t in _targets(rows):
         measured = "not measured" if t["measured_s"] is None else f"{t['measured_s']:.3g} s"
-        lines.append(f"| {t['method']} on {t['nodes']:,} ops < {t['target_s']} s | {measured} | {'–' if t['met'] is None else ('yes' if t['met'] else 'no')} |")
+        met = "–" if t["met"] is None else ("yes" if t["met"] else "no")
+        lines.append(f"| {t['method']} on {t['nodes']:,} ops < {t['target_s']} s | {measured} | {met} |")
     if not any(r["method"] == "doppler inference" for r in rows):
         lines.append("\nNot measured: doppler inference (torch and DGL, the `learn` extra, are not installed).")
     lines.append("\nMemory is what tracemalloc sees: Python and NumPy allocations, not numba's or torch's own allocators.")
@@ -230,12 +251,19 @@ def _plot(rows: list[dict[str, Any]], path: Path | None) -> Path | None:
     figure = make_subplots(rows=1, cols=2, subplot_titles=("seconds per call", "peak traced memory (MiB)"))
     for index, name in enumerate(dict.fromkeys(r["method"] for r in rows)):
         colour = px.colors.qualitative.Dark24[index % 24]
-        for devices, dash in zip(DEVICES, ("solid", "dot")):
+        for devices, dash in zip(DEVICES, ("solid", "dot"), strict=True):
             measured = [r for r in rows if r["method"] == name and r["devices"] == devices and r["seconds"] is not None]
             x = [r["nodes"] for r in measured]
             for col, key in ((1, "seconds"), (2, "peak_mib")):
                 figure.add_trace(
-                    go.Scatter(x=x, y=[r[key] for r in measured], name=f"{name}, {devices} devices", legendgroup=f"{name}{devices}", showlegend=col == 1, line={"dash": dash, "color": colour}),
+                    go.Scatter(
+                        x=x,
+                        y=[r[key] for r in measured],
+                        name=f"{name}, {devices} devices",
+                        legendgroup=f"{name}{devices}",
+                        showlegend=col == 1,
+                        line={"dash": dash, "color": colour},
+                    ),
                     row=1,
                     col=col,
                 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -33,8 +34,8 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
         assignments = rng.integers(0, devices, size=(batch_size, graph.num_nodes))
         evaluator = Evaluator(graph, devices)
         evaluator(assignments[:2])  # compile outside the timing
-        simpy_s = _per_call(lambda a: simulate(graph, a, devices, engine="simpy"), assignments[:20], min_seconds)
-        api_s = _per_call(lambda a: simulate(graph, a, devices, engine="fast"), assignments[:200], min_seconds)
+        simpy_s = _per_call(partial(simulate, graph, devices=devices, engine="simpy"), assignments[:20], min_seconds)
+        api_s = _per_call(partial(simulate, graph, devices=devices, engine="fast"), assignments[:200], min_seconds)
         began = time.perf_counter()
         evaluator(assignments)
         batch_s = (time.perf_counter() - began) / batch_size
@@ -50,9 +51,13 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
                 "batch_per_second": 1.0 / batch_s,
             }
         )
-    header = "| graph | nodes | SimPy ms/eval | fast engine ms/eval | `simulate()` ms/call (with trace) | engine speed-up | call speed-up | batch evals/s (1 core) |\n|---|---|---|---|---|---|---|---|\n"
+    header = (
+        "| graph | nodes | SimPy ms/eval | fast engine ms/eval | `simulate()` ms/call (with trace) | engine speed-up | call speed-up "
+        "| batch evals/s (1 core) |\n|---|---|---|---|---|---|---|---|\n"
+    )
     lines = [
-        f"| {r['graph']} | {r['nodes']} | {r['simpy_ms']:.3f} | {r['fast_engine_ms']:.4f} | {r['fast_simulate_call_ms']:.3f} | {r['speedup_engine']:.0f}× | {r['speedup_simulate_call']:.0f}× | {r['batch_per_second']:,.0f} |"
+        f"| {r['graph']} | {r['nodes']} | {r['simpy_ms']:.3f} | {r['fast_engine_ms']:.4f} | {r['fast_simulate_call_ms']:.3f} | "
+        f"{r['speedup_engine']:.0f}× | {r['speedup_simulate_call']:.0f}× | {r['batch_per_second']:,.0f} |"
         for r in rows
     ]
     return {"benchmark": "sim", "devices": devices, "rows": rows, "markdown": header + "\n".join(lines)}

@@ -50,7 +50,15 @@ def _fidelity(quick: bool) -> list[dict[str, Any]]:
             assignment = place(graph, method, 4).assignment
             real = executor.measure(graph, assignment, repeats=2)
             simulated = SimulatorOracle(4, executor.scale_for(graph)).measure(graph, assignment)
-            rows.append({"graph": name, "placement": method, "simulated_s": simulated.seconds, "measured_s": min(real.samples), "ratio": min(real.samples) / simulated.seconds})
+            rows.append(
+                {
+                    "graph": name,
+                    "placement": method,
+                    "simulated_s": simulated.seconds,
+                    "measured_s": min(real.samples),
+                    "ratio": min(real.samples) / simulated.seconds,
+                }
+            )
     return rows
 
 
@@ -95,7 +103,11 @@ def run(quick: bool = False) -> dict[str, Any]:
     remote = _remote(10 if quick else 100)
     lines = ["| executor overhead | us per op |", "|---|---:|"]
     lines += [f"| {r['case']} | {r['us_per_op']:.0f} |" for r in dispatch]
-    lines += ["", "| graph (4 emulated devices) | placement | simulated s | measured s | measured / simulated |", "|---|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "| graph (4 emulated devices) | placement | simulated s | measured s | measured / simulated |",
+        "|---|---|---:|---:|---:|",
+    ]
     lines += [f"| {r['graph']} | {r['placement']} | {r['simulated_s']:.3f} | {r['measured_s']:.3f} | {r['ratio']:.3f} |" for r in fidelity]
     lines += ["", "| calibrated matmul op: intended ms | median ms | min ms |", "|---:|---:|---:|"]
     lines += [f"| {r['intended_ms']:.0f} | {r['measured_ms']:.2f} | {r['min_ms']:.2f} |" for r in kernels]

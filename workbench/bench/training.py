@@ -34,8 +34,18 @@ from ..placers import methods
 UNIT = 1e10
 ROOT = Path("runs/bench-training")
 IMITATION_EPISODES = 300
-SIM_EPISODES = {"chain_mm_112nodes": 4000, "ffnn_192nodes": 4000, "transformer_block_215nodes": 8000, "full_transformer_layer_261nodes": 8000}
-BEST_KNOWN = {"chain_mm_112nodes": 1200.1, "ffnn_192nodes": 56.9, "transformer_block_215nodes": 167.6, "full_transformer_layer_261nodes": 137.6}
+SIM_EPISODES = {
+    "chain_mm_112nodes": 4000,
+    "ffnn_192nodes": 4000,
+    "transformer_block_215nodes": 8000,
+    "full_transformer_layer_261nodes": 8000,
+}
+BEST_KNOWN = {
+    "chain_mm_112nodes": 1200.1,
+    "ffnn_192nodes": 56.9,
+    "transformer_block_215nodes": 167.6,
+    "full_transformer_layer_261nodes": 137.6,
+}
 """The best-known makespans (÷1e10) the quality target is stated against (the placers issue)."""
 TARGET = 1.05
 """The target: Doppler's greedy makespan at most this times the best known."""
@@ -75,7 +85,14 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     from ..training import TrainConfig, train
 
     config = TrainConfig(
-        graphs=(graph,), devices=4, method=variant.method, stages=("il", "sim"), episodes=(imitation, sim), seed=seed, device="cpu", **variant.settings
+        graphs=(graph,),
+        devices=4,
+        method=variant.method,
+        stages=("il", "sim"),
+        episodes=(imitation, sim),
+        seed=seed,
+        device="cpu",
+        **variant.settings,
     )
     result = train(config, root / variant.name / graph / f"seed{seed}", progress=False)
     if result.status != "finished":
@@ -84,13 +101,20 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     rows = read_metrics(run.metrics_path)
     selection = read_meta(run.meta_path).get("greedy_selection_sim", {})
     return {
-        "variant": variant.name, "graph": graph, "seed": seed, "episodes": imitation + sim,
-        "evaluations": imitation + sim + selection.get("evaluations", 0), "selected_episode": selection.get("episode"),
+        "variant": variant.name,
+        "graph": graph,
+        "seed": seed,
+        "episodes": imitation + sim,
+        "evaluations": imitation + sim + selection.get("evaluations", 0),
+        "selected_episode": selection.get("episode"),
         "greedy_stage_1": _greedy(variant.method, run.stage_checkpoint("il"), graph) / UNIT,
         "greedy_final_weights": _greedy(variant.method, run.stage_checkpoint("sim"), graph) / UNIT,
-        "greedy": found["greedy"] / UNIT, "search": found["search"] / UNIT, "best_seen": found["best_seen"] / UNIT,
-        "seconds": float(rows[-1]["seconds"]), "run_dir": str(result.run_dir),
-    }  # fmt: skip
+        "greedy": found["greedy"] / UNIT,
+        "search": found["search"] / UNIT,
+        "best_seen": found["best_seen"] / UNIT,
+        "seconds": float(rows[-1]["seconds"]),
+        "run_dir": str(result.run_dir),
+    }
 
 
 def _greedy(method: str, checkpoint: Path, graph_name: str) -> float:
@@ -133,11 +157,21 @@ def run(quick: bool = False, workers: int | None = None, root: Path | None = Non
     graphs = [g for g in sims if any(r["graph"] == g for r in runs)]
     budget = {g: max(r["evaluations"] for r in runs if r["graph"] == g and r["variant"] == variants[0].name) for g in graphs}
     reference = {g: baselines(g, budget[g], variants[0].seeds) for g in graphs}
-    return {"benchmark": "training", "quick": quick, "root": str(root), "imitation_episodes": imitation, "sim_episodes": sims,
-            "runs": runs, "baselines": reference, "markdown": _markdown(runs, reference, variants, imitation, sims)}  # fmt: skip
+    return {
+        "benchmark": "training",
+        "quick": quick,
+        "root": str(root),
+        "imitation_episodes": imitation,
+        "sim_episodes": sims,
+        "runs": runs,
+        "baselines": reference,
+        "markdown": _markdown(runs, reference, variants, imitation, sims),
+    }
 
 
-def _train_all(jobs: list[tuple[Variant, str, int]], workers: int, imitation: int, sims: dict[str, int], root: Path) -> list[dict[str, Any]]:
+def _train_all(
+    jobs: list[tuple[Variant, str, int]], workers: int, imitation: int, sims: dict[str, int], root: Path
+) -> list[dict[str, Any]]:
     """Every job's :func:`train_one`, at most ``workers`` at a time, in job order.
 
     Jobs are handed out one at a time, so after Ctrl-C or SIGTERM (passed on
@@ -179,10 +213,22 @@ def _markdown(runs, reference, variants, imitation, sims) -> str:
 
     main = variants[0].name
     header = [
-        "graph", "episodes (il+sim)", "simulator evaluations", f"{main} greedy after Stage I", f"{main} greedy, final weights", f"{main} greedy, selected weights", f"{main} best of greedy + 16 samples", f"{main} training wall time",
-        *(f"{v.name} greedy" for v in variants[1:]), TEACHER, CLASSIC, "best other heuristic",
-        "local_search, same evaluations", "best known", "target (≤ 5% above best known)",
-    ]  # fmt: skip
+        "graph",
+        "episodes (il+sim)",
+        "simulator evaluations",
+        f"{main} greedy after Stage I",
+        f"{main} greedy, final weights",
+        f"{main} greedy, selected weights",
+        f"{main} best of greedy + 16 samples",
+        f"{main} training wall time",
+        *(f"{v.name} greedy" for v in variants[1:]),
+        TEACHER,
+        CLASSIC,
+        "best other heuristic",
+        "local_search, same evaluations",
+        "best known",
+        "target (≤ 5% above best known)",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for graph, ref in reference.items():
         greedy, seconds = of(main, graph, "greedy"), of(main, graph, "seconds")
@@ -196,13 +242,22 @@ def _markdown(runs, reference, variants, imitation, sims) -> str:
         else:
             met = f"missed ({np.mean(greedy) / BEST_KNOWN[graph]:.2f}× best known)"
         cells = [
-            graph, f"{imitation}+{sims[graph]}", str(max(of(main, graph, "evaluations"), default=0)), _stats(of(main, graph, "greedy_stage_1")),
-            _stats(of(main, graph, "greedy_final_weights")), _stats(greedy), _stats(of(main, graph, "search")),
+            graph,
+            f"{imitation}+{sims[graph]}",
+            str(max(of(main, graph, "evaluations"), default=0)),
+            _stats(of(main, graph, "greedy_stage_1")),
+            _stats(of(main, graph, "greedy_final_weights")),
+            _stats(greedy),
+            _stats(of(main, graph, "search")),
             _minutes(seconds),
             *(_stats(of(v.name, graph, "greedy")) for v in variants[1:]),
-            f"{ref[TEACHER]:.1f}", f"{ref[CLASSIC]:.1f}", f"{others[best_other]:.1f} ({best_other})",
-            f"{ls_mean:.1f} ± {ls_std:.1f} ({ls_seconds:.1f} s)", f"{BEST_KNOWN[graph]}", met,
-        ]  # fmt: skip
+            f"{ref[TEACHER]:.1f}",
+            f"{ref[CLASSIC]:.1f}",
+            f"{others[best_other]:.1f} ({best_other})",
+            f"{ls_mean:.1f} ± {ls_std:.1f} ({ls_seconds:.1f} s)",
+            f"{BEST_KNOWN[graph]}",
+            met,
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 COMMANDS = (
     "info",

@@ -14,12 +14,25 @@ def register(sub) -> None:
     parser.add_argument("--placements", type=positive_int, default=24, help="placements to measure (default 24, at least 4)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed runs per placement (default 3)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per placement (default 60)")
-    parser.add_argument("--statistic", choices=("median", "min"), default="median", help="per placement: median or minimum of its runs (min resists other load)")
+    parser.add_argument(
+        "--statistic",
+        choices=("median", "min"),
+        default="median",
+        help="per placement: median or minimum of its runs (min resists other load)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="which random placements (default 0)")
     parser.add_argument("--engine", metavar="HOST:PORT", help="measure on a remote engine instead of the local executor")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="local executor devices (default auto: CUDA when present)")
-    parser.add_argument("--emulate", action="store_true", help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)")
-    parser.add_argument("--target-seconds", type=float, default=0.1, help="scale the graph so its lower bound lasts this long (default 0.1)")
+    parser.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="local executor devices (default auto: CUDA when present)"
+    )
+    parser.add_argument(
+        "--emulate",
+        action="store_true",
+        help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)",
+    )
+    parser.add_argument(
+        "--target-seconds", type=float, default=0.1, help="scale the graph so its lower bound lasts this long (default 0.1)"
+    )
     parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
     parser.add_argument("--out", metavar="DIR", help="output folder (default runs/calibrate-GRAPH-Nd); holds a journal to resume from")
     parser.add_argument("--png", action="store_true", help="also write calibration.png (needs kaleido and Chromium)")
@@ -28,9 +41,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from . import CliError
     from ..systems import EngineError, LocalExecutor, RemoteEngine, calibrate
     from ..systems.executor import WaitKernels
+    from . import CliError
 
     if not args.timeout > 0:
         raise CliError(f"--timeout must be > 0 seconds, got {args.timeout}")
@@ -45,10 +58,22 @@ def run(args) -> int:
             raise CliError(f"the engine at {args.engine} has {hello['devices']} devices, fewer than --devices {args.devices}")
         oracle.devices = args.devices
     else:
-        oracle = LocalExecutor(args.devices, args.device, args.time_scale, args.target_seconds, kernels=WaitKernels() if args.emulate else None)
+        oracle = LocalExecutor(
+            args.devices, args.device, args.time_scale, args.target_seconds, kernels=WaitKernels() if args.emulate else None
+        )
     out = Path(args.out or f"runs/calibrate-{graph.name}-{args.devices}d")
     try:
-        result = calibrate(graph, oracle, args.devices, args.placements, args.repeats, args.timeout, args.seed, journal=out / "measurements.jsonl", statistic=args.statistic)
+        result = calibrate(
+            graph,
+            oracle,
+            args.devices,
+            args.placements,
+            args.repeats,
+            args.timeout,
+            args.seed,
+            journal=out / "measurements.jsonl",
+            statistic=args.statistic,
+        )
     except RuntimeError as exc:
         raise CliError(str(exc)) from None
     try:
@@ -63,11 +88,20 @@ def run(args) -> int:
         print_json(summary)
         return 0
     s = result.summary
-    print(f"{graph.name} on {args.devices} devices: {s['measured']} of {s['placements']} placements measured ({args.repeats} rounds, {s['statistic']} per placement)")
-    print(f"Spearman (simulated vs measured)  before {s['spearman_before']:.3f}  after {s['spearman_after']:.3f}  held-out after {s['spearman_after_held_out']:.3f}")
+    print(
+        f"{graph.name} on {args.devices} devices: {s['measured']} of {s['placements']} placements measured "
+        f"({args.repeats} rounds, {s['statistic']} per placement)"
+    )
+    print(
+        f"Spearman (simulated vs measured)  before {s['spearman_before']:.3f}  after {s['spearman_after']:.3f}  "
+        f"held-out after {s['spearman_after_held_out']:.3f}"
+    )
     print(f"median relative error             before {s['median_relative_error_before']:.1%}  after {s['median_relative_error_after']:.1%}")
     f = result.fit
-    print(f"fit: op overhead {f['op_overhead_seconds'] * 1e6:.1f} us, link latency {f['link_latency_seconds'] * 1e6:.1f} us, makespan factor {f['makespan_factor']:.3f}")
+    print(
+        f"fit: op overhead {f['op_overhead_seconds'] * 1e6:.1f} us, link latency {f['link_latency_seconds'] * 1e6:.1f} us, "
+        f"makespan factor {f['makespan_factor']:.3f}"
+    )
     for failure in result.failures:
         print(f"failed: {failure}")
     for kind, path in paths.items():

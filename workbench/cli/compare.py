@@ -52,7 +52,13 @@ def run(args) -> int:
         placements.append(place(graph, method=method, devices=args.devices, seed=args.seed, **options))
     bound = max(p.lower_bound for p in placements)
     rows = [
-        {"method": p.method, "makespan": p.makespan, "gap": optimality_gap(p.makespan, bound), "seconds": p.seconds, "lower_bound": p.lower_bound}
+        {
+            "method": p.method,
+            "makespan": p.makespan,
+            "gap": optimality_gap(p.makespan, bound),
+            "seconds": p.seconds,
+            "lower_bound": p.lower_bound,
+        }
         for p in placements
     ]
     if args.json:

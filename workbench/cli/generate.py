@@ -11,7 +11,9 @@ from .common import print_json
 def register(sub) -> None:
     parser = sub.add_parser("generate", help="generate a graph: the paper's workloads at any size, random DAGs")
     parser.add_argument("kind", nargs="?", metavar="KIND", help="generator family (see --list)")
-    parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a parameter; values are JSON or plain strings (repeatable)")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="K=V", help="a parameter; values are JSON or plain strings (repeatable)"
+    )
     parser.add_argument("--out", metavar="FILE", help="write the graph as JSON (else print a summary)")
     parser.add_argument("--list", action="store_true", help="list the families and their parameters")
     parser.add_argument("--json", action="store_true", help="print JSON")

@@ -34,7 +34,9 @@ def run(args) -> int:
         return 0
     if args.graph is None:
         raise CliError("GRAPH is required (or --list to see the methods)")
-    options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit), ("checkpoint", args.checkpoint)) if v is not None}
+    options = {
+        k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit), ("checkpoint", args.checkpoint)) if v is not None
+    }
     if args.method == "local_search" and sys.stderr.isatty():
         options["progress"] = True  # a tqdm bar on the terminal; stdout stays clean for --json
     graph = load_graph_argument(args.graph)

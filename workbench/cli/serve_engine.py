@@ -13,26 +13,42 @@ def register(sub) -> None:
     add_graph_argument(parser)
     parser.add_argument("more_graphs", nargs="*", metavar="GRAPH", help="more graphs to serve")
     parser.add_argument("--devices", type=positive_int, default=4, help="workers of the local executor (default 4)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the engine and needs --token)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the engine and needs --token)"
+    )
     parser.add_argument("--port", type=int, default=7070, help="TCP port (default 7070; 0 picks a free one)")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="worker devices (default auto: CUDA when present)")
-    parser.add_argument("--emulate", action="store_true", help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)")
-    parser.add_argument("--target-seconds", type=float, default=0.2, help="scale each graph so its lower bound lasts this long (default 0.2)")
+    parser.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="worker devices (default auto: CUDA when present)"
+    )
+    parser.add_argument(
+        "--emulate",
+        action="store_true",
+        help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)",
+    )
+    parser.add_argument(
+        "--target-seconds", type=float, default=0.2, help="scale each graph so its lower bound lasts this long (default 0.2)"
+    )
     parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before each measurement (default 1)")
     parser.add_argument("--max-timeout", type=float, default=600.0, help="the longest timeout a request may ask for (default 600 s)")
-    parser.add_argument("--token", help="shared token every request must carry (default $WORKBENCH_ENGINE_TOKEN; required off loopback; not encryption)")
-    parser.add_argument("--max-connections", type=positive_int, default=16, help="connections served at once; more get a busy reply (default 16)")
-    parser.add_argument("--max-waiting", type=positive_int, default=64, help="requests waiting for the oracle; more get a busy reply (default 64)")
+    parser.add_argument(
+        "--token", help="shared token every request must carry (default $WORKBENCH_ENGINE_TOKEN; required off loopback; not encryption)"
+    )
+    parser.add_argument(
+        "--max-connections", type=positive_int, default=16, help="connections served at once; more get a busy reply (default 16)"
+    )
+    parser.add_argument(
+        "--max-waiting", type=positive_int, default=64, help="requests waiting for the oracle; more get a busy reply (default 64)"
+    )
     parser.add_argument("--simulate", action="store_true", help="answer with the simulator instead of running (for testing clients)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from . import CliError
     from ..systems import LocalExecutor, SimulatorOracle, serve_engine
-    from ..systems.remote import TOKEN_VARIABLE, is_loopback
     from ..systems.executor import WaitKernels
+    from ..systems.remote import TOKEN_VARIABLE, is_loopback
+    from . import CliError
 
     if not 0 <= args.port < 65536:
         raise CliError(f"--port must be in 0..65535, got {args.port}")
@@ -51,7 +67,11 @@ def run(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if not is_loopback(args.host):
-        print(f"warning: listening on {args.host}; anyone who can reach it and knows the token can run work on this machine, and the token travels unencrypted", file=sys.stderr)
+        print(
+            f"warning: listening on {args.host}; anyone who can reach it and knows the token can run work on this machine, "
+            "and the token travels unencrypted",
+            file=sys.stderr,
+        )
     names = ", ".join(server.graphs)
     print(f"serving {names} on {server.address} with {type(oracle).__name__} ({args.devices} devices); Ctrl-C stops", flush=True)
     try:

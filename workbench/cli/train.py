@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shlex
 import sys
@@ -26,9 +25,17 @@ def register(sub) -> None:
     parser.add_argument("--out", metavar="DIR", help="the run directory (runs/NAME)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init-checkpoint", metavar="PATH", help="start from this policy checkpoint")
-    parser.add_argument("--eval", nargs="+", default=[], metavar="GRAPH", help="graphs not trained on, placed by the trained policy at the end (transfer)")
+    parser.add_argument(
+        "--eval", nargs="+", default=[], metavar="GRAPH", help="graphs not trained on, placed by the trained policy at the end (transfer)"
+    )
     parser.add_argument("--oracle", default="sim", help="cost oracle of the real stage: sim, or module:factory")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any other TrainConfig field, e.g. --set rl_lr_start=3e-4 (repeatable; see --fields)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any other TrainConfig field, e.g. --set rl_lr_start=3e-4 (repeatable; see --fields)",
+    )
     parser.add_argument("--fields", action="store_true", help="list the TrainConfig fields with their defaults and meaning, then exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -52,9 +59,16 @@ def run(args) -> int:
     except ValueError:
         raise CliError(f"--episodes {args.episodes!r}: give whole numbers separated by commas, e.g. 2000,4000") from None
     values = dict(
-        graphs=tuple(args.graphs), devices=args.devices, method=args.method, stages=stages, episodes=episodes,
-        seed=args.seed, init_checkpoint=args.init_checkpoint, oracle=args.oracle, eval_graphs=tuple(args.eval),
-    )  # fmt: skip
+        graphs=tuple(args.graphs),
+        devices=args.devices,
+        method=args.method,
+        stages=stages,
+        episodes=episodes,
+        seed=args.seed,
+        init_checkpoint=args.init_checkpoint,
+        oracle=args.oracle,
+        eval_graphs=tuple(args.eval),
+    )
     try:
         values.update(parse_overrides(args.set))
     except ValueError as exc:
@@ -75,6 +89,8 @@ def run(args) -> int:
     for graph, found in result.evaluation.items():
         cp = found["critical_path"]
         label = graph if found["seen"] else f"{graph} (unseen)"
-        print(f"{label:28} greedy {found['greedy']:,.6g} ({found['greedy'] / cp:.3f}× critical_path)  "
-              f"best of {found['search_samples']} samples {found['search']:,.6g} ({found['search'] / cp:.3f}×)")  # fmt: skip
+        print(
+            f"{label:28} greedy {found['greedy']:,.6g} ({found['greedy'] / cp:.3f}× critical_path)  "
+            f"best of {found['search_samples']} samples {found['search']:,.6g} ({found['search'] / cp:.3f}×)"
+        )
     return 0

@@ -66,7 +66,7 @@ class DashboardContext:
         datasets_dir: str | os.PathLike | None = None,
         limits: Limits | None = None,
         scratch_dir: str | os.PathLike | None = None,
-    ) -> "DashboardContext":
+    ) -> DashboardContext:
         """A context with a fresh private upload folder (in ``scratch_dir``, default the system temp folder), removed at exit."""
         from ..datasets import DATASETS_DIR
 

@@ -23,7 +23,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
 .wb-nav a:hover { color: white; text-decoration: underline; }
 .wb-brand { color: white; font-weight: 600; font-size: 17px; margin-right: 12px; }
 .wb-page { padding: 12px 20px 40px; }
-.wb-controls { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-end; background: white; padding: 12px; border-radius: 6px; border: 1px solid #e1e4e8; }
+.wb-controls { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-end;
+               background: white; padding: 12px; border-radius: 6px; border: 1px solid #e1e4e8; }
 .wb-field { display: flex; flex-direction: column; gap: 4px; font-size: 13px; min-width: 120px; }
 .wb-field label { font-weight: 600; color: #444; }
 .wb-wide { min-width: 340px; flex: 1; }
@@ -39,17 +40,23 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
 .wb-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 12px; }
 .wb-table { border-collapse: collapse; font-size: 13px; background: white; }
 .wb-table td, .wb-table th { border: 1px solid #e1e4e8; padding: 3px 8px; text-align: left; }
-.wb-upload { border: 1px dashed #999; border-radius: 4px; padding: 8px; text-align: center; font-size: 13px; cursor: pointer; background: #fafafa; }
+.wb-upload { border: 1px dashed #999; border-radius: 4px; padding: 8px; text-align: center;
+             font-size: 13px; cursor: pointer; background: #fafafa; }
 .wb-progress { width: 260px; height: 14px; }
 .wb-log { background: #111; color: #ddd; font-size: 12px; padding: 6px; max-height: 160px; overflow: auto; white-space: pre-wrap; }
-button.wb-primary { background: #1f6feb; color: white; border: none; border-radius: 4px; padding: 7px 16px; font-size: 14px; cursor: pointer; }
+button.wb-primary { background: #1f6feb; color: white; border: none; border-radius: 4px;
+                    padding: 7px 16px; font-size: 14px; cursor: pointer; }
 """
 
-INDEX = """<!DOCTYPE html>
+INDEX = (
+    """<!DOCTYPE html>
 <html>
-<head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>""" + STYLE + """</style></head>
+<head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>"""
+    + STYLE
+    + """</style></head>
 <body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body>
 </html>"""
+)
 
 
 def create_app(
@@ -101,8 +108,7 @@ def create_app(
         [
             html.Nav(
                 className="wb-nav",
-                children=[html.Span("Doppler workbench", className="wb-brand")]
-                + [dcc.Link(page.NAME, href=page.PATH) for page in PAGES],
+                children=[html.Span("Doppler workbench", className="wb-brand")] + [dcc.Link(page.NAME, href=page.PATH) for page in PAGES],
             ),
             dcc.Store(id="selected-op", data=None),
             html.Div(dash.page_container, className="wb-page"),
@@ -120,7 +126,11 @@ def _check_host_header(server, limits: Limits, bound_host: str | None) -> None:
     @server.before_request
     def refuse_foreign_host():
         if not limits.host_allowed(flask.request.headers.get("Host"), bound_host):
-            return flask.Response("400 Bad Request: this dashboard does not answer to that Host header (see --allow-hosts)\n", status=400, mimetype="text/plain")
+            return flask.Response(
+                "400 Bad Request: this dashboard does not answer to that Host header (see --allow-hosts)\n",
+                status=400,
+                mimetype="text/plain",
+            )
         return None
 
 

@@ -25,8 +25,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +34,16 @@ from pathlib import Path
 from .context import REPO_ROOT, DashboardContext, PathError, resolve_inside
 from .limits import LimitError
 
-__all__ = ["LAUNCHABLE", "MAX_RUNNING", "Job", "JobManager", "LaunchError", "launchable_commands", "command_arguments", "validate_arguments"]
+__all__ = [
+    "LAUNCHABLE",
+    "MAX_RUNNING",
+    "Job",
+    "JobManager",
+    "LaunchError",
+    "launchable_commands",
+    "command_arguments",
+    "validate_arguments",
+]
 
 LAUNCHABLE = ("place", "train", "sweep", "calibrate")
 """Commands the Launch page may start, when the installed CLI has them; the first (a quick placement) is the default."""
@@ -115,7 +124,14 @@ FILE_ARGUMENTS = {"config", "checkpoint", "init_checkpoint", "assignment", "init
 """Arguments naming other files: ``datasets/...`` or ``runs/...`` only."""
 POSITIONAL_NAMES = {"graph", "graphs", "config"}
 OUTPUT_ARGUMENTS = {"out", "output", "run_dir"}
-SET_FIELDS = {"graphs": "graphs", "init_checkpoint": "init_checkpoint", "eval_graphs": "eval", "oracle": "oracle", "devices": "devices", "episodes": "episodes"}
+SET_FIELDS = {
+    "graphs": "graphs",
+    "init_checkpoint": "init_checkpoint",
+    "eval_graphs": "eval",
+    "oracle": "oracle",
+    "devices": "devices",
+    "episodes": "episodes",
+}
 """``--set FIELD=VALUE`` fields checked like the option of the same meaning (tuples item by item)."""
 
 
@@ -329,7 +345,7 @@ class JobManager:
             return sorted(self._jobs.values(), key=lambda job: -job.id)
 
     def stop(self, job_id: int) -> None:
-        """Ask a job to stop (SIGINT to its process group, so it can save and mark its run interrupted); SIGTERM if still alive after 10 s."""
+        """Ask a job to stop: SIGINT to its process group (it saves and marks its run interrupted), SIGTERM if alive 10 s later."""
         with self._lock:
             job = self._jobs.get(job_id)
         if job is None or job.returncode is not None:

@@ -19,8 +19,9 @@ import argparse
 import dataclasses
 import ipaddress
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Limits", "LimitError", "LOCAL_HOSTS"]
 
@@ -40,20 +41,42 @@ def _option(env: str, help: str) -> dict[str, Any]:
 class Limits:
     """Caps and allow-lists of one dashboard server (defaults fit a laptop; raise them for a bigger machine)."""
 
-    max_budget: int = field(default=200_000, metadata=_option("WORKBENCH_MAX_BUDGET", "simulator evaluations a search method may spend per placement"))
-    max_time_limit: float = field(default=60.0, metadata=_option("WORKBENCH_MAX_TIME_LIMIT", "seconds a placement may run; also the limit when the form leaves it empty"))
-    max_nodes: int = field(default=20_000, metadata=_option("WORKBENCH_MAX_NODES", "ops of a graph the dashboard generates, loads or places"))
+    max_budget: int = field(
+        default=200_000, metadata=_option("WORKBENCH_MAX_BUDGET", "simulator evaluations a search method may spend per placement")
+    )
+    max_time_limit: float = field(
+        default=60.0,
+        metadata=_option("WORKBENCH_MAX_TIME_LIMIT", "seconds a placement may run; also the limit when the form leaves it empty"),
+    )
+    max_nodes: int = field(
+        default=20_000, metadata=_option("WORKBENCH_MAX_NODES", "ops of a graph the dashboard generates, loads or places")
+    )
     max_edges: int = field(default=200_000, metadata=_option("WORKBENCH_MAX_EDGES", "edges of such a graph"))
-    max_devices: int = field(default=64, metadata=_option("WORKBENCH_MAX_DEVICES", "devices of a placement, a training run or a calibration"))
-    max_episodes: int = field(default=100_000, metadata=_option("WORKBENCH_MAX_EPISODES", "training episodes of a launched run, all stages together"))
-    max_work_memory_mb: int = field(default=2048, metadata=_option("WORKBENCH_MAX_WORK_MEMORY_MB", "MiB of memory a graph generation may add"))
-    max_concurrent: int = field(default=2, metadata=_option("WORKBENCH_MAX_CONCURRENT", "placements and generations running at once, all clients together"))
-    allow_hosts: tuple[str, ...] = field(default=(), metadata=_option("WORKBENCH_ALLOW_HOSTS", "more names the browser may use in the Host header (beside the bound host and localhost)"))
+    max_devices: int = field(
+        default=64, metadata=_option("WORKBENCH_MAX_DEVICES", "devices of a placement, a training run or a calibration")
+    )
+    max_episodes: int = field(
+        default=100_000, metadata=_option("WORKBENCH_MAX_EPISODES", "training episodes of a launched run, all stages together")
+    )
+    max_work_memory_mb: int = field(
+        default=2048, metadata=_option("WORKBENCH_MAX_WORK_MEMORY_MB", "MiB of memory a graph generation may add")
+    )
+    max_concurrent: int = field(
+        default=2, metadata=_option("WORKBENCH_MAX_CONCURRENT", "placements and generations running at once, all clients together")
+    )
+    allow_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=_option(
+            "WORKBENCH_ALLOW_HOSTS", "more names the browser may use in the Host header (beside the bound host and localhost)"
+        ),
+    )
     allow_oracles: tuple[str, ...] = field(
         default=("sim", "workbench.systems:LocalExecutor", "workbench.systems:SimulatorOracle"),
         metadata=_option("WORKBENCH_ALLOW_ORACLES", "oracle factories (module:factory) a launched training run may use"),
     )
-    allow_engine_hosts: tuple[str, ...] = field(default=LOCAL_HOSTS, metadata=_option("WORKBENCH_ALLOW_ENGINE_HOSTS", "hosts a launched job may reach with --engine or --address"))
+    allow_engine_hosts: tuple[str, ...] = field(
+        default=LOCAL_HOSTS, metadata=_option("WORKBENCH_ALLOW_ENGINE_HOSTS", "hosts a launched job may reach with --engine or --address")
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -63,7 +86,7 @@ class Limits:
 
     # ---------------------------------------------------------- building
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Limits":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
         """Defaults overridden by the ``WORKBENCH_*`` variables that are set (lists comma-separated)."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -80,12 +103,14 @@ class Limits:
         for f in dataclasses.fields(cls):
             text = f"{f.metadata['help']} (env {f.metadata['env']}; default {_shown(f.default)})"
             if f.type.startswith("tuple"):
-                group.add_argument(_flag(f.name), dest=f.name, action="append", metavar="VALUE", help=text + "; repeatable, adds to the default")
+                group.add_argument(
+                    _flag(f.name), dest=f.name, action="append", metavar="VALUE", help=text + "; repeatable, adds to the default"
+                )
             else:
                 group.add_argument(_flag(f.name), dest=f.name, type=str, metavar="N", help=text)
 
     @classmethod
-    def from_arguments(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> "Limits":
+    def from_arguments(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Limits:
         """The environment's limits with the command line's on top (list options add to the list)."""
         base = cls.from_env(environ)
         values: dict[str, Any] = {}
@@ -117,11 +142,16 @@ class Limits:
         self.check_devices(devices)
         self.check_graph_size(graph.num_nodes, graph.num_edges)
         if budget is not None and not 1 <= budget <= self.max_budget:
-            raise LimitError(f"the search budget must be from 1 to {self.max_budget:,} evaluations (got {budget:,}; the server's --max-budget)")
+            raise LimitError(
+                f"the search budget must be from 1 to {self.max_budget:,} evaluations (got {budget:,}; the server's --max-budget)"
+            )
         if time_limit is None:
             return budget, self.max_time_limit
         if not 0 < time_limit <= self.max_time_limit:
-            raise LimitError(f"the time limit must be more than 0 and at most {self.max_time_limit:g} s (got {time_limit:g}; the server's --max-time-limit)")
+            raise LimitError(
+                f"the time limit must be more than 0 and at most {self.max_time_limit:g} s "
+                f"(got {time_limit:g}; the server's --max-time-limit)"
+            )
         return budget, time_limit
 
     def check_launch_value(self, dest: str, value: str) -> None:
@@ -137,18 +167,27 @@ class Limits:
                 raise LimitError(f"{flag} must be from 1 to {self.max_budget:,} (got {value}; the server's --max-budget)")
         elif dest in ("time_limit", "timeout") and (number := _maybe(value, float)) is not None:
             if not 0 < number <= self.max_time_limit:
-                raise LimitError(f"{flag} must be more than 0 and at most {self.max_time_limit:g} s (got {value}; the server's --max-time-limit)")
+                raise LimitError(
+                    f"{flag} must be more than 0 and at most {self.max_time_limit:g} s (got {value}; the server's --max-time-limit)"
+                )
         elif dest == "episodes":
             counts = [_maybe(part, int) for part in value.split(",")]
             if None not in counts and (any(c < 0 for c in counts) or sum(counts) > self.max_episodes):
-                raise LimitError(f"{flag}: at most {self.max_episodes:,} episodes in all stages together (got {value}; the server's --max-episodes)")
+                raise LimitError(
+                    f"{flag}: at most {self.max_episodes:,} episodes in all stages together (got {value}; the server's --max-episodes)"
+                )
         elif dest == "oracle":
             if value not in self.allow_oracles:
-                raise LimitError(f"{flag} {value!r} is not allowed; this dashboard allows {', '.join(self.allow_oracles)} (the server's --allow-oracles)")
+                raise LimitError(
+                    f"{flag} {value!r} is not allowed; this dashboard allows {', '.join(self.allow_oracles)} (the server's --allow-oracles)"
+                )
         elif dest in ("engine", "address") and value not in ("serial", "local", "ray", "auto"):
             host = _host_of(value)
             if host not in self.allow_engine_hosts:
-                raise LimitError(f"{flag} {value!r}: host {host!r} is not allowed; this dashboard allows {', '.join(self.allow_engine_hosts)} (the server's --allow-engine-hosts)")
+                raise LimitError(
+                    f"{flag} {value!r}: host {host!r} is not allowed; "
+                    f"this dashboard allows {', '.join(self.allow_engine_hosts)} (the server's --allow-engine-hosts)"
+                )
 
     def trusted_hosts(self, bound_host: str | None = None) -> list[str]:
         """The names a browser may send in the Host header: localhost, the bound host (unless a wildcard) and ``allow_hosts``."""

@@ -25,8 +25,7 @@ from typing import Any
 
 import workbench as wb
 from workbench.fileio import atomic_write_bytes
-from workbench.placers import methods, placer_options
-from workbench.placers import placers as registered_placers
+from workbench.placers import methods, placer_options, placers as registered_placers
 from workbench.rundir import RunPaths, pretrained_checkpoint
 
 from .context import DashboardContext, PathError
@@ -243,7 +242,13 @@ def parse_method(ctx: DashboardContext, value: str) -> tuple[str, dict[str, Any]
 
 @lru_cache(maxsize=128)
 def run_placement(
-    ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None
+    ctx: DashboardContext,
+    graph_key: str,
+    value: str,
+    devices: int,
+    seed: int = 0,
+    budget: int | None = None,
+    time_limit: float | None = None,
 ):
     """The :class:`workbench.Placement` of one method; ``budget``/``time_limit`` go to placers that take them."""
     graph = load_graph_key(ctx, graph_key)
@@ -256,7 +261,15 @@ def run_placement(
 
 
 @lru_cache(maxsize=128)
-def simulate_placement(ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None):
+def simulate_placement(
+    ctx: DashboardContext,
+    graph_key: str,
+    value: str,
+    devices: int,
+    seed: int = 0,
+    budget: int | None = None,
+    time_limit: float | None = None,
+):
     """The simulator's :class:`workbench.SimResult` for :func:`run_placement`'s assignment."""
     placement = run_placement(ctx, graph_key, value, devices, seed, budget, time_limit)
     return wb.simulate(load_graph_key(ctx, graph_key), placement.assignment, devices)

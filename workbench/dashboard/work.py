@@ -28,8 +28,9 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import workbench as wb
 
@@ -127,7 +128,10 @@ class WorkRunner:
                 if reason:
                     raise Cancelled(f"stopped: {reason}")
                 if time.monotonic() > give_up:
-                    raise LimitError(f"the server is busy: {len(self._children)} computations are running (at most {max_concurrent}, the server's --max-concurrent); try again")
+                    raise LimitError(
+                        f"the server is busy: {len(self._children)} computations are running "
+                        f"(at most {max_concurrent}, the server's --max-concurrent); try again"
+                    )
                 self._slots.wait(POLL)
             self._children.add(child)
 
@@ -222,7 +226,15 @@ RUNNER = WorkRunner()
 
 # ------------------------------------------------------------------ the work
 @lru_cache(maxsize=128)
-def run_placement(ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None):
+def run_placement(
+    ctx: DashboardContext,
+    graph_key: str,
+    value: str,
+    devices: int,
+    seed: int = 0,
+    budget: int | None = None,
+    time_limit: float | None = None,
+):
     """:func:`workbench.dashboard.sources.run_placement` in a killable child (results cached here)."""
     from . import sources
 
@@ -232,7 +244,15 @@ def run_placement(ctx: DashboardContext, graph_key: str, value: str, devices: in
 
 
 @lru_cache(maxsize=128)
-def simulate_placement(ctx: DashboardContext, graph_key: str, value: str, devices: int, seed: int = 0, budget: int | None = None, time_limit: float | None = None):
+def simulate_placement(
+    ctx: DashboardContext,
+    graph_key: str,
+    value: str,
+    devices: int,
+    seed: int = 0,
+    budget: int | None = None,
+    time_limit: float | None = None,
+):
     """The simulator's :class:`workbench.SimResult` for :func:`run_placement`'s assignment."""
     from .sources import load_graph_key
 
@@ -245,7 +265,13 @@ def check_generated(ctx: DashboardContext, spec_text: str) -> None:
     """Generate the graph of a ``generated:`` key once in a child under the memory cap; refuse it beyond the size caps."""
     if _IN_CHILD:
         return
-    nodes, edges = RUNNER.run(_generated_size, spec_text, max_concurrent=ctx.limits.max_concurrent, seconds=ctx.limits.max_time_limit, memory_mb=ctx.limits.max_work_memory_mb)
+    nodes, edges = RUNNER.run(
+        _generated_size,
+        spec_text,
+        max_concurrent=ctx.limits.max_concurrent,
+        seconds=ctx.limits.max_time_limit,
+        memory_mb=ctx.limits.max_work_memory_mb,
+    )
     ctx.limits.check_graph_size(nodes, edges, "the generated graph")
 
 

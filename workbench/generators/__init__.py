@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import numbers
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..graph import DataflowGraph
 from .profiles import PROFILES, DeviceProfile, get_profile

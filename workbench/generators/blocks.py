@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class BlockTensor:
     blocks: np.ndarray
 
     def block_shape(self, index: Sequence[int]) -> tuple[int, ...]:
-        return tuple(_bounds(s, p)[i + 1] - _bounds(s, p)[i] for s, p, i in zip(self.shape, self.parts, index))
+        return tuple(_bounds(s, p)[i + 1] - _bounds(s, p)[i] for s, p, i in zip(self.shape, self.parts, index, strict=True))
 
 
 class BlockProgram:
@@ -137,7 +138,7 @@ class BlockProgram:
         shape, parts = tuple(int(s) for s in shape), tuple(int(p) for p in parts)
         if len(shape) != len(parts):
             raise ValueError(f"{name}: {len(shape)} dimensions but {len(parts)} partition counts")
-        for size, count in zip(shape, parts):
+        for size, count in zip(shape, parts, strict=True):
             if size < 1 or count < 1 or count > size:
                 raise ValueError(f"{name}: cannot split a dimension of size {size} into {count} parts")
         check_graph_size(math.prod(parts))  # each block becomes at most one op
@@ -171,7 +172,7 @@ class BlockProgram:
         are shared among the new blocks by size, exactly.
         """
         out = self.input(name, shape, parts)
-        new = [_bounds(s, p) for s, p in zip(out.shape, out.parts)]
+        new = [_bounds(s, p) for s, p in zip(out.shape, out.parts, strict=True)]
         total = math.prod(out.shape)
         done = 0
         for index in itertools.product(*(range(p) for p in out.parts)):
@@ -180,8 +181,11 @@ class BlockProgram:
             preds: list[int] = []
             exact = None
             for tensor, offsets in sources:
-                old = [[b + o for b in _bounds(s, p)] for s, p, o in zip(tensor.shape, tensor.parts, offsets)]
-                ranges = [[j for j in range(tensor.parts[axis]) if old[axis][j] < hi[axis] and old[axis][j + 1] > lo[axis]] for axis in range(len(lo))]
+                old = [[b + o for b in _bounds(s, p)] for s, p, o in zip(tensor.shape, tensor.parts, offsets, strict=True)]
+                ranges = [
+                    [j for j in range(tensor.parts[axis]) if old[axis][j] < hi[axis] and old[axis][j + 1] > lo[axis]]
+                    for axis in range(len(lo))
+                ]
                 for j in itertools.product(*ranges):
                     preds.append(int(tensor.blocks[j]))
                     if all(old[axis][j[axis]] == lo[axis] and old[axis][j[axis] + 1] == hi[axis] for axis in range(len(lo))):
@@ -226,16 +230,16 @@ class BlockProgram:
             raise ValueError(f"{name}: spec {spec!r} names {len(in_labels)} inputs, got {len(tensors)}")
         sizes: dict[str, int] = {}
         parts: dict[str, int] = {}
-        for labels, tensor in zip(in_labels, tensors):
+        for labels, tensor in zip(in_labels, tensors, strict=True):
             if len(labels) != len(tensor.shape):
                 raise ValueError(f"{name}: {tensor.name} has {len(tensor.shape)} dimensions, spec {labels!r} has {len(labels)}")
-            for label, size, count in zip(labels, tensor.shape, tensor.parts):
+            for label, size, count in zip(labels, tensor.shape, tensor.parts, strict=True):
                 if sizes.setdefault(label, size) != size:
                     raise ValueError(f"{name}: index {label!r} is {sizes[label]} in one input and {size} in {tensor.name}")
                 parts.setdefault(label, count)
         if set(out_labels) - set(sizes):
             raise ValueError(f"{name}: output index not in any input: {spec!r}")
-        tensors = tuple(self.repartition(t, [parts[label] for label in labels]) for labels, t in zip(in_labels, tensors))
+        tensors = tuple(self.repartition(t, [parts[label] for label in labels]) for labels, t in zip(in_labels, tensors, strict=True))
         reduced = [label for label in sizes if label not in out_labels]
         order = list(out_labels) + reduced
         bounds = {label: _bounds(sizes[label], parts[label]) for label in order}
@@ -246,7 +250,7 @@ class BlockProgram:
         total_points = math.prod(sizes[label] for label in order)
         done = 0
         for index in itertools.product(*(range(parts[label]) for label in order)):
-            at = dict(zip(order, index))
+            at = dict(zip(order, index, strict=True))
             block = {label: bounds[label][at[label] + 1] - bounds[label][at[label]] for label in order}
             block_points = math.prod(block[label] for label in order)
             if flops is None:
@@ -257,7 +261,7 @@ class BlockProgram:
             cost_points = block_points if points is None else points * block_points / total_points
             out_elems = float(np.prod([block[label] for label in out_labels]))
             in_elems = sum(float(np.prod([block[label] for label in labels])) for labels in in_labels)
-            preds = [t.blocks[tuple(at[label] for label in labels)] for labels, t in zip(in_labels, tensors)]
+            preds = [t.blocks[tuple(at[label] for label in labels)] for labels, t in zip(in_labels, tensors, strict=True)]
             suffix = list(index) if index else ""
             node = self.node(
                 f"{name}{suffix}", op_type, preds, block_flops, cost_points, (in_elems + out_elems) * itemsize, out_elems * itemsize
@@ -269,7 +273,13 @@ class BlockProgram:
                 continue
             elems = float(np.prod(out.block_shape(out_index)))
             out.blocks[out_index] = self.node(
-                f"{name}.{combine}{list(out_index)}", combine, nodes, (len(nodes) - 1) * elems, elems, (len(nodes) + 1) * elems * itemsize, elems * itemsize
+                f"{name}.{combine}{list(out_index)}",
+                combine,
+                nodes,
+                (len(nodes) - 1) * elems,
+                elems,
+                (len(nodes) + 1) * elems * itemsize,
+                elems * itemsize,
             )
         return out
 

@@ -13,11 +13,11 @@ settings closest to the bundled graphs (see ``docs/generators.md``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Sequence
 
 from ..graph import DataflowGraph
 from .blocks import BlockProgram, BlockTensor, CostModel
-from .profiles import DeviceProfile, get_profile
+from .profiles import get_profile
 
 __all__ = ["chain_mm", "ffnn", "transformer_block", "transformer_layer"]
 
@@ -28,7 +28,7 @@ def _program(cost_model: str, profile: Profile, dtype: str) -> BlockProgram:
     return BlockProgram(CostModel(cost_model, get_profile(profile), dtype))
 
 
-def _chains(value: "str | int | Sequence[Sequence[int]]", what: str) -> list[list[int]]:
+def _chains(value: str | int | Sequence[Sequence[int]], what: str) -> list[list[int]]:
     """``"20x40x20+20x30"`` (or nested lists) → ``[[20, 40, 20], [20, 30]]``."""
     if isinstance(value, str):
         try:
@@ -43,8 +43,8 @@ def _chains(value: "str | int | Sequence[Sequence[int]]", what: str) -> list[lis
 
 
 def chain_mm(
-    shapes: "str | Sequence[Sequence[int]]" = "20000x40000x20000x40000+20000x20000x40000",
-    parts: "str | int | Sequence[Sequence[int]]" = "2x4x2x4+2x2x4",
+    shapes: str | Sequence[Sequence[int]] = "20000x40000x20000x40000+20000x20000x40000",
+    parts: str | int | Sequence[Sequence[int]] = "2x4x2x4+2x2x4",
     dtype: str = "float32",
     profile: Profile = "V100",
     cost_model: str = "roofline",
@@ -69,7 +69,7 @@ def chain_mm(
         raise ValueError("every chain must give a result of the same shape and partitioning to be summed")
     program = _program(cost_model, profile, dtype)
     results: list[BlockTensor] = []
-    for c, (chain, split) in enumerate(zip(dims, splits)):
+    for c, (chain, split) in enumerate(zip(dims, splits, strict=True)):
         letter = chr(ord("A") + c)
         product = program.input(f"{letter}1", chain[:2], split[:2])
         for i in range(1, len(chain) - 1):

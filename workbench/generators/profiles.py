@@ -17,9 +17,10 @@ A100 and H100). Launch latencies are typical CUDA kernel-launch overheads.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["DeviceProfile", "PROFILES", "get_profile", "DTYPE_BYTES"]
 
@@ -79,25 +80,19 @@ class DeviceProfile:
         return {f.name: dict(self.flops) if f.name == "flops" else getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "DeviceProfile":
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceProfile:
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(known))
         missing = [name for name in ("name", "flops", "memory_bandwidth", "link_bandwidth") if name not in data]
         if unknown or missing:
-            raise ValueError(
-                f"device profile: unknown field(s) {unknown}, missing field(s) {missing}; fields: {', '.join(known)}"
-            )
+            raise ValueError(f"device profile: unknown field(s) {unknown}, missing field(s) {missing}; fields: {', '.join(known)}")
         return cls(**dict(data))
 
 
 PROFILES: Mapping[str, DeviceProfile] = MappingProxyType(
     {
-        "P100": DeviceProfile(
-            "P100", {"float64": 5.3e12, "float32": 10.6e12, "float16": 21.2e12}, 732e9, 20e9, 5e-6, 10e-6
-        ),
-        "V100": DeviceProfile(
-            "V100", {"float64": 7.8e12, "float32": 15.7e12, "float16": 125e12}, 900e9, 50e9, 5e-6, 8e-6
-        ),
+        "P100": DeviceProfile("P100", {"float64": 5.3e12, "float32": 10.6e12, "float16": 21.2e12}, 732e9, 20e9, 5e-6, 10e-6),
+        "V100": DeviceProfile("V100", {"float64": 7.8e12, "float32": 15.7e12, "float16": 125e12}, 900e9, 50e9, 5e-6, 8e-6),
         "A100": DeviceProfile(
             "A100",
             {"float64": 9.7e12, "float32": 19.5e12, "float16": 312e12, "bfloat16": 312e12},
@@ -118,7 +113,7 @@ PROFILES: Mapping[str, DeviceProfile] = MappingProxyType(
 )
 
 
-def get_profile(profile: "str | DeviceProfile | Mapping[str, Any]") -> DeviceProfile:
+def get_profile(profile: str | DeviceProfile | Mapping[str, Any]) -> DeviceProfile:
     """A profile from a preset name (case-insensitive), a dict of fields, or a profile."""
     if isinstance(profile, DeviceProfile):
         return profile

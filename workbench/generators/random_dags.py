@@ -44,8 +44,15 @@ def _draw(rng: np.random.Generator, dist: str, mean: float, size: int) -> np.nda
 
 
 def _finish(
-    family: str, n: int, src: np.ndarray, dst: np.ndarray, rng: np.random.Generator,
-    compute_mean: float, compute_dist: str, comm_dist: str, ccr: float,
+    family: str,
+    n: int,
+    src: np.ndarray,
+    dst: np.ndarray,
+    rng: np.random.Generator,
+    compute_mean: float,
+    compute_dist: str,
+    comm_dist: str,
+    ccr: float,
 ) -> DataflowGraph:
     if compute_mean <= 0 or ccr < 0:
         raise ValueError(f"compute_mean must be > 0 and ccr >= 0, got {compute_mean} and {ccr}")
@@ -69,8 +76,16 @@ def _finish(
 
 
 def layered(
-    layers: int = 8, width: int = 6, width_jitter: float = 0.5, edge_prob: float = 0.2, span: int = 2,
-    compute_mean: float = 1.0, compute_dist: str = "uniform", comm_dist: str = "uniform", ccr: float = 1.0, seed: int = 0,
+    layers: int = 8,
+    width: int = 6,
+    width_jitter: float = 0.5,
+    edge_prob: float = 0.2,
+    span: int = 2,
+    compute_mean: float = 1.0,
+    compute_dist: str = "uniform",
+    comm_dist: str = "uniform",
+    ccr: float = 1.0,
+    seed: int = 0,
 ) -> DataflowGraph:
     """Layers of ``width`` ops (± ``width_jitter``·width); every op of layer ``l > 0`` has one
     predecessor in layer ``l - 1`` and, with probability ``edge_prob``, each op of the ``span``
@@ -92,12 +107,28 @@ def layered(
             extra = earlier[(rng.random(earlier.size) < edge_prob) & (earlier != first)]
             src.extend([first, *extra.tolist()])
             dst.extend([op] * (1 + extra.size))
-    return _finish("layered", int(starts[-1]), np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), rng, compute_mean, compute_dist, comm_dist, ccr)
+    return _finish(
+        "layered",
+        int(starts[-1]),
+        np.array(src, dtype=np.int64),
+        np.array(dst, dtype=np.int64),
+        rng,
+        compute_mean,
+        compute_dist,
+        comm_dist,
+        ccr,
+    )
 
 
 def tree(
-    shape: str = "fork_join", branching: int = 2, depth: int = 4,
-    compute_mean: float = 1.0, compute_dist: str = "uniform", comm_dist: str = "uniform", ccr: float = 1.0, seed: int = 0,
+    shape: str = "fork_join",
+    branching: int = 2,
+    depth: int = 4,
+    compute_mean: float = 1.0,
+    compute_dist: str = "uniform",
+    comm_dist: str = "uniform",
+    ccr: float = 1.0,
+    seed: int = 0,
 ) -> DataflowGraph:
     """Complete trees of ``depth`` edge levels: ``fan_out`` (root to ``branching**depth`` leaves,
     ``(b**(d+1) - 1)/(b - 1)`` ops), ``fan_in`` (the same reversed), or ``fork_join`` (a fan-out
@@ -109,7 +140,9 @@ def tree(
         leaves *= branching
         n_out += leaves
         if n_out > MAX_NODES:
-            raise GraphError(f"a tree of branching {branching} and depth {depth} has more than {MAX_NODES:,} ops (workbench.graph.MAX_NODES)")
+            raise GraphError(
+                f"a tree of branching {branching} and depth {depth} has more than {MAX_NODES:,} ops (workbench.graph.MAX_NODES)"
+            )
     inner = n_out - leaves  # the leaves (numbered last) are shared; op i < inner is mirrored by n_out + i
     fork_join = shape == "fork_join"
     n = n_out + inner if fork_join else n_out
@@ -128,8 +161,13 @@ def tree(
 
 
 def series_parallel(
-    nodes: int = 64, parallel_prob: float = 0.5,
-    compute_mean: float = 1.0, compute_dist: str = "uniform", comm_dist: str = "uniform", ccr: float = 1.0, seed: int = 0,
+    nodes: int = 64,
+    parallel_prob: float = 0.5,
+    compute_mean: float = 1.0,
+    compute_dist: str = "uniform",
+    comm_dist: str = "uniform",
+    ccr: float = 1.0,
+    seed: int = 0,
 ) -> DataflowGraph:
     """A two-terminal series-parallel DAG of ``nodes`` ops grown from one edge: each step picks a
     random edge ``u -> v`` and either subdivides it (series) or, with probability
@@ -151,8 +189,13 @@ def series_parallel(
 
 
 def erdos_renyi(
-    nodes: int = 64, edge_prob: float = 0.1,
-    compute_mean: float = 1.0, compute_dist: str = "uniform", comm_dist: str = "uniform", ccr: float = 1.0, seed: int = 0,
+    nodes: int = 64,
+    edge_prob: float = 0.1,
+    compute_mean: float = 1.0,
+    compute_dist: str = "uniform",
+    comm_dist: str = "uniform",
+    ccr: float = 1.0,
+    seed: int = 0,
 ) -> DataflowGraph:
     """``nodes`` ops; each pair ``i < j`` is an edge ``i -> j`` with probability ``edge_prob``."""
     if nodes < 1 or not 0 <= edge_prob <= 1:
@@ -167,6 +210,13 @@ def erdos_renyi(
         dst.append(targets)
     empty = np.zeros(0, dtype=np.int64)
     return _finish(
-        "erdos_renyi", nodes, np.concatenate(src) if src else empty, np.concatenate(dst) if dst else empty,
-        rng, compute_mean, compute_dist, comm_dist, ccr,
+        "erdos_renyi",
+        nodes,
+        np.concatenate(src) if src else empty,
+        np.concatenate(dst) if dst else empty,
+        rng,
+        compute_mean,
+        compute_dist,
+        comm_dist,
+        ccr,
     )

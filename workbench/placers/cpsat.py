@@ -28,13 +28,17 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..cluster import Devices, as_cluster
+from ..cluster import Cluster, Devices, as_cluster
 from ..graph import DataflowGraph
 from .base import Decision, Placer
 from .registry import PlacerError, get_placer, methods
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 # Largest scaled time; keeps CP-SAT's propagation fast and precise to ~1e-5 of the horizon.
 MAX_SCALED_HORIZON = 1_000_000
@@ -127,7 +131,7 @@ class CpSatPlacer(Placer):
         if found:
             solved = np.array([next(d for d in range(num_dev) if solver.Value(on[v][d])) for v in range(n)], dtype=np.int64)
             if simulate(graph, solved, devices).makespan <= hint_trace.makespan:
-                assignment, order = solved, np.lexsort((np.arange(n), [solver.Value(start[v]) for v in range(n)]))
+                assignment, order = solved, np.lexsort((np.arange(n), np.array([solver.Value(start[v]) for v in range(n)])))
         bound = max(0.0, float(solver.BestObjectiveBound())) * scale if status != cp_model.INFEASIBLE else 0.0
         return Decision(
             assignment,
@@ -152,7 +156,7 @@ def _best_heuristic(graph: DataflowGraph, devices: Devices) -> np.ndarray:
     return candidates[int(np.argmin(simulate_many(graph, candidates, devices)))]
 
 
-def _cheapest_link(cluster) -> float:
+def _cheapest_link(cluster: Cluster) -> float:
     """Transfer-time factor of the fastest link (1 for identical devices); latency ignored, a relaxation."""
     d = cluster.num_devices
     if d == 1:
@@ -161,7 +165,7 @@ def _cheapest_link(cluster) -> float:
     return float(np.min(1.0 / np.asarray(cluster.bandwidth)[off]))
 
 
-def _break_device_symmetry(model, graph: DataflowGraph, on, num_dev: int) -> None:
+def _break_device_symmetry(model: cp_model.CpModel, graph: DataflowGraph, on: list[list[cp_model.IntVar]], num_dev: int) -> None:
     """Identical devices are interchangeable: the k-th op in topological order uses one of devices 0..k."""
     for position, v in enumerate(graph.topological_order[: num_dev - 1]):
         for d in range(position + 1, num_dev):

@@ -105,4 +105,6 @@ def rank_order(graph: DataflowGraph, rank: np.ndarray) -> np.ndarray:
 def schedule_decision(schedule: PartialSchedule, **details: object) -> Decision:
     """The schedule's devices and placement order, with its own makespan estimate among the details."""
     estimate = float(np.max(schedule.end, initial=0.0))
-    return Decision(schedule.device.copy(), order=np.array(schedule.order, dtype=np.int64), details={"estimated_makespan": estimate, **details})
+    return Decision(
+        schedule.device.copy(), order=np.array(schedule.order, dtype=np.int64), details={"estimated_makespan": estimate, **details}
+    )

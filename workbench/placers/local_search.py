@@ -28,6 +28,7 @@ assignment; ``time_limit`` optionally caps wall time.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
@@ -36,6 +37,11 @@ from ..cluster import Devices, as_cluster, num_devices
 from ..graph import DataflowGraph
 from .base import Decision, Placer
 from .registry import PlacerError, get_placer, methods
+
+if TYPE_CHECKING:
+    from tqdm.auto import tqdm
+
+    from ..sim import Evaluator
 
 MOVE_KINDS = ("neighbour", "random", "swap", "critical", "group")
 MOVE_WEIGHTS = (0.25, 0.1, 0.1, 0.25, 0.3)
@@ -101,7 +107,9 @@ class LocalSearchPlacer(Placer):
             try:
                 starts = check_assignment(graph, self.start, devices)[None]
             except AssignmentError as exc:
-                raise PlacerError(f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}") from None
+                raise PlacerError(
+                    f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}"
+                ) from None
         else:
             starts = np.array([get_placer(name).place(graph, devices).assignment for name in names])
         start_makespans = np.atleast_1d(evaluator(starts))
@@ -109,7 +117,7 @@ class LocalSearchPlacer(Placer):
         moves = _Moves(graph, devices, rng)
         current, current_makespan = starts[first].copy(), float(start_makespans[first])
         best, best_makespan = current.copy(), current_makespan
-        scale = max(current_makespan, np.finfo(float).tiny)
+        scale = max(current_makespan, float(np.finfo(float).tiny))
         acceptance, since_refresh, stale = 0.5, 0, True
         bar = _progress_bar(self.budget, self.progress)
         while evaluator.evaluations < self.budget and graph.num_nodes and moves.num_devices > 1:
@@ -171,7 +179,7 @@ class _Moves:
     def neighbours(self, op: int) -> np.ndarray:
         return self.nb[self.nb_ptr[op] : self.nb_ptr[op + 1]]
 
-    def set_critical(self, assignment: np.ndarray, evaluator) -> None:
+    def set_critical(self, assignment: np.ndarray, evaluator: Evaluator) -> None:
         """Recompute the critical chain of ``assignment`` from its simulated trace (one evaluation)."""
         from ..sim import simulate
 
@@ -233,7 +241,9 @@ def critical_chain(graph: DataflowGraph, assignment: np.ndarray, ready: np.ndarr
 
 
 @njit(cache=True)
-def _critical_chain(ptr, pred, pred_comm, assignment, ready, start, end):  # pragma: no cover - compiled
+def _critical_chain(
+    ptr: np.ndarray, pred: np.ndarray, pred_comm: np.ndarray, assignment: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
     n = assignment.size
     chain = np.empty(n, dtype=np.int64)
     if n == 0:
@@ -262,7 +272,7 @@ def _critical_chain(ptr, pred, pred_comm, assignment, ready, start, end):  # pra
     return chain[:length]
 
 
-def _progress_bar(total: int, enabled: bool):
+def _progress_bar(total: int, enabled: bool) -> tqdm:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, disable=not enabled, unit="eval", desc="local search")

@@ -15,7 +15,7 @@ only: importing this module must stay cheap (``import workbench`` imports it).
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def _entry(method: str) -> PlacerEntry:
     return REGISTRY[method]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(entry: PlacerEntry) -> tuple[type, tuple[str, ...]]:
     import inspect
 

@@ -11,9 +11,10 @@ they agree exactly wherever both apply.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence, Union
+from itertools import pairwise
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,18 +39,20 @@ __all__ = [
 
 ENGINES = ("fast", "simpy")
 PRIORITIES = ("fifo", "blevel", "given")
-Priority = Union[str, Sequence[int], np.ndarray]
+Priority = str | Sequence[int] | np.ndarray
 
 
 class AssignmentError(ValueError):
     """An assignment or priority order that does not fit the graph or the devices."""
 
 
-def check_assignment(graph: DataflowGraph, assignment, devices: Devices) -> np.ndarray:
+def check_assignment(graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, devices: Devices) -> np.ndarray:
     """``assignment`` as an int64 array, after checking its length, type and range."""
     d = num_devices(devices)
     if not isinstance(assignment, np.ndarray):
-        bad = next((x for x in assignment if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating))), None)
+        bad = next(
+            (x for x in assignment if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating))), None
+        )
         if bad is not None:
             raise AssignmentError(f"assignment entries must be integers, got {bad!r}")
     raw = np.asarray(assignment)
@@ -58,9 +61,9 @@ def check_assignment(graph: DataflowGraph, assignment, devices: Devices) -> np.n
     if raw.size != graph.num_nodes:
         raise AssignmentError(f"assignment has {raw.size} entries but the graph has {graph.num_nodes} ops")
     values = _device_ids(raw)
-    bad = np.flatnonzero((values < 0) | (values >= d))
-    if bad.size:
-        raise AssignmentError(f"op {bad[0]} is assigned to device {values[bad[0]]}, but devices are 0..{d - 1}")
+    outside = np.flatnonzero((values < 0) | (values >= d))
+    if outside.size:
+        raise AssignmentError(f"op {outside[0]} is assigned to device {values[outside[0]]}, but devices are 0..{d - 1}")
     return values
 
 
@@ -102,8 +105,9 @@ def _priority_keys(graph: DataflowGraph, priority: Priority) -> tuple[str, np.nd
     return "given", keys
 
 
-@dataclass(frozen=True)
-class _Compiled:
+class _Compiled(NamedTuple):
+    """A graph's arrays in the order the fast engine's kernels take them."""
+
     compute: np.ndarray
     out_ptr: np.ndarray
     out_edge: np.ndarray
@@ -112,7 +116,7 @@ class _Compiled:
     in_degree: np.ndarray
 
 
-_compiled: "weakref.WeakKeyDictionary[DataflowGraph, _Compiled]" = weakref.WeakKeyDictionary()
+_compiled: weakref.WeakKeyDictionary[DataflowGraph, _Compiled] = weakref.WeakKeyDictionary()
 
 
 def _compile(graph: DataflowGraph) -> _Compiled:
@@ -141,7 +145,9 @@ def _check_engine(engine: str, cluster: Cluster) -> None:
         raise ValueError("the fast engine does not model link contention; use engine='simpy'")
 
 
-def _transfers(graph: DataflowGraph, assignment: np.ndarray, cluster: Cluster, end: np.ndarray):
+def _transfers(
+    graph: DataflowGraph, assignment: np.ndarray, cluster: Cluster, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cross-device transfers: each starts when its producer ends (no contention)."""
     a, b = assignment[graph.src], assignment[graph.dst]
     cross = np.flatnonzero(a != b)
@@ -180,10 +186,7 @@ def simulate(
         c = _compile(graph)
         ready, start, end = np.zeros(n), np.zeros(n), np.zeros(n)
         speeds, bw, lat = _cluster_arrays(cluster)
-        simulate_one(
-            c.compute, c.out_ptr, c.out_edge, c.edge_dst, c.edge_comm, c.in_degree,
-            np.zeros(n) if keys is None else keys, speeds, bw, lat, values, ready, start, end,
-        )  # fmt: skip
+        simulate_one(*c, np.zeros(n) if keys is None else keys, speeds, bw, lat, values, ready, start, end)
         cross, t_start, t_end = _transfers(graph, values, cluster, end)
     else:
         from .reference import simulate_reference
@@ -226,7 +229,7 @@ class Evaluator:
         self._cluster = _cluster_arrays(self.cluster)
         self.evaluations = 0
 
-    def __call__(self, assignments) -> np.ndarray | float:
+    def __call__(self, assignments: Sequence[Sequence[int]] | Sequence[int] | np.ndarray) -> np.ndarray | float:
         from .fast import simulate_batch
 
         batch = np.asarray(assignments)
@@ -237,16 +240,14 @@ class Evaluator:
         batch = _device_ids(batch)
         if batch.size and (batch.min() < 0 or batch.max() >= self.devices):
             raise AssignmentError(f"device ids must be in 0..{self.devices - 1}")
-        c = self._compiled
-        out = simulate_batch(
-            c.compute, c.out_ptr, c.out_edge, c.edge_dst, c.edge_comm, c.in_degree,
-            self._keys, *self._cluster, np.ascontiguousarray(batch, dtype=np.int64),
-        )  # fmt: skip
+        out = simulate_batch(*self._compiled, self._keys, *self._cluster, np.ascontiguousarray(batch, dtype=np.int64))
         self.evaluations += batch.shape[0]
         return float(out[0]) if single else out
 
 
-def simulate_many(graph: DataflowGraph, assignments, devices: Devices = 4, priority: Priority = "fifo") -> np.ndarray:
+def simulate_many(
+    graph: DataflowGraph, assignments: Sequence[Sequence[int]] | np.ndarray, devices: Devices = 4, priority: Priority = "fifo"
+) -> np.ndarray:
     """Makespans of a list or 2-D array of assignments (fast engine)."""
     return np.atleast_1d(Evaluator(graph, devices, priority)(np.atleast_2d(np.asarray(assignments))))
 
@@ -275,7 +276,7 @@ def optimality_gap(makespan: float, bound: float) -> float | None:
 
 def validate(
     graph: DataflowGraph,
-    assignment,
+    assignment: Sequence[int] | np.ndarray,
     trace: Trace,
     devices: Devices = 4,
     makespan: float | None = None,
@@ -326,20 +327,26 @@ def validate(
     for d in range(cluster.num_devices):
         ops = np.flatnonzero(values == d)
         ops = ops[np.lexsort((trace.end[ops], trace.start[ops]))]
-        for a, b in zip(ops[:-1], ops[1:]):
+        for a, b in pairwise(ops):
             if trace.start[b] < trace.end[a] - tol * max(1.0, abs(trace.end[a])):
                 problems.append(f"device {d} runs ops {a} and {b} at once ({trace.start[b]} < {trace.end[a]})")
         if tol == 0.0:
             for v in ops:
                 if trace.start[v] > trace.ready[v]:
-                    busy = sorted((trace.start[o], trace.end[o]) for o in ops if o != v and trace.end[o] > trace.ready[v] and trace.start[o] < trace.start[v])
+                    busy = sorted(
+                        (trace.start[o], trace.end[o])
+                        for o in ops
+                        if o != v and trace.end[o] > trace.ready[v] and trace.start[o] < trace.start[v]
+                    )
                     covered = trace.ready[v]
                     for s, e in busy:
                         if s > covered:
                             break
                         covered = max(covered, e)
                     if covered < trace.start[v]:
-                        problems.append(f"device {d} idles at {covered} while op {v} (ready at {trace.ready[v]}) waits until {trace.start[v]}")
+                        problems.append(
+                            f"device {d} idles at {covered} while op {v} (ready at {trace.ready[v]}) waits until {trace.start[v]}"
+                        )
     if makespan is not None and makespan != trace.makespan:
         problems.append(f"the makespan {makespan} is not the last end time {trace.makespan}")
     return problems

@@ -24,12 +24,12 @@ _SHIFT = 8
 
 
 @njit(cache=True, inline="always")
-def _less(k1a, k2a, k1b, k2b):
+def _less(k1a: float, k2a: int, k1b: float, k2b: int) -> bool:
     return k1a < k1b or (k1a == k1b and k2a < k2b)
 
 
 @njit(cache=True)
-def _push(key1, key2, value, base, size, k1, k2, v):
+def _push(key1: np.ndarray, key2: np.ndarray, value: np.ndarray, base: int, size: int, k1: float, k2: int, v: int) -> int:
     """Push onto the binary heap stored in ``[base, base + size)``; returns the new size."""
     i = size
     while i > 0:
@@ -48,7 +48,7 @@ def _push(key1, key2, value, base, size, k1, k2, v):
 
 
 @njit(cache=True)
-def _pop(key1, key2, value, base, size):
+def _pop(key1: np.ndarray, key2: np.ndarray, value: np.ndarray, base: int, size: int) -> int:
     """Remove the heap's minimum (at ``base``); returns the new size."""
     size -= 1
     k1 = key1[base + size]
@@ -77,9 +77,21 @@ def _pop(key1, key2, value, base, size):
 
 @njit(cache=True)
 def simulate_one(
-    compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority,
-    speed, bandwidth, latency, assignment, ready, start, end,
-):  # fmt: skip
+    compute: np.ndarray,
+    out_ptr: np.ndarray,
+    out_edge: np.ndarray,
+    edge_dst: np.ndarray,
+    edge_comm: np.ndarray,
+    in_degree: np.ndarray,
+    priority: np.ndarray,
+    speed: np.ndarray,
+    bandwidth: np.ndarray,
+    latency: np.ndarray,
+    assignment: np.ndarray,
+    ready: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+) -> float:
     """Simulate one assignment; fills ``ready``/``start``/``end`` and returns the makespan."""
     n = compute.size
     m = edge_dst.size
@@ -180,9 +192,18 @@ def simulate_one(
 
 @njit(cache=True)
 def simulate_batch(
-    compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority,
-    speed, bandwidth, latency, assignments,
-):  # fmt: skip
+    compute: np.ndarray,
+    out_ptr: np.ndarray,
+    out_edge: np.ndarray,
+    edge_dst: np.ndarray,
+    edge_comm: np.ndarray,
+    in_degree: np.ndarray,
+    priority: np.ndarray,
+    speed: np.ndarray,
+    bandwidth: np.ndarray,
+    latency: np.ndarray,
+    assignments: np.ndarray,
+) -> np.ndarray:
     """Makespans of many assignments (rows of ``assignments``) of one graph."""
     n = compute.size
     ready = np.empty(n)
@@ -191,7 +212,19 @@ def simulate_batch(
     out = np.empty(assignments.shape[0])
     for r in range(assignments.shape[0]):
         out[r] = simulate_one(
-            compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority,
-            speed, bandwidth, latency, assignments[r], ready, start, end,
-        )  # fmt: skip
+            compute,
+            out_ptr,
+            out_edge,
+            edge_dst,
+            edge_comm,
+            in_degree,
+            priority,
+            speed,
+            bandwidth,
+            latency,
+            assignments[r],
+            ready,
+            start,
+            end,
+        )
     return out

@@ -11,6 +11,9 @@ execution model here first, then teach the fast engine.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from typing import Any
+
 import numpy as np
 import simpy
 
@@ -27,15 +30,15 @@ def simulate_reference(
     ready, start, end = np.zeros(n), np.zeros(n), np.zeros(n)
     t_start, t_end = np.zeros(m), np.zeros(m)
     finished = [env.event() for _ in range(n)]
-    if priority is None:
-        devices = [simpy.Resource(env) for _ in range(cluster.num_devices)]
-    else:
-        devices = [simpy.PriorityResource(env) for _ in range(cluster.num_devices)]
+    fifo_devices = [simpy.Resource(env) for _ in range(cluster.num_devices)] if priority is None else []
+    ranked_devices = [simpy.PriorityResource(env) for _ in range(cluster.num_devices)] if priority is not None else []
+    # SimPy takes integer priorities; dense ranks keep the keys' order and ties.
+    ranks = None if priority is None else np.unique(priority, return_inverse=True)[1]
     links = {}
     if cluster.contention:
         links = {(a, b): simpy.Resource(env) for a in range(cluster.num_devices) for b in range(cluster.num_devices) if a != b}
 
-    def transfer(e: int, u: int, v: int):
+    def transfer(e: int, u: int, v: int) -> Generator[simpy.Event, Any, None]:
         yield finished[u]
         a, b = int(assignment[u]), int(assignment[v])
         duration = cluster.comm_time(float(graph.comm[e]), a, b)
@@ -49,11 +52,11 @@ def simulate_reference(
             yield env.timeout(duration)
         t_end[e] = env.now
 
-    def run(v: int, inputs: list):
+    def run(v: int, inputs: list[simpy.Event]) -> Generator[simpy.Event, Any, None]:
         yield simpy.AllOf(env, inputs)
         ready[v] = env.now
         d = int(assignment[v])
-        request = devices[d].request() if priority is None else devices[d].request(priority=float(priority[v]))
+        request = fifo_devices[d].request() if ranks is None else ranked_devices[d].request(priority=int(ranks[v]))
         with request:
             yield request
             start[v] = env.now

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Trace", "SimResult"]
 
@@ -45,7 +48,7 @@ class Trace:
     def makespan(self) -> float:
         return float(self.end.max(initial=0.0))
 
-    def to_frame(self, kind: str = "ops"):
+    def to_frame(self, kind: str = "ops") -> pd.DataFrame:
         """A pandas DataFrame of the ops (``kind="ops"``) or the transfers (``kind="transfers"``)."""
         import pandas as pd
 
@@ -75,7 +78,7 @@ class Trace:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Trace":
+    def from_dict(cls, data: dict[str, Any]) -> Trace:
         ops, transfers = data["ops"], data["transfers"]
         ints = {"device", "src_op", "dst_op", "src_device", "dst_device"}
 
@@ -96,21 +99,21 @@ class Trace:
         return text
 
     @classmethod
-    def from_json(cls, text_or_path: str | os.PathLike) -> "Trace":
+    def from_json(cls, text_or_path: str | os.PathLike) -> Trace:
         text = str(text_or_path)
         if not text.lstrip().startswith("{"):
             with open(text_or_path, encoding="utf-8") as handle:
                 text = handle.read()
         return cls.from_dict(json.loads(text))
 
-    def same_as(self, other: "Trace") -> bool:
+    def same_as(self, other: Trace) -> bool:
         """Exact equality of every op and transfer (transfers compared as sorted sets)."""
         for f in _OP_FIELDS:
             if not np.array_equal(getattr(self, f), getattr(other, f)):
                 return False
 
-        def rows(t: "Trace") -> list[tuple]:
-            return sorted(zip(*(getattr(t, f"transfer_{f}").tolist() for f in _TRANSFER_FIELDS)))
+        def rows(t: Trace) -> list[tuple]:
+            return sorted(zip(*(getattr(t, f"transfer_{f}").tolist() for f in _TRANSFER_FIELDS), strict=True))
 
         return rows(self) == rows(other)
 

@@ -65,9 +65,10 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,17 @@ from ..sim import check_assignment
 from ..sim.trace import Trace
 from .oracle import CostOracle, Measurement
 
-__all__ = ["PROTOCOL", "MAX_LINE", "TOKEN_VARIABLE", "EngineError", "RemoteEngine", "EngineServer", "serve_engine", "graph_fingerprint", "is_loopback"]
+__all__ = [
+    "PROTOCOL",
+    "MAX_LINE",
+    "TOKEN_VARIABLE",
+    "EngineError",
+    "RemoteEngine",
+    "EngineServer",
+    "serve_engine",
+    "graph_fingerprint",
+    "is_loopback",
+]
 
 PROTOCOL = 1
 MAX_LINE = 4 << 20
@@ -127,7 +138,7 @@ class RemoteEngine:
     token: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_address(cls, address: str, **options: Any) -> "RemoteEngine":
+    def from_address(cls, address: str, **options: Any) -> RemoteEngine:
         """``RemoteEngine`` for ``"HOST:PORT"``; the token defaults to ``$WORKBENCH_ENGINE_TOKEN``."""
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -156,7 +167,7 @@ class RemoteEngine:
                     sock.settimeout(reply_timeout)
                     sock.sendall(payload)
                     line = sock.makefile("rb").readline(MAX_LINE + 1)
-                except socket.timeout:
+                except TimeoutError:
                     raise EngineError(f"engine at {self.address} sent no reply within {reply_timeout:.3g} s") from None
                 except OSError as exc:
                     last = exc
@@ -344,7 +355,7 @@ class _TurnQueue:
 
 
 class _Handler(socketserver.StreamRequestHandler):
-    server: "EngineServer"
+    server: EngineServer
 
     def setup(self) -> None:
         self.timeout = self.server.idle_timeout  # an idle connection is closed after this many seconds
@@ -406,7 +417,10 @@ class EngineServer(socketserver.ThreadingTCPServer):
         if not graphs:
             raise ValueError("an engine needs at least one graph to serve")
         if not is_loopback(address[0]) and not token:
-            raise ValueError(f"serving on {address[0]} (not loopback) needs a shared token (--token or ${TOKEN_VARIABLE}): the protocol has no other authentication")
+            raise ValueError(
+                f"serving on {address[0]} (not loopback) needs a shared token (--token or ${TOKEN_VARIABLE}): "
+                "the protocol has no other authentication"
+            )
         self.graphs = dict(graphs)
         self.fingerprints = {name: graph_fingerprint(g) for name, g in self.graphs.items()}
         self.oracle = oracle
