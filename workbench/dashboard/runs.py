@@ -101,7 +101,10 @@ def _empty_metrics() -> pd.DataFrame:
 
 
 def read_metrics(path: Path, problems: list[str] | None = None) -> pd.DataFrame:
-    """``metrics.csv`` as a frame for charts (the pandas view of :func:`workbench.rundir.read_metrics`): no half-written last line, numeric columns as floats, problems reported instead of raised."""
+    """``metrics.csv`` as a frame for charts (the pandas view of :func:`workbench.rundir.read_metrics`).
+
+    No half-written last line, numeric columns as floats, problems reported instead of raised.
+    """
     problems = problems if problems is not None else []
     if not path.is_file():
         problems.append("metrics.csv is missing (no episode logged yet)")

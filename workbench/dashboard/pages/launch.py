@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import shlex
 
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+
 import workbench as wb
 from workbench.placers import placers as registered_placers
 from workbench.rundir import RunPaths, try_read_meta
-from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from ..components import controls, field, message
 from ..jobs import Argument, Job, LaunchError, command_arguments, launchable_commands
