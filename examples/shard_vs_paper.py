@@ -3,16 +3,19 @@
 The block of ``workbench.models.gpt`` at Llama-7B widths (hidden 4096, 32
 heads, MLP 4 x 4096; 4 sequences of 4096 tokens) is built on the meta device,
 traced and sharded with the paper files' cost convention at three
-partitionings, then set beside the bundled graph: nodes, edges, total compute
-and the makespans of three heuristics and local search (2,000 evaluations) on
-4 devices, all ÷ 1e10. Run: ``python examples/shard_vs_paper.py`` (about 15 s).
+partitionings, each with both kernel styles (``torch``: one kernel per op;
+``einsum``: each op as the steps the paper's system writes, with a formation
+node after every contraction and reduction), then set beside the bundled
+graph: nodes, edges, total compute and the makespans of three heuristics and
+local search (2,000 evaluations) on 4 devices, all ÷ 1e10. Run:
+``python examples/shard_vs_paper.py`` (about 40 s).
 """
 
 import torch
 
 import workbench as wb
 from workbench.datasets import bundled_graph
-from workbench.importers.sharding import shard
+from workbench.importers.sharding import KERNEL_STYLES, shard
 from workbench.models.gpt import Block
 
 PARTITIONINGS = ("seq=2,hidden=2", "seq=2,hidden=2,heads=2", "seq=2,hidden=2,heads=4")
@@ -36,7 +39,9 @@ def main() -> None:
     print("|---" * (5 + len(METHODS)) + "|")
     print(row("transformer_block_215nodes (paper)", bundled_graph("transformer_block_215nodes")))
     for parts in PARTITIONINGS:
-        print(row(f"Block sharded `{parts}`", shard(block, (x,), parts, cost_model="paper", device="meta")))
+        for kernels in KERNEL_STYLES:
+            graph = shard(block, (x,), parts, cost_model="paper", kernels=kernels, device="meta")
+            print(row(f"Block `{parts}`, {kernels}", graph))
 
 
 if __name__ == "__main__":

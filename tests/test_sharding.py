@@ -126,6 +126,37 @@ def test_any_partitioning_conserves_flops_and_stays_acyclic(parts):
     assert [u["op_type"] for u in graph.metadata["unsharded"]] == ["cumsum"]
 
 
+def test_einsum_style_spells_out_norms_softmax_and_bias_and_forms_every_contraction():
+    graph = shard_traced(_ATTENTION, "batch=2,seq=2,hidden=2", kernels="einsum", cost_model="paper")
+    _check_conservation_and_order(graph, _ATTENTION_FLOPS)  # the steps share each op's FLOPs exactly
+    types = set(graph.op_types)
+    assert {"reduce_sum", "sub", "square", "rsqrt", "reduce_max", "exp", "div", "formation"} <= types
+    assert "layernorm" not in types and "softmax" not in types  # no fused kernel left
+    bias, qkv_sum = _blocks(graph, "qkv.bias"), _blocks(graph, "qkv.partial_sum")
+    assert len(bias) == 8 and all(_preds(graph, node) == {qkv_sum[index]} for index, node in bias.items())  # bias after the sum
+    scores, formed = _blocks(graph, "matmul"), _blocks(graph, "matmul.formation")  # q @ k^T: head_dim whole, one kernel per block
+    assert formed and len(formed) == len(scores)
+    assert all(_preds(graph, node) == {scores[index + (0,)]} for index, node in formed.items())  # each copies its one kernel
+    assert all(graph.compute[node] == graph.compute[scores[index + (0,)]] / 4 for index, node in formed.items())  # elements written, head_dim 4
+    torch_style = shard_traced(_ATTENTION, "batch=2,seq=2,hidden=2")
+    assert "formation" not in torch_style.op_types and torch_style.num_nodes < graph.num_nodes
+    with pytest.raises(ValueError, match="unknown kernel style 'fused'; use torch or einsum"):
+        shard_traced(_ATTENTION, "batch=2", kernels="fused")
+
+
+def test_einsum_style_scales_and_masks_causal_attention_in_their_own_steps():
+    from workbench.models.gpt import Block
+
+    model, x = Block(16, 2), torch.randn(2, 8, 16)
+    graph = shard(model, (x,), "seq=2,hidden=2", kernels="einsum", cost_model="paper")
+    _check_conservation_and_order(graph, from_torch(model, (x,)).metadata["total_flops"])
+    scale, mask = _blocks(graph, "scaled_dot_product_attention.scale"), _blocks(graph, "scaled_dot_product_attention.mask")
+    formed = _blocks(graph, "scaled_dot_product_attention.scores.formation")
+    assert len(scale) == len(mask) == len(formed) == 4  # (query block, key block) with batch and heads whole
+    assert all(_preds(graph, mask[i]) == {scale[i]} and _preds(graph, scale[i]) == {formed[i]} for i in scale)
+    assert graph.metadata["kernels"] == "einsum" and graph.metadata["unsharded"] == []
+
+
 def test_parts_and_auto_parts():
     assert parse_parts("batch=2, heads=4,hidden=2,seq=1") == {"batch": 2, "heads": 4, "hidden": 2, "seq": 1}
     with pytest.raises(ValueError, match="unknown dimension kind.*vocab"):

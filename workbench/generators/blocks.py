@@ -3,7 +3,9 @@
 A tensor is split into blocks along each of its dimensions; an einsum over
 partitioned tensors becomes one kernel per combination of blocks of all its
 indices, and when a contracted index is split, one ``sum`` node per output
-block adds the partial results. Input tensors (activations fed in, weights)
+block adds the partial results (with ``formation``, a node per output block
+even when nothing is split, as the paper's system materialises every
+contraction). Input tensors (activations fed in, weights)
 are not nodes: as in the DOPPLER paper's graphs, only computations are
 scheduled. This is how systems that decompose einsums into block kernels
 build their task graphs (Bourgeois et al., "EinDecomp: decomposition of
@@ -212,6 +214,7 @@ class BlockProgram:
         combine: str = "sum",
         flops: int | None = None,
         points: float | None = None,
+        formation: bool = False,
     ) -> BlockTensor:
         """One kernel per block of the iteration space of ``spec`` (``"ik,kj->ij"``), plus partial results combined.
 
@@ -222,7 +225,11 @@ class BlockProgram:
         ``flops`` instead gives the op's total work, shared among its kernels
         by their points exactly (integer shares adding up to it); ``points``
         the op's total points for the ``paper`` cost model when they are not
-        its iteration space (a convolution's or a gather's).
+        its iteration space (a convolution's or a gather's). With
+        ``formation``, a contraction or reduction gets one node per output
+        block even when one kernel made it (a ``formation`` copy), as the
+        paper's system materialises the result of every einsum with a
+        reduced index.
         """
         inputs_spec, _, out_labels = spec.replace(" ", "").partition("->")
         in_labels = inputs_spec.split(",")
@@ -268,13 +275,14 @@ class BlockProgram:
             )
             partials.setdefault(index[: len(out_labels)], []).append(node)
         for out_index, nodes in partials.items():
-            if len(nodes) == 1:
+            if len(nodes) == 1 and not (formation and reduced):
                 out.blocks[out_index] = nodes[0]
                 continue
             elems = float(np.prod(out.block_shape(out_index)))
+            kind = combine if len(nodes) > 1 else "formation"
             out.blocks[out_index] = self.node(
-                f"{name}.{combine}{list(out_index)}",
-                combine,
+                f"{name}.{kind}{list(out_index)}",
+                kind,
                 nodes,
                 (len(nodes) - 1) * elems,
                 elems,

@@ -24,6 +24,10 @@ treatment with the machinery of the paper families
   the blocks each new block overlaps;
 - an op that none of this covers stays one node that reads every block of
   its inputs, and is listed in ``metadata["unsharded"]``.
+- ``kernels="einsum"`` writes each op as the steps of the paper's system
+  instead (its graph writer in github.com/dcbdan/einsummable): a
+  ``formation`` node after every contraction and reduction, layer norm,
+  softmax and attention step by step, a linear's bias as its own step.
 
 Each op's FLOPs (the conventions of :func:`from_torch`) are shared exactly
 among its kernels; the partial-result nodes' additions are counted apart
@@ -47,10 +51,14 @@ from ..generators.profiles import DeviceProfile, get_profile
 from ..graph import DataflowGraph
 from .torch_fx import OpRecord, Traced, op_records, trace_module
 
-__all__ = ["shard", "shard_traced", "parse_parts", "auto_parts", "SPLIT_KINDS", "PartsError"]
+__all__ = ["shard", "shard_traced", "parse_parts", "auto_parts", "SPLIT_KINDS", "KERNEL_STYLES", "PartsError"]
 
 SPLIT_KINDS = ("batch", "seq", "heads", "hidden", "channels")
 """Dimension kinds that ``parts`` may split (all others stay whole)."""
+
+KERNEL_STYLES = ("torch", "einsum")
+"""How ops become kernels: ``torch``, one kernel per traced op and block (partial results only where a reduced
+dimension is split); ``einsum``, the steps the paper's system writes (see :func:`shard`)."""
 
 _NON_POINTWISE = frozenset(
     {"gather", "index_select", "scatter", "scatter_add", "cumsum", "cumprod", "roll", "flip", "pad", "interpolate", "upsample",
@@ -124,10 +132,18 @@ def _letters():
         yield chr(code)
 
 
+def _shares(total: int, weights: Sequence[float]) -> list[int]:
+    """``total`` split in integers proportional to ``weights``, adding up to it exactly."""
+    bounds = np.concatenate([[0.0], np.cumsum(weights)]) / sum(weights)
+    cuts = [int(total * b) for b in bounds[:-1]] + [int(total)]
+    return [b - a for a, b in zip(cuts, cuts[1:])]
+
+
 class _Sharder:
-    def __init__(self, program: BlockProgram, parts: Mapping[str, int]) -> None:
+    def __init__(self, program: BlockProgram, parts: Mapping[str, int], einsum_steps: bool = False) -> None:
         self.program = program
         self.parts = dict(parts)
+        self.einsum_steps = einsum_steps
         self.unsharded: list[dict[str, str]] = []
 
     def count(self, kind: str, size: int) -> int:
@@ -294,7 +310,9 @@ class _Sharder:
             tensors.append(self.program.input(f"{name}.shape", shape, [p for label in missing for p in parts[label]]))
             specs.append("".join(sub[label] for label in missing))
         spec = ",".join(specs) + "->" + "".join(sub[label] for label in out_labels)
-        out = self.program.einsum(name, spec, *tensors, op_type=op_type, combine=combine, flops=int(flops), points=points)
+        out = self.program.einsum(
+            name, spec, *tensors, op_type=op_type, combine=combine, flops=int(flops), points=points, formation=self.einsum_steps
+        )
         kinds = [k for label in out_labels for _, k in structure[label]]
         return _Value(out, tuple(kinds), tuple(len(structure[label]) for label in out_labels))
 
@@ -459,11 +477,43 @@ class _Walker:
             reduced = []
         elif sub is not None and hasattr(sub, "normalized_shape"):
             reduced = list(range(rank - len(sub.normalized_shape), rank))
+            if self.s.einsum_steps and "layer" in record.op_type:
+                return self.layer_norm_steps(record, value, reduced, sub.weight is not None, getattr(sub, "bias", None) is not None)
         elif record.op_type in ("layer_norm", "native_layer_norm"):
             reduced = list(range(rank - len(self.arg(1, "normalized_shape")), rank))
+            if self.s.einsum_steps:
+                return self.layer_norm_steps(record, value, reduced, self.arg(2, "weight") is not None, self.arg(3, "bias") is not None)
         else:  # group / instance norm: statistics over everything but the batch
             reduced = list(range(1, rank))
         return self.normalise(record, value, reduced)
+
+    def layer_norm_steps(self, record: OpRecord, x: _Value, reduced: list[int], weight: bool, bias: bool) -> _Value:
+        """Layer norm as the paper's system writes RMSNorm, after centring: sum, scale to the mean, subtract, square,
+        sum, scale and add epsilon, reciprocal square root, multiply; then the gain and the bias (one step each)."""
+        name = record.node.name
+        labels = [self.label() for _ in x.shape]
+        kept = [labels[d] for d in range(len(labels)) if d not in reduced]
+        features = [labels[d] for d in reduced]
+        elems, rows = math.prod(x.shape), math.prod(x.shape[d] for d in range(len(labels)) if d not in reduced)
+        steps = ["sum", "mean", "sub", "square", "square_sum", "var_eps", "rsqrt", "normalise"] + ["weight"] * weight + ["bias"] * bias
+        work = {"mean": rows, "var_eps": 2 * rows, "rsqrt": rows}
+        flops = dict(zip(steps, _shares(int(record.flops), [work.get(step, elems) for step in steps])))
+        full = (x, labels)
+        total = self.s.apply(f"{name}.sum", "reduce_sum", [full], kept, flops["sum"])
+        mean = self.s.apply(f"{name}.mean", "div", [(total, kept)], kept, flops["mean"])
+        centred = self.s.apply(f"{name}.sub", "sub", [full, (mean, kept)], labels, flops["sub"])
+        square = self.s.apply(f"{name}.square", "square", [(centred, labels)], labels, flops["square"])
+        row = self.s.apply(f"{name}.square_sum", "reduce_sum", [(square, labels)], kept, flops["square_sum"])
+        row = self.s.apply(f"{name}.var_eps", "scale_add", [(row, kept)], kept, flops["var_eps"])
+        row = self.s.apply(f"{name}.rsqrt", "rsqrt", [(row, kept)], kept, flops["rsqrt"])
+        y = self.s.apply(f"{name}.normalise", "mul", [(centred, labels), (row, kept)], labels, flops["normalise"])
+        affine_shape = [x.shape[d] for d in reduced]
+        affine_kinds = [x.kinds[x.factor_slice(d).start] for d in reduced]
+        for step, op_type in (("weight", "mul"), ("bias", "add")):
+            if step in flops:
+                param = self.s.free(f"{name}.{step}", affine_shape, affine_kinds)
+                y = self.s.apply(f"{name}.{step}", op_type, [(y, labels), (param, features)], labels, flops[step])
+        return y
 
     def softmax(self, record: OpRecord) -> _Value:
         value = self.tensor_args(record.node)[0]
@@ -473,12 +523,21 @@ class _Walker:
         reduced = [dim % len(value.shape)]
         # 5 FLOPs per element: max 1, exp(x - max) 2, sum 1, divide 1
         labels = [self.label() for _ in value.shape]
-        if not any(p > 1 for p in self.s_parts(value, reduced[0])):
+        if not self.s.einsum_steps and not any(p > 1 for p in self.s_parts(value, reduced[0])):
             return self.s.apply(record.node.name, record.op_type, [(value, labels)], labels, int(record.flops))
         return self.split_softmax(record.node.name, value, labels, reduced[0], int(record.flops))
 
     def split_softmax(self, name: str, value: _Value, labels: list[str], dim: int, flops: int) -> _Value:
+        """Safe softmax with its reductions: max, exp(x - max), sum, divide; the einsum style subtracts and exponentiates
+        in two steps, as the paper's system does (``softmax_v1`` of its graph writer)."""
         kept = [label for d, label in enumerate(labels) if d != dim]
+        if self.s.einsum_steps:
+            share = _shares(flops, [1, 1, 1, 1, 1])
+            peak = self.s.apply(f"{name}.max", "reduce_max", [(value, labels)], kept, share[0], combine="partial_max")
+            shifted = self.s.apply(f"{name}.sub", "sub", [(value, labels), (peak, kept)], labels, share[1])
+            shifted = self.s.apply(f"{name}.exp", "exp", [(shifted, labels)], labels, share[2])
+            total = self.s.apply(f"{name}.sum", "reduce_sum", [(shifted, labels)], kept, share[3])
+            return self.s.apply(f"{name}.div", "div", [(shifted, labels), (total, kept)], labels, share[4])
         fifth = [flops * i // 5 for i in range(6)]
         peak = self.s.apply(f"{name}.max", "reduce_max", [(value, labels)], kept, fifth[1] - fifth[0], combine="partial_max")
         shifted = self.s.apply(f"{name}.exp", "exp", [(value, labels), (peak, kept)], labels, fifth[3] - fifth[1])
@@ -503,10 +562,17 @@ class _Walker:
             labels = [self.label() for _ in x.shape]
             out_features = self.label()
             weight_value = self.s.free(f"{node.name}.weight", (self.out_shape(record)[-1], x.shape[-1]), ("hidden", "hidden"))
-            return self.s.apply(node.name, "linear", [(x, labels), (weight_value, [out_features, labels[-1]])],
-                                labels[:-1] + [out_features], record.flops)
+            out_labels = labels[:-1] + [out_features]
+            has_bias = record.flops != 2 * math.prod(self.out_shape(record)) * x.shape[-1]
+            flops, bias_flops = self.bias_split(record, has_bias)
+            y = self.s.apply(node.name, "linear", [(x, labels), (weight_value, [out_features, labels[-1]])], out_labels, flops)
+            if not bias_flops:
+                return y
+            bias = self.s.free(f"{node.name}.bias", (self.out_shape(record)[-1],), ("hidden",))
+            return self.s.apply(f"{node.name}.bias", "add", [(y, out_labels), (bias, [out_features])], out_labels, bias_flops)
+        bias = None
         if op_type in ("addmm", "baddbmm", "addbmm"):
-            args = args[1:] if len(args) == 3 else args
+            bias, args = (args[0], args[1:]) if len(args) == 3 else (None, args)
         if len(args) != 2:
             raise _Unsupported(f"{len(args)} tensor operands")
         a, b = args
@@ -527,7 +593,17 @@ class _Walker:
                 raise _Unsupported("batch dimensions do not broadcast")
             value = self.s.select_dims(value, keep + [len(batch), len(batch) + 1])
             operands.append((value, [out_labels[offset + d] for d in keep] + own))
-        return self.s.apply(node.name, "matmul", operands, out_labels, record.flops)
+        flops, bias_flops = self.bias_split(record, bias is not None)
+        y = self.s.apply(node.name, "matmul", operands, out_labels, flops)
+        if not bias_flops:
+            return y
+        bias, mapping = self.s.squeeze_to(bias, rank, out_shape)
+        return self.s.apply(f"{node.name}.bias", "add", [(y, out_labels), (bias, [out_labels[m] for m in mapping])], out_labels, bias_flops)
+
+    def bias_split(self, record: OpRecord, has_bias: bool) -> tuple[int, int]:
+        """(product FLOPs, bias FLOPs): in the einsum style a bias is its own elementwise step (one FLOP per output element)."""
+        bias_flops = math.prod(self.out_shape(record)) if has_bias and self.s.einsum_steps else 0
+        return int(record.flops) - bias_flops, bias_flops
 
     def attention(self, record: OpRecord) -> Any:
         if record.op_type == "multiheadattention":
@@ -535,6 +611,7 @@ class _Walker:
         node = record.node
         q, k, v = (self.value(a) for a in self.args[:3])
         mask = self.value(self.arg(3, "attn_mask"))
+        causal = bool(self.arg(5, "is_causal", False))
         *batch, s, d = q.shape
         t, e = k.shape[-2], v.shape[-1]
         rows = math.prod(batch) * s
@@ -545,14 +622,22 @@ class _Walker:
         b_labels = [self.label() for _ in batch]
         ls, lt, ld, le = self.label(), self.label(), self.label(), self.label()
         scores = self.s.apply(f"{node.name}.scores", "matmul", [(q, b_labels + [ls, ld]), (k, b_labels + [lt, ld])], b_labels + [ls, lt], score_flops)
+        if causal and mask is None and self.s.einsum_steps:  # the causal mask as an added input, as the paper's system writes it
+            mask = self.s.free(f"{node.name}.causal_mask", (s, t), (scores.kinds[scores.factor_slice(len(batch)).start], scores.kinds[-1]))
         probs = self.masked_softmax(node.name, scores, b_labels + [ls, lt], mask, soft_flops)
         return self.s.apply(f"{node.name}.context", "matmul", [(probs, b_labels + [ls, lt]), (v, b_labels + [lt, le])], b_labels + [ls, le], flops - score_flops - soft_flops)
 
     def masked_softmax(self, name: str, scores: _Value, labels: list[str], mask: _Value | None, flops: int) -> _Value:
-        if mask is not None:  # the mask joins the scores at no FLOP cost
+        """Mask and softmax of attention scores. The torch style folds the 1/sqrt(d) scale into the scores and joins the
+        mask at no FLOP cost; the einsum style scales and masks in their own steps (sharing the softmax's FLOPs)."""
+        if self.s.einsum_steps:
+            scale_flops, mask_flops, flops = _shares(flops, [1, mask is not None, 5])
+            scores = self.s.apply(f"{name}.scale", "mul", [(scores, labels)], labels, scale_flops)
+        if mask is not None:
             mask, mapping = self.s.squeeze_to(mask, len(labels), scores.shape)
-            scores = self.s.apply(f"{name}.mask", "mask", [(scores, labels), (mask, [labels[m] for m in mapping])], labels, 0)
-        if any(p > 1 for p in self.s_parts(scores, len(labels) - 1)):
+            op_type, cost = ("add", mask_flops) if self.s.einsum_steps else ("mask", 0)
+            scores = self.s.apply(f"{name}.mask", op_type, [(scores, labels), (mask, [labels[m] for m in mapping])], labels, cost)
+        if self.s.einsum_steps or any(p > 1 for p in self.s_parts(scores, len(labels) - 1)):
             return self.split_softmax(f"{name}.softmax", scores, labels, len(labels) - 1, flops)
         return self.s.apply(f"{name}.softmax", "softmax", [(scores, labels)], labels, flops)
 
@@ -837,12 +922,15 @@ def shard_traced(
     cost_model: str = "roofline",
     profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
     dtype: str = "float32",
+    kernels: str = "torch",
     name: str | None = None,
 ) -> DataflowGraph:
     """The block graph of an already traced module (see :func:`shard`)."""
     parts = parse_parts(parts)
+    if kernels not in KERNEL_STYLES:
+        raise PartsError(f"unknown kernel style {kernels!r}; use {' or '.join(KERNEL_STYLES)}")
     program = BlockProgram(CostModel(cost_model, get_profile(profile), dtype))
-    sharder = _Sharder(program, parts)
+    sharder = _Sharder(program, parts, einsum_steps=kernels == "einsum")
     walker = _Walker(traced, sharder)
     records = {r.node: r for r in op_records(traced)}
     image_like = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in traced.gm.modules())
@@ -878,6 +966,7 @@ def shard_traced(
             "input_shapes": [list(x.shape) for x in traced.inputs if isinstance(x, torch.Tensor)],
             "parts": {kind: parts.get(kind, 1) for kind in SPLIT_KINDS},
             "cost_model": cost_model,
+            "kernels": kernels,
             "profile": get_profile(profile).to_dict(),
             "traced_ops": len(records),
             "source_flops": source_flops,
@@ -896,6 +985,7 @@ def shard(
     cost_model: str = "roofline",
     profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
     dtype: str = "float32",
+    kernels: str = "torch",
     device: "str | torch.device | None" = None,
     name: str | None = None,
 ) -> DataflowGraph:
@@ -910,6 +1000,12 @@ def shard(
         cost_model: ``roofline`` (seconds on ``profile``) or ``paper`` (the
             paper files' convention, see :mod:`workbench.generators.blocks`).
         dtype: element type for bytes and FLOP rates.
+        kernels: ``torch`` (one kernel per traced op and block, as PyTorch
+            runs it) or ``einsum`` (each op as the einsums the DOPPLER
+            paper's system writes: layer norm, softmax and attention spelled
+            out step by step with their reductions, a linear's bias its own
+            step, and a ``formation`` node after every contraction and
+            reduction, per output block, even when one kernel made it).
         name: the graph's model name (default: the module's class name).
 
     Raises:
@@ -919,7 +1015,7 @@ def shard(
     if parts is not None and target_nodes is not None:
         raise PartsError("give parts or target_nodes, not both")
     traced = trace_module(module, example_inputs, device=device)
-    options = {"cost_model": cost_model, "profile": profile, "dtype": dtype, "name": name or type(module).__name__}
+    options = {"cost_model": cost_model, "profile": profile, "dtype": dtype, "kernels": kernels, "name": name or type(module).__name__}
     if target_nodes is not None:
         parts = auto_parts(traced, target_nodes, **options)
     return shard_traced(traced, parts, **options)
