@@ -11,6 +11,7 @@ export tables that are imported by name later). The top-level
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ LAYER_OF = {
 NO_HEAVY_IMPORTS = ("core", "graph sources", "figures")
 """Layers whose modules never import torch, DGL or Dash (but see TORCH_BY_DESIGN)."""
 HEAVY = ("torch", "dgl", "dash")
+
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -101,6 +103,41 @@ def layer(module: str) -> str | None:
     if parts[0] != "workbench" or len(parts) < 2:
         return None
     return LAYER_OF[parts[1]]
+
+
+DOC_ROWS = {
+    "core": "core",
+    "graph sources": "graph sources",
+    "figures": "figures",
+    "learned policies": "learned policies / backends",
+    "execution backends": "learned policies / backends",
+    "training": "training",
+    "experiments": "experiments",
+    "views": "views",
+}
+"""The rows of the table in docs/architecture.md and the layer each stands for."""
+
+
+def documented_layers() -> dict[str, str]:
+    """Module → layer as the table in docs/architecture.md lists them (its modules column)."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    found = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in DOC_ROWS:
+            for token in re.findall(r"`([^`]+)`", cells[1]):
+                name = token.removeprefix("workbench/").rstrip("/").removesuffix(".py")
+                if name in LAYER_OF:
+                    found[name] = DOC_ROWS[cells[0]]
+    return found
+
+
+def test_the_layer_table_mirrors_docs_architecture():
+    documented = documented_layers()
+    present = {name.split(".")[1] for name in MODULES if "." in name} - {"__main__"}
+    assert present <= set(documented), f"not in docs/architecture.md's table: {sorted(present - set(documented))}"
+    differ = {name: (layer, LAYER_OF[name]) for name, layer in documented.items() if LAYERS[layer] != LAYERS[LAYER_OF[name]]}
+    assert not differ, f"docs/architecture.md (left) and LAYER_OF (right) disagree: {differ}"
 
 
 def test_every_module_has_a_layer():

@@ -62,7 +62,10 @@ CHECKPOINT_SUFFIX = ".safetensors"
 
 
 def checkpoint_file(directory: str | os.PathLike, name: str) -> Path:
-    """The checkpoint called ``name`` (``last``, a stage, ``<stage>-best``, a method) in ``directory``: the one place a checkpoint file is named."""
+    """The checkpoint called ``name`` (``last``, a stage, ``<stage>-best``, a method) in ``directory``.
+
+    The one place a checkpoint file is named: a new format changes :data:`CHECKPOINT_SUFFIX` only.
+    """
     return Path(directory) / f"{name}{CHECKPOINT_SUFFIX}"
 
 
