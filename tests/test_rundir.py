@@ -81,6 +81,16 @@ def test_read_metrics_drops_a_half_written_last_line(tmp_path):
     assert set(rundir.VALUE_COLUMNS) | set(rundir.TEXT_COLUMNS) | {"episode"} == set(rundir.METRIC_COLUMNS)
 
 
+def test_a_stray_quote_costs_only_its_own_row(tmp_path):
+    path = tmp_path / "metrics.csv"
+    row = "il,{},g" + ",1" * 11 + ",sim\n"
+    rows = [row.format(episode) for episode in range(400)]
+    rows[10] = rows[10].replace(",g,", ',"g,')  # one unbalanced quote
+    path.write_text(",".join(rundir.METRIC_COLUMNS) + "\n" + "".join(rows))
+    episodes = [r["episode"] for r in rundir.read_metrics(path)]
+    assert len(episodes) == 399 and "10" not in episodes and episodes[-1] == "399"
+
+
 def test_try_read_meta_never_raises(tmp_path):
     (tmp_path / "half.json").write_text('{"status": "runn')
     (tmp_path / "list.json").write_text("[1]")
