@@ -27,7 +27,9 @@ def row(label: str, graph: wb.DataflowGraph) -> str:
     shown = {m: round(makespans[m] / 1e10, 1) for m in METHODS}
     ordered = sorted(METHODS[:3], key=shown.get)
     ranking = ordered[0] + "".join(f" {'=' if shown[a] == shown[b] else '<'} {b}" for a, b in zip(ordered, ordered[1:]))
-    cells = [label, graph.num_nodes, graph.num_edges, f"{graph.total_compute / 1e10:.1f}"] + [f"{shown[m]:.1f}" for m in METHODS] + [ranking]
+    cells = (
+        [label, graph.num_nodes, graph.num_edges, f"{graph.total_compute / 1e10:.1f}"] + [f"{shown[m]:.1f}" for m in METHODS] + [ranking]
+    )
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 

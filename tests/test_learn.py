@@ -11,8 +11,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.learn import CheckpointError, EnvConfig, PlacementEnv, PlacementState, PolicyConfig, load_policy, make_policy
@@ -26,7 +25,9 @@ SMALL = PolicyConfig(width=16, message_passing_steps=2, head_hidden=(16,), atten
 # compute [2, 3, 1, 4]; edges with communication 1, 5, 2, 1 (see the hand computations below)
 HAND = wb.DataflowGraph.from_edges([2, 3, 1, 4], [(0, 1, 1), (0, 2, 5), (1, 3, 2), (2, 3, 1)])
 # a fork-join whose optimum on 2 devices (13) beats the critical-path teacher (15) and one device (18)
-SIX = wb.DataflowGraph.from_edges([4, 3, 3, 3, 3, 2], [(0, 1, 1), (0, 2, 1), (0, 3, 6), (0, 4, 6), (1, 5, 1), (2, 5, 1), (3, 5, 1), (4, 5, 1)])
+SIX = wb.DataflowGraph.from_edges(
+    [4, 3, 3, 3, 3, 2], [(0, 1, 1), (0, 2, 1), (0, 3, 6), (0, 4, 6), (1, 5, 1), (2, 5, 1), (3, 5, 1), (4, 5, 1)]
+)
 
 
 @st.composite
@@ -216,7 +217,9 @@ def test_edge_conv_equals_dgl_nnconv():
         conv = EdgeConv(8, 3, aggregator)
         torch.nn.init.normal_(conv.bias)
         feat, edge = torch.randn(inputs.num_nodes, 8), torch.randn(inputs.graph.num_edges(), 3)
-        torch.testing.assert_close(conv(inputs.graph, feat, edge), dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            conv(inputs.graph, feat, edge), dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge), rtol=1e-4, atol=1e-5
+        )
 
 
 def test_torch_aggregation_matches_dgl():

@@ -51,7 +51,10 @@ REF = {"critical_path": 10.0, "best_heuristic": 9.0, "best_heuristic_method": "h
     [
         ({"graphs": ["g"], "reference": {"g": REF}}, {"g": REF}),
         ({"graphs": ["g"], "reference": REF}, {"g": REF}),  # the flat form of runs written before the rule
-        ({"graphs": ["a", "b"], "reference": {"a": REF, "b": {**REF, "critical_path": 3.0}}}, {"a": REF, "b": {**REF, "critical_path": 3.0}}),
+        (
+            {"graphs": ["a", "b"], "reference": {"a": REF, "b": {**REF, "critical_path": 3.0}}},
+            {"a": REF, "b": {**REF, "critical_path": 3.0}},
+        ),
         ({"graphs": ["a", "b"], "reference": REF}, {}),  # flat but ambiguous
         ({"graphs": ["g"]}, {}),
         (None, {}),
@@ -83,7 +86,12 @@ def test_read_metrics_drops_a_half_written_last_line(tmp_path):
 def test_try_read_meta_never_raises(tmp_path):
     (tmp_path / "half.json").write_text('{"status": "runn')
     (tmp_path / "list.json").write_text("[1]")
-    assert rundir.try_read_meta(tmp_path / "half.json") == rundir.try_read_meta(tmp_path / "list.json") == rundir.try_read_meta(tmp_path / "none") == {}
+    assert (
+        rundir.try_read_meta(tmp_path / "half.json")
+        == rundir.try_read_meta(tmp_path / "list.json")
+        == rundir.try_read_meta(tmp_path / "none")
+        == {}
+    )
 
 
 def test_an_interrupted_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path):

@@ -7,8 +7,7 @@ import sys
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
@@ -137,7 +136,9 @@ def test_einsum_style_spells_out_norms_softmax_and_bias_and_forms_every_contract
     scores, formed = _blocks(graph, "matmul"), _blocks(graph, "matmul.formation")  # q @ k^T: head_dim whole, one kernel per block
     assert formed and len(formed) == len(scores)
     assert all(_preds(graph, node) == {scores[index + (0,)]} for index, node in formed.items())  # each copies its one kernel
-    assert all(graph.compute[node] == graph.compute[scores[index + (0,)]] / 4 for index, node in formed.items())  # elements written, head_dim 4
+    assert all(
+        graph.compute[node] == graph.compute[scores[index + (0,)]] / 4 for index, node in formed.items()
+    )  # elements written, head_dim 4
     torch_style = shard_traced(_ATTENTION, "batch=2,seq=2,hidden=2")
     assert "formation" not in torch_style.op_types and torch_style.num_nodes < graph.num_nodes
     with pytest.raises(ValueError, match="unknown kernel style 'fused'; use torch or einsum"):

@@ -22,7 +22,7 @@ graph are dropped: they index the original ops).
 
 from __future__ import annotations
 
-from typing import Collection
+from collections.abc import Collection
 
 import numpy as np
 
@@ -38,7 +38,7 @@ class CoarsenError(ValueError):
 CHEAP_CATEGORIES = frozenset({"elementwise", "view"})
 
 
-def _fusible_mask(graph: DataflowGraph, fusible: "np.ndarray | Collection[str] | None") -> np.ndarray:
+def _fusible_mask(graph: DataflowGraph, fusible: np.ndarray | Collection[str] | None) -> np.ndarray:
     if fusible is None:
         categories = graph.metadata.get("op_categories")
         if categories is None:
@@ -119,7 +119,7 @@ def coarsen(
     graph: DataflowGraph,
     target_nodes: int | None = None,
     fuse_elementwise: bool = True,
-    fusible: "np.ndarray | Collection[str] | None" = None,
+    fusible: np.ndarray | Collection[str] | None = None,
 ) -> DataflowGraph:
     """Fuse cheap ops into their producers, then group ops until at most ``target_nodes`` remain.
 

@@ -39,8 +39,9 @@ equals the traced model's ``total_flops``. Costs come from a cost model:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,9 +62,38 @@ KERNEL_STYLES = ("torch", "einsum")
 dimension is split); ``einsum``, the steps the paper's system writes (see :func:`shard`)."""
 
 _NON_POINTWISE = frozenset(
-    {"gather", "index_select", "scatter", "scatter_add", "cumsum", "cumprod", "roll", "flip", "pad", "interpolate", "upsample",
-     "sort", "topk", "repeat", "repeat_interleave", "tile", "index", "take", "one_hot", "diff", "cross", "argsort", "nonzero",
-     "masked_select", "unique", "bincount", "histc", "diag", "tril_indices", "triu_indices"}
+    {
+        "gather",
+        "index_select",
+        "scatter",
+        "scatter_add",
+        "cumsum",
+        "cumprod",
+        "roll",
+        "flip",
+        "pad",
+        "interpolate",
+        "upsample",
+        "sort",
+        "topk",
+        "repeat",
+        "repeat_interleave",
+        "tile",
+        "index",
+        "take",
+        "one_hot",
+        "diff",
+        "cross",
+        "argsort",
+        "nonzero",
+        "masked_select",
+        "unique",
+        "bincount",
+        "histc",
+        "diag",
+        "tril_indices",
+        "triu_indices",
+    }
 )
 _MAX_COMBINE = frozenset({"amax", "amin", "max", "min", "argmax", "argmin", "all", "any"})
 
@@ -76,7 +106,7 @@ class _Unsupported(Exception):
     """This op cannot be sharded: it becomes one node (the message says why)."""
 
 
-def parse_parts(text: "str | Mapping[str, int] | None") -> dict[str, int]:
+def parse_parts(text: str | Mapping[str, int] | None) -> dict[str, int]:
     """``"batch=2,heads=4"`` (or a dict) → ``{"batch": 2, "heads": 4}``; a clear error for anything else."""
     if text is None:
         return {}
@@ -156,7 +186,9 @@ class _Sharder:
         return _Value(tensor, tuple(kinds), (1,) * len(shape))
 
     def relabel(self, value: _Value, tensor_shape, parts, blocks, kinds, groups) -> _Value:
-        tensor = BlockTensor(value.tensor.name, tuple(int(s) for s in tensor_shape), tuple(int(p) for p in parts), np.asarray(blocks).reshape(tuple(parts)))
+        tensor = BlockTensor(
+            value.tensor.name, tuple(int(s) for s in tensor_shape), tuple(int(p) for p in parts), np.asarray(blocks).reshape(tuple(parts))
+        )
         return _Value(tensor, tuple(kinds), tuple(groups))
 
     def with_factor_parts(self, value: _Value, parts: Sequence[int]) -> _Value:
@@ -323,14 +355,23 @@ class _Sharder:
         in_bytes = sum(math.prod(v.shape) for v in inputs) * self.program.cost_model.itemsize
         out_elems = sum(math.prod(s) for s, _ in record.outs)
         node = self.program.node(
-            record.node.name, record.op_type, preds, int(record.flops), out_elems,
-            in_bytes + out_elems * self.program.cost_model.itemsize, out_elems * self.program.cost_model.itemsize,
+            record.node.name,
+            record.op_type,
+            preds,
+            int(record.flops),
+            out_elems,
+            in_bytes + out_elems * self.program.cost_model.itemsize,
+            out_elems * self.program.cost_model.itemsize,
         )
         source = next((v for v in inputs if v.produced), None)
         outs = []
         for shape, _ in record.outs:
-            kinds = [source.kinds[source.factor_slice(d).start] if source is not None and d < len(source.shape) and source.shape[d] == size else "other"
-                     for d, size in enumerate(shape)]
+            kinds = [
+                source.kinds[source.factor_slice(d).start]
+                if source is not None and d < len(source.shape) and source.shape[d] == size
+                else "other"
+                for d, size in enumerate(shape)
+            ]
             tensor = self.program.input(record.node.name, shape, [1] * len(shape))
             tensor.blocks[...] = node
             outs.append(_Value(tensor, tuple(kinds), (1,) * len(shape)))
@@ -402,8 +443,14 @@ class _Walker:
         if category == "view":
             return self.view(record)
         rule = {
-            "matmul": self.matmul, "conv": self.conv, "attention": self.attention, "norm": self.norm, "softmax": self.softmax,
-            "embedding": self.embedding, "pool": self.pool, "reduce": self.reduce,
+            "matmul": self.matmul,
+            "conv": self.conv,
+            "attention": self.attention,
+            "norm": self.norm,
+            "softmax": self.softmax,
+            "embedding": self.embedding,
+            "pool": self.pool,
+            "reduce": self.reduce,
         }.get(category, self.elementwise)
         if record.op_type in ("cat", "concat", "concatenate", "stack"):
             rule = self.cat
@@ -621,11 +668,19 @@ class _Walker:
             raise _Unsupported("attention shapes do not match its FLOPs")
         b_labels = [self.label() for _ in batch]
         ls, lt, ld, le = self.label(), self.label(), self.label(), self.label()
-        scores = self.s.apply(f"{node.name}.scores", "matmul", [(q, b_labels + [ls, ld]), (k, b_labels + [lt, ld])], b_labels + [ls, lt], score_flops)
+        scores = self.s.apply(
+            f"{node.name}.scores", "matmul", [(q, b_labels + [ls, ld]), (k, b_labels + [lt, ld])], b_labels + [ls, lt], score_flops
+        )
         if causal and mask is None and self.s.einsum_steps:  # the causal mask as an added input, as the paper's system writes it
             mask = self.s.free(f"{node.name}.causal_mask", (s, t), (scores.kinds[scores.factor_slice(len(batch)).start], scores.kinds[-1]))
         probs = self.masked_softmax(node.name, scores, b_labels + [ls, lt], mask, soft_flops)
-        return self.s.apply(f"{node.name}.context", "matmul", [(probs, b_labels + [ls, lt]), (v, b_labels + [lt, le])], b_labels + [ls, le], flops - score_flops - soft_flops)
+        return self.s.apply(
+            f"{node.name}.context",
+            "matmul",
+            [(probs, b_labels + [ls, lt]), (v, b_labels + [lt, le])],
+            b_labels + [ls, le],
+            flops - score_flops - soft_flops,
+        )
 
     def masked_softmax(self, name: str, scores: _Value, labels: list[str], mask: _Value | None, flops: int) -> _Value:
         """Mask and softmax of attention scores. The torch style folds the 1/sqrt(d) scale into the scores and joins the
@@ -657,19 +712,45 @@ class _Walker:
         for part, source, length in (("q", query, ls), ("k", key, lt), ("v", value, lt)):
             weight = self.s.free(f"{node.name}.W{part}", (width, heads, head_dim), ("hidden", "heads", "head_dim"))
             flops = 2 * batch * source.shape[1] * width * width
-            projected[part] = self.s.apply(f"{node.name}.{part}_proj", "linear", [(source, [lb, length, lh]), (weight, [lh, ln, ld])],
-                                           [lb, length, ln, ld], flops, new_labels=new, whole=[ld])
+            projected[part] = self.s.apply(
+                f"{node.name}.{part}_proj",
+                "linear",
+                [(source, [lb, length, lh]), (weight, [lh, ln, ld])],
+                [lb, length, ln, ld],
+                flops,
+                new_labels=new,
+                whole=[ld],
+            )
             spent += flops
         flops = 2 * batch * s * t * width
-        scores = self.s.apply(f"{node.name}.scores", "matmul", [(projected["q"], [lb, ls, ln, ld]), (projected["k"], [lb, lt, ln, ld])],
-                              [lb, ln, ls, lt], flops, whole=[ld])
+        scores = self.s.apply(
+            f"{node.name}.scores",
+            "matmul",
+            [(projected["q"], [lb, ls, ln, ld]), (projected["k"], [lb, lt, ln, ld])],
+            [lb, ln, ls, lt],
+            flops,
+            whole=[ld],
+        )
         probs = self.masked_softmax(node.name, scores, [lb, ln, ls, lt], None, 5 * batch * heads * s * t)
-        context = self.s.apply(f"{node.name}.context", "matmul", [(probs, [lb, ln, ls, lt]), (projected["v"], [lb, lt, ln, ld])],
-                               [lb, ls, ln, ld], flops, whole=[ld])
+        context = self.s.apply(
+            f"{node.name}.context",
+            "matmul",
+            [(probs, [lb, ln, ls, lt]), (projected["v"], [lb, lt, ln, ld])],
+            [lb, ls, ln, ld],
+            flops,
+            whole=[ld],
+        )
         spent += 2 * flops + 5 * batch * heads * s * t
         w_out = self.s.free(f"{node.name}.Wo", (heads, head_dim, width), ("heads", "head_dim", "hidden"))
-        out = self.s.apply(f"{node.name}.out_proj", "linear", [(context, [lb, ls, ln, ld]), (w_out, [ln, ld, lo])], [lb, ls, lo],
-                           int(record.flops) - spent, new_labels={lo: (width, "hidden")}, whole=[ld])
+        out = self.s.apply(
+            f"{node.name}.out_proj",
+            "linear",
+            [(context, [lb, ls, ln, ld]), (w_out, [ln, ld, lo])],
+            [lb, ls, lo],
+            int(record.flops) - spent,
+            new_labels={lo: (width, "hidden")},
+            whole=[ld],
+        )
         return (out, None)
 
     def conv(self, record: OpRecord) -> _Value:
@@ -690,8 +771,16 @@ class _Walker:
             out_labels = [lb, lo] + out_spatial
         kernel = math.prod(module.kernel_size) if module is not None else 1
         mult_adds = math.prod(out_shape) * (x.shape[1] // groups) * kernel
-        return self.s.apply(node.name, record.op_type, [(x, [lb, lc] + in_spatial)], out_labels, record.flops,
-                            points=mult_adds, new_labels=new, whole=in_spatial + out_spatial)
+        return self.s.apply(
+            node.name,
+            record.op_type,
+            [(x, [lb, lc] + in_spatial)],
+            out_labels,
+            record.flops,
+            points=mult_adds,
+            new_labels=new,
+            whole=in_spatial + out_spatial,
+        )
 
     def pool(self, record: OpRecord) -> _Value:
         node = record.node
@@ -703,8 +792,17 @@ class _Walker:
         in_spatial = [self.label() for _ in x.shape[2:]]
         out_spatial = [self.label() for _ in out_shape[2:]]
         new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:])}
-        return self.s.apply(node.name, record.op_type, [(x, lead + in_spatial)], lead + out_spatial, record.flops,
-                            points=math.prod(x.shape), new_labels=new, whole=in_spatial + out_spatial, combine="partial_max")
+        return self.s.apply(
+            node.name,
+            record.op_type,
+            [(x, lead + in_spatial)],
+            lead + out_spatial,
+            record.flops,
+            points=math.prod(x.shape),
+            new_labels=new,
+            whole=in_spatial + out_spatial,
+            combine="partial_max",
+        )
 
     def embedding(self, record: OpRecord) -> _Value:
         node = record.node
@@ -712,8 +810,15 @@ class _Walker:
         out_shape = self.out_shape(record)
         labels = [self.label() for _ in ids.shape]
         width = self.label()
-        return self.s.apply(node.name, record.op_type, [(ids, labels)], labels + [width], record.flops,
-                            points=math.prod(out_shape), new_labels={width: (out_shape[-1], "hidden")})
+        return self.s.apply(
+            node.name,
+            record.op_type,
+            [(ids, labels)],
+            labels + [width],
+            record.flops,
+            points=math.prod(out_shape),
+            new_labels={width: (out_shape[-1], "hidden")},
+        )
 
     # -------------------------------------------------------- views, slices and concatenation
     def view(self, record: OpRecord) -> Any:
@@ -811,8 +916,9 @@ class _Walker:
             parts = [repart.get(f, p) for f, p in enumerate(t.parts)]
             value = self.s.with_factor_parts(value, parts)
             t = value.tensor
-        return self.s.relabel(value, [s for s, _, _ in out_factors], [p for _, _, p in out_factors], t.blocks,
-                              [k for _, k, _ in out_factors], groups)
+        return self.s.relabel(
+            value, [s for s, _, _ in out_factors], [p for _, _, p in out_factors], t.blocks, [k for _, k, _ in out_factors], groups
+        )
 
     def slice_dim(self, name: str, value: _Value, dim: int, start: int, stop: int) -> _Value:
         size = value.shape[dim]
@@ -917,10 +1023,10 @@ class _Walker:
 
 def shard_traced(
     traced: Traced,
-    parts: "str | Mapping[str, int] | None" = None,
+    parts: str | Mapping[str, int] | None = None,
     *,
     cost_model: str = "roofline",
-    profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
+    profile: str | DeviceProfile | Mapping[str, Any] = "V100",
     dtype: str = "float32",
     kernels: str = "torch",
     name: str | None = None,
@@ -979,14 +1085,14 @@ def shard_traced(
 def shard(
     module: torch.nn.Module,
     example_inputs: Any = None,
-    parts: "str | Mapping[str, int] | None" = None,
+    parts: str | Mapping[str, int] | None = None,
     *,
     target_nodes: int | None = None,
     cost_model: str = "roofline",
-    profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
+    profile: str | DeviceProfile | Mapping[str, Any] = "V100",
     dtype: str = "float32",
     kernels: str = "torch",
-    device: "str | torch.device | None" = None,
+    device: str | torch.device | None = None,
     name: str | None = None,
 ) -> DataflowGraph:
     """Trace ``module`` and shard it into a partitioned block graph.
@@ -1046,4 +1152,3 @@ def auto_parts(traced: Traced, target_nodes: int, max_parts: int = 16, **options
             return parts
         best, kind = max(trials)
         parts[kind] *= 2
-

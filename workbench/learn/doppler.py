@@ -53,19 +53,26 @@ class DopplerPolicy(LearnedPolicy):
         if self.learn_select:
             self.sel_encoder = encoder(config)
             self.sel_node = nn.Linear(len(NODE_FEATURES), w)
-            self.sel_head = ScoringHead({"node": w, "embedding": w, "down": w, "up": w}, config.head_hidden, config.activation, config.negative_slope)
+            self.sel_head = ScoringHead(
+                {"node": w, "embedding": w, "down": w, "up": w}, config.head_hidden, config.activation, config.negative_slope
+            )
         if self.learn_place:
             if not (config.share_encoder and self.learn_select):
                 self.plc_encoder = encoder(config)
             self.plc_node = nn.Linear(len(NODE_FEATURES), w)
             self.plc_device = nn.Linear(len(DEVICE_FEATURES), w)
-            self.plc_head = ScoringHead({"device": w, "node": w, "embedding": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope)
+            self.plc_head = ScoringHead(
+                {"device": w, "node": w, "embedding": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope
+            )
 
     # ------------------------------------------------------------ networks
     def select_logits(self, inputs: GraphTensors, embedding: torch.Tensor) -> torch.Tensor:
         """SEL's logit for every op ``(n,)``."""
         return self.sel_head(
-            node=self.sel_node(inputs.node), embedding=embedding, down=path_sum(embedding, inputs.down_path), up=path_sum(embedding, inputs.up_path)
+            node=self.sel_node(inputs.node),
+            embedding=embedding,
+            down=path_sum(embedding, inputs.down_path),
+            up=path_sum(embedding, inputs.up_path),
         )
 
     def place_parts(self, inputs: GraphTensors, embedding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -118,7 +125,9 @@ class DopplerPolicy(LearnedPolicy):
             if self.learn_place:
                 feats[t] = state.device_features(op, earliest)
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
-                target = choose(softmax(e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)), 2 * t + 1, plc_teacher)
+                target = choose(
+                    softmax(e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)), 2 * t + 1, plc_teacher
+                )
                 plc.add(all_devices, target, plc_teacher)
                 device_sum[target] += e.device_part_np[op]
             else:

@@ -29,7 +29,19 @@ from torch import nn
 from ..graph import DataflowGraph
 from .features import EDGE_FEATURES, NODE_FEATURES, static_features
 
-__all__ = ["ACTIVATIONS", "Encoder", "EdgeConv", "ScoringHead", "aggregate", "mlp", "numpy_mlp", "sums_before", "GraphTensors", "graph_tensors", "path_sum"]
+__all__ = [
+    "ACTIVATIONS",
+    "Encoder",
+    "EdgeConv",
+    "ScoringHead",
+    "aggregate",
+    "mlp",
+    "numpy_mlp",
+    "sums_before",
+    "GraphTensors",
+    "graph_tensors",
+    "path_sum",
+]
 
 
 ACTIVATIONS = ("leaky_relu", "relu", "tanh")
@@ -142,7 +154,7 @@ class GraphTensors:
     num_nodes: int
 
 
-_tensor_cache: "weakref.WeakKeyDictionary[DataflowGraph, dict[str, GraphTensors]]" = weakref.WeakKeyDictionary()
+_tensor_cache: weakref.WeakKeyDictionary[DataflowGraph, dict[str, GraphTensors]] = weakref.WeakKeyDictionary()
 
 
 def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
@@ -197,7 +209,12 @@ class EdgeConv(dgl.nn.NNConv):
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, efeat: torch.Tensor) -> torch.Tensor:
         linear = self.edge_func
         d_in, d_out, k = self._in_src_feats, self._out_feats, linear.in_features
-        table = torch.cat([linear.weight, linear.bias.unsqueeze(1)], dim=1).view(d_in, d_out, k + 1).transpose(1, 2).reshape(d_in * (k + 1), d_out)
+        table = (
+            torch.cat([linear.weight, linear.bias.unsqueeze(1)], dim=1)
+            .view(d_in, d_out, k + 1)
+            .transpose(1, 2)
+            .reshape(d_in * (k + 1), d_out)
+        )
         src, dst = graph.edges()
         on_graph = src.device == feat.device
         if not on_graph:  # a DGL build without CUDA keeps the graph on the CPU

@@ -107,7 +107,7 @@ class PolicyConfig:
             raise ValueError(f"width {self.width} must be divisible by attention_heads {self.attention_heads}")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PolicyConfig":
+    def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -218,7 +218,13 @@ def versions() -> dict[str, str]:
 
     from .. import __version__
 
-    found = {"workbench": __version__, "torch": torch.__version__, "dgl": dgl.__version__, "numpy": np.__version__, "python": platform.python_version()}
+    found = {
+        "workbench": __version__,
+        "torch": torch.__version__,
+        "dgl": dgl.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
     return {k: str(v) for k, v in found.items()}
 
 
@@ -234,7 +240,9 @@ def make_policy(method: str, config: PolicyConfig | None = None) -> LearnedPolic
 def _layout_summary(layout: Any) -> str:
     if not isinstance(layout, dict):
         return repr(layout)
-    return f"version {layout.get('version')}: " + "; ".join(f"{k} = {', '.join(map(str, layout.get(k) or []))}" for k in ("node", "edge", "device"))
+    return f"version {layout.get('version')}: " + "; ".join(
+        f"{k} = {', '.join(map(str, layout.get(k) or []))}" for k in ("node", "edge", "device")
+    )
 
 
 def load_policy(

@@ -11,8 +11,9 @@ import ast
 import dataclasses
 import inspect
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 from ..placers import methods
 
@@ -98,7 +99,9 @@ class TrainConfig:
         if len(set(self.stages)) != len(self.stages):
             raise ValueError(f"TrainConfig.stages: a stage appears twice in {','.join(self.stages)}")
         if len(self.episodes) != len(self.stages):
-            raise ValueError(f"TrainConfig.episodes: {len(self.stages)} stage(s) need {len(self.stages)} episode count(s), got {len(self.episodes)}")
+            raise ValueError(
+                f"TrainConfig.episodes: {len(self.stages)} stage(s) need {len(self.stages)} episode count(s), got {len(self.episodes)}"
+            )
         if any(e < 1 for e in self.episodes):
             raise ValueError(f"TrainConfig.episodes: every stage needs at least 1 episode, got {list(self.episodes)}")
         if self.method not in METHODS:
@@ -145,7 +148,7 @@ class TrainConfig:
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> "TrainConfig":
+    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> TrainConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -155,7 +158,7 @@ class TrainConfig:
         except TypeError as exc:
             raise ValueError(f"{source}: {exc}") from None
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
 

@@ -10,7 +10,7 @@ seconds``, which :class:`CallableOracle` wraps. The contract itself lives in
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -29,7 +29,9 @@ class CallableOracle:
         self.function = function
         self.devices = devices
 
-    def measure(self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0, trace: bool = False) -> Measurement:
+    def measure(
+        self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0, trace: bool = False
+    ) -> Measurement:
         return Measurement.from_samples([float(self.function(graph, np.asarray(assignment)))], oracle="callable")
 
 
@@ -41,7 +43,9 @@ def as_oracle(value: CostOracle | Callable[[DataflowGraph, np.ndarray], float] |
         return value
     if callable(value):
         return CallableOracle(value, devices)
-    raise TypeError(f"an oracle needs a measure(graph, assignment, repeats, timeout) method or must be callable; got {type(value).__name__}")
+    raise TypeError(
+        f"an oracle needs a measure(graph, assignment, repeats, timeout) method or must be callable; got {type(value).__name__}"
+    )
 
 
 def oracle_from_spec(spec: str, devices: int) -> CostOracle:
@@ -69,7 +73,9 @@ def seconds_oracle(oracle: CostOracle, repeats: int = 1, timeout: float = 60.0) 
     def measure(graph: DataflowGraph, assignment: np.ndarray) -> float:
         measurement = oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
         if not measurement.ok:
-            raise RuntimeError(f"{measurement.oracle or type(oracle).__name__} could not measure the placement: {'; '.join(measurement.errors) or 'no time'}")
+            raise RuntimeError(
+                f"{measurement.oracle or type(oracle).__name__} could not measure the placement: {'; '.join(measurement.errors) or 'no time'}"
+            )
         return float(measurement.seconds)
 
     return measure

@@ -19,8 +19,9 @@ import importlib
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,7 +64,10 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     for stage, path in checkpoints.items():
         candidate, _ = load_checkpoint(library, path, map_location="cpu")
         with torch.no_grad():
-            greedy[stage] = {name: simulate(g, candidate.rollout(g, config.devices, mode="greedy").assignment, config.devices).makespan for name, g in graphs.items()}
+            greedy[stage] = {
+                name: simulate(g, candidate.rollout(g, config.devices, mode="greedy").assignment, config.devices).makespan
+                for name, g in graphs.items()
+            }
         score = float(np.mean([greedy[stage][name] / meta["evaluation"][name]["critical_path"] for name in graphs]))
         if score <= chosen_score:
             chosen, chosen_score, policy = stage, score, candidate
@@ -81,8 +85,7 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
 
 def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
     """A markdown table of the shipped policies: budget, wall time, greedy makespan per stage, beside the heuristics (÷ 1e10)."""
-    from ..rundir import reference as reference_of
-    from ..rundir import read_metrics
+    from ..rundir import read_metrics, reference as reference_of
 
     lines = [
         "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped | best of greedy + K samples (evaluated policy) | best seen in training |",
@@ -139,9 +142,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     for graph in args.graphs:
         config = TrainConfig(
-            graphs=(graph,), devices=args.devices, method=args.method, stages=tuple(args.stages.split(",")),
-            episodes=tuple(int(e) for e in args.episodes.split(",")), seed=args.seed, **{"rl_mode": args.rl_mode, **overrides},
-        )  # fmt: skip
+            graphs=(graph,),
+            devices=args.devices,
+            method=args.method,
+            stages=tuple(args.stages.split(",")),
+            episodes=tuple(int(e) for e in args.episodes.split(",")),
+            seed=args.seed,
+            **{"rl_mode": args.rl_mode, **overrides},
+        )
         out = Path(args.runs) / graph
         command = shlex.join(["python", "-m", "workbench.training.pretrained", *(argv if argv is not None else sys.argv[1:])])
         result = train(config, out, command=command)
@@ -150,7 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         target = export_policy(out, Path(args.to) / graph)
         found = result.evaluation[graph]
-        print(f"{graph}: {target}  greedy {found['greedy']:.6g}  best of {found['search_samples']} {found['search']:.6g}  critical_path {found['critical_path']:.6g}")
+        print(
+            f"{graph}: {target}  greedy {found['greedy']:.6g}  best of {found['search_samples']} {found['search']:.6g}  critical_path {found['critical_path']:.6g}"
+        )
     return 0
 
 
