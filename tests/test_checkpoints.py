@@ -197,7 +197,7 @@ def test_an_old_checkpoint_is_converted_once_with_the_trust_flag(tmp_path, doppl
     assert main([str(old), "--trust-pickle-checkpoint", "--graph", "chain_mm", "--devices", "4"]) == 0
     migrated = load_policy(old.with_suffix(".safetensors"), graph=wb.bundled_graph("chain_mm"), devices=4)
     assert migrated.checkpoint_extra == {"episode": 7} and migrated.trained_for.devices == 4
-    assert all(torch.equal(a, b) for a, b in zip(migrated.state_dict().values(), doppler.state_dict().values()))
+    assert all(torch.equal(a, b) for a, b in zip(migrated.state_dict().values(), doppler.state_dict().values(), strict=True))
     with pytest.raises(CheckpointError, match="pickle checkpoint"):
         load_policy(old)
 
@@ -311,7 +311,7 @@ def test_kill_at_every_checkpoint_write_then_resume_keeps_every_stage(tmp_path, 
     assert without_time(read_metrics(out / "metrics.csv")) == without_time(read_metrics(uninterrupted / "metrics.csv"))
     for stage in ("il", "sim"):
         resumed, whole = (tiny_load_policy(d / "checkpoints" / f"{stage}.safetensors") for d in (out, uninterrupted))
-        assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), whole.state_dict().values()))
+        assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), whole.state_dict().values(), strict=True))
 
 
 # --- divergence ----------------------------------------------------------------------------------------------------

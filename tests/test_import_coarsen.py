@@ -27,8 +27,8 @@ def test_coarsening_any_dag_stays_acyclic_and_maps_every_edge(seed, nodes, targe
     for g, members in enumerate(coarse.metadata["coarse_groups"]):
         label[members] = g
     assert coarse.total_compute == pytest.approx(graph.total_compute)
-    coarse_edges = set(zip(coarse.src.tolist(), coarse.dst.tolist()))
-    for u, v in zip(graph.src.tolist(), graph.dst.tolist()):
+    coarse_edges = set(zip(coarse.src.tolist(), coarse.dst.tolist(), strict=True))
+    for u, v in zip(graph.src.tolist(), graph.dst.tolist(), strict=True):
         assert label[u] == label[v] or (label[u], label[v]) in coarse_edges
 
 

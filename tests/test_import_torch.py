@@ -41,7 +41,7 @@ HAND_FLOPS = {"conv": 28160, "norm": 2560, "relu": 512, "fc": 17408, "matmul": 1
 def test_hand_checked_flops_and_op_counts():
     inputs = (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 4, 8))
     graph = from_torch(HandChecked(), inputs)
-    flops = dict(zip(graph.names, graph.metadata["op_flops"]))
+    flops = dict(zip(graph.names, graph.metadata["op_flops"], strict=True))
     for name, expected in HAND_FLOPS.items():
         assert flops[name] == expected, name
     assert graph.metadata["total_flops"] == sum(HAND_FLOPS.values()) + 512 + 64 + 1

@@ -37,7 +37,7 @@ def dags(draw, max_nodes: int = 10):
     chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=2 * n)) if pairs else []
     compute = draw(st.lists(st.integers(0, 9).map(float), min_size=n, max_size=n))
     comm = draw(st.lists(st.integers(0, 9).map(float), min_size=len(chosen), max_size=len(chosen)))
-    return wb.DataflowGraph.from_edges(compute, [(a, b, c) for (a, b), c in zip(chosen, comm)])
+    return wb.DataflowGraph.from_edges(compute, [(a, b, c) for (a, b), c in zip(chosen, comm, strict=True)])
 
 
 def assert_topological(graph: wb.DataflowGraph, order: np.ndarray) -> None:

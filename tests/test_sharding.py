@@ -40,7 +40,7 @@ def _check_conservation_and_order(graph, traced_flops):
     meta = graph.metadata
     assert meta["total_flops"] - meta["combine_flops"] == traced_flops  # exact: kernels share each op's FLOPs in integers
     assert np.all(graph.src < graph.dst)  # nodes are made in a topological order, so the graph is acyclic
-    assert nx.is_directed_acyclic_graph(nx.DiGraph(list(zip(graph.src.tolist(), graph.dst.tolist()))))
+    assert nx.is_directed_acyclic_graph(nx.DiGraph(list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))))
 
 
 def test_mlp_blocks_read_exactly_the_blocks_of_their_slices():
@@ -78,7 +78,7 @@ def test_gather_reads_exactly_the_overlapping_blocks_and_aliases_aligned_ones():
 
 
 def _preds_of(program, node):
-    return {s for s, d in zip(program.src, program.dst) if d == node}
+    return {s for s, d in zip(program.src, program.dst, strict=True) if d == node}
 
 
 class Attention(nn.Module):

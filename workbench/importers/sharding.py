@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -152,7 +153,7 @@ class _Value:
 
     def factors(self, dim: int) -> list[tuple[int, str]]:
         sl = self.factor_slice(dim)
-        return list(zip(self.tensor.shape[sl], self.kinds[sl]))
+        return list(zip(self.tensor.shape[sl], self.kinds[sl], strict=True))
 
 
 def _letters():
@@ -166,7 +167,7 @@ def _shares(total: int, weights: Sequence[float]) -> list[int]:
     """``total`` split in integers proportional to ``weights``, adding up to it exactly."""
     bounds = np.concatenate([[0.0], np.cumsum(weights)]) / sum(weights)
     cuts = [int(total * b) for b in bounds[:-1]] + [int(total)]
-    return [b - a for a, b in zip(cuts, cuts[1:])]
+    return [b - a for a, b in pairwise(cuts)]
 
 
 class _Sharder:
@@ -182,7 +183,7 @@ class _Sharder:
     # ------------------------------------------------------------ values
     def free(self, name: str, shape: Sequence[int], kinds: Sequence[str]) -> _Value:
         shape = tuple(int(s) for s in shape)
-        tensor = self.program.input(name, shape, [self.count(k, s) for k, s in zip(kinds, shape)])
+        tensor = self.program.input(name, shape, [self.count(k, s) for k, s in zip(kinds, shape, strict=False)])
         return _Value(tensor, tuple(kinds), (1,) * len(shape))
 
     def relabel(self, value: _Value, tensor_shape, parts, blocks, kinds, groups) -> _Value:
@@ -226,7 +227,7 @@ class _Sharder:
                 parts[f] = 1
             value = self.with_factor_parts(value, parts)
             t = value.tensor
-        merged_kind = next((k for k, p in zip(factor_kinds, t.parts[sl]) if p > 1), factor_kinds[0])
+        merged_kind = next((k for k, p in zip(factor_kinds, t.parts[sl], strict=True) if p > 1), factor_kinds[0])
         shape = list(t.shape[: sl.start]) + [math.prod(t.shape[sl])] + list(t.shape[sl.stop :])
         parts = list(t.parts[: sl.start]) + [math.prod(t.parts[sl])] + list(t.parts[sl.stop :])
         kinds = list(value.kinds[: sl.start]) + [merged_kind] + list(value.kinds[sl.stop :])
@@ -474,7 +475,9 @@ class _Walker:
         for value in inputs:
             value, mapping = self.s.squeeze_to(value, len(out_shape), out_shape)
             operands.append((value, [out_labels[m] for m in mapping]))
-        broadcast = {label: (size, "other") for label, size in zip(out_labels, out_shape)}  # dimensions that every input broadcasts
+        broadcast = {
+            label: (size, "other") for label, size in zip(out_labels, out_shape, strict=True)
+        }  # dimensions that every input broadcasts
         return self.s.apply(record.node.name, record.op_type, operands, out_labels, record.flops, new_labels=broadcast)
 
     def reduce(self, record: OpRecord) -> Any:
@@ -544,7 +547,7 @@ class _Walker:
         elems, rows = math.prod(x.shape), math.prod(x.shape[d] for d in range(len(labels)) if d not in reduced)
         steps = ["sum", "mean", "sub", "square", "square_sum", "var_eps", "rsqrt", "normalise"] + ["weight"] * weight + ["bias"] * bias
         work = {"mean": rows, "var_eps": 2 * rows, "rsqrt": rows}
-        flops = dict(zip(steps, _shares(int(record.flops), [work.get(step, elems) for step in steps])))
+        flops = dict(zip(steps, _shares(int(record.flops), [work.get(step, elems) for step in steps]), strict=True))
         full = (x, labels)
         total = self.s.apply(f"{name}.sum", "reduce_sum", [full], kept, flops["sum"])
         mean = self.s.apply(f"{name}.mean", "div", [(total, kept)], kept, flops["mean"])
@@ -600,7 +603,7 @@ class _Walker:
             lhs, _, rhs = equation.partition("->")
             if "." in equation or not rhs:
                 raise _Unsupported("einsum with ellipsis or implicit output")
-            operands = [(v, list(spec)) for v, spec in zip(args, lhs.split(","))]
+            operands = [(v, list(spec)) for v, spec in zip(args, lhs.split(","), strict=False)]
             return self.s.apply(node.name, "einsum", operands, list(rhs), record.flops)
         if op_type == "linear":
             x = args[0]
@@ -762,7 +765,7 @@ class _Walker:
         lb, lc = self.label(), self.label()
         in_spatial = [self.label() for _ in range(spatial)]
         out_spatial = [self.label() for _ in range(spatial)]
-        new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:])}
+        new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:], strict=True)}
         if groups > 1 and groups == x.shape[1] == out_shape[1]:  # depthwise: output channel c reads input channel c
             out_labels = [lb, lc] + out_spatial
         else:  # dense (grouped convolutions read all channel blocks: a superset of their true inputs)
@@ -791,7 +794,7 @@ class _Walker:
         lead = [self.label() for _ in x.shape[:2]]
         in_spatial = [self.label() for _ in x.shape[2:]]
         out_spatial = [self.label() for _ in out_shape[2:]]
-        new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:])}
+        new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:], strict=True)}
         return self.s.apply(
             node.name,
             record.op_type,
@@ -1053,14 +1056,14 @@ def shard_traced(
                 result = walker.op(record)
                 traced_shape = tuple(record.outs[0][0])
                 if isinstance(result, _Value) and (
-                    len(result.shape) != len(traced_shape) or any(a not in (b, 1) for a, b in zip(result.shape, traced_shape))
+                    len(result.shape) != len(traced_shape) or any(a not in (b, 1) for a, b in zip(result.shape, traced_shape, strict=True))
                 ):  # broadcast (expanded) dimensions may stay size 1
                     raise _Unsupported(f"sharded shape {result.shape} is not the traced {traced_shape}")
             except _Unsupported as reason:
                 outs = sharder.single(record, walker.tensor_args(node), str(reason))
                 result = outs[0] if len(outs) == 1 else tuple(outs)
             walker.values[node] = result
-    combine_flops = float(sum(f for f, t in zip(program.flops, program.op_types) if t.startswith("partial_")))
+    combine_flops = float(sum(f for f, t in zip(program.flops, program.op_types, strict=True) if t.startswith("partial_")))
     source_flops = float(sum(r.flops for r in records.values()))
     model_name = name or type(traced.gm).__name__
     return program.graph(

@@ -339,11 +339,11 @@ def _inputs(module: torch.nn.Module, example_inputs: Any) -> tuple:
 def _einsum_flops(equation: str, shapes: list[tuple[int, ...]]) -> float:
     lhs = equation.replace(" ", "").split("->")[0].split(",")
     sizes: dict[str, int] = {}
-    for spec, shape in zip(lhs, shapes):
+    for spec, shape in zip(lhs, shapes, strict=False):
         left, _, right = spec.partition("...")
-        for label, size in zip(left, shape):
+        for label, size in zip(left, shape, strict=False):
             sizes[label] = size
-        for label, size in zip(right[::-1], shape[::-1]):
+        for label, size in zip(right[::-1], shape[::-1], strict=False):
             sizes[label] = size
         if "..." in spec:
             sizes["..."] = max(sizes.get("...", 1), _numel(shape[len(left) : len(shape) - len(right)]))

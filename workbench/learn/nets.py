@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from itertools import pairwise
 
 import dgl
 import dgl.function as fn
@@ -61,7 +62,7 @@ def activation_layer(name: str, negative_slope: float) -> nn.Module:
 def mlp(sizes: list[int], activation: str, negative_slope: float) -> nn.Sequential:
     """Linear layers of ``sizes`` (input first, output last) with ``activation`` between them."""
     layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (a, b) in enumerate(pairwise(sizes)):
         if i:
             layers.append(activation_layer(activation, negative_slope))
         layers.append(nn.Linear(a, b))

@@ -13,6 +13,7 @@ import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from itertools import pairwise
 from typing import Any
 
 from ..placers import methods
@@ -139,7 +140,7 @@ class TrainConfig:
     def stage_bounds(self) -> list[tuple[str, int, int]]:
         """``(stage, first episode, end episode)`` per stage; episodes count from 0 over the whole run."""
         bounds, first = [], 0
-        for stage, count in zip(self.stages, self.episodes):
+        for stage, count in zip(self.stages, self.episodes, strict=True):
             bounds.append((stage, first, first + count))
             first += count
         return bounds
@@ -167,7 +168,7 @@ def field_docs() -> dict[str, str]:
     tree = ast.parse(inspect.getsource(TrainConfig))
     body = tree.body[0].body
     docs = {}
-    for node, after in zip(body, body[1:]):
+    for node, after in pairwise(body):
         if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
             docs[node.target.id] = " ".join(str(after.value.value).split())
     return docs

@@ -89,7 +89,7 @@ def reinforce_update(
         baselines = [(sum(rewards) - r) / (count - 1) for r in rewards]
     running = rewards[0] if baseline is None else baseline
     steps, total = [], torch.zeros((), device=rollouts[0].log_prob.device)
-    for rollout, makespan, reward, b in zip(rollouts, makespans, rewards, baselines):
+    for rollout, makespan, reward, b in zip(rollouts, makespans, rewards, baselines, strict=True):
         loss_policy = -(reward - b) * rollout.log_prob / count
         loss_entropy = -config.entropy_weight * rollout.entropy / count
         total = total + loss_policy + loss_entropy

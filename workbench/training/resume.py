@@ -75,7 +75,7 @@ def check_metrics(path: str | os.PathLike, columns: tuple[str, ...], resume_at: 
         raise ResumeError(f"{path} has no header line; expected {','.join(columns)}")
     header = _row(path, 1, complete[0])
     if tuple(header) != columns:
-        diff = next((i for i, (a, b) in enumerate(zip(header, columns)) if a != b), min(len(header), len(columns)))
+        diff = next((i for i, (a, b) in enumerate(zip(header, columns, strict=False)) if a != b), min(len(header), len(columns)))
         found, wanted = (header[diff] if diff < len(header) else "(nothing)"), (columns[diff] if diff < len(columns) else "(nothing)")
         raise ResumeError(
             f"{path} line 1: the header differs from the expected one at column {diff + 1} ({found!r} instead of {wanted!r}); refusing to resume"
