@@ -55,7 +55,7 @@ def test_mlp_blocks_read_exactly_the_blocks_of_their_slices():
     for (b, o), node in first_sum.items():
         assert _preds(graph, node) == {first[b, o, 0], first[b, o, 1]}  # the partial results of its output block
         assert _preds(graph, relu[b, o]) == {node}  # elementwise: the same block
-    for (b, o, k), node in second.items():
+    for (b, _out_block, k), node in second.items():
         assert _preds(graph, node) == {relu[b, k]}  # rows b of the input, contracted slice k
     assert graph.metadata["unsharded"] == []
 

@@ -83,12 +83,17 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     return target
 
 
+def _cell(value: float, critical_path: float) -> str:
+    return f"{value / 1e10:.1f} ({value / critical_path:.3f}×)"
+
+
 def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
     """A markdown table of the shipped policies: budget, wall time, greedy makespan per stage, beside the heuristics (÷ 1e10)."""
     from ..rundir import read_metrics, reference as reference_of
 
     lines = [
-        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped | best of greedy + K samples (evaluated policy) | best seen in training |",
+        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped "
+        "| best of greedy + K samples (evaluated policy) | best seen in training |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for meta_path in sorted(Path(folder).glob("*/meta.json")):
@@ -97,15 +102,13 @@ def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
         name = meta_path.parent.name
         found, reference = meta["evaluation"][name], reference_of(meta, name)
         budget = "+".join(str(sum(r["stage"] == s for r in rows)) for s in meta["stages"])
-
-        def cell(value: float) -> str:
-            return f"{value / 1e10:.1f} ({value / found['critical_path']:.3f}×)"
-
-        by_stage = ", ".join(f"{stage} {cell(values[name])}" for stage, values in record["greedy_by_stage"].items())
+        critical_path = found["critical_path"]
+        by_stage = ", ".join(f"{stage} {_cell(values[name], critical_path)}" for stage, values in record["greedy_by_stage"].items())
         lines.append(
             f"| {name} | {budget} | {float(rows[-1]['seconds']) / 60:.1f} min | {found['critical_path'] / 1e10:.1f} | "
             f"{reference['best_heuristic'] / 1e10:.1f} ({reference['best_heuristic_method']}) | {by_stage} | "
-            f"{Path(record['exported_from']).stem} | {cell(found['search'])}, K={found['search_samples']} | {cell(found['best_seen'])} |"
+            f"{Path(record['exported_from']).stem} | {_cell(found['search'], critical_path)}, K={found['search_samples']} | "
+            f"{_cell(found['best_seen'], critical_path)} |"
         )
     return "\n".join(lines)
 
