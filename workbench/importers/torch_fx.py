@@ -308,7 +308,8 @@ def _trace(module: torch.nn.Module, inputs: tuple) -> tuple[torch.fx.GraphModule
         return torch.export.export(module, inputs).module(), "export"
     except Exception as export_exc:
         raise TraceError(
-            f"cannot trace {type(module).__name__}: {fx_reason}; torch.export also failed{_user_frame(export_exc)}: {_first_line(export_exc)}"
+            f"cannot trace {type(module).__name__}: {fx_reason}; torch.export also failed{_user_frame(export_exc)}: "
+            f"{_first_line(export_exc)}"
         ) from None
 
 

@@ -166,7 +166,8 @@ def check_plain(value: Any, where: str = "extra") -> None:
             check_plain(item, f"{where}[{i}]")
     elif not isinstance(value, (str, int, float, bool, type(None), torch.Tensor)):
         raise ValueError(
-            f"{where} is a {type(value).__name__}; checkpoints hold only tensors and plain data (convert numpy arrays with torch.as_tensor or .tolist())"
+            f"{where} is a {type(value).__name__}; checkpoints hold only tensors and plain data (convert numpy arrays with "
+            "torch.as_tensor or .tolist())"
         )
 
 
@@ -358,7 +359,8 @@ def _read_pickle(path: Path, raw: bytes) -> Checkpoint:
                 else "a zip archive with unexpected members"
             )
             raise CheckpointError(
-                f"refusing to load {path}: it is {kind} ({', '.join(foreign[:3])}), and loading it would run code; this is refused even with the pickle opt-in"
+                f"refusing to load {path}: it is {kind} ({', '.join(foreign[:3])}), and loading it would run code; this is refused even "
+                "with the pickle opt-in"
             )
     try:
         payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)

@@ -35,7 +35,9 @@ class TrainConfig:
     method: str = "doppler"
     """Policy to train (``workbench.learn.make_policy`` name)."""
     stages: tuple[str, ...] = ("il", "sim")
-    """Stages in order: ``il`` (imitate critical_path), ``sim`` (REINFORCE in the simulator), ``real`` (REINFORCE against the cost oracle)."""
+    """Stages in order: ``il`` (imitate critical_path), ``sim`` (REINFORCE in the simulator),
+    ``real`` (REINFORCE against the cost oracle).
+    """
     episodes: tuple[int, ...] = (2000, 4000)
     """Episodes per stage, one number per entry of ``stages``."""
     seed: int = 0
@@ -57,21 +59,32 @@ class TrainConfig:
     rl_epsilon_end: float = 0.0
     """Stages II/III ε at the last episode (linear decay)."""
     rl_mode: str = "epsilon"
-    """Stages II/III rollouts: ``epsilon`` (the paper: the policy's most probable action, a uniform legal one with probability ε) or ``sample`` (sample from the policy; ε unused)."""
+    """Stages II/III rollouts: ``epsilon`` (the paper: the policy's most probable action, a uniform legal one with probability ε) or
+    ``sample`` (sample from the policy; ε unused).
+    """
     entropy_weight: float = 1e-2
     """Stages II/III entropy bonus weight."""
     self_imitation_weight: float = 0.0
-    """Stages II/III: weight of a self-imitation term, the mean −log-probability of replaying the best placement this stage has found for the graph (Oh et al., ICML 2018); 0 turns it off (the paper)."""
+    """Stages II/III: weight of a self-imitation term, the mean −log-probability of replaying the best placement this stage has found for
+    the graph (Oh et al., ICML 2018); 0 turns it off (the paper).
+    """
     greedy_every: int = 0
-    """Stages II/III: at the stage start, every this many episodes and at the stage end, place every training graph greedily with the stage's oracle and keep the weights whose greedy placements are best (mean makespan ÷ reference) as ``checkpoints/<stage>-best.safetensors``; the final evaluation then uses them. 0: off (the final weights, as in the paper)."""
+    """Stages II/III: at the stage start, every this many episodes and at the stage end, place every training graph greedily with the
+    stage's oracle and keep the weights whose greedy placements are best (mean makespan ÷ reference) as
+    ``checkpoints/<stage>-best.safetensors``; the final evaluation then uses them. 0: off (the final weights, as in the paper).
+    """
     rollouts_per_update: int = 1
-    """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the running mean)."""
+    """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the
+    running mean).
+    """
     baseline_decay: float = 0.9
     """Running-mean baseline per graph: ``b ← decay·b + (1-decay)·reward`` (the first reward of a stage initialises it)."""
     grad_clip: float = 1.0
     """Gradient norm clip per update (0 disables)."""
     oracle: str = "sim"
-    """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an object with ``measure(graph, assignment) -> seconds``."""
+    """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an
+    object with ``measure(graph, assignment) -> seconds``.
+    """
     tensorboard: bool = False
     """Also log every metrics column to TensorBoard in ``<run>/tensorboard`` (needs ``pip install -e '.[tensorboard]'``)."""
     checkpoint_every: int = 50

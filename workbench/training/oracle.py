@@ -23,7 +23,10 @@ __all__ = ["CallableOracle", "as_oracle", "oracle_from_spec", "oracle_kind", "ma
 
 
 class CallableOracle:
-    """A plain function ``f(graph, assignment) -> seconds`` as a :class:`~workbench.systems.oracle.CostOracle` (one sample per measurement)."""
+    """A plain function ``f(graph, assignment) -> seconds`` as a :class:`~workbench.systems.oracle.CostOracle`.
+
+    One sample per measurement.
+    """
 
     def __init__(self, function: Callable[[DataflowGraph, np.ndarray], float], devices: Devices) -> None:
         self.function = function
@@ -74,7 +77,8 @@ def seconds_oracle(oracle: CostOracle, repeats: int = 1, timeout: float = 60.0) 
         measurement = oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
         if not measurement.ok:
             raise RuntimeError(
-                f"{measurement.oracle or type(oracle).__name__} could not measure the placement: {'; '.join(measurement.errors) or 'no time'}"
+                f"{measurement.oracle or type(oracle).__name__} could not measure the placement: "
+                f"{'; '.join(measurement.errors) or 'no time'}"
             )
         return float(measurement.seconds)
 

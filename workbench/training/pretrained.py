@@ -162,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         target = export_policy(out, Path(args.to) / graph)
         found = result.evaluation[graph]
         print(
-            f"{graph}: {target}  greedy {found['greedy']:.6g}  best of {found['search_samples']} {found['search']:.6g}  critical_path {found['critical_path']:.6g}"
+            f"{graph}: {target}  greedy {found['greedy']:.6g}  best of {found['search_samples']} {found['search']:.6g}  critical_path "
+            f"{found['critical_path']:.6g}"
         )
     return 0
 

@@ -78,7 +78,8 @@ def check_metrics(path: str | os.PathLike, columns: tuple[str, ...], resume_at: 
         diff = next((i for i, (a, b) in enumerate(zip(header, columns, strict=False)) if a != b), min(len(header), len(columns)))
         found, wanted = (header[diff] if diff < len(header) else "(nothing)"), (columns[diff] if diff < len(columns) else "(nothing)")
         raise ResumeError(
-            f"{path} line 1: the header differs from the expected one at column {diff + 1} ({found!r} instead of {wanted!r}); refusing to resume"
+            f"{path} line 1: the header differs from the expected one at column {diff + 1} ({found!r} instead of {wanted!r}); refusing to "
+            "resume"
         )
     offset, keep = len(complete[0]) + 1, None
     episode_column, stage_column = columns.index("episode"), columns.index("stage")
@@ -96,7 +97,8 @@ def check_metrics(path: str | os.PathLike, columns: tuple[str, ...], resume_at: 
             raise ResumeError(f"{path} line {number}: {fault} (expected episode {expected}); refusing to resume")
         if row[stage_column] != stage_of(episode):
             raise ResumeError(
-                f"{path} line {number}: episode {episode} has stage {row[stage_column]!r}, the config says {stage_of(episode)!r}; refusing to resume"
+                f"{path} line {number}: episode {episode} has stage {row[stage_column]!r}, the config says {stage_of(episode)!r}; "
+                "refusing to resume"
             )
         if episode == resume_at:
             keep = offset
@@ -150,7 +152,8 @@ def resume_point(
                 trained_for.devices,
             ):
                 raise CheckpointError(
-                    f"{path} was trained for {checkpoint.trained_for.describe()}, but this run trains {trained_for.describe()}; it belongs to another run"
+                    f"{path} was trained for {checkpoint.trained_for.describe()}, but this run trains {trained_for.describe()}; it "
+                    "belongs to another run"
                 )
             if found is not None and (newest is None or found.episode > newest[0]):
                 newest = (found.episode, path)
@@ -169,12 +172,14 @@ def resume_point(
         )
     if state.stage not in config.stages or not 0 < state.episode <= config.total_episodes:
         raise ResumeError(
-            f"{newest[1]} is at episode {state.episode} of stage {state.stage!r}, outside this run's stages {', '.join(config.stages)} ({config.total_episodes} episodes)"
+            f"{newest[1]} is at episode {state.episode} of stage {state.stage!r}, outside this run's stages {', '.join(config.stages)} "
+            f"({config.total_episodes} episodes)"
         )
     for stage, _, end in config.stage_bounds():
         if end <= state.episode and not run.stage_checkpoint(stage).exists():
             raise ResumeError(
-                f"{run.stage_checkpoint(stage)} is missing although the run is past the end of stage {stage} (episode {end}); it cannot be rebuilt, start a new run"
+                f"{run.stage_checkpoint(stage)} is missing although the run is past the end of stage {stage} (episode {end}); it cannot "
+                "be rebuilt, start a new run"
             )
     stages = [(stage, end) for stage, _, end in config.stage_bounds()]
     metrics = check_metrics(run.metrics_path, run.columns(config), state.episode, lambda e: next(s for s, end in stages if e < end))
