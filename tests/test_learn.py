@@ -68,7 +68,10 @@ def test_static_features_match_hand_computed_values():
     np.testing.assert_allclose(f.edge[:, 0], [0.2, 1.0, 0.4, 0.2] * 2, rtol=1e-6)
     np.testing.assert_array_equal(f.edge[:, 1], [0, 0, 0, 0, 1, 1, 1, 1])
     np.testing.assert_array_equal(f.src, [0, 0, 1, 2, 1, 2, 3, 3])
-    members = lambda path: {r: sorted(path[1][path[0] == r].tolist()) for r in range(4)}  # noqa: E731
+
+    def members(path):
+        return {r: sorted(path[1][path[0] == r].tolist()) for r in range(4)}
+
     assert members(f.down_path) == {0: [0, 2, 3], 1: [1, 3], 2: [2, 3], 3: [3]}
     assert members(f.up_path) == {0: [0], 1: [0, 1], 2: [0, 2], 3: [0, 2, 3]}
     assert f.time_scale == 13
@@ -133,7 +136,11 @@ def test_env_passes_gymnasiums_checker():
 
 def test_env_reward_subtracts_the_running_mean_baseline_and_uses_the_given_oracle():
     calls = []
-    oracle = lambda assignment: calls.append(assignment.copy()) or 10.0 * (len(calls))  # noqa: E731
+
+    def oracle(assignment):
+        calls.append(assignment.copy())
+        return 10.0 * len(calls)
+
     env = PlacementEnv(SIX, 2, makespan_fn=oracle, config=EnvConfig(normalize=False, discount=0.5))
     rewards = []
     for _ in range(3):

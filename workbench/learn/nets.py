@@ -164,7 +164,10 @@ def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
     key = str(device)
     if key not in per_device:
         feats = static_features(graph)
-        as_long = lambda a: torch.as_tensor(a, dtype=torch.int64, device=device)  # noqa: E731
+
+        def as_long(a: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(a, dtype=torch.int64, device=device)
+
         dg = dgl.graph((torch.as_tensor(feats.src), torch.as_tensor(feats.dst)), num_nodes=graph.num_nodes)
         try:
             dg = dg.to(device)
