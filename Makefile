@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade --quiet pip
 	$(PY) -m pip install --quiet -e ".[all]"
+	@# Dash ships a JupyterLab source extension (share/jupyter/lab/extensions/dash-jupyterlab.tgz) that makes
+	@# JupyterLab open with a "Build Recommended" dialog; nothing here needs it, so no build check.
+	@mkdir -p $(VENV)/etc/jupyter/labconfig
+	@printf '{"buildCheck": false, "buildAvailable": false}\n' > $(VENV)/etc/jupyter/labconfig/page_config.json
 	@touch $(STAMP)
 
 # Debian's Chromium drives the browser tests and Kaleido's PNG export.

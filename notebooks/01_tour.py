@@ -37,7 +37,10 @@ DEVICES = 4
 import pandas as pd
 
 import workbench as wb
-from workbench.dashboard import figures
+from workbench import viz as figures
+
+if not FAST:
+    figures.static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
 
 graph = wb.bundled_graph(GRAPH)
 pd.Series(figures.graph_statistics(graph, DEVICES))

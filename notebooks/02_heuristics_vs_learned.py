@@ -47,6 +47,10 @@ import workbench as wb
 from workbench.notebook import HEURISTICS, SEARCH, Comparison, compare_panel, pretrained_methods
 from workbench.placers import placers
 from workbench.training.pretrained import summary_table
+from workbench.viz import static_fallbacks
+
+if not FAST:
+    static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
 
 graphs = [wb.bundled_graph(name) for name in GRAPHS]
 descriptions = placers()

@@ -5,8 +5,6 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
-#       format_version: '1.3'
-#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -51,11 +49,14 @@ RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # t
 import pandas as pd
 
 import workbench as wb
-from workbench.dashboard import figures
+from workbench import viz as figures
 from workbench.dashboard.runs import read_run
 from workbench.notebook import HEURISTICS, Comparison, gantt_grid, placement_changes, seconds_oracle, stage_placements
 from workbench.systems import make_oracle
 from workbench.training import TrainConfig, train
+
+if not FAST:
+    figures.static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
 
 graph = wb.bundled_graph(GRAPH)
 baselines = Comparison([graph], options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}}, seed=SEED)

@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 import workbench as wb
-from workbench.dashboard import figures
+from workbench import viz as figures
 from workbench.dashboard.runs import read_run, references
 from workbench.importers import coarsen
 from workbench.models import gpt_decoder

@@ -47,6 +47,10 @@ import plotly.express as px
 
 import workbench as wb
 from workbench.notebook import relative_to, scaling_exponents
+from workbench.viz import static_fallbacks
+
+if not FAST:
+    static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
 
 methods = ["critical_path", "heft", "peft", "etf", "random", {"method": "local_search", "options": {"budget": LOCAL_SEARCH_BUDGET}}]
 config = {

@@ -11,6 +11,7 @@ export tables that are imported by name later). The top-level
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,6 @@ NO_HEAVY_IMPORTS = ("core", "graph sources", "figures")
 """Layers whose modules never import torch, DGL or Dash (but see TORCH_BY_DESIGN)."""
 HEAVY = ("torch", "dgl", "dash")
 
-KNOWN_INVERSIONS = {
-    ("workbench.bench", "workbench.dashboard.bench"): "the dashboard-charts benchmark lives in the dashboard until its figures move to workbench.viz (issue 16 item 4)",
-}
-"""(importer, imported) pairs tolerated for now, each with the reason and what removes it."""
-
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -77,7 +73,13 @@ def dependencies(importer: str, path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     is_package = path.name == "__init__.py"
     found: set[str] = set()
-    public_api = {alias.asname or "workbench" for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names if alias.name == "workbench"}
+    public_api = {
+        alias.asname or "workbench"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "workbench"
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -103,6 +105,41 @@ def layer(module: str) -> str | None:
     return LAYER_OF[parts[1]]
 
 
+DOC_ROWS = {
+    "core": "core",
+    "graph sources": "graph sources",
+    "figures": "figures",
+    "learned policies": "learned policies / backends",
+    "execution backends": "learned policies / backends",
+    "training": "training",
+    "experiments": "experiments",
+    "views": "views",
+}
+"""The rows of the table in docs/architecture.md and the layer each stands for."""
+
+
+def documented_layers() -> dict[str, str]:
+    """Module → layer as the table in docs/architecture.md lists them (its modules column)."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    found = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in DOC_ROWS:
+            for token in re.findall(r"`([^`]+)`", cells[1]):
+                name = token.removeprefix("workbench/").rstrip("/").removesuffix(".py")
+                if name in LAYER_OF:
+                    found[name] = DOC_ROWS[cells[0]]
+    return found
+
+
+def test_the_layer_table_mirrors_docs_architecture():
+    documented = documented_layers()
+    present = {name.split(".")[1] for name in MODULES if "." in name} - {"__main__"}
+    assert present <= set(documented), f"not in docs/architecture.md's table: {sorted(present - set(documented))}"
+    differ = {name: (layer, LAYER_OF[name]) for name, layer in documented.items() if LAYERS[layer] != LAYERS[LAYER_OF[name]]}
+    assert not differ, f"docs/architecture.md (left) and LAYER_OF (right) disagree: {differ}"
+
+
 def test_every_module_has_a_layer():
     missing = sorted({name.split(".")[1] for name in MODULES if "." in name} - set(LAYER_OF))
     assert not missing, f"add these to LAYER_OF (and to docs/architecture.md): {missing}"
@@ -114,7 +151,7 @@ def test_no_module_imports_a_higher_layer(importer):
     upward = []
     for imported in sorted(dependencies(importer, MODULES[importer])):
         target = layer(imported)
-        if target is None or (importer, imported) in KNOWN_INVERSIONS:
+        if target is None:
             continue
         if LAYERS[target] > LAYERS[own]:
             upward.append(f"{imported} ({target})")
@@ -125,7 +162,9 @@ TORCH_BY_DESIGN = ("workbench.importers", "workbench.models")
 """The torch.fx importer and the bundled torch models wrap torch; they are imported only when used."""
 
 
-@pytest.mark.parametrize("importer", sorted(n for n in MODULES if n != "workbench" and layer(n) in NO_HEAVY_IMPORTS and not n.startswith(TORCH_BY_DESIGN)))
+@pytest.mark.parametrize(
+    "importer", sorted(n for n in MODULES if n != "workbench" and layer(n) in NO_HEAVY_IMPORTS and not n.startswith(TORCH_BY_DESIGN))
+)
 def test_lower_layers_never_import_torch_dgl_or_dash(importer):
     heavy = sorted(d for d in dependencies(importer, MODULES[importer]) if d.split(".")[0] in HEAVY)
     assert not heavy, f"{importer} ({layer(importer)}) imports {heavy}"
@@ -136,16 +175,18 @@ def test_the_walk_sees_every_kind_of_import(tmp_path):
     source = (
         "import numpy\nfrom ..sim import simulate\nfrom . import base\n"
         "def f():\n    from ..learn.placers import DopplerPlacer\n    importlib.import_module('workbench.training')\n"
-        "REGISTRY = {'x': ('workbench.dashboard.figures', 'Y')}\n"
+        "REGISTRY = {'x': ('workbench.dashboard.runs', 'Y')}\n"
         "def g():\n    import workbench as wb\n    return wb.sweep\n"
     )
     path = tmp_path / "local_search.py"
     path.write_text(source)
     found = dependencies("workbench.placers.local_search", path)
-    assert {"workbench.sim", "workbench.placers", "workbench.learn.placers", "workbench.training", "workbench.dashboard.figures", "workbench.sweeps", "numpy"} <= found
-
-
-@pytest.mark.parametrize("pair", sorted(KNOWN_INVERSIONS))
-def test_each_tolerated_inversion_still_exists(pair):
-    importer, imported = pair
-    assert imported in dependencies(importer, MODULES[importer]), f"{importer} no longer imports {imported}: drop it from KNOWN_INVERSIONS"
+    assert {
+        "workbench.sim",
+        "workbench.placers",
+        "workbench.learn.placers",
+        "workbench.training",
+        "workbench.dashboard.runs",
+        "workbench.sweeps",
+        "numpy",
+    } <= found

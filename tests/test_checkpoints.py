@@ -177,7 +177,7 @@ def test_loading_reads_no_pickle(tmp_path, doppler, monkeypatch):
 
 def test_an_old_checkpoint_is_converted_once_with_the_trust_flag(tmp_path, doppler, capsys):
     from workbench.learn.migrate import main
-    from workbench.learn.policy import versions
+    from workbench.provenance import versions
 
     old = tmp_path / "old.pt"  # the format before safetensors: a torch.save dict
     payload = {

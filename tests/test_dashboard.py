@@ -13,15 +13,21 @@ import plotly.graph_objects as go
 import pytest
 
 import workbench as wb
-from workbench.dashboard import create_app, figures
+from workbench import viz as figures
+from workbench.dashboard import create_app
 from workbench.dashboard.context import PathError, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.runs import read_metrics, read_run, references
 from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, parse_method, save_upload
 
-DIAMOND = wb.DataflowGraph.from_edges([1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d"))
-METRICS_HEADER = "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,loss_entropy,loss_imitation,teacher_agreement,epsilon,lr,seconds,oracle\n"
+DIAMOND = wb.DataflowGraph.from_edges(
+    [1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d")
+)
+METRICS_HEADER = (
+    "stage,episode,graph,makespan,reward,baseline,loss,loss_policy,loss_entropy,loss_imitation,"
+    "teacher_agreement,epsilon,lr,seconds,oracle\n"
+)
 
 
 def op_bars(fig: go.Figure) -> list:
@@ -34,14 +40,28 @@ def write_run(root: Path, name: str = "demo", episodes: int = 60, trailing: str 
     placement = wb.place(graph, "critical_path", 4)
     run = root / name
     (run / "best").mkdir(parents=True)
-    meta = {"status": "running", "method": "doppler", "graphs": [graph.name], "devices": 4, "seed": 0, "stages": ["il", "sim"], "error": None,
-            "reference": {"critical_path": placement.makespan, "best_heuristic": placement.makespan * 0.9, "best_heuristic_method": "heft"}}  # fmt: skip
+    meta = {
+        "status": "running",
+        "method": "doppler",
+        "graphs": [graph.name],
+        "devices": 4,
+        "seed": 0,
+        "stages": ["il", "sim"],
+        "error": None,
+        "reference": {"critical_path": placement.makespan, "best_heuristic": placement.makespan * 0.9, "best_heuristic_method": "heft"},
+    }
     (run / "meta.json").write_text(json.dumps(meta))
     (run / "config.json").write_text("{}")
-    rows = [f"{'il' if e < episodes // 2 else 'sim'},{e},{graph.name},{placement.makespan * (1.5 - e / episodes)},-1,,0.5,0.4,0.1,,0.8,0.1,1e-4,1,sim\n" for e in range(episodes)]
+    rows = [
+        f"{'il' if e < episodes // 2 else 'sim'},{e},{graph.name},{placement.makespan * (1.5 - e / episodes)},"
+        "-1,,0.5,0.4,0.1,,0.8,0.1,1e-4,1,sim\n"
+        for e in range(episodes)
+    ]
     (run / "metrics.csv").write_text(METRICS_HEADER + "".join(rows) + trailing)
     wb.simulate(graph, placement.assignment, 4).trace.to_json(run / "best" / "trace.json")
-    (run / "best" / "placement.json").write_text(json.dumps({"graph": graph.name, "devices": 4, "assignment": placement.assignment.tolist(), "stage": "sim", "episode": 3}))
+    (run / "best" / "placement.json").write_text(
+        json.dumps({"graph": graph.name, "devices": 4, "assignment": placement.assignment.tolist(), "stage": "sim", "episode": 3})
+    )
     return run
 
 
@@ -52,7 +72,7 @@ def test_gantt_has_one_bar_per_op_on_its_device_row_with_simulated_times():
     bars = op_bars(fig)
     seen = {}
     for bar in bars:
-        for y, x, base, custom in zip(bar.y, bar.x, bar.base, bar.customdata):
+        for y, x, base, custom in zip(bar.y, bar.x, bar.base, bar.customdata, strict=False):
             seen[int(custom[0])] = (y, base, x)
     assert sorted(seen) == [0, 1, 2, 3]
     for op, (row, start, duration) in seen.items():
@@ -100,8 +120,9 @@ def test_makespan_bars_draw_the_lower_bound_and_the_gap():
     placements = [wb.place(graph, m, 4) for m in ("critical_path", "round_robin")]
     bound = wb.lower_bound(graph, 4)
     fig = figures.makespan_bars(placements, bound)
-    assert list(fig.data[0].y) == [p.makespan for p in placements]
-    assert set(fig.data[1].y) == {bound}
+    assert list(fig.data[0].x) == [p.makespan for p in placements]  # one horizontal bar per method
+    assert list(fig.data[0].y) == [p.method for p in placements]
+    assert set(fig.data[1].x) == {bound}
     frame = figures.makespan_frame(placements, bound)
     assert frame["gap"].tolist() == pytest.approx([p.makespan / bound - 1 for p in placements])
 
@@ -113,7 +134,7 @@ def test_training_curves_shade_stages_smooth_and_draw_references():
     assert smooth.y[5] == pytest.approx(np.mean([17, 16, 15, 14]))
     rects = [s for s in fig.layout.shapes if s.type == "rect"]
     assert [(r.x0, r.x1) for r in rects] == [(-0.5, 9.5), (9.5, 19.5)]
-    assert any(s.type == "line" and s.y0 == 5.0 for s in fig.layout.shapes)
+    assert any(t.name.startswith("teacher") and set(t.y) == {5.0} for t in fig.data)  # a legend entry, not a colliding label
     assert any("Stage II" in a.text for a in fig.layout.annotations)
 
 
@@ -191,7 +212,9 @@ def test_read_run_ignores_a_half_written_line_and_reports_corrupt_files(tmp_path
 
 def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
     path = tmp_path / "metrics.csv"
-    path.write_text(METRICS_HEADER + "il,0,g,5,,,,,,,,,,,sim\nil,x,g,6,,,,,,,,,,,sim\nil,2,g,7,,,,,,,,,,,sim,extra,extra\nil,3,g,8,,,,,,,,,,,sim\n")
+    path.write_text(
+        METRICS_HEADER + "il,0,g,5,,,,,,,,,,,sim\nil,x,g,6,,,,,,,,,,,sim\nil,2,g,7,,,,,,,,,,,sim,extra,extra\nil,3,g,8,,,,,,,,,,,sim\n"
+    )
     problems: list[str] = []
     frame = read_metrics(path, problems)
     assert frame["episode"].tolist() == [0, 3]
@@ -202,16 +225,19 @@ def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
 
 def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
     write_run(context.runs_dir, "good")
-    curves, csv, losses, gantt, gantt_csv, _status = training.training_view(context, ["good"], "loss", 10)
+    curves, csv, losses, gantt, gantt_csv, _status, _configs, events = training.training_view(context, ["runs:good"], "loss", 10)
+    assert sum(e.get("cat") == "op" for e in json.loads(events)["traceEvents"]) == gantt_csv.count("\n") - 1
     assert any(t.name == "good" for t in curves.data) and any(t.name == "good" for t in losses.data)
-    assert any(s.type == "line" for s in curves.layout.shapes) and not any(s.type == "line" for s in losses.layout.shapes)
+    assert any(t.name.startswith("teacher") for t in curves.data) and not any(t.name.startswith("teacher") for t in losses.data)
     assert len(op_bars(gantt)) == 4 and "makespan" in pd.read_csv(pd.io.common.StringIO(csv)).columns
     (context.runs_dir / "empty").mkdir()
     (context.runs_dir / "empty" / "meta.json").write_text("not json")
-    *_, status = training.training_view(context, ["empty"], "loss", 10)
+    *_, status, _configs, _events = training.training_view(context, ["runs:empty"], "loss", 10)
     assert "unreadable" in str(status) and "metrics.csv is missing" in str(status)
     with pytest.raises(PathError):
-        training.signature(context, ["../../etc"])
+        training.signature(context, ["runs:../../etc"])
+    with pytest.raises(PathError):
+        training.signature(context, ["pretrained:../../etc"])
 
 
 # -------------------------------------------------------------- callbacks
@@ -259,6 +285,8 @@ def test_measured_view_reads_calibration_journals_and_trace_files(context):
     assert len(op_bars(out[0])) == 2 and "calibrated simulator" in out[2].layout.title.text
     assert out[2].layout.xaxis.range[1] == pytest.approx(trace.makespan * 1e-3 * 1.01)
     assert [t.name.split(":")[0] for t in out[4].data[:2]] == ["before calibration", "after calibration"]
+    slices = [e for e in json.loads(out[8])["traceEvents"] if e.get("cat") == "op"]
+    assert max(e["ts"] + e["dur"] for e in slices) == pytest.approx(trace.makespan * 1e6)  # measured seconds as microseconds
     plain = measured.measured_view(context, values[1], "bundled:doppler-paper/chain_mm_112nodes.txt")
     assert "graph units" in plain[2].layout.title.text
     wrong = measured.measured_view(context, values[1], "bundled:doppler-paper/ffnn_192nodes.txt")
@@ -279,7 +307,13 @@ def test_graph_picker_resolves_each_source(context):
 
 # ---------------------------------------------------------------- launch
 def test_launch_arguments_are_validated_by_the_cli_parser(context):
-    assert validate_arguments(context, "place", {"graph": "chain_mm", "devices": "4", "method": "critical_path"}) == ["chain_mm", "--devices", "4", "--method", "critical_path"]
+    assert validate_arguments(context, "place", {"graph": "chain_mm", "devices": "4", "method": "critical_path"}) == [
+        "chain_mm",
+        "--devices",
+        "4",
+        "--method",
+        "critical_path",
+    ]
     with pytest.raises(LaunchError, match="datasets/ or runs/"):
         validate_arguments(context, "place", {"graph": "/etc/passwd"})
     with pytest.raises(LaunchError, match="outside"):
@@ -314,3 +348,101 @@ def test_app_factory_serves_every_page(context):
     layout = client.get("/_dash-layout").get_json()
     assert "selected-op" in json.dumps(layout)
     assert app.server.config["MAX_CONTENT_LENGTH"] > 16 * 1024 * 1024
+
+
+def test_compare_offers_a_checkpoint_only_for_its_graph_and_carries_the_selection_across_graphs(context):
+    ffnn, chain = wb.bundled_graph("ffnn"), wb.bundled_graph("chain_mm")
+    ffnn_options = compare.method_options(context, ffnn, 4)
+    doppler = [o for o in ffnn_options if o["value"].startswith("doppler@")]
+    assert [o["value"] for o in doppler] == ["doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"]
+    assert "trained on ffnn_192nodes" in doppler[0]["label"] and "Stage II" in doppler[0]["label"]
+    chain_options = compare.method_options(context, chain, 4)
+    assert not any("ffnn_192nodes" in o["value"] for o in chain_options)
+    kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], chain_options)
+    assert kept == ["heft", "doppler@datasets:pretrained/chain_mm_112nodes/doppler.safetensors"] and not dropped
+    generated = wb.generate("chain_mm")  # a generated graph has no checkpoint
+    kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], compare.method_options(context, generated, 4))
+    assert kept == ["heft"] and dropped == ["doppler (pretrained)"]
+    assert not any(o["value"].startswith("doppler@") for o in compare.method_options(context, chain, 8))  # trained on 4 devices
+
+
+def test_compare_refuses_another_graphs_checkpoint_and_names_the_checkpoint(context):
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    children, state = compare.compare_view(context, key, 4, ["doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"])
+    assert "not trained for chain_mm_112nodes on 4 devices" in str(children) and "'gantt/0'" not in str(children)
+    children, state = compare.compare_view(context, key, 4, ["doppler@datasets:pretrained/chain_mm_112nodes/doppler.safetensors", "heft"])
+    assert state["labels"][0].startswith("doppler (pretrained, trained on chain_mm_112nodes, Stage II")
+    assert "makespan 1.2001e13 (1,200.1 ÷1e10)" in str(children)
+
+
+def test_gantt_zoom_is_copied_to_every_other_gantt(context):
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    _, state = compare.compare_view(context, key, 4, ["critical_path", "round_robin"])
+    outputs = [{"index": "gantt/0"}, {"index": "heatmap/0"}, {"index": "gantt/1"}]
+    patches = compare.zoom_patches(state, "gantt/0", {"xaxis.range[0]": 10.0, "xaxis.range[1]": 2e12}, outputs)
+    assert patches[0] is compare.no_update and patches[1] is compare.no_update
+    operations = patches[2].to_plotly_json()["operations"]
+    assert {tuple(o["location"]) for o in operations if o["params"]["value"] == [10.0, 2e12]} == {
+        ("layout", "xaxis", "range"),
+        ("layout", "xaxis2", "range"),
+    }
+    reset = compare.zoom_patches(state, "gantt/1", {"xaxis.autorange": True}, outputs)[0]
+    assert reset.to_plotly_json()["operations"][0]["params"]["value"] == [0.0, state["x_max"]]
+    assert all(p is compare.no_update for p in compare.zoom_patches(state, "gantt/0", {"autosize": True}, outputs))
+
+
+def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
+    write_run(context.runs_dir / "bench-training" / "doppler", "seed0")
+    keys = [o["value"] for o in training.run_options(context)]
+    assert keys[0] == "runs:bench-training/doppler/seed0"
+    assert {k for k in keys if k.startswith("pretrained:")} == {
+        f"pretrained:{g}" for g in ("chain_mm_112nodes", "ffnn_192nodes", "full_transformer_layer_261nodes", "transformer_block_215nodes")
+    }
+    curves, _, _, gantt, _, status, configs, _events = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10)
+    assert "1.2001e13" in str(status) and "rl_lr_start" in str(configs)
+    assert "makespan 1.2001e13" in gantt.layout.title.text  # best_placement.json, simulated
+    greedy = [t for t in curves.data if "greedy" in (t.name or "")]
+    assert {t.name.split(": ")[1] for t in greedy} == {"greedy, kept sim weights", "greedy, final policy"}
+    assert [a.text for a in curves.layout.annotations][:2] == ["I", "Stage II: simulator RL"]
+    by_time = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10, x="seconds")[0]
+    assert by_time.layout.xaxis.title.text.startswith("training wall-clock") and max(by_time.data[0].x) > 80
+
+
+def add_real_stage(run: Path, episodes: range = range(60, 70)) -> None:
+    """Append Stage III rows (measured seconds in ``makespan``, the simulator's ``predicted``) to a run of :func:`write_run`."""
+    rows = "".join(f"real,{e},chain_mm_112nodes,{0.01 + e * 1e-4},-1,,0.5,0.4,0.1,,,0.1,1e-4,{e},sim,{1e13 + e * 1e10}\n" for e in episodes)
+    text = (run / "metrics.csv").read_text()
+    lines = text[: text.rfind("\n") + 1].splitlines(keepends=True)
+    (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + "".join(lines[1:]) + rows)
+    meta = json.loads((run / "meta.json").read_text())
+    (run / "meta.json").write_text(json.dumps({**meta, "stages": ["il", "sim", "real"]}))
+
+
+def test_measured_reads_makespan_and_predicted_of_real_stage_runs(context):
+    add_real_stage(write_run(context.runs_dir, "three"))
+    figure, frame = measured.training_calibration(context)
+    assert len(frame) == 10 and list(figure.data[0].y) == pytest.approx([0.01 + e * 1e-4 for e in range(60, 70)])
+
+
+def test_whatif_moves_ops_and_simulates_the_edited_assignment(context):
+    from workbench.dashboard.pages import whatif
+
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    graph = load_graph_key(context, key)
+    assert whatif.parse_ops(graph, "3, 7-9, 3") == [3, 7, 8, 9]
+    for bad, error in (("", "name the ops"), ("500", "no op matches '500'"), ("70-80", "no op matches")):
+        with pytest.raises(ValueError, match=error):
+            whatif.parse_ops(graph, bad)
+    with pytest.raises(ValueError, match="0..3"):
+        whatif.move_ops(np.zeros(graph.num_nodes), [1], 4, 4)
+    _, state = compare.compare_view(context, key, 4, ["critical_path", "heft"])
+    base = wb.place(graph, "critical_path", 4).assignment
+    edited = whatif.move_ops(base, [5, 6], 3, 4)
+    assert list(edited[[5, 6]]) == [3, 3] and (np.delete(edited, [5, 6]) == np.delete(base, [5, 6])).all()
+    data, figure, summary = whatif.whatif_result(context, state, edited, "moved")
+    assert data["makespan"] == wb.simulate(graph, edited, 4).makespan and data["assignment"] == edited.tolist()
+    assert repr(data["makespan"]) in str(summary)
+    fig, note = whatif.diff_view(context, state, 0, 1)
+    moved = int((wb.place(graph, "critical_path", 4).assignment != wb.place(graph, "heft", 4).assignment).sum())
+    assert f"{moved} of {graph.num_nodes} ops on another device id" in str(note)
+    assert fig.data[2].name == f"{moved} ops moved"

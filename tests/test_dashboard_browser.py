@@ -7,6 +7,7 @@ Screenshots go to the test's tmp folder.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -14,10 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dashboard import DIAMOND, write_calibration, write_run
+from tests.test_dashboard import DIAMOND, add_real_stage, write_calibration, write_run
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 pytestmark = [
     pytest.mark.browser,
@@ -34,7 +42,9 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server_runs(tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("runs")
-    write_run(runs, episodes=120)
+    add_real_stage(write_run(runs / "three-stages", "seed0", episodes=60, trailing=""))
+    time.sleep(0.05)
+    write_run(runs, episodes=120)  # the newest run: selected first
     write_calibration(runs)
     return runs
 
@@ -82,9 +92,14 @@ def visit(browser, url: str, ready: str):
     return page, errors
 
 
-def finish(page, errors: list[str], screenshot: Path) -> None:
-    """Save a screenshot, then require a clean console."""
+def finish(page, errors: list[str], screenshot: Path, docs: bool = False) -> None:
+    """Save a screenshot (a ``docs`` one also to ``$WORKBENCH_SCREENSHOTS``, see docs/dashboard.md), then require a clean console."""
+    page.mouse.move(0, 0)  # no stale hover label in the picture
     page.screenshot(path=str(screenshot), full_page=True)
+    if docs and os.environ.get("WORKBENCH_SCREENSHOTS"):
+        folder = Path(os.environ["WORKBENCH_SCREENSHOTS"])
+        folder.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(folder / screenshot.name), full_page=True)
     page.close()
     assert not errors, errors
 
@@ -100,7 +115,9 @@ def test_compare_page_draws_a_gantt_chart_per_method_and_compares_an_upload(serv
     settle(page, 0.5)
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
     upload = json.dumps(DIAMOND.to_dict()).encode()
-    page.set_input_files("#compare-upload input[type=file]", files=[{"name": "diamond.json", "mimeType": "application/json", "buffer": upload}])
+    page.set_input_files(
+        "#compare-upload input[type=file]", files=[{"name": "diamond.json", "mimeType": "application/json", "buffer": upload}]
+    )
     page.wait_for_selector("text=uploaded diamond: 4 ops", timeout=30_000)
     settle(page)
     assert page.locator(".js-plotly-plot .barlayer .point").count() >= 2 * 4
@@ -111,7 +128,7 @@ def test_training_page_draws_the_run_curve_and_follows_new_episodes(server, serv
     page, errors = visit(browser, server + "/training", "text=makespan per episode")
     assert page.locator("text=Stage I: imitation").count() >= 1
     assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 2
-    assert page.locator("text=best makespan").count() >= 1
+    assert page.locator("text=best placement makespan").count() >= 1
     metrics = Path(server_runs) / "demo" / "metrics.csv"
     text = metrics.read_text()
     metrics.write_text(text[: text.rfind("\n") + 1] + "".join(f"sim,{e},chain_mm_112nodes,1.6e13,,,,,,,,,,,sim\n" for e in range(120, 130)))
@@ -129,13 +146,15 @@ def test_measured_page_shows_both_gantt_charts(server, browser, tmp_path):
 def test_graph_page_shows_an_upload_error_and_downloads_csv(server, browser, tmp_path):
     page, errors = visit(browser, server + "/graph", "text=Statistics")
     assert page.locator(".wb-error").count() == 0
-    page.set_input_files("#graph-upload input[type=file]", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello\nworld\n"}])
+    page.set_input_files(
+        "#graph-upload input[type=file]", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello\nworld\n"}]
+    )
     page.wait_for_selector(".wb-error", timeout=30_000)
     assert "notes.txt" in page.locator(".wb-error").inner_text()
     with page.expect_download() as download:
         page.locator("button", has_text="CSV").first.click()
     assert download.value.suggested_filename == "graph-graph.csv"
-    finish(page, errors, tmp_path / "upload-error.png")
+    finish(page, errors, tmp_path / "upload-error.png", docs=True)
 
 
 def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp_path):
@@ -145,4 +164,108 @@ def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp
     page.wait_for_selector("text=started job #1", timeout=10_000)
     page.wait_for_selector("text=finished", timeout=60_000)
     assert "makespan" in page.locator(".wb-log").first.inner_text()
-    finish(page, errors, tmp_path / "launch.png")
+    finish(page, errors, tmp_path / "launch.png", docs=True)
+
+
+def choose(page, dropdown: str, option: str) -> None:
+    """Pick ``option`` (its visible text) in the Dash dropdown ``#dropdown``."""
+    page.click(f"#{dropdown}")
+    page.get_by_role("option", name=option).click()
+    page.keyboard.press("Escape")
+    settle(page)
+
+
+def gantt_titles(page) -> list[str]:
+    return [t for t in page.locator(".gtitle").all_text_contents() if "device timelines" in t]
+
+
+def test_switching_graphs_keeps_the_methods_right_and_never_shows_another_graphs_checkpoint(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/", "text=device timelines")
+    assert any(
+        t.startswith("doppler (pretrained)") and "trained on ffnn_192nodes" in t and "ffnn_192nodes, 4 devices" in t
+        for t in gantt_titles(page)
+    )
+    choose(page, "compare-bundled", "chain_mm_112nodes (DOPPLER paper)")
+    page.wait_for_selector("text=chain_mm_112nodes, 4 devices", timeout=150_000)  # three placements in children, on a loaded 2-core machine
+    settle(page)
+    titles = gantt_titles(page)
+    assert len(titles) == 3 and not any("ffnn" in t for t in titles), titles
+    doppler = next(t for t in titles if t.startswith("doppler"))
+    assert "trained on chain_mm_112nodes" in doppler and "1.2001e13" in doppler  # chain_mm's own checkpoint, not FFNN's 1.5e13
+    assert "doppler (pretrained" in page.locator("#compare-methods").inner_text()
+    page.fill("#compare-devices input, input#compare-devices", "8")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=chain_mm_112nodes, 8 devices", timeout=150_000)
+    settle(page)
+    assert not any(t.startswith("doppler") for t in gantt_titles(page))
+    assert "no checkpoint trained for it): doppler (pretrained)" in page.locator(".wb-info").first.inner_text()
+    finish(page, errors, tmp_path / "compare-switch.png", docs=True)
+
+
+def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/", "text=device timelines")
+    gantts = "[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.layout.title.text || '').includes('device timelines'))"
+    ranges = f"() => {gantts}.map(g => g._fullLayout.xaxis.range)"
+    before = page.evaluate(ranges)
+    assert len(before) >= 2 and all(r == before[0] for r in before)  # one time scale from the start
+    page.evaluate(
+        f"() => Plotly.relayout({gantts}[0], {{'xaxis.range': [1e11, 3e11], 'xaxis2.range': [1e11, 3e11]}})"
+    )  # what a drag-zoom sends
+    page.wait_for_function(f"() => ({ranges})().every(r => Math.abs(r[0] - 1e11) < 1 && Math.abs(r[1] - 3e11) < 1)", timeout=30_000)
+    with page.expect_download() as download:
+        page.locator("button", has_text="Trace JSON (Perfetto)").first.click()
+    events = json.loads(Path(download.value.path()).read_text())["traceEvents"]
+    assert sum(e.get("cat") == "op" for e in events) == 180  # FFNN's ops, one complete slice each
+    finish(page, errors, tmp_path / "compare-zoom.png", docs=True)
+
+
+def test_training_page_shows_the_shipped_runs_with_their_stages_and_best_placement(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/training", "text=makespan per episode")
+    page.click("#training-runs")
+    options = page.get_by_role("option").all_text_contents()
+    assert sum("shipped pretrained" in o for o in options) == 4, options
+    page.get_by_text("Deselect All").click()
+    page.get_by_role("option", name=next(o for o in options if "shipped pretrained chain_mm_112nodes" in o)).click()
+    page.keyboard.press("Escape")
+    settle(page)
+    page.wait_for_selector("text=pretrained chain_mm_112nodes: best placement, makespan 1.2001e13", timeout=120_000)
+    assert page.locator("text=Stage II: simulator RL").count() >= 1
+    page.wait_for_selector("text=greedy, kept sim weights", timeout=30_000)
+    page.keyboard.press("Escape")
+    finish(page, errors, tmp_path / "training-pretrained.png", docs=True)
+
+
+def test_a_three_stage_run_draws_stage_three_on_its_own_axis_and_the_measured_chart(server, browser, tmp_path):
+    page, errors = visit(browser, server + "/training", "text=makespan per episode")
+    page.click("#training-runs")
+    option = next(o for o in page.get_by_role("option").all_text_contents() if o.startswith("three-stages/seed0"))
+    page.get_by_text("Deselect All").click()
+    page.get_by_role("option", name=option).click()
+    page.keyboard.press("Escape")
+    settle(page)
+    page.wait_for_selector("text=Stage III makespan (s, measured)", timeout=60_000)
+    finish(page, errors, tmp_path / "training-three-stages.png", docs=True)
+    page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
+    page.wait_for_selector("text=Stage III episodes: Spearman", timeout=60_000)
+    finish(page, errors, tmp_path / "measured-real-stage.png", docs=True)
+
+
+def test_whatif_move_shows_the_makespan_of_the_edited_assignment(server, browser, tmp_path):
+    import numpy as np
+
+    import workbench as wb
+
+    page, errors = visit(browser, server + "/", "text=What if: move ops")
+    page.wait_for_selector("#whatif-makespan", state="attached", timeout=60_000)
+    page.fill("#whatif-ops", "5, 6")
+    page.fill("#whatif-device", "3")
+    page.click("#whatif-move")
+    page.wait_for_selector("text=moved 2 op(s) to device 3", timeout=60_000)
+    shown = float(page.locator("#whatif-makespan").text_content())
+    graph = wb.bundled_graph("ffnn")
+    edited = np.array(wb.place(graph, "critical_path", 4).assignment)  # the first method shown on first load
+    edited[[5, 6]] = 3
+    assert shown == wb.simulate(graph, edited, 4).makespan
+    page.locator("#diff-summary").scroll_into_view_if_needed()
+    assert "ops on another device id" in page.locator("#diff-summary").inner_text()
+    finish(page, errors, tmp_path / "compare-whatif.png", docs=True)

@@ -162,15 +162,24 @@ def compare_request(port: int, seed: int, method: str = "local_search") -> socke
     """Send the Compare callback (by default a one-minute local search); return the open connection."""
     body = json.dumps(
         {
-            "output": "..compare-results.children...compare-state.data..",
-            "outputs": [{"id": "compare-results", "property": "children"}, {"id": "compare-state", "property": "data"}],
+            "output": "..compare-methods.options...compare-methods.value...compare-results.children...compare-state.data..",
+            "outputs": [
+                {"id": "compare-methods", "property": "options"},
+                {"id": "compare-methods", "property": "value"},
+                {"id": "compare-results", "property": "children"},
+                {"id": "compare-state", "property": "data"},
+            ],
             "inputs": [
                 {"id": "compare-run", "property": "n_clicks", "value": 1},
                 {"id": "compare-graph-key", "property": "data", "value": FFNN},
+                {"id": "compare-devices", "property": "value", "value": 4},
             ],
             "state": [
-                {"id": f"compare-{name}", "property": "value", "value": value}
-                for name, value in (("devices", 4), ("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))
+                *(
+                    {"id": f"compare-{name}", "property": "value", "value": value}
+                    for name, value in (("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))
+                ),
+                {"id": "compare-state", "property": "data", "value": None},
             ],
             "changedPropIds": ["compare-run.n_clicks"],
         }

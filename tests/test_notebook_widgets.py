@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import workbench as wb
 from workbench.notebook import (
@@ -86,13 +85,30 @@ def test_panel_redraws_when_a_widget_changes(comparison):
     assert "8 devices" in panel.bars.layout.title.text
 
     panel.methods.value = ("round_robin", "critical_path", "heft")
-    assert list(panel.bars.data[0].x) == ["round_robin", "critical_path", "heft"]
+    assert list(panel.bars.data[0].y) == ["round_robin", "critical_path", "heft"]  # horizontal bars: methods on y
     best = panel.table.loc[panel.table["makespan"].idxmin(), "method"]
     assert best in panel.status.value
 
     panel.graph.value = "ffnn_192nodes"
     assert set(panel.table["graph"]) == {"ffnn_192nodes"}
     assert panel.bars.layout.title.text.startswith("ffnn_192nodes")
+
+
+def test_the_panels_shown_figures_change_with_the_widgets(comparison):
+    """What the notebook displays (the FigureWidgets and the table widget) follows the controls, not only the attributes."""
+    panel = compare_panel(comparison, devices=(4, 8), methods=["critical_path", "heft", "round_robin"], selected=["critical_path", "heft"])
+    shown_bars = panel.bars_widget
+    assert list(shown_bars.data[0].y) == ["critical_path", "heft"] and "chain_mm_112nodes" in shown_bars.layout.title.text
+    before = list(shown_bars.data[0].x)
+    panel.graph.value = "ffnn_192nodes"
+    assert panel.bars_widget is shown_bars  # redrawn in place, not replaced by a figure nobody displays
+    assert shown_bars.layout.title.text.startswith("ffnn_192nodes") and list(shown_bars.data[0].x) != before
+    assert list(shown_bars.data[0].x) == [comparison.placement("ffnn_192nodes", 4, m).makespan for m in ("critical_path", "heft")]
+    panel.devices.value = 8
+    assert len(panel.gantts_widget.layout.yaxis.tickvals) == 8 and "ffnn_192nodes" in panel.table_widget.value
+    panel.methods.value = ("round_robin",)
+    assert list(panel.bars_widget.data[0].y) == ["round_robin"]
+    assert sum(1 for t in panel.gantts_widget.data if t.type == "bar" and t.customdata is not None) >= 1
 
 
 def test_learned_methods_are_offered_where_a_checkpoint_ships(tmp_path, monkeypatch):
@@ -133,7 +149,11 @@ def test_relative_to_divides_by_the_reference_row_with_the_same_keys():
 def test_scaling_exponents_recover_a_power_law():
     nodes = np.array([100, 300, 1000, 3000])
     frame = pd.DataFrame(
-        {"method": ["linear"] * 4 + ["quadratic"] * 4, "nodes": np.concatenate([nodes, nodes]), "seconds": np.concatenate([2e-4 * nodes, 3e-7 * nodes**2])}
+        {
+            "method": ["linear"] * 4 + ["quadratic"] * 4,
+            "nodes": np.concatenate([nodes, nodes]),
+            "seconds": np.concatenate([2e-4 * nodes, 3e-7 * nodes**2]),
+        }
     )
     slopes = scaling_exponents(frame)
     assert slopes["linear"] == pytest.approx(1.0) and slopes["quadratic"] == pytest.approx(2.0)

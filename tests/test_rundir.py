@@ -44,6 +44,7 @@ def test_stage_checkpoints_in_stage_order_and_the_best_weights_win(tmp_path):
 
 
 REF = {"critical_path": 10.0, "best_heuristic": 9.0, "best_heuristic_method": "heft"}
+OTHER = {**REF, "critical_path": 3.0}
 
 
 @pytest.mark.parametrize(
@@ -51,10 +52,7 @@ REF = {"critical_path": 10.0, "best_heuristic": 9.0, "best_heuristic_method": "h
     [
         ({"graphs": ["g"], "reference": {"g": REF}}, {"g": REF}),
         ({"graphs": ["g"], "reference": REF}, {"g": REF}),  # the flat form of runs written before the rule
-        (
-            {"graphs": ["a", "b"], "reference": {"a": REF, "b": {**REF, "critical_path": 3.0}}},
-            {"a": REF, "b": {**REF, "critical_path": 3.0}},
-        ),
+        ({"graphs": ["a", "b"], "reference": {"a": REF, "b": OTHER}}, {"a": REF, "b": OTHER}),
         ({"graphs": ["a", "b"], "reference": REF}, {}),  # flat but ambiguous
         ({"graphs": ["g"]}, {}),
         (None, {}),
@@ -83,15 +81,21 @@ def test_read_metrics_drops_a_half_written_last_line(tmp_path):
     assert set(rundir.VALUE_COLUMNS) | set(rundir.TEXT_COLUMNS) | {"episode"} == set(rundir.METRIC_COLUMNS)
 
 
+def test_a_stray_quote_costs_only_its_own_row(tmp_path):
+    path = tmp_path / "metrics.csv"
+    row = "il,{},g" + ",1" * 11 + ",sim\n"
+    rows = [row.format(episode) for episode in range(400)]
+    rows[10] = rows[10].replace(",g,", ',"g,')  # one unbalanced quote
+    path.write_text(",".join(rundir.METRIC_COLUMNS) + "\n" + "".join(rows))
+    episodes = [r["episode"] for r in rundir.read_metrics(path)]
+    assert len(episodes) == 399 and "10" not in episodes and episodes[-1] == "399"
+
+
 def test_try_read_meta_never_raises(tmp_path):
     (tmp_path / "half.json").write_text('{"status": "runn')
     (tmp_path / "list.json").write_text("[1]")
-    assert (
-        rundir.try_read_meta(tmp_path / "half.json")
-        == rundir.try_read_meta(tmp_path / "list.json")
-        == rundir.try_read_meta(tmp_path / "none")
-        == {}
-    )
+    for name in ("half.json", "list.json", "none"):
+        assert rundir.try_read_meta(tmp_path / name) == {}
 
 
 def test_an_interrupted_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["import_object", "lazy_exports"]
 
@@ -27,9 +28,7 @@ def import_object(spec: str) -> Any:
     return getattr(module, attr)
 
 
-def lazy_exports(
-    package: str, exports: Mapping[str, str], needs: str = ""
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(package: str, exports: Mapping[str, str], needs: str = "") -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's ``__getattr__`` and ``__dir__`` (PEP 562) that import ``name`` from module ``exports[name]`` on first use.
 
     Module names may be relative to ``package`` (``".loop"``). The value is

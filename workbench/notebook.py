@@ -3,7 +3,7 @@
 The notebooks in ``notebooks/`` call only the public API and this module, so
 everything they show is tested code. :class:`Comparison` places graphs with
 several methods and keeps the placements; :func:`gantt_grid` draws their
-Gantt charts side by side on one time axis; :func:`compare_panel` is the
+Gantt charts side by side on one time axis (:func:`workbench.viz.gantt_grid`); :func:`compare_panel` is the
 ipywidgets panel (graph, devices, methods → table, bars and Gantt charts).
 Importing this module imports neither torch nor ipywidgets.
 """
@@ -11,20 +11,19 @@ Importing this module imports neither torch nor ipywidgets.
 from __future__ import annotations
 
 import html
-import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from .dashboard import figures
 from .graph import DataflowGraph
 from .placers import REGISTRY, Placement, methods, place
 from .sim import simulate
 from .training.oracle import seconds_oracle
+from .viz import gantt_grid, makespan_bars
 
 __all__ = [
     "HEURISTICS",
@@ -73,7 +72,12 @@ class Comparison:
         seed: the seed every placer gets.
     """
 
-    def __init__(self, graphs: Sequence[DataflowGraph] | Mapping[str, DataflowGraph], options: Mapping[str, Mapping[str, Any]] | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        graphs: Sequence[DataflowGraph] | Mapping[str, DataflowGraph],
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        seed: int = 0,
+    ) -> None:
         self.graphs = dict(graphs) if isinstance(graphs, Mapping) else {g.name: g for g in graphs}
         if not self.graphs:
             raise ValueError("Comparison needs at least one graph")
@@ -93,12 +97,14 @@ class Comparison:
         """The placement of ``graph`` (a label) on ``devices`` by ``method``, placing it if not done yet."""
         key = (graph, int(devices), method)
         if key not in self.placements:
-            self.placements[key] = place(self.graph(graph), method=method, devices=int(devices), seed=self.seed, **self.options.get(method, {}))
+            self.placements[key] = place(
+                self.graph(graph), method=method, devices=int(devices), seed=self.seed, **self.options.get(method, {})
+            )
         return self.placements[key]
 
     def run(self, devices: Iterable[int], methods: Sequence[str] | None = None, progress: bool = True) -> pd.DataFrame:
-        """Place every graph on every device count with every method (default: each graph's :func:`default_methods`); returns :meth:`table`."""
-        from tqdm.auto import tqdm
+        """Place every graph on every device count with every method (default: :func:`default_methods`); returns :meth:`table`."""
+        from tqdm import tqdm  # a text bar: its final state is saved in an executed notebook (a widget bar is saved as 0/N)
 
         devices = [int(d) for d in devices]
         cells = [(label, d, m) for label, g in self.graphs.items() for d in devices for m in (methods or default_methods(g))]
@@ -123,7 +129,7 @@ class Comparison:
         """Makespan per method with the best lower bound as a line."""
         placements = {m: self.placement(graph, devices, m) for m in methods}
         bound = max(p.lower_bound for p in placements.values())
-        return figures.makespan_bars(placements, lower_bound=bound, title=f"{graph} on {devices} devices")
+        return makespan_bars(placements, lower_bound=bound, title=f"{graph} on {devices} devices", graph=self.graph(graph))
 
     def gantts(self, graph: str, devices: int, methods: Sequence[str], columns: int = 2) -> go.Figure:
         """The methods' Gantt charts side by side (see :func:`gantt_grid`)."""
@@ -192,9 +198,13 @@ def placement_changes(placements: Mapping[str, Any], devices: int) -> pd.DataFra
     labels = list(placements)
     assignments = {k: np.asarray(getattr(v, "assignment", v)) for k, v in placements.items()}
     rows = []
-    for first, second in zip(labels, labels[1:]):
-        row = {"from": first, "to": second, "moved": moved_ops(assignments[first], assignments[second], devices),
-               "moved_same_ids": int((assignments[first] != assignments[second]).sum())}  # fmt: skip
+    for first, second in zip(labels, labels[1:], strict=False):
+        row = {
+            "from": first,
+            "to": second,
+            "moved": moved_ops(assignments[first], assignments[second], devices),
+            "moved_same_ids": int((assignments[first] != assignments[second]).sum()),
+        }
         for label, key in ((first, "makespan_from"), (second, "makespan_to")):
             row[key] = getattr(placements[label], "makespan", None)
         rows.append(row)
@@ -215,43 +225,29 @@ def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Pla
     meta = read_meta(run.meta_path)
     found = run.stage_checkpoints(meta["stages"])
     if not found:
-        raise ValueError(f"{run_dir} holds no stage checkpoint ({run.stage_checkpoint('<stage>').relative_to(run.path)} for {', '.join(meta['stages'])})")
+        raise ValueError(
+            f"{run_dir} holds no stage checkpoint ({run.stage_checkpoint('<stage>').relative_to(run.path)} for {', '.join(meta['stages'])})"
+        )
     return {stage: place(graph, method=meta["method"], devices=int(meta["devices"]), checkpoint=path) for stage, path in found.items()}
-
-
-def gantt_grid(graph: DataflowGraph, traces: Mapping[str, Any], columns: int = 2, title: str | None = None) -> go.Figure:
-    """One Gantt chart per label (``{label: Trace}``) in a grid sharing one time axis, so lengths compare at a glance."""
-    if not traces:
-        raise ValueError("gantt_grid needs at least one trace")
-    if columns < 1:
-        raise ValueError(f"columns must be >= 1, got {columns}")
-    columns = min(columns, len(traces))
-    rows = math.ceil(len(traces) / columns)
-    labels = [f"{label}: makespan {trace.makespan:.4g}" for label, trace in traces.items()]
-    fig = make_subplots(rows=rows, cols=columns, shared_xaxes="all", subplot_titles=labels, vertical_spacing=0.25 / rows, horizontal_spacing=0.08)
-    longest = max(trace.makespan for trace in traces.values())
-    devices = 1
-    for index, trace in enumerate(traces.values()):
-        row, col = divmod(index, columns)
-        chart = figures.gantt_figure(graph, trace)
-        for item in chart.data:
-            item.showlegend = False
-            fig.add_trace(item, row=row + 1, col=col + 1)
-        fig.update_yaxes(chart.layout.yaxis, row=row + 1, col=col + 1)
-        devices = max(devices, len(chart.layout.yaxis.tickvals))
-    fig.update_xaxes(range=[0, longest * 1.01 if longest > 0 else 1])
-    fig.update_layout(barmode="overlay", bargap=0.1, hovermode="closest", height=rows * (90 + 40 * devices) + 60, margin=dict(l=10, r=10, t=70, b=30), template="plotly_white", title=title)
-    return fig
 
 
 class ComparePanel:
     """Pick a graph, a device count and methods; the table, makespan bars and Gantt charts redraw.
 
     ``widget`` is the ipywidgets box (a notebook shows the panel itself);
-    ``table``, ``bars`` and ``gantts`` hold what is currently drawn.
+    ``table``, ``bars`` and ``gantts`` hold what is currently drawn, and the
+    charts are shown through ``bars_widget`` and ``gantts_widget``
+    (``go.FigureWidget``s, updated in place on every change).
     """
 
-    def __init__(self, comparison: Comparison, devices: Sequence[int], methods: Sequence[str], selected: Sequence[str] | None = None, columns: int = 2) -> None:
+    def __init__(
+        self,
+        comparison: Comparison,
+        devices: Sequence[int],
+        methods: Sequence[str],
+        selected: Sequence[str] | None = None,
+        columns: int = 2,
+    ) -> None:
         import ipywidgets as widgets
 
         if not devices or not methods:
@@ -262,10 +258,14 @@ class ComparePanel:
         self.comparison, self.columns = comparison, columns
         self.graph = widgets.Dropdown(options=list(comparison.graphs), description="graph")
         self.devices = widgets.ToggleButtons(options=[int(d) for d in devices], description="devices")
-        self.methods = widgets.SelectMultiple(options=list(methods), value=tuple(selected or methods), rows=min(10, len(methods)), description="methods")
+        self.methods = widgets.SelectMultiple(
+            options=list(methods), value=tuple(selected or methods), rows=min(10, len(methods)), description="methods"
+        )
         self.status = widgets.HTML()
-        self.output = widgets.Output()
-        self.widget = widgets.VBox([widgets.HBox([widgets.VBox([self.graph, self.devices]), self.methods]), self.status, self.output])
+        self.table_widget = widgets.HTML()
+        self.bars_widget, self.gantts_widget = go.FigureWidget(), go.FigureWidget()
+        controls = widgets.HBox([widgets.VBox([self.graph, self.devices]), self.methods])
+        self.widget = widgets.VBox([controls, self.status, self.table_widget, self.bars_widget, self.gantts_widget])
         self.table: pd.DataFrame | None = None
         self.bars: go.Figure | None = None
         self.gantts: go.Figure | None = None
@@ -275,8 +275,6 @@ class ComparePanel:
 
     def redraw(self) -> None:
         """Place what is missing for the current choice and draw it again."""
-        from IPython import get_ipython
-
         methods = list(self.methods.value)
         if not methods:
             self.status.value = "<b>pick at least one method</b>"
@@ -299,11 +297,15 @@ class ComparePanel:
         self.bars = self.comparison.bars(graph, devices, methods)
         self.gantts = self.comparison.gantts(graph, devices, methods, columns=self.columns)
         best = self.table.loc[self.table["makespan"].idxmin()]
-        self.status.value = f"best: <b>{best['method']}</b>, makespan {best['makespan']:.4g} ({best['gap']:.1%} above the lower bound){notes}"
-        if get_ipython() is not None:  # outside a kernel (scripts, tests) there is nothing to draw on
-            self.output.outputs = ()
-            for item in (self.table, self.bars, self.gantts):  # not `with output: display(...)`, which stalls nbclient on plotly figures
-                self.output.append_display_data(item)
+        self.status.value = (
+            f"best: <b>{best['method']}</b>, makespan {best['makespan']:.4g} ({best['gap']:.1%} above the lower bound){notes}"
+        )
+        self.table_widget.value = self.table.to_html(index=False, float_format=lambda v: f"{v:.5g}")
+        for widget, figure in ((self.bars_widget, self.bars), (self.gantts_widget, self.gantts)):
+            with widget.batch_update():
+                widget.data = ()
+                widget.add_traces(figure.data)
+                widget.layout = figure.layout
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)

@@ -21,7 +21,6 @@ A reader never trusts the last line of ``metrics.csv``: a run being written
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -62,7 +61,10 @@ CHECKPOINT_SUFFIX = ".safetensors"
 
 
 def checkpoint_file(directory: str | os.PathLike, name: str) -> Path:
-    """The checkpoint called ``name`` (``last``, a stage, ``<stage>-best``, a method) in ``directory``: the one place a checkpoint file is named."""
+    """The checkpoint called ``name`` (``last``, a stage, ``<stage>-best``, a method) in ``directory``.
+
+    The one place a checkpoint file is named: a new format changes :data:`CHECKPOINT_SUFFIX` only.
+    """
     return Path(directory) / f"{name}{CHECKPOINT_SUFFIX}"
 
 
@@ -130,10 +132,17 @@ def complete_lines(text: str) -> str:
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
-    """The complete rows of a ``metrics.csv`` as strings (a half-written last line and short rows are ignored)."""
-    text = complete_lines(Path(path).read_text(encoding="utf-8"))
-    rows = list(csv.DictReader(io.StringIO(text)))
-    return [r for r in rows if None not in r.values() and None not in r]
+    """The complete rows of a ``metrics.csv`` as strings (a half-written last line and malformed rows are ignored).
+
+    Each line is parsed on its own: metrics never span lines, so a stray quote
+    costs only its own row instead of swallowing every row after it.
+    """
+    lines = complete_lines(Path(path).read_text(encoding="utf-8")).splitlines()
+    if not lines:
+        return []
+    header = next(csv.reader([lines[0]]))
+    rows = (next(csv.reader([line]), []) for line in lines[1:])
+    return [dict(zip(header, values, strict=True)) for values in rows if len(values) == len(header)]
 
 
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:

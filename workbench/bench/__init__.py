@@ -16,7 +16,7 @@ __all__ = ["BENCHMARKS", "get_benchmark", "machine"]
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "sim": ("workbench.bench.sim", "fast vs SimPy engine per evaluation, and batch throughput, on the paper graphs"),
-    "dashboard": ("workbench.dashboard.bench", "dashboard charts: build time, JSON size and browser draw time as graphs grow"),
+    "dashboard": ("workbench.bench.charts", "dashboard charts: build time, JSON size and browser draw time as graphs grow"),
     "generators": (
         "workbench.bench.generators",
         "generated paper families vs the bundled graphs; import speed of a GPT with thousands of ops",

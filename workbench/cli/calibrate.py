@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .common import add_graph_argument, load_graph_argument, positive_int, print_json
@@ -34,7 +35,11 @@ def register(sub) -> None:
         "--target-seconds", type=float, default=0.1, help="scale the graph so its lower bound lasts this long (default 0.1)"
     )
     parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
-    parser.add_argument("--out", metavar="DIR", help="output folder (default runs/calibrate-GRAPH-Nd); holds a journal to resume from")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output folder (default $WORKBENCH_RUNS or runs/, then calibrate-GRAPH-Nd); holds a journal to resume from",
+    )
     parser.add_argument("--png", action="store_true", help="also write calibration.png (needs kaleido and Chromium)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
@@ -61,7 +66,7 @@ def run(args) -> int:
         oracle = LocalExecutor(
             args.devices, args.device, args.time_scale, args.target_seconds, kernels=WaitKernels() if args.emulate else None
         )
-    out = Path(args.out or f"runs/calibrate-{graph.name}-{args.devices}d")
+    out = Path(args.out) if args.out else Path(os.environ.get("WORKBENCH_RUNS") or "runs") / f"calibrate-{graph.name}-{args.devices}d"
     try:
         result = calibrate(
             graph,

@@ -1,11 +1,13 @@
 """The Dash dashboard: ``create_app()`` builds it, ``python app.py`` serves it.
 
 Pages (one module each in :mod:`workbench.dashboard.pages`): Compare (the
-landing page), Graph, Training, Launch, and Measured vs simulated. The plain
-figure builders in :mod:`workbench.dashboard.figures` are also meant for
-notebooks.
+landing page), Graph, Training, Launch, and Measured vs simulated. The
+figures come from :mod:`workbench.viz`, which notebooks use without Dash.
+``create_app`` is imported on first use, so the Dash-free readers in this
+package (``workbench.dashboard.runs``) import without Dash.
 """
 
-from .factory import create_app
+from ..imports import lazy_exports
 
 __all__ = ["create_app"]
+__getattr__, __dir__ = lazy_exports(__name__, {"create_app": ".factory"}, needs="the dashboard extra (pip install -e '.[dashboard]')")

@@ -36,11 +36,44 @@ def card_id(kind: str, page: str, index: str) -> dict[str, str]:
     return {"type": kind, "page": page, "index": index}
 
 
-def figure_card(page: str, index: str, figure: Any, frame: pd.DataFrame | None = None, caption: str | None = None) -> html.Div:
+def trace_events_for(graph: Any, trace: Any, title: str, unit: str | None = None) -> str:
+    """A trace as Chrome/Perfetto trace-event JSON: seconds as real time, paper graphs ÷1e10 as µs, other units 1 per µs.
+
+    ``unit`` names the trace's unit when it is not the graph's (``"s"`` for a measured trace).
+    """
+    from workbench.sim.trace_events import trace_events_json
+    from workbench.viz import is_paper_graph, op_names, time_unit
+
+    scale = 1e6 if (unit or time_unit(graph)) == "s" else 1e-10 if is_paper_graph(graph) else 1.0
+    return trace_events_json(trace, op_names(graph, trace.num_ops), title, scale)
+
+
+def figure_card(
+    page: str,
+    index: str,
+    figure: Any,
+    frame: pd.DataFrame | None = None,
+    caption: str | None = None,
+    timeline: bool = False,
+    trace_events: str | None = None,
+) -> html.Div:
     """A chart with "PNG" and "CSV" download buttons; ``frame`` is the data offered as CSV.
 
-    Its graph's id is ``{"type": "figure", "page": page, "index": index}``.
+    A ``timeline`` card also offers its trace (``trace_events``, see
+    :func:`trace_events_for`) as Chrome/Perfetto trace-event JSON. Its
+    graph's id is ``{"type": "figure", "page": page, "index": index}``.
     """
+    perfetto = (
+        [
+            html.Button(
+                "Trace JSON (Perfetto)", id=card_id("perfetto-button", page, index), className="wb-small", title="opens in ui.perfetto.dev"
+            ),
+            dcc.Store(id=card_id("trace-data", page, index), data=trace_events),
+            dcc.Download(id=card_id("perfetto", page, index)),
+        ]
+        if timeline
+        else []
+    )
     return html.Div(
         className="wb-card",
         children=[
@@ -51,6 +84,7 @@ def figure_card(page: str, index: str, figure: Any, frame: pd.DataFrame | None =
                 children=[
                     html.Button("PNG", id=card_id("png-button", page, index), className="wb-small"),
                     html.Button("CSV", id=card_id("csv-button", page, index), className="wb-small"),
+                    *perfetto,
                     html.Span(id=card_id("download-message", page, index), className="wb-note"),
                     dcc.Store(id=card_id("csv-data", page, index), data=None if frame is None else frame.to_csv(index=False)),
                     dcc.Download(id=card_id("download", page, index)),
@@ -69,7 +103,7 @@ def download_payload(kind: str, index: str, figure: Any, csv_text: str | None) -
         return dcc.send_string(csv_text, f"{name}.csv"), ""
     if not figure:
         return None, "no figure to export"
-    from .figures import to_png
+    from workbench.viz import to_png
 
     try:
         png = to_png(figure)
@@ -79,7 +113,7 @@ def download_payload(kind: str, index: str, figure: Any, csv_text: str | None) -
 
 
 def register_download_callback(app) -> None:
-    """One pattern-matching callback serving every card's PNG and CSV buttons."""
+    """Pattern-matching callbacks serving every card's PNG, CSV and trace-event buttons."""
 
     @app.callback(
         Output({"type": "download", "page": MATCH, "index": MATCH}, "data"),
@@ -97,3 +131,14 @@ def register_download_callback(app) -> None:
         data, text = download_payload(trigger["type"], f"{trigger['page']}-{trigger['index']}", figure, csv_text)
         return (data if data is not None else no_update), text
 
+    @app.callback(
+        Output({"type": "perfetto", "page": MATCH, "index": MATCH}, "data"),
+        Input({"type": "perfetto-button", "page": MATCH, "index": MATCH}, "n_clicks"),
+        State({"type": "trace-data", "page": MATCH, "index": MATCH}, "data"),
+        prevent_initial_call=True,
+    )
+    def perfetto(_clicks, events):
+        trigger = ctx.triggered_id
+        if not events or not trigger:
+            return no_update
+        return dcc.send_string(events, f"{_slug(trigger['page'] + '-' + trigger['index'])}.trace.json")

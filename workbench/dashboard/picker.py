@@ -22,15 +22,29 @@ DEFAULT_GRAPH = "bundled:doppler-paper/ffnn_192nodes.txt"
 
 
 def graph_picker(prefix: str, context: DashboardContext, default: str = DEFAULT_GRAPH) -> html.Div:
-    sources = [{"label": "bundled", "value": "bundled"}, {"label": "uploaded", "value": "uploaded"}, {"label": "generated", "value": "generated"}]
+    sources = [
+        {"label": "bundled", "value": "bundled"},
+        {"label": "uploaded", "value": "uploaded"},
+        {"label": "generated", "value": "generated"},
+    ]
     choices = graph_choices(context)
     values = {o["value"] for o in choices}
     return html.Div(
         className="wb-field wb-wide",
         children=[
             html.Label("Graph"),
-            dcc.RadioItems(id=f"{prefix}-source", options=sources, value="bundled", inline=True, inputStyle={"marginRight": "4px", "marginLeft": "8px"}),
-            html.Div(id=f"{prefix}-bundled-box", children=dcc.Dropdown(id=f"{prefix}-bundled", options=choices, value=default if default in values else (choices[0]["value"] if choices else None), clearable=False)),
+            dcc.RadioItems(
+                id=f"{prefix}-source", options=sources, value="bundled", inline=True, inputStyle={"marginRight": "4px", "marginLeft": "8px"}
+            ),
+            html.Div(
+                id=f"{prefix}-bundled-box",
+                children=dcc.Dropdown(
+                    id=f"{prefix}-bundled",
+                    options=choices,
+                    value=default if default in values else (choices[0]["value"] if choices else None),
+                    clearable=False,
+                ),
+            ),
             dcc.Upload(
                 id=f"{prefix}-upload",
                 className="wb-upload",
@@ -42,7 +56,11 @@ def graph_picker(prefix: str, context: DashboardContext, default: str = DEFAULT_
                 style={"display": "none"},
                 children=[
                     dcc.Dropdown(id=f"{prefix}-gen-kind", options=generator_kinds(), placeholder="generator family"),
-                    dcc.Textarea(id=f"{prefix}-gen-params", placeholder="parameters as JSON", style={"width": "100%", "height": "70px", "fontFamily": "monospace"}),
+                    dcc.Textarea(
+                        id=f"{prefix}-gen-params",
+                        placeholder="parameters as JSON",
+                        style={"width": "100%", "height": "70px", "fontFamily": "monospace"},
+                    ),
                     html.Button("Generate", id=f"{prefix}-gen-apply", className="wb-small"),
                 ],
             ),
@@ -53,7 +71,9 @@ def graph_picker(prefix: str, context: DashboardContext, default: str = DEFAULT_
     )
 
 
-def resolve_graph_key(context: DashboardContext, source: str, bundled: str | None, upload_key: str | None, kind: str | None, params: str | None) -> tuple[str | None, str | None]:
+def resolve_graph_key(
+    context: DashboardContext, source: str, bundled: str | None, upload_key: str | None, kind: str | None, params: str | None
+) -> tuple[str | None, str | None]:
     """``(graph key, error)`` for the picker's fields; the key's graph has been loaded once."""
     if source == "uploaded":
         if not upload_key:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..rundir import TEXT_COLUMNS, VALUE_COLUMNS, RunPaths, complete_lines, reference
+from ..rundir import METRIC_COLUMNS, TEXT_COLUMNS, RunPaths, complete_lines, reference
 
 __all__ = ["Run", "RunSummary", "list_runs", "read_run", "read_metrics", "references"]
 
@@ -97,11 +97,14 @@ def list_runs(root: Path) -> list[RunSummary]:
 
 
 def _empty_metrics() -> pd.DataFrame:
-    return pd.DataFrame(columns=["stage", "episode", "graph", *VALUE_COLUMNS])
+    return pd.DataFrame(columns=list(METRIC_COLUMNS))
 
 
 def read_metrics(path: Path, problems: list[str] | None = None) -> pd.DataFrame:
-    """``metrics.csv`` without its half-written last line; numeric columns as floats."""
+    """``metrics.csv`` as a frame for charts (the pandas view of :func:`workbench.rundir.read_metrics`).
+
+    No half-written last line, numeric columns as floats, problems reported instead of raised.
+    """
     problems = problems if problems is not None else []
     if not path.is_file():
         problems.append("metrics.csv is missing (no episode logged yet)")

@@ -12,6 +12,10 @@ Everything SEL sees is fixed for the episode, so its logits are computed once.
 PLC's first layer is linear, so its op and device-embedding-sum parts are
 precomputed per op and only the device-feature part is evaluated per step.
 
+An ``encoded.plc_offset`` tensor ``(ops, devices)``, when set, is added to
+PLC's logits (per-instance active search adapts only this table:
+:mod:`.active_search`).
+
 Ablations (``doppler_sel_only``, ``doppler_plc_only``): one head is replaced
 by the critical-path teacher's rule (largest bottom level first;
 earliest-start device) and only the other is learned.
@@ -110,6 +114,8 @@ class DopplerPolicy(LearnedPolicy):
         devices_chosen = np.zeros(n, dtype=np.int64)
         agree = 0
         all_devices = np.arange(d)
+        offset = getattr(e, "plc_offset", None)
+        offset_np = None if offset is None else as_numpy(offset)
         for t in range(n):
             ready = state.ready_ops()
             teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
@@ -125,9 +131,10 @@ class DopplerPolicy(LearnedPolicy):
             if self.learn_place:
                 feats[t] = state.device_features(op, earliest)
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
-                target = choose(
-                    softmax(e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)), 2 * t + 1, plc_teacher
-                )
+                logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
+                if offset is not None:
+                    logits = logits + offset_np[op]
+                target = choose(softmax(logits), 2 * t + 1, plc_teacher)
                 plc.add(all_devices, target, plc_teacher)
                 device_sum[target] += e.device_part_np[op]
             else:
@@ -142,5 +149,6 @@ class DopplerPolicy(LearnedPolicy):
         if self.learn_place:
             order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
             before = sums_before(e.device_part[order], devices_chosen, d)
-            heads.append(plc.terms(self.place_logits(torch.from_numpy(feats).to(device), e.own[order], before)))
+            logits = self.place_logits(torch.from_numpy(feats).to(device), e.own[order], before)
+            heads.append(plc.terms(logits if offset is None else logits + offset[order]))
         return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)

@@ -1,7 +1,8 @@
 """Learned policies as registry placers: ``workbench.place(graph, method="doppler", checkpoint=PATH)``.
 
-``samples=1`` places greedily; ``samples=K > 1`` samples K placements (seeded)
-and keeps the one with the smallest simulated makespan. Without a
+``samples=1`` places greedily; ``samples=K > 1`` also samples K-1 placements
+(seeded) and keeps the one of the K with the smallest simulated makespan, so
+it is never worse than greedy. Without a
 checkpoint a placer looks for ``datasets/pretrained/<graph name>/<method>.safetensors``. A checkpoint
 trained for another graph or device count is refused unless it is cross-graph.
 """
@@ -9,6 +10,7 @@ trained for another graph or device count is refused unless it is cross-graph.
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..placers.base import Decision, Placer
 from ..placers.registry import PlacerError
+from .active_search import ActiveSearchConfig, active_search
 from .policy import LearnedPolicy, load_policy
 
 __all__ = [
@@ -29,7 +32,11 @@ __all__ = [
     "GDPPlacer",
     "JointPlacer",
     "pretrained_path",
+    "SEARCHES",
 ]
+
+# DopplerPlacer's ``search`` option: none (greedy / best of ``samples``) or per-instance active search
+SEARCHES = ("none", "active")
 
 
 def pretrained_path(graph: DataflowGraph, method: str) -> Path:
@@ -40,7 +47,7 @@ def pretrained_path(graph: DataflowGraph, method: str) -> Path:
 
 
 class LearnedPlacer(Placer):
-    """A trained policy's placement: greedy, or the best of ``samples`` sampled ones in the simulator."""
+    """A trained policy's placement: greedy, or the best in the simulator of greedy and ``samples - 1`` sampled ones."""
 
     method = ""
 
@@ -64,23 +71,70 @@ class LearnedPlacer(Placer):
 
         policy = self._policy(graph, devices)
         with torch.no_grad():
-            if self.samples == 1:
-                rollouts = [policy.rollout(graph, devices, mode="greedy")]
-            else:
+            rollouts = [policy.rollout(graph, devices, mode="greedy")]
+            if self.samples > 1:
                 generator = torch.Generator(device=policy.device).manual_seed(seed)
-                rollouts = [policy.rollout(graph, devices, mode="sample", generator=generator) for _ in range(self.samples)]
+                rollouts += policy.rollouts(graph, devices, self.samples - 1, mode="sample", generator=generator)
         makespans = np.atleast_1d(Evaluator(graph, devices)(np.stack([r.assignment for r in rollouts])))
-        best = int(np.argmin(makespans))
-        details = {"checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)), "samples": self.samples}
+        best = int(np.argmin(makespans))  # the first minimum: greedy wins ties
+        details = {
+            "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
+            "samples": self.samples,
+            "evaluations": len(rollouts),
+            "winner": "greedy" if best == 0 else f"sample {best}",
+        }
         if self.samples > 1:
-            details["sampled_makespans"] = makespans.tolist()
+            details["makespans"] = makespans.tolist()
         return Decision(rollouts[best].assignment, order=rollouts[best].order, details=details)
 
 
 class DopplerPlacer(LearnedPlacer):
-    """DOPPLER's SEL + PLC policy (Yao et al., ICLR 2026)."""
+    """DOPPLER's SEL + PLC policy (Yao et al., ICLR 2026).
+
+    ``search="active"`` adapts a per-op x per-device table on PLC's logits to
+    this graph within ``budget`` simulator evaluations, starting from the greedy
+    placement (EAS, Hottung et al., ICLR 2022; :mod:`workbench.learn.active_search`):
+    ``rollouts`` per step, Adam at ``learning_rate``, imitation of the best so far
+    weighted ``imitation_weight``. Without it those four options are unused.
+    """
 
     method = "doppler"
+
+    def __init__(
+        self,
+        checkpoint: str | os.PathLike | None = None,
+        samples: int = 1,
+        search: str = "none",
+        budget: int = ActiveSearchConfig.budget,
+        rollouts: int = ActiveSearchConfig.rollouts,
+        learning_rate: float = ActiveSearchConfig.learning_rate,
+        imitation_weight: float = ActiveSearchConfig.imitation_weight,
+    ) -> None:
+        super().__init__(checkpoint, samples)
+        if search not in SEARCHES:
+            raise PlacerError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
+        if search == "active" and self.samples > 1:
+            raise PlacerError("samples and search='active' do not combine: active search's budget already counts every placement it tries")
+        try:
+            self.search_config = ActiveSearchConfig(int(budget), int(rollouts), float(learning_rate), float(imitation_weight))
+        except ValueError as error:
+            raise PlacerError(str(error)) from None
+        self.search = search
+
+    def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
+        if self.search == "none":
+            return super().place(graph, devices, seed)
+        found = active_search(self._policy(graph, devices), graph, devices, self.search_config, seed)
+        details = {
+            "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
+            "search": self.search,
+            "evaluations": found.evaluations,
+            "steps": found.steps,
+            "start_makespan": found.start_makespan,
+            "found_at_evaluation": found.found_at,
+            **asdict(self.search_config),
+        }
+        return Decision(found.assignment, order=found.order, details=details)
 
 
 class DopplerSelOnlyPlacer(LearnedPlacer):

@@ -19,18 +19,17 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-import platform
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from ..cluster import Devices
 from ..graph import DataflowGraph
+from ..provenance import versions
 from .checkpoint import CheckpointError, TrainedFor, read_checkpoint, write_checkpoint
 from .choice import MODES, Chooser, Rollout, check_mode
 from .env import Guide, PlacementState
@@ -209,23 +208,13 @@ class LearnedPolicy(nn.Module, ABC):
         bad = [name for name, value in self.state_dict().items() if value.is_floating_point() and not bool(torch.isfinite(value).all())]
         if bad:
             raise CheckpointError(f"refusing to save {os.fspath(path)}: {bad[0]} holds NaN or infinite values")
-        header = {"method": self.method, "config": asdict(self.config), "feature_layout": FEATURE_LAYOUT, "versions": versions()}
+        header = {
+            "method": self.method,
+            "config": asdict(self.config),
+            "feature_layout": FEATURE_LAYOUT,
+            "versions": versions(("numpy", "torch", "dgl")),
+        }
         write_checkpoint(path, self.state_dict(), header, extra, self.trained_for)
-
-
-def versions() -> dict[str, str]:
-    import dgl
-
-    from .. import __version__
-
-    found = {
-        "workbench": __version__,
-        "torch": torch.__version__,
-        "dgl": dgl.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-    }
-    return {k: str(v) for k, v in found.items()}
 
 
 def make_policy(method: str, config: PolicyConfig | None = None) -> LearnedPolicy:

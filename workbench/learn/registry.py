@@ -12,7 +12,11 @@ from ..placers.registry import register_placer
 _PLACERS = "workbench.learn.placers"
 
 register_placer(
-    "doppler", _PLACERS, "DopplerPlacer", "DOPPLER: learned SEL (next op) + PLC (device) policies; needs a checkpoint", "learned"
+    "doppler",
+    _PLACERS,
+    "DopplerPlacer",
+    "DOPPLER: learned SEL (next op) + PLC (device) policies; needs a checkpoint; search='active' adapts it to the graph",
+    "learned",
 )
 register_placer(
     "placeto", _PLACERS, "PlacetoPlacer", "Placeto: topological order, placement-aware embeddings; needs a checkpoint", "learned"

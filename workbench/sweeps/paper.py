@@ -17,10 +17,10 @@ TIME_SCALE = 1e10  # the paper's files are in raw integer units; the paper divid
 # Real-system milliseconds on 4×P100 as reported in the paper (Table 2).
 PAPER_COLUMNS = ("critical_path", "placeto", "gdp", "enumerative_optimizer", "doppler_sim", "doppler_sys")
 PAPER_REPORTED: dict[str, dict[str, float]] = {
-    "chain_mm_112nodes": dict(zip(PAPER_COLUMNS, (230.4, 137.1, 198.0, 139.0, 122.5, 123.4))),
-    "ffnn_192nodes": dict(zip(PAPER_COLUMNS, (217.8, 126.3, 100.3, 50.2, 49.9, 47.4))),
-    "transformer_block_215nodes": dict(zip(PAPER_COLUMNS, (230.9, 411.5, 336.5, 172.7, 191.5, 160.3))),
-    "full_transformer_layer_261nodes": dict(zip(PAPER_COLUMNS, (292.6, 295.1, 231.5, 174.8, 167.0, 150.6))),
+    "chain_mm_112nodes": dict(zip(PAPER_COLUMNS, (230.4, 137.1, 198.0, 139.0, 122.5, 123.4), strict=True)),
+    "ffnn_192nodes": dict(zip(PAPER_COLUMNS, (217.8, 126.3, 100.3, 50.2, 49.9, 47.4), strict=True)),
+    "transformer_block_215nodes": dict(zip(PAPER_COLUMNS, (230.9, 411.5, 336.5, 172.7, 191.5, 160.3), strict=True)),
+    "full_transformer_layer_261nodes": dict(zip(PAPER_COLUMNS, (292.6, 295.1, 231.5, 174.8, 167.0, 150.6), strict=True)),
 }
 PAPER_GRAPH_TITLES = {
     "chain_mm_112nodes": "ChainMM",

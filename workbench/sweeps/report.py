@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from ..rundir import try_read_meta
+from ..rundir import RunPaths, try_read_meta
 from .figures import write_figure
 from .paper import PAPER_COLUMNS, PAPER_GRAPH_TITLES, PAPER_REPORTED, ROWS, TIME_SCALE, paper_improvement
 
@@ -155,7 +155,7 @@ def checkpoint_provenance(checkpoints: Mapping[tuple[str, str], str]) -> str:
     lines = []
     for path, labels in users.items():
         checkpoint = Path(path)
-        meta = try_read_meta(checkpoint.parent.parent / "meta.json") or try_read_meta(checkpoint.with_name("meta.json"))
+        meta = try_read_meta(RunPaths(checkpoint.parent.parent).meta_path) or try_read_meta(RunPaths(checkpoint.parent).meta_path)  # a run's, or a shipped policy's
         command = f" — `{meta['command']}`" if meta.get("command") else ""
         lines.append(f"- `{path}`: {', '.join(labels)}{command}")
     return "Checkpoints of the learned rows (path: rows — training command):\n\n" + "\n".join(lines) if lines else "No learned checkpoints were found (see `--runs`)."

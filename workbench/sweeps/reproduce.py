@@ -88,7 +88,7 @@ def find_checkpoint(method: str, graph: str, stage: str, runs: Path) -> Path | N
     pretrained = pretrained_checkpoint(graph, method, DATASETS_DIR / "pretrained")
     if not pretrained.is_file():
         return None
-    stages = try_read_meta(pretrained.with_name("meta.json")).get("stages") or ["il", "sim"]
+    stages = try_read_meta(RunPaths(pretrained.parent).meta_path).get("stages") or ["il", "sim"]
     return pretrained if stages[-1] == stage else None
 
 

@@ -28,9 +28,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from ..sim.trace import Trace
 from .oracle import CostOracle, Measurement, SimulatorOracle, spearman
 
 __all__ = ["calibrate", "Calibration", "calibration_placements", "fit_simulator"]
+
 
 def calibration_placements(graph: DataflowGraph, devices: int, count: int = 24, seed: int = 0) -> list[tuple[str, np.ndarray]]:
     """``count`` labelled placements spanning good to bad ones, the same for the same ``seed``."""
@@ -79,7 +81,9 @@ def _least_squares(design: np.ndarray, target: np.ndarray) -> np.ndarray:
     return solution
 
 
-def fit_simulator(graph: DataflowGraph, traces: Sequence[Trace], devices: int, nominal_scale: float) -> tuple[SimulatorOracle, dict[str, Any]]:
+def fit_simulator(
+    graph: DataflowGraph, traces: Sequence[Trace], devices: int, nominal_scale: float
+) -> tuple[SimulatorOracle, dict[str, Any]]:
     """Fit a :class:`SimulatorOracle` (before the final makespan factor) to measured traces."""
     device = np.concatenate([t.device for t in traces])
     compute = np.tile(graph.compute, len(traces))
@@ -100,10 +104,10 @@ def fit_simulator(graph: DataflowGraph, traces: Sequence[Trace], devices: int, n
     overhead = float(np.median(overhead_units[known])) * scale
     speeds = tuple(float(scale / s) for s in per_unit)
 
-    index = {(int(u), int(v)): e for e, (u, v) in enumerate(zip(graph.src.tolist(), graph.dst.tolist()))}
+    index = {(int(u), int(v)): e for e, (u, v) in enumerate(zip(graph.src.tolist(), graph.dst.tolist(), strict=False))}
     comm, moved = [], []
     for trace in traces:
-        for u, v, began, ended in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_start, trace.transfer_end):
+        for u, v, began, ended in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_start, trace.transfer_end, strict=False):
             comm.append(graph.comm[index[int(u), int(v)]])
             moved.append(ended - began)
     latency, per_comm = 0.0, scale
@@ -193,45 +197,36 @@ class Calibration:
             "fitted": self.fitted.to_dict(),
             "placements": [
                 {"label": label, "assignment": a.tolist(), "measured": m, "before": b, "after": f}
-                for label, a, m, b, f in zip(self.labels, self.assignments, plain(self.measured), plain(self.before), plain(self.after))
+                for label, a, m, b, f in zip(
+                    self.labels, self.assignments, plain(self.measured), plain(self.before), plain(self.after), strict=True
+                )
             ],
             "failures": self.failures,
         }
 
     def figure(self):
-        """A plotly scatter of simulated against measured makespans, before and after calibration."""
-        import plotly.graph_objects as go
+        """A plotly scatter of simulated against measured makespans (ms), before and after calibration."""
+        from ..viz import calibration_scatter
 
         ok = np.isfinite(self.measured)
-        fig = go.Figure()
-        for name, predicted, key in (("before (nominal)", self.before, "before"), ("after (calibrated)", self.after, "after")):
-            fig.add_trace(
-                go.Scatter(
-                    x=predicted[ok] * 1e3,
-                    y=self.measured[ok] * 1e3,
-                    mode="markers",
-                    name=f"{name}: Spearman {self.summary[f'spearman_{key}']:.3f}",
-                    text=[label for label, good in zip(self.labels, ok) if good],
-                    hovertemplate="%{text}<br>simulated %{x:.2f} ms<br>measured %{y:.2f} ms<extra></extra>",
-                )
-            )
-        values = np.concatenate([self.before[ok], self.after[ok], self.measured[ok]]) * 1e3
-        if values.size:
-            lo, hi = float(values.min()), float(values.max())
-            fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="measured = simulated", line={"dash": "dot", "color": "gray"}))
-        fig.update_layout(
-            title=f"{self.graph} on {self.devices} devices: simulated vs measured makespan",
-            xaxis_title="simulated makespan (ms)",
-            yaxis_title="measured makespan (ms)",
-            template="plotly_white",
-        )
-        return fig
+        series = {
+            name: (predicted[ok] * 1e3, self.measured[ok] * 1e3)
+            for name, predicted in (("before (nominal)", self.before), ("after (calibrated)", self.after))
+        }
+        labels = [label for label, good in zip(self.labels, ok, strict=False) if good]
+        title = f"{self.graph} on {self.devices} devices: simulated vs measured makespan"
+        return calibration_scatter(series, labels, title, x_title="simulated makespan (ms)", y_title="measured makespan (ms)", height=650)
 
     def save(self, directory: str | os.PathLike, png: bool = False) -> dict[str, str]:
         """Write ``calibration.json``, ``oracle.json`` (the fitted simulator), the figure as HTML and JSON, and a PNG on request."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        paths = {"report": out / "calibration.json", "oracle": out / "oracle.json", "html": out / "calibration.html", "figure": out / "calibration.figure.json"}
+        paths = {
+            "report": out / "calibration.json",
+            "oracle": out / "oracle.json",
+            "html": out / "calibration.html",
+            "figure": out / "calibration.figure.json",
+        }
         atomic_write_json(paths["report"], self.to_dict())
         atomic_write_json(paths["oracle"], self.fitted.to_dict())
         fig = self.figure()
@@ -320,7 +315,10 @@ def calibrate(
     runs = [[done[_journal_key(r, label, a)] for r in range(repeats)] for label, a in chosen]
     results = [
         Measurement.from_samples(
-            [s for m in mine for s in m.samples], errors=[e for m in mine for e in m.errors], oracle=mine[0].oracle, details=dict(mine[0].details)
+            [s for m in mine for s in m.samples],
+            errors=[e for m in mine for e in m.errors],
+            oracle=mine[0].oracle,
+            details=dict(mine[0].details),
         )
         for mine in runs
     ]
@@ -329,7 +327,7 @@ def calibrate(
     assignments = np.array([a for _, a in chosen])
     pick = {"median": np.median, "min": np.min}[statistic]
     measured = np.array([float(pick(m.samples)) if m.ok else math.nan for m in results])
-    failures = [f"{label}: {m.error}" for label, m in zip(labels, results) if not m.ok]
+    failures = [f"{label}: {m.error}" for label, m in zip(labels, results, strict=False) if not m.ok]
     ok = np.flatnonzero(np.isfinite(measured))
     if ok.size < 4:
         raise RuntimeError(f"only {ok.size} of {len(chosen)} measurements succeeded; first failure: {failures[0] if failures else 'none'}")

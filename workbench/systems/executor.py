@@ -302,13 +302,13 @@ class LocalExecutor:
                 if left <= 0:
                     errors.append(f"{label}: the {timeout:.3g} s timeout passed before it started")
                     break
-                trace, error = _Run(graph, values, workers, self.kernels, pool).execute(left)
+                measured, error = _Run(graph, values, workers, self.kernels, pool).execute(left)
                 if error is not None:
                     errors.append(f"{label}: {error}")
                     break
                 if k >= self.warmup:
-                    samples.append(trace.makespan)
-                    traces.append(trace)
+                    samples.append(measured.makespan)
+                    traces.append(measured)
         except Exception as exc:
             errors.append(f"setup: {type(exc).__name__}: {exc}")
         finally:

@@ -131,13 +131,12 @@ class CostOracle(Protocol):
     Implemented by :class:`SimulatorOracle`, the local executor and the remote
     engine; training, calibration, the engine server and the dashboard accept
     any object that has these members.
-
-    Attributes:
-        devices: the devices an assignment may use (a count, or a
-            :class:`~workbench.Cluster` for the simulator).
     """
 
-    devices: Devices
+    @property
+    def devices(self) -> Devices:
+        """The devices an assignment may use (a count, or a :class:`~workbench.Cluster` for the simulator)."""
+        ...
 
     def measure(
         self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 3, timeout: float = 60.0, trace: bool = False
@@ -234,10 +233,9 @@ class SimulatorOracle:
         cluster = self.cluster
         check_assignment(graph, assignment, cluster.num_devices)
         result = simulate(self.effective_graph(graph), assignment, cluster, priority=self.priority)
-        trace = scaled_trace(result.trace, self.time_scale)
         return Measurement.from_samples(
             [result.makespan * self.time_scale],
-            [trace],
+            [scaled_trace(result.trace, self.time_scale)],
             oracle="sim",
             details={"time_scale": self.time_scale, "op_overhead": self.op_overhead, "cluster": cluster.to_dict()},
         )

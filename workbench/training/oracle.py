@@ -23,10 +23,7 @@ __all__ = ["CallableOracle", "as_oracle", "oracle_from_spec", "oracle_kind", "ma
 
 
 class CallableOracle:
-    """A plain function ``f(graph, assignment) -> seconds`` as a :class:`~workbench.systems.oracle.CostOracle`.
-
-    One sample per measurement.
-    """
+    """A plain function ``f(graph, assignment) -> seconds`` as a :class:`~workbench.systems.oracle.CostOracle` (one sample each)."""
 
     def __init__(self, function: Callable[[DataflowGraph, np.ndarray], float], devices: Devices) -> None:
         self.function = function
@@ -47,7 +44,8 @@ def as_oracle(value: CostOracle | Callable[[DataflowGraph, np.ndarray], float] |
     if callable(value):
         return CallableOracle(value, devices)
     raise TypeError(
-        f"an oracle needs a measure(graph, assignment, repeats, timeout) method or must be callable; got {type(value).__name__}"
+        f"an oracle is a CostOracle (devices and measure(graph, assignment, ...)) or a function f(graph, assignment) -> seconds; "
+        f"got {type(value).__name__}"
     )
 
 
@@ -68,7 +66,7 @@ def oracle_kind(oracle: CostOracle) -> str:
 
 
 def seconds_oracle(oracle: CostOracle, repeats: int = 1, timeout: float = 60.0) -> Callable[[DataflowGraph, np.ndarray], float]:
-    """``oracle`` measured with ``repeats`` and ``timeout`` as a function ``f(graph, assignment) -> seconds`` (training takes either).
+    """``oracle`` measured with ``repeats`` and ``timeout`` as a function ``f(graph, assignment) -> seconds``.
 
     A failed measurement raises with the backend's errors instead of handing NaN to REINFORCE.
     """
@@ -76,10 +74,8 @@ def seconds_oracle(oracle: CostOracle, repeats: int = 1, timeout: float = 60.0) 
     def measure(graph: DataflowGraph, assignment: np.ndarray) -> float:
         measurement = oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
         if not measurement.ok:
-            raise RuntimeError(
-                f"{measurement.oracle or type(oracle).__name__} could not measure the placement: "
-                f"{'; '.join(measurement.errors) or 'no time'}"
-            )
+            who = measurement.oracle or type(oracle).__name__
+            raise RuntimeError(f"{who} could not measure the placement: {'; '.join(measurement.errors) or 'no time'}")
         return float(measurement.seconds)
 
     return measure

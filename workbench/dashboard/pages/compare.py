@@ -1,68 +1,133 @@
 """Compare (the landing page): several methods on one graph, side by side.
 
-Per method: its Gantt chart from the simulator trace and its placement
-heatmap; above them, the makespans against the lower bound. Clicking an op in
-any chart highlights it in all of them.
+Per method: its Gantt chart from the simulator trace (all on one time axis,
+zoom linked) and its placement heatmap; above them, the makespans against
+the lower bound. Clicking an op, or searching one by id or name, highlights
+it in every chart. The method list is computed for the current graph and
+device count in the same callback that draws, so a learned checkpoint is
+only ever applied to a graph it was trained on (or, for a cross-graph
+policy, labelled "trained on X; placed on Y").
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import workbench as wb
 from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
-from workbench.placers import methods
 
-from ..components import controls, field, figure_card, message
-from ..figures import gantt_frame, gantt_figure, gantt_highlight, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
-from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
+import workbench as wb
+from workbench.placers import methods
+from workbench.viz import (
+    find_ops,
+    format_time,
+    gantt_figure,
+    gantt_frame,
+    gantt_highlight,
+    heatmap_frame,
+    heatmap_highlight,
+    is_paper_graph,
+    makespan_bars,
+    makespan_frame,
+    placement_heatmap,
+)
+
+from ..components import controls, field, figure_card, message, trace_events_for
+from ..context import PathError
+from ..learned import checkpoint_origin, selection_key, usable
 from ..limits import LimitError
-from ..sources import graph_label, load_graph_key, method_choices, method_label
+from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
+from ..sources import graph_label, load_graph_key, method_choices
 from ..work import run_placement, simulate_placement
+from .whatif import editor, register_whatif_callbacks
 
 PATH = "/"
 NAME = "Compare"
 PAGE = "compare"
 MAX_DEVICES = 64
+DEFAULT_DEVICES = 4
 
 
 def default_methods(options: list[dict[str, str]]) -> list[str]:
     """The first two registered heuristics, fast and telling, on first load (plus a pretrained policy when there is one)."""
     values = [o["value"] for o in options]
     chosen = [m for m in methods("heuristic") if m in values][:2]
-    chosen += [v for v in values if v.startswith("doppler@")][:1]
+    chosen += [v for v in values if v.startswith("doppler@datasets:")][:1]
     return chosen
 
 
+def method_options(context, graph, devices: int) -> list[dict[str, str]]:
+    """The methods that may place ``graph`` on ``devices``: every non-learned method, and checkpoints trained for it."""
+    out = []
+    for option in method_choices(context, graph.name):
+        origin = checkpoint_origin(context, option["value"])
+        if usable(origin, graph.name, devices):
+            out.append({"label": origin.label(graph.name) if origin else option["label"], "value": option["value"]})
+    return out
+
+
+def carry_selection(context, selected: list[str] | None, options: list[dict[str, str]]) -> tuple[list[str], list[str]]:
+    """``(kept, dropped)``: the selection mapped onto new options (a pretrained policy → this graph's pretrained policy)."""
+    by_key: dict[tuple[str, str], str] = {}
+    for option in options:
+        by_key.setdefault(selection_key(context, option["value"]), option["value"])
+    kept, dropped = [], []
+    for value in selected or []:
+        try:
+            key = selection_key(context, value)
+        except (PathError, ValueError):
+            key = None
+        if key in by_key:
+            if by_key[key] not in kept:
+                kept.append(by_key[key])
+        else:
+            dropped.append(value.partition("@")[0] + (" (pretrained)" if "@datasets:" in value else " (run)" if "@runs:" in value else ""))
+    return kept, dropped
+
+
 def layout(context, jobs, **_query) -> html.Div:
-    options = method_choices(context, Path(DEFAULT_GRAPH).stem)
+    options = method_options(context, load_graph_key(context, DEFAULT_GRAPH), DEFAULT_DEVICES)
     return html.Div(
         [
             html.H2("Compare placements"),
             controls(
                 graph_picker(PAGE, context),
-                field("Devices", dcc.Input(id="compare-devices", type="number", min=1, max=MAX_DEVICES, step=1, value=4)),
-                field("Methods", dcc.Dropdown(id="compare-methods", options=options, value=default_methods(options), multi=True), wide=True),
+                field(
+                    "Devices",
+                    dcc.Input(id="compare-devices", type="number", min=1, max=MAX_DEVICES, step=1, value=DEFAULT_DEVICES, debounce=True),
+                ),
+                field(
+                    "Methods", dcc.Dropdown(id="compare-methods", options=options, value=default_methods(options), multi=True), wide=True
+                ),
                 field("Seed", dcc.Input(id="compare-seed", type="number", min=0, step=1, value=0)),
                 field("Search budget (evaluations)", dcc.Input(id="compare-budget", type="number", min=1, step=1, value=20000)),
                 field("Time limit (s)", dcc.Input(id="compare-time-limit", type="number", min=0.1, value=10)),
                 html.Button("Compare", id="compare-run", className="wb-primary"),
+                field(
+                    "Find an op (id or name)", dcc.Input(id="compare-search", type="text", debounce=True, placeholder="e.g. 12 or matmul")
+                ),
             ),
+            html.Div(id="compare-search-message"),
             dcc.Store(id="compare-state"),
             dcc.Loading(html.Div(id="compare-results"), type="default", delay_show=400),
         ]
     )
 
 
-def compare_view(context, graph_key: str | None, devices: Any, methods: list[str] | None, seed: Any = 0, budget: Any = None, time_limit: Any = None) -> tuple[list, dict | None]:
+def _devices(value: Any) -> int:
+    devices = int(value)
+    if not 1 <= devices <= MAX_DEVICES:
+        raise ValueError
+    return devices
+
+
+def compare_view(
+    context, graph_key: str | None, devices: Any, methods: list[str] | None, seed: Any = 0, budget: Any = None, time_limit: Any = None
+) -> tuple[list, dict | None]:
     """The results area and the state the highlight callback needs; every failure becomes a message."""
     if not graph_key:
         return [message("choose a graph", "warning")], None
     try:
-        devices = int(devices)
-        if not 1 <= devices <= MAX_DEVICES:
-            raise ValueError
+        devices = _devices(devices)
     except (TypeError, ValueError):
         return [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], None
     if not methods:
@@ -76,36 +141,93 @@ def compare_view(context, graph_key: str | None, devices: Any, methods: list[str
     except LimitError as exc:
         return [message(str(exc))], None
     bound = wb.lower_bound(graph, devices)
-    panels, placements = [], {}
-    for index, value in enumerate(methods):
-        label = method_label(value)
-        if label in placements:
-            label = f"{label} #{index + 1}"
+    done, placements, labels = [], {}, []
+    for value in methods:
+        origin = checkpoint_origin(context, value)
+        label = origin.label(graph.name) if origin else value
+        labels.append(label)
+        if not usable(origin, graph.name, devices):
+            done.append((label, None, None, f"{label} was not trained for {graph.name} on {devices} devices; it is not applied here"))
+            continue
         try:
             placement = run_placement(context, graph_key, value, devices, seed, budget, time_limit)
             result = simulate_placement(context, graph_key, value, devices, seed, budget, time_limit)
         except Exception as exc:  # one method failing must not take the page down
-            panels.append(html.Div(className="wb-card", children=[html.Div(label, className="wb-caption"), message(f"{label} failed: {exc}")]))
+            done.append((label, None, None, f"{label} failed: {exc}"))
             continue
         placements[label] = placement
+        done.append((label, placement, result, None))
+    longest = max((r.trace.makespan for _, _, r, _ in done if r is not None), default=0.0)
+    panels = []
+    for index, (label, placement, result, error) in enumerate(done):
+        if error:
+            panels.append(html.Div(className="wb-card", children=[html.Div(label, className="wb-caption"), message(error)]))
+            continue
         gap = placement.makespan / bound - 1 if bound else 0.0
-        caption = f"{label}: makespan {placement.makespan:.6g} (+{gap:.1%} over the lower bound), placed in {placement.seconds:.2f} s"
+        makespan = format_time(placement.makespan, graph)
+        caption = f"{label}: makespan {makespan} (+{gap:.1%} over the lower bound), placed in {placement.seconds:.2f} s"
+        origin = checkpoint_origin(context, methods[index])
+        short, detail = (origin.short, f"; {origin.detail(graph.name)}") if origin else (label, "")
+        title = f"{short}: device timelines<br><sup>{graph.name}, {devices} devices, makespan {makespan}{detail}</sup>"
+        gantt = gantt_figure(graph, result.trace, title=title, devices=devices, x_max=longest * 1.01, critical_path=True)
         panels.append(
             html.Div(
                 [
-                    figure_card(PAGE, f"gantt/{index}", gantt_figure(graph, result.trace, title=f"{label}: device timelines", devices=devices), gantt_frame(graph, result.trace), caption),
-                    figure_card(PAGE, f"heatmap/{index}", placement_heatmap(graph, placement.assignment, devices, title=f"{label}: placement"), heatmap_frame(graph, placement.assignment)),
+                    figure_card(
+                        PAGE,
+                        f"gantt/{index}",
+                        gantt,
+                        gantt_frame(graph, result.trace),
+                        caption,
+                        timeline=True,
+                        trace_events=trace_events_for(graph, result.trace, f"{graph.name}, {devices} devices, {label}"),
+                    ),
+                    figure_card(
+                        PAGE,
+                        f"heatmap/{index}",
+                        placement_heatmap(
+                            graph,
+                            placement.assignment,
+                            devices,
+                            title=f"{short}: placement<br><sup>{graph.name}, {devices} devices{detail}</sup>",
+                        ),
+                        heatmap_frame(graph, placement.assignment),
+                    ),
                 ]
             )
         )
-    header = html.P(f"{graph_label(graph_key)}: {graph.num_nodes} ops, {graph.num_edges} edges, {devices} devices, lower bound {bound:.6g}. Click an op to highlight it in every chart.")
-    bars = figure_card(PAGE, "makespans", makespan_bars(placements, bound, title="makespan per method"), makespan_frame(placements, bound)) if placements else message("no method succeeded")
-    state = {"graph_key": graph_key, "devices": devices, "methods": list(methods), "seed": seed, "budget": budget, "time_limit": time_limit}
-    return [header, bars, html.Div(panels, className="wb-grid")], state
+    paper = " Times are in the paper's raw units; in brackets ÷1e10, as the paper reports them." if is_paper_graph(graph) else ""
+    header = html.P(
+        f"{graph_label(graph_key)}: {graph.num_nodes} ops, {graph.num_edges} edges, {devices} devices, "
+        f"lower bound {format_time(bound, graph)}.{paper} "
+        "Click an op to highlight it in every chart; zooming one timeline zooms all; the red line is each placement's critical path."
+    )
+    bars = (
+        figure_card(
+            PAGE,
+            "makespans",
+            makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph),
+            makespan_frame(placements, bound),
+        )
+        if placements
+        else message("no method succeeded")
+    )
+    state = {
+        "graph_key": graph_key,
+        "devices": devices,
+        "methods": list(methods),
+        "labels": labels,
+        "seed": seed,
+        "budget": budget,
+        "time_limit": time_limit,
+        "x_max": longest * 1.01,
+    }
+    succeeded = [(index, label) for index, (label, placement, _, _) in enumerate(done) if placement is not None]
+    return [header, bars, html.Div(panels, className="wb-grid"), editor(succeeded, devices) if succeeded else None], state
 
 
-def highlight_patches(context, state: dict | None, op: int | None, output_ids: list[dict]) -> list:
-    """A figure Patch per output id (Gantt or heatmap of the current comparison) outlining ``op``."""
+def highlight_patches(context, state: dict | None, op: int | list[int] | None, output_ids: list[dict]) -> list:
+    """A figure Patch per output id (Gantt or heatmap of the current comparison) outlining ``op`` (or several ops)."""
     if not state:
         return [no_update] * len(output_ids)
     graph = load_graph_key(context, state["graph_key"])
@@ -140,36 +262,79 @@ def clicked_op(click: dict | None) -> int | None:
         return None
 
 
+def zoomed_range(relayout: dict | None, x_max: float) -> list[float] | None:
+    """The time range a Gantt chart's relayoutData sets (its timeline or its utilisation track), ``None`` if it sets none."""
+    if not relayout:
+        return None
+    for axis in ("xaxis", "xaxis2"):
+        if f"{axis}.range[0]" in relayout and f"{axis}.range[1]" in relayout:
+            return [float(relayout[f"{axis}.range[0]"]), float(relayout[f"{axis}.range[1]"])]
+        if isinstance(relayout.get(f"{axis}.range"), list):
+            return [float(v) for v in relayout[f"{axis}.range"]]
+        if relayout.get(f"{axis}.autorange"):
+            return [0.0, float(x_max)]
+    return None
+
+
+def zoom_patches(state: dict | None, source: str, relayout: dict | None, output_ids: list[dict]) -> list:
+    """The same time range for every other Gantt chart of the comparison (Patches; ``no_update`` elsewhere)."""
+    span = zoomed_range(relayout, (state or {}).get("x_max") or 1.0) if state else None
+    out = []
+    for output in output_ids:
+        if span is None or not output["index"].startswith("gantt/") or output["index"] == source:
+            out.append(no_update)
+            continue
+        patch = Patch()
+        for axis in ("xaxis", "xaxis2"):  # the timeline and its utilisation track (matched axes)
+            patch["layout"][axis]["range"] = span
+            patch["layout"][axis]["autorange"] = False
+        out.append(patch)
+    return out
+
+
 def register_callbacks(app, context, jobs) -> None:
     register_graph_picker(app, context, PAGE)
-
-    @app.callback(Output("compare-methods", "options"), Output("compare-methods", "value"), Input(f"{PAGE}-graph-key", "data"), State("compare-methods", "value"))
-    def methods_for_graph(graph_key, selected):
-        if not graph_key:
-            return no_update, no_update
-        try:
-            options = method_choices(context, load_graph_key(context, graph_key).name)
-        except Exception:
-            return no_update, no_update
-        valid = {o["value"] for o in options}
-        kept = [v for v in (selected or []) if v in valid]
-        return options, kept or default_methods(options)
+    register_whatif_callbacks(app, context)
 
     @app.callback(
+        Output("compare-methods", "options"),
+        Output("compare-methods", "value"),
         Output("compare-results", "children"),
         Output("compare-state", "data"),
         Input("compare-run", "n_clicks"),
         Input(f"{PAGE}-graph-key", "data"),
-        State("compare-devices", "value"),
+        Input("compare-devices", "value"),
         State("compare-methods", "value"),
         State("compare-seed", "value"),
         State("compare-budget", "value"),
         State("compare-time-limit", "value"),
+        State("compare-state", "data"),
     )
-    def run(_clicks, graph_key, devices, methods, seed, budget, time_limit):
-        return compare_view(context, graph_key, devices, methods, seed, budget, time_limit)
+    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, shown):
+        """One callback decides the methods for this graph and device count and draws them: no stale method list."""
+        if ctx.triggered_id == "compare-devices" and shown and (shown["graph_key"], shown["devices"]) == (graph_key, devices):
+            return no_update, no_update, no_update, no_update  # the devices box fired again (Enter, then blur) without a change
+        if not graph_key:
+            return no_update, no_update, [message("choose a graph", "warning")], None
+        try:
+            graph = load_graph_key(context, graph_key)
+            options = method_options(context, graph, _devices(devices))
+        except (TypeError, ValueError):
+            return no_update, no_update, [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], None
+        kept, dropped = carry_selection(context, selected, options)
+        if not kept and ctx.triggered_id != "compare-run":
+            kept = default_methods(options)
+        results, state = compare_view(context, graph_key, devices, kept, seed, budget, time_limit)
+        if dropped:
+            results = [
+                message(f"not offered for {graph.name} on {devices} devices (no checkpoint trained for it): {', '.join(dropped)}", "info"),
+                *results,
+            ]
+        return options, kept, results, state
 
-    @app.callback(Output("selected-op", "data"), Input({"type": "figure", "page": PAGE, "index": ALL}, "clickData"), prevent_initial_call=True)
+    @app.callback(
+        Output("selected-op", "data"), Input({"type": "figure", "page": PAGE, "index": ALL}, "clickData"), prevent_initial_call=True
+    )
     def select(_clicks):
         trigger = ctx.triggered[0] if ctx.triggered else None
         op = clicked_op(trigger["value"]) if trigger else None
@@ -177,9 +342,37 @@ def register_callbacks(app, context, jobs) -> None:
 
     @app.callback(
         Output({"type": "figure", "page": PAGE, "index": ALL}, "figure"),
+        Output("compare-search-message", "children"),
         Input("selected-op", "data"),
+        Input("compare-search", "value"),
         State("compare-state", "data"),
         prevent_initial_call=True,
     )
-    def highlight(op, state):
-        return highlight_patches(context, state, op, [o["id"] for o in ctx.outputs_list])
+    def highlight(op, query, state):
+        outputs = [o["id"] for o in ctx.outputs_list[0]]
+        if ctx.triggered_id != "compare-search":
+            return highlight_patches(context, state, op, outputs), ""
+        if not state or not query:
+            return highlight_patches(context, state, None, outputs), ""
+        graph = load_graph_key(context, state["graph_key"])
+        found = find_ops(graph, graph.num_nodes, query)
+        note = (
+            message(f"no op matches {query!r}", "warning")
+            if not found
+            else message(
+                f"{len(found)} op(s) match {query!r}: " + ", ".join(map(str, found[:20])) + (" ..." if len(found) > 20 else ""), "info"
+            )
+        )
+        return highlight_patches(context, state, found, outputs), note
+
+    @app.callback(
+        Output({"type": "figure", "page": PAGE, "index": ALL}, "figure", allow_duplicate=True),
+        Input({"type": "figure", "page": PAGE, "index": ALL}, "relayoutData"),
+        State("compare-state", "data"),
+        prevent_initial_call=True,
+    )
+    def link_zoom(_relayouts, state):
+        trigger = ctx.triggered_id
+        if not trigger or not str(trigger.get("index", "")).startswith("gantt/"):
+            return [no_update] * len(ctx.outputs_list)
+        return zoom_patches(state, trigger["index"], ctx.triggered[0]["value"], [o["id"] for o in ctx.outputs_list])

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dash import Input, Output, dcc, html
 
+from workbench.viz import format_time, graph_figure, graph_frame, graph_statistics, message_figure
+
 from ..components import controls, field, figure_card, message
-from ..figures import graph_figure, graph_frame, graph_statistics, message_figure
 from ..picker import graph_picker, register_graph_picker
 from ..sources import load_graph_key, method_choices, method_label
 from ..work import run_placement
@@ -22,12 +23,23 @@ def layout(context, jobs, **_query) -> html.Div:
             html.H2("Dataflow graph"),
             controls(
                 graph_picker(PAGE, context),
-                field("Color ops by", dcc.RadioItems(id="graph-color", options=["compute", "op_type", "device"], value="compute", inline=True)),
-                field("Placement (for device colors)", dcc.Dropdown(id="graph-method", options=options, value="critical_path", clearable=False)),
+                field(
+                    "Color ops by", dcc.RadioItems(id="graph-color", options=["compute", "op_type", "device"], value="compute", inline=True)
+                ),
+                field(
+                    "Placement (for device colors)",
+                    dcc.Dropdown(id="graph-method", options=options, value="critical_path", clearable=False),
+                ),
                 field("Devices", dcc.Input(id="graph-devices", type="number", min=1, max=64, step=1, value=4)),
             ),
             html.Div(id="graph-message"),
-            figure_card(PAGE, "graph", message_figure("loading…"), None, "Ops in layers by topological depth; the critical path (compute + communication) in red"),
+            figure_card(
+                PAGE,
+                "graph",
+                message_figure("loading…"),
+                None,
+                "Ops in layers by topological depth; the critical path (compute + communication) in red",
+            ),
             html.H3("Statistics"),
             html.Div(id="graph-stats"),
         ]
@@ -56,7 +68,11 @@ def graph_view(context, graph_key: str | None, color_by: str, method: str | None
         color_by = "compute"
     figure = graph_figure(graph, color_by=color_by, assignment=assignment, title=f"{graph.name}: {graph.num_nodes} ops")
     stats = graph_statistics(graph, devices)
-    rows = [html.Tr([html.Th(k), html.Td(f"{v:,.6g}" if isinstance(v, float) else f"{v:,}")]) for k, v in stats.items()]
+    ratio = "communication / compute"
+    rows = [
+        html.Tr([html.Th(k), html.Td(f"{v:.4g}" if k == ratio else format_time(v, graph) if isinstance(v, float) else f"{v:,}")])
+        for k, v in stats.items()
+    ]
     return figure, graph_frame(graph, assignment).to_csv(index=False), html.Table(rows, className="wb-table"), note
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import shlex
 
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+
 import workbench as wb
 from workbench.placers import placers as registered_placers
-from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+from workbench.rundir import RunPaths, try_read_meta
 
 from ..components import controls, field, message
 from ..jobs import Argument, Job, LaunchError, command_arguments, launchable_commands
@@ -96,14 +98,9 @@ def layout(context, jobs, **_query) -> html.Div:
 def _run_progress(job: Job) -> str | None:
     if job.out_dir is None:
         return None
-    import json
-
-    try:
-        meta = json.loads((job.out_dir / "meta.json").read_text(encoding="utf-8"))
-        status = meta.get("status", "?") if isinstance(meta, dict) else "?"
-    except (OSError, ValueError):
-        status = "not started"
-    episodes = len(read_metrics(job.out_dir / "metrics.csv", []))
+    run = RunPaths(job.out_dir)
+    status = try_read_meta(run.meta_path).get("status") or ("?" if run.meta_path.exists() else "not started")
+    episodes = len(read_metrics(run.metrics_path, []))
     return f"run {job.out_dir.name}: {status}, {episodes:,} episodes logged (see the Training page)"
 
 

@@ -17,14 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import workbench as wb
 from dash import Input, Output, dcc, html
 
-from ..components import controls, field, figure_card, message
+import workbench as wb
+from workbench.viz import calibration_scatter, format_time, gantt_figure, gantt_frame, message_figure
+
+from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
-from ..figures import calibration_scatter, gantt_figure, gantt_frame, message_figure
 from ..picker import graph_picker, register_graph_picker
-from ..runs import list_runs, read_metrics
+from ..runlist import run_keys
+from ..runs import read_metrics
 from ..sources import load_graph_key
 
 PATH = "/measured"
@@ -105,32 +107,56 @@ def layout(context, jobs, **_query) -> html.Div:
     return html.Div(
         [
             html.H2(NAME),
-            html.P("Measure placements with `workbench calibrate GRAPH --devices N` (writes runs/calibrate-GRAPH-Nd/); pick one measurement here.", className="wb-note"),
+            html.P(
+                "Measure placements with `workbench calibrate GRAPH --devices N` (writes runs/calibrate-GRAPH-Nd/); "
+                "pick one measurement here.",
+                className="wb-note",
+            ),
             controls(
-                field("Measured trace", dcc.Dropdown(id="measured-trace", options=sources, value=sources[0]["value"] if sources else None), wide=True),
+                field(
+                    "Measured trace",
+                    dcc.Dropdown(id="measured-trace", options=sources, value=sources[0]["value"] if sources else None),
+                    wide=True,
+                ),
                 graph_picker(PAGE, context),
             ),
             html.Div(id="measured-message"),
-            html.Div(className="wb-grid", children=[figure_card(PAGE, "measured", message_figure("choose a measured trace"), None, "Measured"),
-                                                    figure_card(PAGE, "simulated", message_figure(""), None, "Simulated, same assignment")]),  # fmt: skip
-            html.Div(className="wb-grid", children=[figure_card(PAGE, "calibration", message_figure(""), None, "Makespans of the calibration placements"),
-                                                    figure_card(PAGE, "ops", message_figure(""), None, "Per op: measured duration against compute cost")]),  # fmt: skip
-            figure_card(PAGE, "training", *training_calibration(context), "Real stage of training runs: measured against predicted makespan"),
+            html.Div(
+                className="wb-grid",
+                children=[
+                    figure_card(PAGE, "measured", message_figure("choose a measured trace"), None, "Measured", timeline=True),
+                    figure_card(PAGE, "simulated", message_figure(""), None, "Simulated, same assignment", timeline=True),
+                ],
+            ),
+            html.Div(
+                className="wb-grid",
+                children=[
+                    figure_card(PAGE, "calibration", message_figure(""), None, "Makespans of the calibration placements"),
+                    figure_card(PAGE, "ops", message_figure(""), None, "Per op: measured duration against compute cost"),
+                ],
+            ),
+            figure_card(
+                PAGE, "training", *training_calibration(context), "Real stage of training runs: measured against predicted makespan"
+            ),
         ]
     )
 
 
 def training_calibration(context) -> tuple:
-    """A measured-vs-predicted makespan scatter over every run that logged both columns."""
+    """Measured (``makespan``) against predicted (``predicted``) makespans of the real stage of every run that logged both."""
     rows = []
-    for run in list_runs(context.runs_dir):
-        metrics = read_metrics(run.path / "metrics.csv", [])
-        if {"measured", "predicted"} <= set(metrics.columns):
-            rows.append(metrics[["measured", "predicted"]].dropna().assign(run=run.name))
-    if not rows:
-        return message_figure("no training run has logged measured and predicted makespans yet"), None
-    frame = pd.concat(rows)
-    return calibration_scatter({"episodes": (frame["predicted"], frame["measured"])}, frame["run"].tolist(), title="makespan"), frame
+    for _key, path in run_keys(context):
+        metrics = read_metrics(path / "metrics.csv", [])
+        if {"makespan", "predicted"} <= set(metrics.columns):
+            real = metrics[metrics["stage"] == "real"] if "stage" in metrics else metrics
+            rows.append(real[["makespan", "predicted"]].dropna().assign(run=path.name))
+    frame = pd.concat(rows) if rows else pd.DataFrame()
+    if frame.empty:
+        return message_figure("no training run has a real stage (Stage III) with measured and predicted makespans yet"), None
+    series = {"Stage III episodes": (frame["predicted"], frame["makespan"])}
+    return calibration_scatter(
+        series, frame["run"].tolist(), title="makespan", reference="fit", x_title="predicted by the simulator", y_title="measured (s)"
+    ), frame
 
 
 def _graph_for(context, calibration: dict | None, graph_key: str | None, ops: int) -> wb.DataflowGraph:
@@ -149,34 +175,64 @@ def _graph_for(context, calibration: dict | None, graph_key: str | None, ops: in
 
 
 def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tuple:
-    """``(measured, CSV, simulated, CSV, calibration scatter, CSV, per-op scatter, CSV, message)``."""
+    """``(measured, CSV, simulated, CSV, calibration scatter, CSV, per-op scatter, CSV, trace events of both timelines, message)``."""
     blank = message_figure("")
     if not trace_ref:
-        return message_figure("no measured trace yet: run workbench calibrate"), None, blank, None, blank, None, blank, None, None
+        return (
+            message_figure("no measured trace yet: run workbench calibrate"),
+            None,
+            blank,
+            None,
+            blank,
+            None,
+            blank,
+            None,
+            None,
+            None,
+            None,
+        )
     try:
         measured, folder = load_measured(context, trace_ref)
         calibration = _calibration(folder)
         graph = _graph_for(context, calibration, graph_key, measured.num_ops)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return message_figure("cannot show this trace"), None, blank, None, blank, None, blank, None, message(str(exc))
+        return message_figure("cannot show this trace"), None, blank, None, blank, None, blank, None, None, None, message(str(exc))
     if measured.num_ops != graph.num_nodes:
         text = f"the trace has {measured.num_ops} ops but {graph.name} has {graph.num_nodes}; choose the graph it was measured on"
-        return message_figure(text), None, blank, None, blank, None, blank, None, message(text)
+        return message_figure(text), None, blank, None, blank, None, blank, None, None, None, message(text)
     devices = int(measured.device.max()) + 1
     if calibration and isinstance(calibration.get("fitted"), dict):
         oracle = wb.SimulatorOracle.from_dict(calibration["fitted"])
-        simulated, unit = oracle.measure(graph, measured.device, devices).trace, "calibrated simulator, seconds"
+        simulated, unit, axis_unit = oracle.measure(graph, measured.device, devices).trace, "calibrated simulator, seconds", "s"
     else:
-        simulated, unit = wb.simulate(graph, measured.device, devices).trace, "simulator, graph units"
+        simulated, unit, axis_unit = wb.simulate(graph, measured.device, devices).trace, "simulator, graph units", None
     names = [graph.op_name(i) for i in range(graph.num_nodes)]
     durations = measured.end - measured.start
     ops = pd.DataFrame({"op": np.arange(graph.num_nodes), "name": names, "compute": graph.compute, "measured_seconds": durations})
-    per_op = calibration_scatter({"ops": (graph.compute, durations)}, names, title="per-op duration", reference="fit", x_title="compute cost (graph units)", y_title="measured seconds")
+    per_op = calibration_scatter(
+        {"ops": (graph.compute, durations)},
+        names,
+        title="per-op duration",
+        reference="fit",
+        x_title="compute cost (graph units)",
+        y_title="measured seconds",
+    )
     placements, scatter = _calibration_placements(calibration)
-    note = message(f"measured makespan {measured.makespan:.6g} s; simulated {simulated.makespan:.6g} ({unit})", "info")
-    return (gantt_figure(graph, measured, title="measured (seconds)", devices=devices), gantt_frame(graph, measured).to_csv(index=False),
-            gantt_figure(graph, simulated, title=f"simulated ({unit})", devices=devices), gantt_frame(graph, simulated).to_csv(index=False),
-            scatter, None if placements is None else placements.to_csv(index=False), per_op, ops.to_csv(index=False), note)  # fmt: skip
+    simulated_text = f"{simulated.makespan:.5g} s".replace("e+", "e") if axis_unit else format_time(simulated.makespan, graph)
+    note = message(f"measured makespan {measured.makespan:.5g} s; simulated {simulated_text} ({unit})".replace("e+", "e"), "info")
+    return (
+        gantt_figure(graph, measured, title="measured (seconds)", devices=devices, unit="s"),
+        gantt_frame(graph, measured).to_csv(index=False),
+        gantt_figure(graph, simulated, title=f"simulated ({unit})", devices=devices, unit=axis_unit),
+        gantt_frame(graph, simulated).to_csv(index=False),
+        scatter,
+        None if placements is None else placements.to_csv(index=False),
+        per_op,
+        ops.to_csv(index=False),
+        trace_events_for(graph, measured, f"{graph.name}: measured", unit="s"),
+        trace_events_for(graph, simulated, f"{graph.name}: {unit}", unit=axis_unit),
+        note,
+    )
 
 
 def _calibration_placements(calibration: dict | None):
@@ -186,7 +242,10 @@ def _calibration_placements(calibration: dict | None):
         return None, message_figure("this trace has no calibration report (calibration.json) beside it")
     frame = pd.DataFrame([{k: r.get(k) for k in ("label", "measured", "before", "after")} for r in rows if isinstance(r, dict)])
     frame = frame.dropna(subset=["measured"])
-    series = {name: (frame[column].astype(float), frame["measured"].astype(float)) for name, column in (("before calibration", "before"), ("after calibration", "after"))}
+    series = {
+        name: (frame[column].astype(float), frame["measured"].astype(float))
+        for name, column in (("before calibration", "before"), ("after calibration", "after"))
+    }
     return frame, calibration_scatter(series, frame["label"].tolist(), title="makespan (seconds)")
 
 
@@ -194,8 +253,13 @@ def register_callbacks(app, context, jobs) -> None:
     register_graph_picker(app, context, PAGE)
 
     @app.callback(
-        *(Output({"type": kind, "page": PAGE, "index": index}, "figure" if kind == "figure" else "data")
-          for index in ("measured", "simulated", "calibration", "ops") for kind in ("figure", "csv-data")),  # fmt: skip
+        *(
+            Output({"type": kind, "page": PAGE, "index": index}, "figure" if kind == "figure" else "data")
+            for index in ("measured", "simulated", "calibration", "ops")
+            for kind in ("figure", "csv-data")
+        ),
+        Output({"type": "trace-data", "page": PAGE, "index": "measured"}, "data"),
+        Output({"type": "trace-data", "page": PAGE, "index": "simulated"}, "data"),
         Output("measured-message", "children"),
         Input("measured-trace", "value"),
         Input(f"{PAGE}-graph-key", "data"),

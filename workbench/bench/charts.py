@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 DRAW = """async (text) => { const f = JSON.parse(text); const t0 = performance.now();
   await Plotly.newPlot('chart', f.data, f.layout); const t1 = performance.now();
   await Plotly.relayout('chart', {'xaxis.range': [0, 10]}); const t2 = performance.now();
@@ -32,7 +39,9 @@ def random_dag(ops: int, seed: int = 0):
         for back in rng.choice(min(v, 50), size=min(v, 2), replace=False):
             src.append(v - 1 - int(back))
             dst.append(v)
-    return DataflowGraph(compute=rng.uniform(1, 10, ops), src=src, dst=dst, comm=rng.uniform(0, 5, len(src)), metadata={"name": f"random{ops}"})
+    return DataflowGraph(
+        compute=rng.uniform(1, 10, ops), src=src, dst=dst, comm=rng.uniform(0, 5, len(src)), metadata={"name": f"random{ops}"}
+    )
 
 
 def _browser():
@@ -55,8 +64,7 @@ def _browser():
 
 def run(quick: bool = False, devices: int = 8) -> dict[str, Any]:
     import workbench as wb
-
-    from . import figures
+    from workbench import viz as figures
 
     sizes = (200, 1000) if quick else (200, 1000, 5000)
     manager, page = _browser()
@@ -67,9 +75,9 @@ def run(quick: bool = False, devices: int = 8) -> dict[str, Any]:
             assignment = np.arange(ops) % devices
             trace = wb.simulate(graph, assignment, devices).trace
             builders = {
-                "gantt": lambda: figures.gantt_figure(graph, trace, devices=devices),
-                "heatmap": lambda: figures.placement_heatmap(graph, assignment, devices),
-                "graph": lambda: figures.graph_figure(graph),
+                "gantt": lambda graph=graph, trace=trace: figures.gantt_figure(graph, trace, devices=devices),
+                "heatmap": lambda graph=graph, assignment=assignment: figures.placement_heatmap(graph, assignment, devices),
+                "graph": lambda graph=graph: figures.graph_figure(graph),
             }
             for name, build in builders.items():
                 began = time.perf_counter()
@@ -77,7 +85,9 @@ def run(quick: bool = False, devices: int = 8) -> dict[str, Any]:
                 seconds = time.perf_counter() - began
                 text = figure.to_json()
                 draw_ms, zoom_ms = page.evaluate(DRAW, text) if page is not None else (None, None)
-                rows.append({"ops": ops, "figure": name, "build_s": seconds, "json_mb": len(text) / 1e6, "draw_ms": draw_ms, "zoom_ms": zoom_ms})
+                rows.append(
+                    {"ops": ops, "figure": name, "build_s": seconds, "json_mb": len(text) / 1e6, "draw_ms": draw_ms, "zoom_ms": zoom_ms}
+                )
     finally:
         if manager is not None:
             manager.stop()
@@ -86,5 +96,8 @@ def run(quick: bool = False, devices: int = 8) -> dict[str, Any]:
         return "–" if value is None else f"{value:,.0f}"
 
     header = "| ops | figure | build s | JSON MB | browser draw ms | zoom redraw ms |\n|---|---|---|---|---|---|\n"
-    lines = [f"| {r['ops']:,} | {r['figure']} | {r['build_s']:.2f} | {r['json_mb']:.2f} | {ms(r['draw_ms'])} | {ms(r['zoom_ms'])} |" for r in rows]
+    lines = [
+        f"| {r['ops']:,} | {r['figure']} | {r['build_s']:.2f} | {r['json_mb']:.2f} | {ms(r['draw_ms'])} | {ms(r['zoom_ms'])} |"
+        for r in rows
+    ]
     return {"benchmark": "dashboard", "devices": devices, "rows": rows, "markdown": header + "\n".join(lines)}

@@ -1,0 +1,112 @@
+"""Best-of-K placement and per-instance active search for the DOPPLER policy (issue 20)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import workbench as wb
+from workbench.learn import PolicyConfig, make_policy
+from workbench.sim import Evaluator
+
+SMALL = PolicyConfig(width=16, message_passing_steps=2, head_hidden=(16,), attention_heads=2)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """An untrained DOPPLER policy saved for any graph."""
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("policy") / "doppler.safetensors"
+    make_policy("doppler", SMALL).save(path)
+    return path
+
+
+@pytest.fixture
+def evaluations(monkeypatch):
+    """Counts every assignment the simulator's Evaluator scores."""
+    counted = [0]
+    original = Evaluator.__call__
+
+    def counting(self, assignments):
+        counted[0] += np.atleast_2d(np.asarray(assignments)).shape[0]
+        return original(self, assignments)
+
+    monkeypatch.setattr(Evaluator, "__call__", counting)
+    return counted
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_best_of_k_is_never_worse_than_greedy_and_costs_k_evaluations(checkpoint, evaluations, seed):
+    graph = wb.bundled_graph("chain_mm")
+    greedy = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint)
+    evaluations[0] = 0
+    best = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, samples=6, seed=seed)
+    assert evaluations[0] == 6 and best.details["evaluations"] == 6
+    assert best.makespan <= greedy.makespan
+    assert best.makespan == min(best.details["makespans"]) and best.details["makespans"][0] == greedy.makespan
+    winner = best.details["winner"]
+    index = 0 if winner == "greedy" else int(winner.split()[1])
+    assert best.details["makespans"][index] == best.makespan
+
+
+@pytest.mark.parametrize("budget", [1, 7, 21])
+def test_active_search_honours_its_budget_exactly_and_never_loses_its_start(checkpoint, evaluations, budget):
+    graph = wb.bundled_graph("chain_mm")
+    greedy = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint)
+    evaluations[0] = 0
+    found = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, search="active", budget=budget, rollouts=4)
+    assert evaluations[0] == budget and found.details["evaluations"] == budget
+    assert found.details["start_makespan"] == greedy.makespan
+    assert found.makespan <= greedy.makespan
+    assert 1 <= found.details["found_at_evaluation"] <= budget
+
+
+def test_active_search_is_fixed_by_its_seed(checkpoint):
+    graph = wb.bundled_graph("chain_mm")
+    runs = [wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, search="active", budget=24, rollouts=4, seed=s) for s in (3, 3, 4)]
+    assert np.array_equal(runs[0].assignment, runs[1].assignment) and runs[0].details == runs[1].details
+    assert runs[0].details["found_at_evaluation"] != runs[2].details["found_at_evaluation"] or not np.array_equal(
+        runs[0].assignment, runs[2].assignment
+    )
+
+
+def test_a_short_active_search_improves_on_a_greedy_start_that_is_not_optimal(checkpoint):
+    graph = wb.bundled_graph("chain_mm")
+    greedy = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint)
+    assert greedy.makespan > greedy.lower_bound  # room to improve
+    found = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, search="active", budget=64, rollouts=8)
+    assert found.makespan < greedy.makespan and found.details["found_at_evaluation"] > 1
+
+
+def test_active_search_leaves_the_policy_unchanged(checkpoint):
+    from workbench.learn import load_policy
+    from workbench.learn.active_search import ActiveSearchConfig, active_search
+
+    policy = load_policy(checkpoint)
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    active_search(policy, wb.bundled_graph("chain_mm"), 4, ActiveSearchConfig(budget=9, rollouts=4))
+    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
+    assert all(p.requires_grad for p in policy.parameters())
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"search": "beam"}, "search must be one of none, active"),
+        ({"search": "active", "samples": 4}, "do not combine"),
+        ({"search": "active", "budget": 0}, "budget must be >= 1"),
+        ({"search": "active", "rollouts": 0}, "rollouts must be >= 1"),
+        ({"search": "active", "learning_rate": 0}, "learning_rate must be > 0"),
+    ],
+)
+def test_bad_search_options_are_refused(checkpoint, options, message):
+    with pytest.raises(ValueError, match=message):
+        wb.place(wb.bundled_graph("chain_mm"), "doppler", devices=4, checkpoint=checkpoint, **options)
+
+
+def test_search_options_are_listed_by_the_registry():
+    from workbench.placers import placer_options
+
+    assert {"search", "budget", "rollouts", "learning_rate", "imitation_weight"} <= set(placer_options("doppler"))
+    assert "search" not in placer_options("placeto")

@@ -1,0 +1,100 @@
+"""Which graph and stage a learned method's checkpoint comes from, and where the dashboard may apply it.
+
+A checkpoint trained on one graph is offered only for that graph and its
+device count; a policy trained on several graphs (a cross-graph policy) is
+offered for any graph on its device count, and its caption then says
+"trained on X, placed on Y". The origin is read from the run directory the
+checkpoint sits in (``meta.json``; a shipped pretrained folder is one), so
+it does not depend on the checkpoint's file format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .context import DashboardContext
+from .runlist import read_json_object
+
+__all__ = ["Origin", "checkpoint_origin", "usable", "selection_key"]
+
+STAGE_TITLES = {"il": "Stage I", "sim": "Stage II", "real": "Stage III"}
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a checkpoint comes from: the graphs and device count it was trained on, and its stage."""
+
+    method: str
+    kind: str  # "pretrained" or "run"
+    run: str
+    graphs: tuple[str, ...]
+    devices: int | None
+    stage: str
+
+    @property
+    def short(self) -> str:
+        """``doppler (pretrained)`` or ``doppler (run NAME)``."""
+        return f"{self.method} ({'pretrained' if self.kind == 'pretrained' else f'run {self.run}'})"
+
+    def detail(self, placed_on: str | None = None) -> str:
+        """``trained on chain_mm_112nodes, Stage II best greedy``, plus ``; placed on Y`` across graphs."""
+        text = f"trained on {', '.join(self.graphs) or 'unknown graphs'}, {self.stage}"
+        return text + (f"; placed on {placed_on}" if placed_on is not None and placed_on not in self.graphs else "")
+
+    def label(self, placed_on: str | None = None) -> str:
+        """``doppler (pretrained, trained on chain_mm_112nodes, Stage II best greedy)``, plus ``; placed on Y`` across graphs."""
+        return f"{self.short[:-1]}, {self.detail(placed_on)})"
+
+
+def _stage(name: str) -> str:
+    """``sim-best`` → ``Stage II best greedy``; ``last`` stays ``last weights``."""
+    stage, _, best = name.partition("-")
+    if stage in STAGE_TITLES:
+        return STAGE_TITLES[stage] + (" best greedy" if best == "best" else "")
+    return f"{name} weights"
+
+
+def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
+    """The origin of a method dropdown value's checkpoint (``method@root:path``), ``None`` for a method without one."""
+    method, _, ref = value.partition("@")
+    root, _, relative = ref.partition(":")
+    if root == "datasets":
+        folder = ctx.in_datasets(relative).parent
+        kind, run = "pretrained", folder.name
+        exported = str(read_json_object(folder / "export.json").get("exported_from", ""))
+        stage = _stage(Path(exported).stem) if exported else "shipped weights"
+    elif root == "runs":
+        checkpoint = ctx.in_runs(relative)
+        folder = checkpoint.parent.parent
+        kind, run = "run", folder.relative_to(ctx.runs_dir).as_posix()
+        meta = read_json_object(folder / "meta.json")
+        stages = meta.get("stages") if isinstance(meta.get("stages"), list) else []
+        stage = (
+            _stage(checkpoint.stem) if checkpoint.stem != "last" else f"last weights, {' → '.join(STAGE_TITLES.get(s, s) for s in stages)}"
+        )
+    else:
+        return None
+    meta = read_json_object(folder / "meta.json")
+    graphs = tuple(map(str, meta.get("graphs", []))) if isinstance(meta.get("graphs"), list) else ()
+    if kind == "pretrained" and not graphs:
+        graphs = (folder.name,)
+    devices = meta.get("devices") if isinstance(meta.get("devices"), int) else None
+    return Origin(method, kind, run, graphs, devices, stage)
+
+
+def usable(origin: Origin | None, graph_name: str, devices: int) -> bool:
+    """Whether a checkpoint may place ``graph_name`` on ``devices``: its own graph, or any graph for a cross-graph policy."""
+    if origin is None:
+        return True
+    if origin.devices is not None and origin.devices != devices:
+        return False
+    return graph_name in origin.graphs or len(origin.graphs) > 1
+
+
+def selection_key(ctx: DashboardContext, value: str) -> tuple[str, str]:
+    """What a selected method means across graphs: ``(method, "pretrained" | run name | "")``."""
+    origin = checkpoint_origin(ctx, value)
+    if origin is None:
+        return value, ""
+    return origin.method, "pretrained" if origin.kind == "pretrained" else origin.run

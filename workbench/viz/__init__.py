@@ -1,0 +1,59 @@
+"""Figures: plotly only (no Dash), for the dashboard, notebooks, sweeps and calibration.
+
+Each ``*_figure`` has a ``*_frame`` twin (or takes a frame) giving the data
+behind the chart. Times are in the graph's own unit; paper graphs also show
+the paper's ÷1e10. ``to_png`` / ``write_figure`` are the one way figures
+become files.
+"""
+
+from .calibration import calibration_scatter
+from .export import static_fallbacks, to_png, write_figure
+from .graphview import graph_figure, graph_frame, graph_statistics
+from .placement import diff_frame, diff_heatmap, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
+from .style import HIGHLIGHT, device_color, format_time, is_paper_graph, message_figure, time_axis, time_unit
+from .timeline import (
+    LARGE_GRAPH,
+    find_ops,
+    gantt_figure,
+    gantt_frame,
+    gantt_grid,
+    gantt_highlight,
+    op_names,
+    trace_critical_path,
+    utilisation_frame,
+)
+from .training import training_curves
+
+__all__ = [
+    "LARGE_GRAPH",
+    "HIGHLIGHT",
+    "calibration_scatter",
+    "device_color",
+    "diff_frame",
+    "diff_heatmap",
+    "find_ops",
+    "format_time",
+    "gantt_figure",
+    "gantt_frame",
+    "gantt_grid",
+    "gantt_highlight",
+    "graph_figure",
+    "graph_frame",
+    "graph_statistics",
+    "heatmap_frame",
+    "heatmap_highlight",
+    "is_paper_graph",
+    "makespan_bars",
+    "makespan_frame",
+    "message_figure",
+    "op_names",
+    "placement_heatmap",
+    "static_fallbacks",
+    "time_axis",
+    "time_unit",
+    "to_png",
+    "trace_critical_path",
+    "training_curves",
+    "utilisation_frame",
+    "write_figure",
+]

@@ -1,0 +1,184 @@
+"""Placements: the ops × devices heatmap, makespans per method, and the diff of two placements."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .style import HIGHLIGHT, base_layout, device_color, format_time, time_axis
+from .timeline import op_names
+
+__all__ = ["heatmap_frame", "placement_heatmap", "heatmap_highlight", "makespan_frame", "makespan_bars", "diff_frame", "diff_heatmap"]
+
+
+def heatmap_frame(graph, assignment: Sequence[int]) -> pd.DataFrame:
+    """One row per op in topological order: position, op, name, device."""
+    order = np.asarray(graph.topological_order)
+    assignment = np.asarray(assignment)
+    names = op_names(graph, graph.num_nodes)
+    return pd.DataFrame({"position": np.arange(order.size), "op": order, "name": [names[i] for i in order], "device": assignment[order]})
+
+
+def placement_heatmap(graph, assignment: Sequence[int], devices: int, title: str | None = None) -> go.Figure:
+    """Ops (x, in topological order) × devices (y): a cell in the device's color where the op runs."""
+    frame = heatmap_frame(graph, assignment)
+    n = len(frame)
+    z = np.full((devices, n), np.nan)
+    z[frame["device"].to_numpy(), frame["position"].to_numpy()] = frame["device"].to_numpy()
+    op_ids = np.tile(frame["op"].to_numpy(), (devices, 1))
+    names = np.tile(frame["name"].to_numpy(dtype=object), (devices, 1))
+    custom = np.dstack([op_ids, names])
+    colors = [device_color(d) for d in range(devices)]
+    scale = [[bound, colors[d]] for d in range(devices) for bound in (d / devices, (d + 1) / devices)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=frame["position"],
+            y=list(range(devices)),
+            zmin=-0.5,
+            zmax=devices - 0.5,
+            colorscale=scale,
+            showscale=False,
+            customdata=custom,
+            xgap=0 if n > 300 else 1,
+            ygap=2,
+            hovertemplate="<b>%{customdata[1]}</b> (op %{customdata[0]})<br>position %{x} in topological order<br>device %{y}"
+            "<extra></extra>",
+        )
+    )
+    fig.update_yaxes(tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed")
+    fig.update_xaxes(title="ops in topological order", dtick=1 if n <= 40 else None)
+    return base_layout(fig, title, 90 + 28 * devices)
+
+
+def heatmap_highlight(graph, op: int | Sequence[int] | None, devices: int) -> list[dict[str, Any]]:
+    """Column outlines marking ``op`` (or several ops) in a placement heatmap (empty for ``None``)."""
+    ops = [] if op is None else [op] if isinstance(op, (int, np.integer)) else list(op)
+    position = np.empty(graph.num_nodes, dtype=int)
+    position[np.asarray(graph.topological_order)] = np.arange(graph.num_nodes)
+    return [
+        dict(type="rect", x0=position[o] - 0.5, x1=position[o] + 0.5, y0=-0.5, y1=devices - 0.5, line=dict(color=HIGHLIGHT, width=2))
+        for o in ops
+        if 0 <= o < graph.num_nodes
+    ]
+
+
+def makespan_frame(placements: Mapping[str, Any] | Sequence[Any], lower_bound: float | None = None) -> pd.DataFrame:
+    """One row per method: makespan, gap to the lower bound, seconds."""
+    rows = []
+    items = placements.items() if isinstance(placements, Mapping) else ((p.method, p) for p in placements)
+    for label, value in items:
+        makespan = float(getattr(value, "makespan", value))
+        seconds = getattr(value, "seconds", None)
+        gap = makespan / lower_bound - 1 if lower_bound else None
+        rows.append({"method": label, "makespan": makespan, "lower_bound": lower_bound, "gap": gap, "seconds": seconds})
+    return pd.DataFrame(rows, columns=["method", "makespan", "lower_bound", "gap", "seconds"])
+
+
+def makespan_bars(
+    placements: Mapping[str, Any] | Sequence[Any], lower_bound: float | None = None, title: str | None = None, graph: Any = None
+) -> go.Figure:
+    """Makespan per method as horizontal bars (``{label: Placement or number}`` or Placements), the lower bound as a line.
+
+    One row per method, so labels stay readable with many methods; ``graph``
+    gives the time unit (and the paper's ÷1e10 for paper graphs).
+    """
+    frame = makespan_frame(placements, lower_bound)
+    gaps = zip(frame["makespan"], frame["gap"], strict=True)
+    text = [format_time(m, graph) + (f"  (+{g:.1%})" if g is not None else "") for m, g in gaps]
+    best = frame["makespan"].min() if len(frame) else 0.0
+    fig = go.Figure(
+        go.Bar(
+            y=frame["method"],
+            x=frame["makespan"],
+            orientation="h",
+            text=text,
+            textposition="auto",
+            insidetextanchor="end",
+            marker_color=["#1f77b4" if m > best else "#2ca02c" for m in frame["makespan"]],
+            hovertemplate="%{y}<br>makespan %{x:.6g}<extra></extra>",
+            name="makespan",
+        )
+    )
+    if lower_bound:
+        fig.add_trace(
+            go.Scatter(
+                x=[lower_bound] * len(frame),
+                y=list(frame["method"]),
+                mode="lines",
+                line=dict(color="black", dash="dash"),
+                name=f"lower bound {format_time(lower_bound, graph)}",
+                hovertemplate="lower bound %{x:.6g}<extra></extra>",
+            )
+        )
+    fig.update_xaxes(rangemode="tozero", **time_axis(graph, "makespan"))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_layout(
+        legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"), uniformtext=dict(minsize=11, mode="show")
+    )
+    return base_layout(fig, title, 110 + 30 * max(len(frame), 2))
+
+
+def diff_frame(
+    graph, first: Sequence[int], second: Sequence[int], first_path: Sequence[int] = (), second_path: Sequence[int] = ()
+) -> pd.DataFrame:
+    """One row per op: its device in each placement, whether it moved, whether it is on each critical path."""
+    first, second = np.asarray(first), np.asarray(second)
+    on_first, on_second = np.zeros(first.size, bool), np.zeros(first.size, bool)
+    on_first[list(first_path)] = True
+    on_second[list(second_path)] = True
+    return pd.DataFrame(
+        {
+            "op": np.arange(first.size),
+            "name": op_names(graph, first.size),
+            "device_a": first,
+            "device_b": second,
+            "moved": first != second,
+            "critical_a": on_first,
+            "critical_b": on_second,
+        }
+    )
+
+
+def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, str] = ("A", "B"), title: str | None = None) -> go.Figure:
+    """Ops in topological order: where A and B put each op (two rows per device pair), moved ops and each critical path marked."""
+    position = np.empty(len(frame), dtype=int)
+    position[np.asarray(graph.topological_order)] = np.arange(len(frame))
+    fig = go.Figure()
+    for column, label, offset, critical in (("device_a", labels[0], -0.18, "critical_a"), ("device_b", labels[1], 0.18, "critical_b")):
+        custom = frame[["op", "name", "device_a", "device_b"]].to_numpy(dtype=object)
+        fig.add_trace(
+            go.Scatter(
+                x=position,
+                y=frame[column] + offset,
+                mode="markers",
+                name=label,
+                marker=dict(
+                    symbol="square",
+                    size=7,
+                    color=[device_color(d) for d in frame[column]],
+                    line=dict(color=np.where(frame[critical], HIGHLIGHT, "rgba(0,0,0,0)").tolist(), width=2),
+                ),
+                customdata=custom,
+                hovertemplate=f"{label}: "
+                + "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>device %{customdata[2]} → %{customdata[3]}<extra></extra>",
+            )
+        )
+    moved = frame[frame["moved"]]
+    xs, ys = [], []
+    for _, row in moved.iterrows():
+        xs += [position[row["op"]], position[row["op"]], None]
+        ys += [row["device_a"] - 0.18, row["device_b"] + 0.18, None]
+    fig.add_trace(
+        go.Scatter(
+            x=xs, y=ys, mode="lines", line=dict(color="rgba(80,80,80,0.5)", width=1), name=f"{len(moved)} ops moved", hoverinfo="skip"
+        )
+    )
+    fig.update_yaxes(tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed")
+    fig.update_xaxes(title="ops in topological order (red outline: on that placement's critical path)")
+    fig.update_layout(legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"))
+    return base_layout(fig, title, 140 + 40 * devices)

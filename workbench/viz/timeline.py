@@ -1,0 +1,408 @@
+"""Device timelines (Gantt charts) as a trace viewer draws them.
+
+One row per device, one bar per op, transfers as arrows from the sending to
+the receiving row, idle time in grey, a utilisation counter track per device
+under the timeline, and optionally the trace's critical path outlined. Times
+are in the graph's own unit. Ops are identified by their index in
+``customdata[0]`` of every point, so a click on any chart names the op.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .style import HIGHLIGHT, base_layout, device_color, format_time, time_axis
+
+__all__ = [
+    "LARGE_GRAPH",
+    "op_names",
+    "gantt_frame",
+    "gantt_figure",
+    "gantt_highlight",
+    "gantt_grid",
+    "trace_critical_path",
+    "utilisation_frame",
+    "find_ops",
+]
+
+LARGE_GRAPH = 1000
+"""Past this many ops, Gantt bars are drawn as WebGL segments (graph views switch at half of it)."""
+
+
+def op_names(graph, count: int) -> list[str]:
+    """The graph's op names, or ``op<i>``."""
+    if graph is not None and graph.names is not None:
+        return list(graph.names)
+    return [f"op{i}" for i in range(count)]
+
+
+def gantt_frame(graph, trace) -> pd.DataFrame:
+    """One row per op: device, ready, start, end, duration, wait, compute cost."""
+    frame = trace.to_frame("ops")
+    frame["name"] = op_names(graph, trace.num_ops)
+    frame["compute"] = graph.compute if graph is not None else frame["duration"]
+    return frame
+
+
+def trace_critical_path(graph, trace) -> list[int]:
+    """The ops whose chain of waits sets the makespan, first to last.
+
+    From the op that ends last, step back to whatever made each op start when
+    it did: the input that arrived last (when the op started as soon as it was
+    ready) or the op before it on the same device.
+    """
+    if trace.num_ops == 0:
+        return []
+    device, start, end, ready = (np.asarray(a, dtype=float) for a in (trace.device, trace.start, trace.end, trace.ready))
+    arrival: dict[int, list[tuple[float, int]]] = {}
+    if graph is not None:
+        for u, v in zip(graph.src.tolist(), graph.dst.tolist(), strict=False):
+            arrival.setdefault(v, []).append((end[u], u))
+        for k in range(trace.transfer_src_op.size):
+            u, v = int(trace.transfer_src_op[k]), int(trace.transfer_dst_op[k])
+            arrival[v] = [(float(trace.transfer_end[k]), u) if src == u else (t, src) for t, src in arrival.get(v, [])]
+    order = np.lexsort((start, device))
+    previous = {}
+    for a, b in zip(order[:-1], order[1:], strict=False):
+        if device[a] == device[b]:
+            previous[int(b)] = int(a)
+    path = [int(np.argmax(end))]
+    while True:
+        v = path[-1]
+        inputs = arrival.get(v, [])
+        last_input = max(inputs) if inputs else None
+        if last_input is not None and math.isclose(start[v], ready[v], rel_tol=1e-9, abs_tol=1e-12) and ready[v] > 0:
+            path.append(last_input[1])
+        elif v in previous and math.isclose(end[previous[v]], start[v], rel_tol=1e-9, abs_tol=1e-12):
+            path.append(previous[v])
+        elif last_input is not None and ready[v] > 0:
+            path.append(last_input[1])
+        else:
+            break
+    return path[::-1]
+
+
+def utilisation_frame(trace, devices: int, bins: int = 120) -> pd.DataFrame:
+    """Busy share of each device in ``bins`` equal time windows: columns ``time`` (window start), ``device``, ``busy``."""
+    makespan = trace.makespan
+    edges = np.linspace(0.0, makespan if makespan > 0 else 1.0, bins + 1)
+    width = edges[1] - edges[0]
+    rows = []
+    for d in range(devices):
+        mine = np.asarray(trace.device) == d
+        starts, ends = np.asarray(trace.start)[mine], np.asarray(trace.end)[mine]
+        overlap = np.clip(np.minimum(ends[None, :], edges[1:, None]) - np.maximum(starts[None, :], edges[:-1, None]), 0.0, None).sum(axis=1)
+        rows.append(pd.DataFrame({"time": edges[:-1], "device": d, "busy": np.minimum(overlap / width, 1.0)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def find_ops(graph, count: int, query: str) -> list[int]:
+    """Ops whose id equals ``query`` or whose name contains it (case-insensitive)."""
+    query = (query or "").strip()
+    if not query:
+        return []
+    if query.isdigit():
+        return [int(query)] if int(query) < count else []
+    needle = query.lower()
+    return [i for i, name in enumerate(op_names(graph, count)) if needle in name.lower()]
+
+
+def gantt_figure(
+    graph,
+    trace,
+    title: str | None = None,
+    devices: int | None = None,
+    large_threshold: int = LARGE_GRAPH,
+    x_max: float | None = None,
+    critical_path: bool = False,
+    utilisation: bool = True,
+    unit: str | None = None,
+) -> go.Figure:
+    """Device timelines: one row per device, one bar per op, transfers as arrows between rows, idle in grey.
+
+    ``graph`` gives op names, compute costs and the time unit (``None``: names
+    ``op<i>`` and costs from the trace). ``devices`` rows are drawn (default:
+    up to the highest device used), so unused devices show as idle rows.
+    ``x_max`` fixes the time axis (several charts on one scale).
+    ``critical_path`` outlines :func:`trace_critical_path`; ``utilisation``
+    adds a counter track per device below the timeline (busy share over
+    time). ``unit`` names the time unit when it is not the graph's (a measured
+    trace: ``"s"``). Ops too short to see get a tick mark. Past ``large_threshold``
+    ops bars become WebGL line segments and transfers start hidden.
+    """
+    frame = gantt_frame(graph, trace)
+    devices = max(int(devices or 1), int(frame["device"].max()) + 1 if len(frame) else 1)
+    makespan = trace.makespan
+    busy = frame.groupby("device")["duration"].sum().reindex(range(devices), fill_value=0.0)
+    rows = 2 if utilisation else 1
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, row_heights=[0.78, 0.22] if utilisation else None, vertical_spacing=0.04)
+    fig.add_trace(
+        go.Bar(
+            name="idle",
+            y=list(range(devices)),
+            x=[makespan] * devices,
+            base=[0.0] * devices,
+            orientation="h",
+            marker=dict(color="rgba(0,0,0,0.06)", line=dict(width=0)),
+            width=0.9,
+            hoverinfo="skip",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
+    custom = frame[["op", "name", "compute", "ready", "start", "end", "wait", "device"]].to_numpy(dtype=object)
+    hover = (
+        "<b>%{customdata[1]}</b> (op %{customdata[0]}) on device %{customdata[7]}<br>compute %{customdata[2]:.6g}"
+        "<br>ready %{customdata[3]:.6g}<br>start %{customdata[4]:.6g}<br>end %{customdata[5]:.6g}"
+        "<br>waited %{customdata[6]:.6g}<extra></extra>"
+    )
+    large = len(frame) > large_threshold
+    for device in range(devices):
+        mine = frame["device"].to_numpy() == device
+        if large:
+            fig.add_trace(_segments(frame[mine], custom[mine], device, hover), row=1, col=1)
+        else:
+            fig.add_trace(
+                go.Bar(
+                    name=f"device {device}",
+                    y=frame.loc[mine, "device"],
+                    x=frame.loc[mine, "duration"],
+                    base=frame.loc[mine, "start"],
+                    orientation="h",
+                    width=0.7,
+                    marker=dict(color=device_color(device), line=dict(width=0.5, color="white")),
+                    customdata=custom[mine],
+                    hovertemplate=hover,
+                    showlegend=False,
+                ),
+                row=1,
+                col=1,
+            )
+    tiny = frame["duration"].to_numpy() < 0.002 * makespan
+    if tiny.any():
+        fig.add_trace(
+            (go.Scattergl if large else go.Scatter)(
+                name="short ops",
+                x=frame.loc[tiny, "start"],
+                y=frame.loc[tiny, "device"],
+                mode="markers",
+                marker=dict(symbol="line-ns-open", size=16, line=dict(width=2), color=[device_color(d) for d in frame.loc[tiny, "device"]]),
+                customdata=custom[tiny],
+                hovertemplate=hover,
+                showlegend=False,
+            ),
+            row=1,
+            col=1,
+        )
+    fig.add_trace(_transfer_arrows(trace, large), row=1, col=1)
+    if critical_path:
+        fig.add_trace(_critical_overlay(graph, trace, custom, hover), row=1, col=1)
+    if utilisation:
+        use = utilisation_frame(trace, devices)
+        for device, part in use.groupby("device"):
+            fig.add_trace(
+                go.Scatter(
+                    x=part["time"],
+                    y=part["busy"],
+                    mode="lines",
+                    line=dict(color=device_color(int(device)), width=1.2, shape="hv"),
+                    name=f"dev {device} busy",
+                    showlegend=False,
+                    hovertemplate=f"dev {device}: %{{y:.0%}} busy from %{{x:.4g}}<extra></extra>",
+                ),
+                row=2,
+                col=1,
+            )
+        fig.update_yaxes(title="busy", tickformat=".0%", range=[0, 1.05], row=2, col=1)
+    labels = [f"dev {d}<br>{busy[d] / makespan:.0%} busy" if makespan > 0 else f"dev {d}" for d in range(devices)]
+    fig.update_layout(
+        barmode="overlay",
+        bargap=0.1,
+        hovermode="closest",
+        legend=dict(orientation="h", x=1, xanchor="right", y=-0.2 if utilisation else -0.3, yanchor="top"),
+    )
+    fig.update_yaxes(tickvals=list(range(devices)), ticktext=labels, autorange="reversed", title=None, row=1, col=1)
+    top = x_max if x_max else makespan * 1.01 if makespan > 0 else 1.0
+    fig.update_xaxes(range=[0, top], zeroline=False, exponentformat="power", showexponent="all")
+    fig.update_xaxes(title=f"time ({unit})" if unit else time_axis(graph)["title"], row=rows, col=1)
+    height = 150 + 45 * devices + (110 if utilisation else 0)
+    base_layout(fig, title, height, uirevision=f"gantt-{devices}")
+    fig.update_layout(margin=dict(t=60 if title else 10, b=90))
+    return fig
+
+
+def _segments(rows: pd.DataFrame, custom: np.ndarray, device: int, hover: str) -> go.Scattergl:
+    """Ops of one device as thick WebGL line segments (start→end), with a hover at both ends."""
+    count = len(rows)
+    xs = np.full(3 * count, np.nan)
+    xs[0::3], xs[1::3] = rows["start"].to_numpy(), rows["end"].to_numpy()
+    ys = np.full(3 * count, np.nan)
+    ys[0::3] = ys[1::3] = device
+    data = np.empty((3 * count, custom.shape[1]), dtype=object)
+    data[0::3], data[1::3], data[2::3] = custom, custom, None
+    return go.Scattergl(
+        name=f"device {device}",
+        x=xs,
+        y=ys,
+        mode="lines",
+        line=dict(color=device_color(device), width=14),
+        customdata=data,
+        hovertemplate=hover,
+        connectgaps=False,
+        showlegend=False,
+    )
+
+
+def _transfer_arrows(trace, large: bool):
+    """Transfers as lines from (start, sending device) to (end, receiving device), an arrowhead at the receiver."""
+    count = trace.transfer_start.size
+    xs = np.full(3 * count, np.nan)
+    ys = np.full(3 * count, np.nan)
+    xs[0::3], xs[1::3] = trace.transfer_start, trace.transfer_end
+    ys[0::3], ys[1::3] = trace.transfer_src_device, trace.transfer_dst_device
+    text = np.empty(3 * count, dtype=object)
+    text[0::3] = text[1::3] = [
+        f"op {s} → op {d}: device {a} → {b}"
+        for s, d, a, b in zip(
+            trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_src_device, trace.transfer_dst_device, strict=True
+        )
+    ]
+    symbols = np.array(["circle", "arrow", "circle"] * count, dtype=object)
+    sizes = np.tile([3, 9, 0], count)
+    if large:
+        return go.Scattergl(
+            name=f"{count} transfers",
+            visible="legendonly",
+            x=xs,
+            y=ys,
+            mode="lines",
+            line=dict(color="rgba(80,80,80,0.35)", width=1),
+            hoverinfo="skip",
+            connectgaps=False,
+            showlegend=True,
+        )
+    return go.Scatter(
+        name=f"{count} transfers",
+        x=xs,
+        y=ys,
+        mode="lines+markers",
+        line=dict(color="rgba(80,80,80,0.4)", width=1),
+        marker=dict(symbol=symbols, size=sizes, angleref="previous", color="rgba(80,80,80,0.7)"),
+        text=text,
+        hovertemplate="%{text}<extra></extra>",
+        connectgaps=False,
+        showlegend=True,
+    )
+
+
+def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> go.Scatter:
+    """The critical path drawn over the bars: a red line through the path's ops, op to op."""
+    path = trace_critical_path(graph, trace)
+    xs, ys, data = [], [], []
+    for op in path:
+        xs += [float(trace.start[op]), float(trace.end[op])]
+        ys += [int(trace.device[op])] * 2
+        data += [custom[op], custom[op]]
+    return go.Scatter(
+        name=f"critical path ({len(path)} ops)",
+        x=xs,
+        y=ys,
+        mode="lines+markers",
+        line=dict(color=HIGHLIGHT, width=3),
+        marker=dict(size=4, color=HIGHLIGHT),
+        customdata=data,
+        hovertemplate=hover,
+        showlegend=True,
+    )
+
+
+def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any]]:
+    """Layout shapes outlining ``op``'s bar (or several ops') and their transfers (empty for ``None``)."""
+    ops = [] if op is None else [op] if isinstance(op, (int, np.integer)) else list(op)
+    shapes: list[dict[str, Any]] = []
+    top = int(trace.device.max()) + 0.5 if trace.num_ops else 0.5
+    for one in ops:
+        if not 0 <= one < trace.num_ops:
+            continue
+        device = int(trace.device[one])
+        shapes += [
+            dict(
+                type="rect",
+                x0=float(trace.start[one]),
+                x1=float(trace.end[one]),
+                y0=device - 0.45,
+                y1=device + 0.45,
+                xref="x",
+                yref="y",
+                line=dict(color=HIGHLIGHT, width=3),
+                fillcolor="rgba(214,39,40,0.25)",
+            ),
+            dict(
+                type="line",
+                x0=float(trace.start[one]),
+                x1=float(trace.start[one]),
+                y0=-0.5,
+                y1=top,
+                xref="x",
+                yref="y",
+                line=dict(color=HIGHLIGHT, width=1, dash="dot"),
+            ),
+        ]
+        for k in np.flatnonzero((trace.transfer_src_op == one) | (trace.transfer_dst_op == one)):
+            shapes.append(
+                dict(
+                    type="line",
+                    x0=float(trace.transfer_start[k]),
+                    x1=float(trace.transfer_end[k]),
+                    xref="x",
+                    yref="y",
+                    y0=int(trace.transfer_src_device[k]),
+                    y1=int(trace.transfer_dst_device[k]),
+                    line=dict(color=HIGHLIGHT, width=2),
+                )
+            )
+    return shapes
+
+
+def gantt_grid(graph, traces: Mapping[str, Any], columns: int = 2, title: str | None = None) -> go.Figure:
+    """One Gantt chart per label (``{label: Trace}``) in a grid sharing one time axis, so lengths compare at a glance."""
+    if not traces:
+        raise ValueError("gantt_grid needs at least one trace")
+    if columns < 1:
+        raise ValueError(f"columns must be >= 1, got {columns}")
+    columns = min(columns, len(traces))
+    rows = math.ceil(len(traces) / columns)
+    labels = [f"{label}: makespan {format_time(trace.makespan, graph)}" for label, trace in traces.items()]
+    fig = make_subplots(
+        rows=rows, cols=columns, shared_xaxes="all", subplot_titles=labels, vertical_spacing=0.25 / rows, horizontal_spacing=0.08
+    )
+    longest = max(trace.makespan for trace in traces.values())
+    devices = 1
+    for index, trace in enumerate(traces.values()):
+        row, col = divmod(index, columns)
+        chart = gantt_figure(graph, trace, utilisation=False)
+        for item in chart.data:
+            item.showlegend = False
+            fig.add_trace(item, row=row + 1, col=col + 1)
+        fig.update_yaxes(chart.layout.yaxis, row=row + 1, col=col + 1)
+        devices = max(devices, len(chart.layout.yaxis.tickvals))
+    fig.update_xaxes(range=[0, longest * 1.01 if longest > 0 else 1], exponentformat="power", showexponent="all")
+    fig.update_xaxes(title=time_axis(graph)["title"], row=rows)
+    fig.update_layout(
+        barmode="overlay",
+        bargap=0.1,
+        hovermode="closest",
+        height=rows * (90 + 40 * devices) + 60,
+        margin=dict(l=10, r=10, t=70, b=40),
+        template="plotly_white",
+        title=title,
+    )
+    return fig

@@ -1,0 +1,188 @@
+"""Training curves: a metric per episode (or wall-clock second) per run, stages shaded per run, greedy evaluations beside.
+
+Stage III (``stage == "real"``) measures makespans in seconds on a real
+system while Stages I and II simulate in the graph's unit, so Stage III's
+makespans get their own axis on the right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+from .style import base_layout, time_axis
+
+__all__ = ["STAGE_NAMES", "STAGE_SHORT", "training_curves"]
+
+STAGE_RGB = {"il": "31,119,180", "sim": "44,160,44", "real": "255,127,14"}
+STAGE_NAMES = {"il": "Stage I: imitation", "sim": "Stage II: simulator RL", "real": "Stage III: real system"}
+STAGE_SHORT = {"il": "I", "sim": "II", "real": "III"}
+REAL = "real"
+X_TITLES = {"episode": "episode", "seconds": "training wall-clock time (s)"}
+
+
+def _spans(data: pd.DataFrame, x: str) -> list[tuple[str, float, float]]:
+    """``(stage, first x, last x)`` of each run of consecutive rows of one stage."""
+    if "stage" not in data or data.empty:
+        return []
+    stage = data["stage"].fillna("?").to_numpy()
+    cuts = np.flatnonzero(stage[1:] != stage[:-1]) + 1
+    values = data[x].to_numpy(dtype=float)
+    return [(str(stage[a]), float(values[a]), float(values[b - 1])) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(stage)], strict=False)]
+
+
+def training_curves(
+    runs: Mapping[str, pd.DataFrame] | pd.DataFrame,
+    metric: str = "makespan",
+    references: Mapping[str, float] | None = None,
+    window: int = 25,
+    title: str | None = None,
+    x: str = "episode",
+    greedy: Mapping[str, pd.DataFrame] | None = None,
+    graph: Any = None,
+) -> go.Figure:
+    """``metric`` per ``x`` (``episode`` or ``seconds`` of training) for each run: raw points, a rolling mean, stages shaded.
+
+    ``runs`` maps a label to a ``metrics.csv`` frame (``stage``, ``episode``
+    and the metric's column); a single frame is labelled ``run``.
+    ``references`` (teacher, best heuristic) are dashed lines named in the
+    legend; ``greedy`` maps a run label to its greedy evaluations (columns
+    ``episode``/``seconds``, ``makespan``, ``what``), drawn as diamonds. With
+    one run its stages shade the whole height; with several, each run gets its
+    own band at the bottom. Stage III makespans (seconds) go on a right axis.
+    """
+    if x not in X_TITLES:
+        raise ValueError(f"x must be 'episode' or 'seconds', got {x!r}")
+    runs = {"run": runs} if isinstance(runs, pd.DataFrame) else dict(runs)
+    fig = go.Figure()
+    palette = qualitative.Plotly
+    shaded: list[tuple[str, list[tuple[str, float, float]]]] = []
+    low, high, has_real = np.inf, -np.inf, False
+    for index, (label, frame) in enumerate(runs.items()):
+        if metric not in frame or x not in frame or frame[metric].dropna().empty:
+            continue
+        data = frame[[c for c in dict.fromkeys(["episode", x, metric, "stage"]) if c in frame]].dropna(subset=[x, metric]).sort_values(x)
+        shaded.append((label, _spans(data, x)))
+        low, high = min(low, float(data[x].min())), max(high, float(data[x].max()))
+        color = palette[index % len(palette)]
+        is_real = (data["stage"] == REAL).to_numpy() if "stage" in data and metric == "makespan" else np.zeros(len(data), bool)
+        for part, axis, suffix in ((data[~is_real], "y", ""), (data[is_real], "y2", " (Stage III, s)")):
+            if part.empty:
+                continue
+            has_real |= axis == "y2"
+            big = len(part) > 2000
+            fig.add_trace(
+                (go.Scattergl if big else go.Scatter)(
+                    x=part[x],
+                    y=part[metric],
+                    mode="markers",
+                    name=f"{label}{suffix} (raw)",
+                    yaxis=axis,
+                    marker=dict(color=color, size=4, opacity=0.3, symbol="circle" if axis == "y" else "triangle-up"),
+                    legendgroup=label,
+                    showlegend=False,
+                    hovertemplate=f"{label}{suffix}<br>{x} %{{x:.6g}}<br>{metric} %{{y:.6g}}<extra></extra>",
+                )
+            )
+            smooth = part[metric].rolling(max(1, int(window)), min_periods=1).mean()
+            fig.add_trace(
+                go.Scatter(
+                    x=part[x],
+                    y=smooth,
+                    mode="lines",
+                    name=f"{label}{suffix}",
+                    yaxis=axis,
+                    line=dict(color=color, width=2, dash="solid" if axis == "y" else "dot"),
+                    legendgroup=label,
+                )
+            )
+        evaluations = (greedy or {}).get(label)
+        for what, points in evaluations.groupby("what", sort=False) if evaluations is not None and not evaluations.empty else ():
+            points = points.dropna(subset=[x, "makespan"])
+            axis = "y2" if what.startswith("real") else "y"
+            fig.add_trace(
+                go.Scatter(
+                    x=points[x],
+                    y=points["makespan"],
+                    mode="markers",
+                    name=f"{label}: {what}",
+                    yaxis=axis,
+                    legendgroup=label,
+                    marker=dict(color=color, symbol="diamond", size=10, line=dict(color="black", width=1)),
+                    hovertemplate=f"{label}: {what}<br>{x} %{{x:.6g}}<br>makespan %{{y:.6g}}<extra></extra>",
+                )
+            )
+    _shade(fig, shaded, high - low if np.isfinite(high - low) else 0.0, x)
+    references = references or {}
+    for index, (label, value) in enumerate(references.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=[low, high] if np.isfinite(low) else [0, 1],
+                y=[value, value],
+                mode="lines",
+                name=f"{label} {value:.5g}".replace("e+", "e"),
+                line=dict(color=["#7f7f7f", "#9467bd", "#8c564b"][index % 3], dash="dash"),
+                hovertemplate=f"{label} %{{y:.6g}}<extra></extra>",
+            )
+        )
+    fig.update_xaxes(title=X_TITLES[x])
+    y_title = time_axis(graph, metric)["title"] if metric == "makespan" else metric
+    fig.update_yaxes(title=y_title, exponentformat="power", showexponent="all")
+    if has_real:
+        fig.update_layout(
+            yaxis2=dict(title="Stage III makespan (s, measured)", overlaying="y", side="right", showgrid=False, exponentformat="power")
+        )
+    entries = sum(1 for t in fig.data if t.showlegend is not False)
+    fig.update_layout(legend=dict(orientation="h", y=-0.15, x=0, yanchor="top"))
+    if not fig.data:
+        fig.add_annotation(text=f"no {metric} values logged yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    base_layout(fig, title, 360 + 24 * entries, uirevision=f"curves-{metric}-{x}")
+    fig.update_layout(margin=dict(b=60 + 24 * entries))  # the legend below, one line per entry, never over the plot
+    return fig
+
+
+def _shade(fig: go.Figure, shaded: list[tuple[str, list[tuple[str, float, float]]]], width: float, x: str) -> None:
+    """Stage bands: the whole height for one run, one band per run at the bottom for several; labels never overlap.
+
+    A label gets the stage's full name where its span is wide enough, else the
+    stage's numeral (``I``, ``II``, ``III``); the full names are in the hover.
+    """
+    count = len(shaded)
+    band = 0.06
+    pad = 0.5 if x == "episode" else 0.0
+    for index, (label, spans) in enumerate(shaded):
+        y0, y1 = (0.0, 1.0) if count == 1 else (index * band, (index + 1) * band)
+        for stage, first, last in spans:
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=first - pad,
+                x1=last + pad,
+                y0=y0,
+                y1=y1,
+                line_width=0,
+                layer="below",
+                fillcolor=f"rgba({STAGE_RGB.get(stage, '127,127,127')},{0.10 if count == 1 else 0.4})",
+            )
+            share = (last - first) / width if width > 0 else 1.0
+            name = STAGE_NAMES.get(stage, stage)
+            text = name if share > 0.25 else STAGE_SHORT.get(stage, stage)
+            if count > 1:
+                text = f"{label}: {text}" if share > 0.4 else text
+            fig.add_annotation(
+                x=(first + last) / 2,
+                y=y1 if count == 1 else (y0 + y1) / 2,
+                xref="x",
+                yref="paper",
+                text=text,
+                hovertext=f"{label}: {name}",
+                showarrow=False,
+                yanchor="top" if count == 1 else "middle",
+                font=dict(size=11, color="#444"),
+            )
