@@ -11,6 +11,8 @@ local search (2,000 evaluations) on 4 devices, all ÷ 1e10. Run:
 ``python examples/shard_vs_paper.py`` (about 40 s).
 """
 
+from itertools import pairwise
+
 import torch
 
 import workbench as wb
@@ -26,8 +28,10 @@ def row(label: str, graph: wb.DataflowGraph) -> str:
     makespans = {m: wb.place(graph, method=m, devices=4, **({"budget": 2000} if m == "local_search" else {})).makespan for m in METHODS}
     shown = {m: round(makespans[m] / 1e10, 1) for m in METHODS}
     ordered = sorted(METHODS[:3], key=shown.get)
-    ranking = ordered[0] + "".join(f" {'=' if shown[a] == shown[b] else '<'} {b}" for a, b in zip(ordered, ordered[1:]))
-    cells = [label, graph.num_nodes, graph.num_edges, f"{graph.total_compute / 1e10:.1f}"] + [f"{shown[m]:.1f}" for m in METHODS] + [ranking]
+    ranking = ordered[0] + "".join(f" {'=' if shown[a] == shown[b] else '<'} {b}" for a, b in pairwise(ordered))
+    cells = (
+        [label, graph.num_nodes, graph.num_edges, f"{graph.total_compute / 1e10:.1f}"] + [f"{shown[m]:.1f}" for m in METHODS] + [ranking]
+    )
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 

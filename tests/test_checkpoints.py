@@ -117,13 +117,13 @@ def test_a_torchscript_payload_is_refused_without_running(tmp_path):
         from workbench.learn import CheckpointError, load_policy
         from workbench.learn.migrate import main
         for call in (lambda: load_policy({str(path)!r}), lambda: load_policy({str(path)!r}, allow_unsafe_pickle=True),
-                     lambda: load_policy({str(tmp_path / 'scripted.safetensors')!r}, allow_unsafe_pickle=True),
+                     lambda: load_policy({str(tmp_path / "scripted.safetensors")!r}, allow_unsafe_pickle=True),
                      lambda: wb.place(wb.bundled_graph("chain_mm"), "doppler", devices=4, checkpoint={str(path)!r})):
             try:
                 call()
             except CheckpointError as error:
                 print("REFUSED:", error)
-        print("MIGRATE EXIT", main([{str(path)!r}, "--trust-pickle-checkpoint", "--out", {str(tmp_path / 'out.safetensors')!r}]))
+        print("MIGRATE EXIT", main([{str(path)!r}, "--trust-pickle-checkpoint", "--out", {str(tmp_path / "out.safetensors")!r}]))
     """)
     assert refused.returncode == 0, refused.stderr
     assert "PAYLOAD-RAN" not in refused.stdout
@@ -145,7 +145,13 @@ def test_corrupted_safetensors_files_are_refused(tmp_path, doppler):
         "truncated": data[: header_end + 10],
         "empty": b"",
     }
-    expected = {"weights": "SHA-256", "header": "SHA-256", "length": "header claims", "truncated": "corrupt", "empty": "no safetensors header"}
+    expected = {
+        "weights": "SHA-256",
+        "header": "SHA-256",
+        "length": "header claims",
+        "truncated": "corrupt",
+        "empty": "no safetensors header",
+    }
     assert cases["header"] != data
     for name, content in cases.items():
         (tmp_path / f"{name}.safetensors").write_bytes(content)
@@ -174,8 +180,16 @@ def test_an_old_checkpoint_is_converted_once_with_the_trust_flag(tmp_path, doppl
     from workbench.provenance import versions
 
     old = tmp_path / "old.pt"  # the format before safetensors: a torch.save dict
-    payload = {"format": "workbench-policy", "format_version": 1, "method": "doppler", "config": dataclasses.asdict(doppler.config),
-               "feature_layout": FEATURE_LAYOUT, "versions": versions(), "state_dict": doppler.state_dict(), "extra": {"episode": 7}}  # fmt: skip
+    payload = {
+        "format": "workbench-policy",
+        "format_version": 1,
+        "method": "doppler",
+        "config": dataclasses.asdict(doppler.config),
+        "feature_layout": FEATURE_LAYOUT,
+        "versions": versions(),
+        "state_dict": doppler.state_dict(),
+        "extra": {"episode": 7},
+    }
     torch.save(payload, old)
     with pytest.raises(SystemExit):
         main([str(old)])
@@ -183,7 +197,7 @@ def test_an_old_checkpoint_is_converted_once_with_the_trust_flag(tmp_path, doppl
     assert main([str(old), "--trust-pickle-checkpoint", "--graph", "chain_mm", "--devices", "4"]) == 0
     migrated = load_policy(old.with_suffix(".safetensors"), graph=wb.bundled_graph("chain_mm"), devices=4)
     assert migrated.checkpoint_extra == {"episode": 7} and migrated.trained_for.devices == 4
-    assert all(torch.equal(a, b) for a, b in zip(migrated.state_dict().values(), doppler.state_dict().values()))
+    assert all(torch.equal(a, b) for a, b in zip(migrated.state_dict().values(), doppler.state_dict().values(), strict=True))
     with pytest.raises(CheckpointError, match="pickle checkpoint"):
         load_policy(old)
 
@@ -210,7 +224,10 @@ def test_a_policy_is_refused_for_a_graph_or_device_count_it_was_not_trained_for(
     finally:
         doppler.trained_for = None
     assert wb.place(chain, "doppler", devices=4, checkpoint=tmp_path / "chain.safetensors").makespan > 0
-    with pytest.raises(CheckpointError, match=r"trained for graph 'chain_mm_112nodes' \(76 ops.*with 4 devices, not for graph 'ffnn_192nodes'.* with 4 devices"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"trained for graph 'chain_mm_112nodes' \(76 ops.*with 4 devices, not for graph 'ffnn_192nodes'.* with 4 devices",
+    ):
         wb.place(ffnn, "doppler", devices=4, checkpoint=tmp_path / "chain.safetensors")
     with pytest.raises(CheckpointError, match=r"with 4 devices, not for graph 'chain_mm_112nodes'.* with 2 devices"):
         wb.place(chain, "doppler", devices=2, checkpoint=tmp_path / "chain.safetensors")
@@ -294,7 +311,7 @@ def test_kill_at_every_checkpoint_write_then_resume_keeps_every_stage(tmp_path, 
     assert without_time(read_metrics(out / "metrics.csv")) == without_time(read_metrics(uninterrupted / "metrics.csv"))
     for stage in ("il", "sim"):
         resumed, whole = (tiny_load_policy(d / "checkpoints" / f"{stage}.safetensors") for d in (out, uninterrupted))
-        assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), whole.state_dict().values()))
+        assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), whole.state_dict().values(), strict=True))
 
 
 # --- divergence ----------------------------------------------------------------------------------------------------
@@ -349,7 +366,10 @@ METRICS_DAMAGE = {
     "duplicate": (lambda text: "".join(_lines(text)[:4] + _lines(text)[3:]), r"line 5: episode 2 appears twice"),
     "gap": (lambda text: "".join(_lines(text)[:3] + _lines(text)[5:]), r"line 4: episodes 2\.\.3 are missing"),
     "stray quote": (lambda text: text.replace("\nil,", '\n"il,', 1), r"line 2 is not a CSV row"),
-    "header typo": (lambda text: text.replace("makespan", "makespn", 1), r"line 1: the header differs .* column 4 \('makespn' instead of 'makespan'\)"),
+    "header typo": (
+        lambda text: text.replace("makespan", "makespn", 1),
+        r"line 1: the header differs .* column 4 \('makespn' instead of 'makespan'\)",
+    ),
     "bad episode": (lambda text: text.replace("\nil,1,", "\nil,one,", 1), r"line 3: episode 'one' is not an integer"),
     "wrong stage": (lambda text: text.replace("\nil,1,", "\nsim,1,", 1), r"line 3: episode 1 has stage 'sim', the config says 'il'"),
 }
@@ -414,7 +434,9 @@ def test_a_checkpoint_from_another_run_is_refused(tmp_path, crashed_run):
     with pytest.raises(Crash):
         train(tiny_config(devices=3), different, library=TINY, progress=False, callback=crash_at(7))
     shutil.copy(different / "checkpoints" / "last.safetensors", out / "checkpoints" / "last.safetensors")
-    with pytest.raises(CheckpointError, match=r"trained for graph 'chain_mm_112nodes' .* with 3 devices, but this run trains .* with 4 devices"):
+    with pytest.raises(
+        CheckpointError, match=r"trained for graph 'chain_mm_112nodes' .* with 3 devices, but this run trains .* with 4 devices"
+    ):
         train(tiny_config(), out, library=TINY, progress=False)
 
 

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from workbench.generators import generate
 from workbench.importers import coarsen
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 1000), nodes=st.integers(2, 60), target=st.integers(1, 30), kind=st.sampled_from(["erdos_renyi", "series_parallel", "layered"]))
+@given(
+    seed=st.integers(0, 1000),
+    nodes=st.integers(2, 60),
+    target=st.integers(1, 30),
+    kind=st.sampled_from(["erdos_renyi", "series_parallel", "layered"]),
+)
 def test_coarsening_any_dag_stays_acyclic_and_maps_every_edge(seed, nodes, target, kind):
     params = {"nodes": nodes} if kind != "layered" else {"layers": max(1, nodes // 6)}
     graph = generate(kind, seed=seed, **params)
@@ -23,8 +27,8 @@ def test_coarsening_any_dag_stays_acyclic_and_maps_every_edge(seed, nodes, targe
     for g, members in enumerate(coarse.metadata["coarse_groups"]):
         label[members] = g
     assert coarse.total_compute == pytest.approx(graph.total_compute)
-    coarse_edges = set(zip(coarse.src.tolist(), coarse.dst.tolist()))
-    for u, v in zip(graph.src.tolist(), graph.dst.tolist()):
+    coarse_edges = set(zip(coarse.src.tolist(), coarse.dst.tolist(), strict=True))
+    for u, v in zip(graph.src.tolist(), graph.dst.tolist(), strict=True):
         assert label[u] == label[v] or (label[u], label[v]) in coarse_edges
 
 

@@ -26,13 +26,13 @@ class HandChecked(nn.Module):
         self.fc = nn.Linear(8, 16)
 
     def forward(self, image: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        x = self.conv(image)                                  # 512 outputs x (2*3*3*3 + 1) = 28160
-        x = self.norm(x)                                      # 5 x 512 = 2560
-        x = F.relu(x)                                         # 512
-        y = self.fc(x)                                        # 64 rows x 16 x (2*8 + 1) = 17408
-        z = torch.matmul(y, y.transpose(-1, -2))              # (1,8,8,16) @ (1,8,16,8): 512 outputs x 2 x 16 = 16384
-        att = F.scaled_dot_product_attention(q, q, q)         # q (1,2,4,8): 8 rows x 4 keys x (16 + 16 + 5) = 1184
-        return z.sum() + att.sum()                            # 512 + 64 (reductions), 1 (add)
+        x = self.conv(image)  # 512 outputs x (2*3*3*3 + 1) = 28160
+        x = self.norm(x)  # 5 x 512 = 2560
+        x = F.relu(x)  # 512
+        y = self.fc(x)  # 64 rows x 16 x (2*8 + 1) = 17408
+        z = torch.matmul(y, y.transpose(-1, -2))  # (1,8,8,16) @ (1,8,16,8): 512 outputs x 2 x 16 = 16384
+        att = F.scaled_dot_product_attention(q, q, q)  # q (1,2,4,8): 8 rows x 4 keys x (16 + 16 + 5) = 1184
+        return z.sum() + att.sum()  # 512 + 64 (reductions), 1 (add)
 
 
 HAND_FLOPS = {"conv": 28160, "norm": 2560, "relu": 512, "fc": 17408, "matmul": 16384, "scaled_dot_product_attention": 1184}
@@ -41,7 +41,7 @@ HAND_FLOPS = {"conv": 28160, "norm": 2560, "relu": 512, "fc": 17408, "matmul": 1
 def test_hand_checked_flops_and_op_counts():
     inputs = (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 4, 8))
     graph = from_torch(HandChecked(), inputs)
-    flops = dict(zip(graph.names, graph.metadata["op_flops"]))
+    flops = dict(zip(graph.names, graph.metadata["op_flops"], strict=True))
     for name, expected in HAND_FLOPS.items():
         assert flops[name] == expected, name
     assert graph.metadata["total_flops"] == sum(HAND_FLOPS.values()) + 512 + 64 + 1

@@ -11,8 +11,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.learn import CheckpointError, EnvConfig, PlacementEnv, PlacementState, PolicyConfig, load_policy, make_policy
@@ -26,7 +25,9 @@ SMALL = PolicyConfig(width=16, message_passing_steps=2, head_hidden=(16,), atten
 # compute [2, 3, 1, 4]; edges with communication 1, 5, 2, 1 (see the hand computations below)
 HAND = wb.DataflowGraph.from_edges([2, 3, 1, 4], [(0, 1, 1), (0, 2, 5), (1, 3, 2), (2, 3, 1)])
 # a fork-join whose optimum on 2 devices (13) beats the critical-path teacher (15) and one device (18)
-SIX = wb.DataflowGraph.from_edges([4, 3, 3, 3, 3, 2], [(0, 1, 1), (0, 2, 1), (0, 3, 6), (0, 4, 6), (1, 5, 1), (2, 5, 1), (3, 5, 1), (4, 5, 1)])
+SIX = wb.DataflowGraph.from_edges(
+    [4, 3, 3, 3, 3, 2], [(0, 1, 1), (0, 2, 1), (0, 3, 6), (0, 4, 6), (1, 5, 1), (2, 5, 1), (3, 5, 1), (4, 5, 1)]
+)
 
 
 @st.composite
@@ -36,7 +37,7 @@ def dags(draw, max_nodes: int = 10):
     chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=2 * n)) if pairs else []
     compute = draw(st.lists(st.integers(0, 9).map(float), min_size=n, max_size=n))
     comm = draw(st.lists(st.integers(0, 9).map(float), min_size=len(chosen), max_size=len(chosen)))
-    return wb.DataflowGraph.from_edges(compute, [(a, b, c) for (a, b), c in zip(chosen, comm)])
+    return wb.DataflowGraph.from_edges(compute, [(a, b, c) for (a, b), c in zip(chosen, comm, strict=True)])
 
 
 def assert_topological(graph: wb.DataflowGraph, order: np.ndarray) -> None:
@@ -67,7 +68,10 @@ def test_static_features_match_hand_computed_values():
     np.testing.assert_allclose(f.edge[:, 0], [0.2, 1.0, 0.4, 0.2] * 2, rtol=1e-6)
     np.testing.assert_array_equal(f.edge[:, 1], [0, 0, 0, 0, 1, 1, 1, 1])
     np.testing.assert_array_equal(f.src, [0, 0, 1, 2, 1, 2, 3, 3])
-    members = lambda path: {r: sorted(path[1][path[0] == r].tolist()) for r in range(4)}  # noqa: E731
+
+    def members(path):
+        return {r: sorted(path[1][path[0] == r].tolist()) for r in range(4)}
+
     assert members(f.down_path) == {0: [0, 2, 3], 1: [1, 3], 2: [2, 3], 3: [3]}
     assert members(f.up_path) == {0: [0], 1: [0, 1], 2: [0, 2], 3: [0, 2, 3]}
     assert f.time_scale == 13
@@ -132,7 +136,11 @@ def test_env_passes_gymnasiums_checker():
 
 def test_env_reward_subtracts_the_running_mean_baseline_and_uses_the_given_oracle():
     calls = []
-    oracle = lambda assignment: calls.append(assignment.copy()) or 10.0 * (len(calls))  # noqa: E731
+
+    def oracle(assignment):
+        calls.append(assignment.copy())
+        return 10.0 * len(calls)
+
     env = PlacementEnv(SIX, 2, makespan_fn=oracle, config=EnvConfig(normalize=False, discount=0.5))
     rewards = []
     for _ in range(3):
@@ -216,7 +224,9 @@ def test_edge_conv_equals_dgl_nnconv():
         conv = EdgeConv(8, 3, aggregator)
         torch.nn.init.normal_(conv.bias)
         feat, edge = torch.randn(inputs.num_nodes, 8), torch.randn(inputs.graph.num_edges(), 3)
-        torch.testing.assert_close(conv(inputs.graph, feat, edge), dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            conv(inputs.graph, feat, edge), dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge), rtol=1e-4, atol=1e-5
+        )
 
 
 def test_torch_aggregation_matches_dgl():

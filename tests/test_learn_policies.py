@@ -10,8 +10,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.learn import METHODS, Guide, PlacementState, load_policy, make_policy
@@ -67,7 +66,12 @@ def test_other_activations_score_consistently(activation):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(graph=dags(), devices=st.integers(1, 4), method=st.sampled_from(sorted(METHODS)), mode=st.sampled_from(["greedy", "sample", "epsilon", "teacher"]))
+@given(
+    graph=dags(),
+    devices=st.integers(1, 4),
+    method=st.sampled_from(sorted(METHODS)),
+    mode=st.sampled_from(["greedy", "sample", "epsilon", "teacher"]),
+)
 def test_every_method_gives_valid_rollouts(policies, graph, devices, method, mode):
     r = policies[method].rollout(graph, devices, mode=mode, epsilon=0.3, teacher=True)
     assert r.assignment.min() >= 0 and r.assignment.max() < devices

@@ -7,8 +7,7 @@ import sys
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
@@ -41,7 +40,7 @@ def _check_conservation_and_order(graph, traced_flops):
     meta = graph.metadata
     assert meta["total_flops"] - meta["combine_flops"] == traced_flops  # exact: kernels share each op's FLOPs in integers
     assert np.all(graph.src < graph.dst)  # nodes are made in a topological order, so the graph is acyclic
-    assert nx.is_directed_acyclic_graph(nx.DiGraph(list(zip(graph.src.tolist(), graph.dst.tolist()))))
+    assert nx.is_directed_acyclic_graph(nx.DiGraph(list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))))
 
 
 def test_mlp_blocks_read_exactly_the_blocks_of_their_slices():
@@ -56,7 +55,7 @@ def test_mlp_blocks_read_exactly_the_blocks_of_their_slices():
     for (b, o), node in first_sum.items():
         assert _preds(graph, node) == {first[b, o, 0], first[b, o, 1]}  # the partial results of its output block
         assert _preds(graph, relu[b, o]) == {node}  # elementwise: the same block
-    for (b, o, k), node in second.items():
+    for (b, _out_block, k), node in second.items():
         assert _preds(graph, node) == {relu[b, k]}  # rows b of the input, contracted slice k
     assert graph.metadata["unsharded"] == []
 
@@ -79,7 +78,7 @@ def test_gather_reads_exactly_the_overlapping_blocks_and_aliases_aligned_ones():
 
 
 def _preds_of(program, node):
-    return {s for s, d in zip(program.src, program.dst) if d == node}
+    return {s for s, d in zip(program.src, program.dst, strict=True) if d == node}
 
 
 class Attention(nn.Module):
@@ -137,7 +136,9 @@ def test_einsum_style_spells_out_norms_softmax_and_bias_and_forms_every_contract
     scores, formed = _blocks(graph, "matmul"), _blocks(graph, "matmul.formation")  # q @ k^T: head_dim whole, one kernel per block
     assert formed and len(formed) == len(scores)
     assert all(_preds(graph, node) == {scores[index + (0,)]} for index, node in formed.items())  # each copies its one kernel
-    assert all(graph.compute[node] == graph.compute[scores[index + (0,)]] / 4 for index, node in formed.items())  # elements written, head_dim 4
+    assert all(
+        graph.compute[node] == graph.compute[scores[index + (0,)]] / 4 for index, node in formed.items()
+    )  # elements written, head_dim 4
     torch_style = shard_traced(_ATTENTION, "batch=2,seq=2,hidden=2")
     assert "formation" not in torch_style.op_types and torch_style.num_nodes < graph.num_nodes
     with pytest.raises(ValueError, match="unknown kernel style 'fused'; use torch or einsum"):

@@ -15,7 +15,6 @@ import os
 import sys
 import types
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,9 +101,14 @@ class TinyPolicy(torch.nn.Module):
                 agreed += int(i in best_ops and d in best_devices)
         steps = graph.num_nodes
         return Rollout(
-            schedule.device.copy(), np.array(schedule.order), log_prob, torch.stack(entropies).mean(),
-            torch.stack(losses).mean() if teacher else None, agreed / steps if teacher else None, steps,
-        )  # fmt: skip
+            schedule.device.copy(),
+            np.array(schedule.order),
+            log_prob,
+            torch.stack(entropies).mean(),
+            torch.stack(losses).mean() if teacher else None,
+            agreed / steps if teacher else None,
+            steps,
+        )
 
     def save(self, path, extra=None):
         write_checkpoint(path, self.state_dict(), {"method": "tiny"}, extra, getattr(self, "trained_for", None))
@@ -182,7 +186,21 @@ def test_run_directory_matches_the_contract(finished_run):
     assert [float(r["lr"]) for r in sim] == pytest.approx(np.linspace(1e-4, 1e-7, 6))
     assert np.all(np.diff([float(r["seconds"]) for r in rows]) > 0)
     meta = read_meta(out / "meta.json")
-    assert {"status", "method", "graphs", "devices", "seed", "stages", "started", "updated", "versions", "machine", "command", "error", "reference"} <= set(meta)
+    assert {
+        "status",
+        "method",
+        "graphs",
+        "devices",
+        "seed",
+        "stages",
+        "started",
+        "updated",
+        "versions",
+        "machine",
+        "command",
+        "error",
+        "reference",
+    } <= set(meta)
     assert meta["status"] == "finished" and meta["error"] is None and meta["stages"] == ["il", "sim"]
     graph = workbench.bundled_graph(CHAIN)
     assert meta["reference"][graph.name]["critical_path"] == workbench.place(graph, "critical_path", 4).makespan
@@ -264,7 +282,9 @@ def test_sigterm_stops_after_the_episode_with_a_checkpoint_and_resumes(tmp_path,
 def test_another_seed_trains_differently(tmp_path, finished_run):
     rows = read_metrics(train(tiny_config(seed=1, episodes=(3, 1)), tmp_path / "s1", library=TINY, progress=False).run_dir / "metrics.csv")
     reference = read_metrics(finished_run[0] / "metrics.csv")[:3]
-    assert [r["makespan"] for r in rows[:3]] != [r["makespan"] for r in reference] or [r["loss"] for r in rows[:3]] != [r["loss"] for r in reference]
+    assert [r["makespan"] for r in rows[:3]] != [r["makespan"] for r in reference] or [r["loss"] for r in rows[:3]] != [
+        r["loss"] for r in reference
+    ]
 
 
 def test_a_half_written_metrics_line_is_ignored_and_dropped_on_resume(tmp_path):
@@ -311,7 +331,12 @@ SMALL_2 = str(STG_DIR / "50" / "rand0001.stg")
 
 
 def test_imitation_on_chainmm_reaches_the_teacher_makespan(tmp_path):
-    result = train(tiny_config(stages=("il",), episodes=(12,), il_lr=0.2, il_epsilon=0.1, search_samples=0), tmp_path / "il", library=TINY, progress=False)
+    result = train(
+        tiny_config(stages=("il",), episodes=(12,), il_lr=0.2, il_epsilon=0.1, search_samples=0),
+        tmp_path / "il",
+        library=TINY,
+        progress=False,
+    )
     found = result.evaluation[CHAIN]
     assert found["greedy"] == found["critical_path"] == workbench.place(workbench.bundled_graph(CHAIN), "critical_path", 4).makespan
     agreement = [float(r["teacher_agreement"]) for r in read_metrics(tmp_path / "il" / "metrics.csv")]
@@ -321,7 +346,9 @@ def test_imitation_on_chainmm_reaches_the_teacher_makespan(tmp_path):
 def _mean_sampled_makespan(policy, graph, samples=8):
     generator = torch.Generator().manual_seed(5)
     with torch.no_grad():
-        return np.mean([workbench.simulate(graph, policy.rollout(graph, 4, generator=generator).assignment, 4).makespan for _ in range(samples)])
+        return np.mean(
+            [workbench.simulate(graph, policy.rollout(graph, 4, generator=generator).assignment, 4).makespan for _ in range(samples)]
+        )
 
 
 def test_reinforce_improves_on_its_starting_checkpoint(tmp_path):
@@ -330,8 +357,17 @@ def test_reinforce_improves_on_its_starting_checkpoint(tmp_path):
     with torch.no_grad():
         start.plc.weight.fill_(3.0)  # prefers the device where the op starts latest: a poor start
     start.save(tmp_path / "start.safetensors")
-    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(20,), init_checkpoint=str(tmp_path / "start.safetensors"),
-                         rl_lr_start=0.1, rl_lr_end=0.01, rl_mode="sample", search_samples=0, checkpoint_every=100)  # fmt: skip
+    config = tiny_config(
+        graphs=(SMALL,),
+        stages=("sim",),
+        episodes=(20,),
+        init_checkpoint=str(tmp_path / "start.safetensors"),
+        rl_lr_start=0.1,
+        rl_lr_end=0.01,
+        rl_mode="sample",
+        search_samples=0,
+        checkpoint_every=100,
+    )
     train(config, tmp_path / "rl", library=TINY, progress=False)
     trained = tiny_load_policy(tmp_path / "rl" / "checkpoints" / "sim.safetensors")
     graph = workbench.load_graph(SMALL)
@@ -372,7 +408,9 @@ def test_multi_graph_training_cycles_graphs_and_keeps_a_best_placement_each(tmp_
     result = train(config, tmp_path / "run", library=TINY, progress=False)
     names = ["rand0000", "rand0001"]
     transfer = result.evaluation["rand0002"]
-    assert transfer["seen"] is False and transfer["search"] <= transfer["greedy"] and transfer["best_heuristic"] <= transfer["critical_path"]
+    assert (
+        transfer["seen"] is False and transfer["search"] <= transfer["greedy"] and transfer["best_heuristic"] <= transfer["critical_path"]
+    )
     assert not (tmp_path / "run" / "best" / "rand0002").exists()
     assert [r["graph"] for r in read_metrics(tmp_path / "run" / "metrics.csv")] == names * 2
     meta = read_meta(tmp_path / "run" / "meta.json")
@@ -389,8 +427,25 @@ def test_cli_trains_with_the_stand_in_policy_and_resumes(tmp_path, monkeypatch, 
     from workbench.cli import main
 
     monkeypatch.setitem(sys.modules, "workbench.learn", TINY)
-    argv = ["train", SMALL, "--devices", "3", "--stages", "il,sim", "--episodes", "2,2", "--out", str(tmp_path / "run"),
-            "--seed", "4", "--set", "search_samples=2", "--set", "rl_mode=sample", "--no-progress"]  # fmt: skip
+    argv = [
+        "train",
+        SMALL,
+        "--devices",
+        "3",
+        "--stages",
+        "il,sim",
+        "--episodes",
+        "2,2",
+        "--out",
+        str(tmp_path / "run"),
+        "--seed",
+        "4",
+        "--set",
+        "search_samples=2",
+        "--set",
+        "rl_mode=sample",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "finished, 4 episodes" in printed and "critical_path" in printed
@@ -436,7 +491,9 @@ def test_export_ships_the_policy_with_the_run_records(finished_run, tmp_path):
     assert record["greedy_by_stage"][chosen][CHAIN] == min(v[CHAIN] for v in record["greedy_by_stage"].values())
     assert (target.parent / "metrics.csv").read_text() == (finished_run[0] / "metrics.csv").read_text()
     assert json.loads((target.parent / "best_placement.json").read_text())["graph"] == CHAIN
-    assert torch.equal(tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / f"{chosen}.safetensors").plc.weight)
+    assert torch.equal(
+        tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / f"{chosen}.safetensors").plc.weight
+    )
 
 
 # --- the real DOPPLER policy (workbench.learn) -----------------------------------------------------------
@@ -473,8 +530,16 @@ def test_grouped_updates_use_leave_one_out_baselines_and_resume_between_updates(
     pytest.importorskip("dgl")
     learn = pytest.importorskip("workbench.learn")
     # groups of 4, 4 and 2 episodes; checkpoints fall only between updates
-    config = TrainConfig(graphs=(SMALL,), stages=("sim",), episodes=(10,), rollouts_per_update=4, rl_mode="sample",
-                         checkpoint_every=3, search_samples=0, device="cpu")  # fmt: skip
+    config = TrainConfig(
+        graphs=(SMALL,),
+        stages=("sim",),
+        episodes=(10,),
+        rollouts_per_update=4,
+        rl_mode="sample",
+        checkpoint_every=3,
+        search_samples=0,
+        device="cpu",
+    )
     train(config, tmp_path / "whole", library=learn, progress=False)
     whole = read_metrics(tmp_path / "whole" / "metrics.csv")
     for group in (whole[0:4], whole[4:8], whole[8:10]):
@@ -507,8 +572,16 @@ def test_tensorboard_mirrors_the_metrics_and_drops_replayed_episodes_on_resume(t
 def test_set_parses_every_field_type():
     from workbench.training.config import parse_overrides
 
-    parsed = parse_overrides(["tensorboard=false", "rollouts_per_update=8", "rl_lr_start=3e-4", "eval_graphs=ffnn,chain_mm", "init_checkpoint=none"])
-    assert parsed == {"tensorboard": False, "rollouts_per_update": 8, "rl_lr_start": 3e-4, "eval_graphs": ("ffnn", "chain_mm"), "init_checkpoint": None}
+    parsed = parse_overrides(
+        ["tensorboard=false", "rollouts_per_update=8", "rl_lr_start=3e-4", "eval_graphs=ffnn,chain_mm", "init_checkpoint=none"]
+    )
+    assert parsed == {
+        "tensorboard": False,
+        "rollouts_per_update": 8,
+        "rl_lr_start": 3e-4,
+        "eval_graphs": ("ffnn", "chain_mm"),
+        "init_checkpoint": None,
+    }
     assert parse_overrides(["tensorboard=TRUE"]) == {"tensorboard": True}
 
 
@@ -518,8 +591,17 @@ def test_the_recorded_command_reproduces_the_config(tmp_path, monkeypatch):
     from workbench.cli import main
 
     monkeypatch.setitem(sys.modules, "workbench.learn", TINY)
-    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(3,), rl_epsilon_start=0.1, rl_mode="sample", rl_lr_start=0.01,
-                         eval_graphs=(SMALL_2,), tensorboard=False, search_samples=0)  # fmt: skip
+    config = tiny_config(
+        graphs=(SMALL,),
+        stages=("sim",),
+        episodes=(3,),
+        rl_epsilon_start=0.1,
+        rl_mode="sample",
+        rl_lr_start=0.01,
+        eval_graphs=(SMALL_2,),
+        tensorboard=False,
+        search_samples=0,
+    )
     train(config, tmp_path / "a", library=TINY, progress=False)
     command = read_meta(tmp_path / "a" / "meta.json")["command"]
     argv = shlex.split(command)[1:]
@@ -532,8 +614,17 @@ def test_the_recorded_command_reproduces_the_config(tmp_path, monkeypatch):
 def test_self_imitation_replays_the_stage_best_and_survives_a_resume(tmp_path):
     pytest.importorskip("dgl")
     learn = pytest.importorskip("workbench.learn")
-    config = TrainConfig(graphs=(SMALL,), stages=("sim",), episodes=(12,), rollouts_per_update=3, rl_mode="sample",
-                         self_imitation_weight=1.0, checkpoint_every=3, search_samples=0, device="cpu")  # fmt: skip
+    config = TrainConfig(
+        graphs=(SMALL,),
+        stages=("sim",),
+        episodes=(12,),
+        rollouts_per_update=3,
+        rl_mode="sample",
+        self_imitation_weight=1.0,
+        checkpoint_every=3,
+        search_samples=0,
+        device="cpu",
+    )
     train(config, tmp_path / "whole", library=learn, progress=False)
     whole = read_metrics(tmp_path / "whole" / "metrics.csv")
     # the first update has no elite yet; every later one adds the replay's loss
@@ -554,8 +645,18 @@ def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_p
     torch.manual_seed(0)
     start = TinyPolicy()
     start.save(tmp_path / "start.safetensors")
-    config = tiny_config(graphs=(SMALL,), stages=("sim",), episodes=(24,), init_checkpoint=str(tmp_path / "start.safetensors"),
-                         rl_lr_start=0.5, rl_lr_end=0.5, rl_mode="sample", greedy_every=4, search_samples=0, checkpoint_every=5)  # fmt: skip
+    config = tiny_config(
+        graphs=(SMALL,),
+        stages=("sim",),
+        episodes=(24,),
+        init_checkpoint=str(tmp_path / "start.safetensors"),
+        rl_lr_start=0.5,
+        rl_lr_end=0.5,
+        rl_mode="sample",
+        greedy_every=4,
+        search_samples=0,
+        checkpoint_every=5,
+    )
     result = train(config, tmp_path / "run", library=TINY, progress=False)
     graph = workbench.load_graph(SMALL)
     run = RunDirectory(tmp_path / "run")
@@ -565,7 +666,10 @@ def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_p
     best_makespan = workbench.simulate(graph, best.rollout(graph, 4, mode="greedy").assignment, 4).makespan
     assert best_makespan == selection["greedy"][graph.name] == result.evaluation[graph.name]["greedy"]
     final = tiny_load_policy(run.stage_checkpoint("sim"))
-    assert selection["episode"] < 24 and best_makespan < workbench.simulate(graph, final.rollout(graph, 4, mode="greedy").assignment, 4).makespan
+    assert (
+        selection["episode"] < 24
+        and best_makespan < workbench.simulate(graph, final.rollout(graph, 4, mode="greedy").assignment, 4).makespan
+    )
     with pytest.raises(Crash):  # the selection so far lives in the checkpoint: a resumed run ends with the same one
         train(config, tmp_path / "resumed", library=TINY, progress=False, callback=crash_at(13))
     train(config, tmp_path / "resumed", library=TINY, progress=False)

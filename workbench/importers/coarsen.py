@@ -22,7 +22,7 @@ graph are dropped: they index the original ops).
 
 from __future__ import annotations
 
-from typing import Collection
+from collections.abc import Collection
 
 import numpy as np
 
@@ -38,7 +38,7 @@ class CoarsenError(ValueError):
 CHEAP_CATEGORIES = frozenset({"elementwise", "view"})
 
 
-def _fusible_mask(graph: DataflowGraph, fusible: "np.ndarray | Collection[str] | None") -> np.ndarray:
+def _fusible_mask(graph: DataflowGraph, fusible: np.ndarray | Collection[str] | None) -> np.ndarray:
     if fusible is None:
         categories = graph.metadata.get("op_categories")
         if categories is None:
@@ -67,7 +67,7 @@ def _contract(graph: DataflowGraph, labels: np.ndarray) -> tuple[DataflowGraph, 
     cross = gs != gd
     # one transfer per (producing op, destination group): the same tensor is sent once
     per_producer: dict[tuple[int, int], float] = {}
-    for u, g, c in zip(graph.src[cross].tolist(), gd[cross].tolist(), graph.comm[cross].tolist()):
+    for u, g, c in zip(graph.src[cross].tolist(), gd[cross].tolist(), graph.comm[cross].tolist(), strict=True):
         per_producer[(u, g)] = max(per_producer.get((u, g), 0.0), c)
     comm: dict[tuple[int, int], float] = {}
     for (u, g), c in per_producer.items():
@@ -108,7 +108,7 @@ def _level_pairs(graph: DataflowGraph) -> list[tuple[int, int]]:
 def _matching(first: np.ndarray, second: np.ndarray) -> list[tuple[int, int]]:
     used: set[int] = set()
     pairs = []
-    for u, v in zip(first.tolist(), second.tolist()):
+    for u, v in zip(first.tolist(), second.tolist(), strict=True):
         if u not in used and v not in used:
             used.update((u, v))
             pairs.append((u, v))
@@ -119,7 +119,7 @@ def coarsen(
     graph: DataflowGraph,
     target_nodes: int | None = None,
     fuse_elementwise: bool = True,
-    fusible: "np.ndarray | Collection[str] | None" = None,
+    fusible: np.ndarray | Collection[str] | None = None,
 ) -> DataflowGraph:
     """Fuse cheap ops into their producers, then group ops until at most ``target_nodes`` remain.
 
@@ -167,7 +167,7 @@ def coarsen(
         src=coarse.src,
         dst=coarse.dst,
         comm=coarse.comm,
-        names=tuple(graph.op_name(h) + (f" (+{len(g) - 1})" if len(g) > 1 else "") for h, g in zip(heaviest, groups)),
+        names=tuple(graph.op_name(h) + (f" (+{len(g) - 1})" if len(g) > 1 else "") for h, g in zip(heaviest, groups, strict=True)),
         op_types=tuple(graph.op_types[h] for h in heaviest) if graph.op_types is not None else None,
         metadata=metadata,
     )

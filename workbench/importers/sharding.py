@@ -39,8 +39,10 @@ equals the traced model's ``total_flops``. Costs come from a cost model:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,9 +63,38 @@ KERNEL_STYLES = ("torch", "einsum")
 dimension is split); ``einsum``, the steps the paper's system writes (see :func:`shard`)."""
 
 _NON_POINTWISE = frozenset(
-    {"gather", "index_select", "scatter", "scatter_add", "cumsum", "cumprod", "roll", "flip", "pad", "interpolate", "upsample",
-     "sort", "topk", "repeat", "repeat_interleave", "tile", "index", "take", "one_hot", "diff", "cross", "argsort", "nonzero",
-     "masked_select", "unique", "bincount", "histc", "diag", "tril_indices", "triu_indices"}
+    {
+        "gather",
+        "index_select",
+        "scatter",
+        "scatter_add",
+        "cumsum",
+        "cumprod",
+        "roll",
+        "flip",
+        "pad",
+        "interpolate",
+        "upsample",
+        "sort",
+        "topk",
+        "repeat",
+        "repeat_interleave",
+        "tile",
+        "index",
+        "take",
+        "one_hot",
+        "diff",
+        "cross",
+        "argsort",
+        "nonzero",
+        "masked_select",
+        "unique",
+        "bincount",
+        "histc",
+        "diag",
+        "tril_indices",
+        "triu_indices",
+    }
 )
 _MAX_COMBINE = frozenset({"amax", "amin", "max", "min", "argmax", "argmin", "all", "any"})
 
@@ -76,7 +107,7 @@ class _Unsupported(Exception):
     """This op cannot be sharded: it becomes one node (the message says why)."""
 
 
-def parse_parts(text: "str | Mapping[str, int] | None") -> dict[str, int]:
+def parse_parts(text: str | Mapping[str, int] | None) -> dict[str, int]:
     """``"batch=2,heads=4"`` (or a dict) → ``{"batch": 2, "heads": 4}``; a clear error for anything else."""
     if text is None:
         return {}
@@ -122,7 +153,7 @@ class _Value:
 
     def factors(self, dim: int) -> list[tuple[int, str]]:
         sl = self.factor_slice(dim)
-        return list(zip(self.tensor.shape[sl], self.kinds[sl]))
+        return list(zip(self.tensor.shape[sl], self.kinds[sl], strict=True))
 
 
 def _letters():
@@ -136,7 +167,7 @@ def _shares(total: int, weights: Sequence[float]) -> list[int]:
     """``total`` split in integers proportional to ``weights``, adding up to it exactly."""
     bounds = np.concatenate([[0.0], np.cumsum(weights)]) / sum(weights)
     cuts = [int(total * b) for b in bounds[:-1]] + [int(total)]
-    return [b - a for a, b in zip(cuts, cuts[1:])]
+    return [b - a for a, b in pairwise(cuts)]
 
 
 class _Sharder:
@@ -152,11 +183,13 @@ class _Sharder:
     # ------------------------------------------------------------ values
     def free(self, name: str, shape: Sequence[int], kinds: Sequence[str]) -> _Value:
         shape = tuple(int(s) for s in shape)
-        tensor = self.program.input(name, shape, [self.count(k, s) for k, s in zip(kinds, shape)])
+        tensor = self.program.input(name, shape, [self.count(k, s) for k, s in zip(kinds, shape, strict=False)])
         return _Value(tensor, tuple(kinds), (1,) * len(shape))
 
     def relabel(self, value: _Value, tensor_shape, parts, blocks, kinds, groups) -> _Value:
-        tensor = BlockTensor(value.tensor.name, tuple(int(s) for s in tensor_shape), tuple(int(p) for p in parts), np.asarray(blocks).reshape(tuple(parts)))
+        tensor = BlockTensor(
+            value.tensor.name, tuple(int(s) for s in tensor_shape), tuple(int(p) for p in parts), np.asarray(blocks).reshape(tuple(parts))
+        )
         return _Value(tensor, tuple(kinds), tuple(groups))
 
     def with_factor_parts(self, value: _Value, parts: Sequence[int]) -> _Value:
@@ -194,7 +227,7 @@ class _Sharder:
                 parts[f] = 1
             value = self.with_factor_parts(value, parts)
             t = value.tensor
-        merged_kind = next((k for k, p in zip(factor_kinds, t.parts[sl]) if p > 1), factor_kinds[0])
+        merged_kind = next((k for k, p in zip(factor_kinds, t.parts[sl], strict=True) if p > 1), factor_kinds[0])
         shape = list(t.shape[: sl.start]) + [math.prod(t.shape[sl])] + list(t.shape[sl.stop :])
         parts = list(t.parts[: sl.start]) + [math.prod(t.parts[sl])] + list(t.parts[sl.stop :])
         kinds = list(value.kinds[: sl.start]) + [merged_kind] + list(value.kinds[sl.stop :])
@@ -323,14 +356,23 @@ class _Sharder:
         in_bytes = sum(math.prod(v.shape) for v in inputs) * self.program.cost_model.itemsize
         out_elems = sum(math.prod(s) for s, _ in record.outs)
         node = self.program.node(
-            record.node.name, record.op_type, preds, int(record.flops), out_elems,
-            in_bytes + out_elems * self.program.cost_model.itemsize, out_elems * self.program.cost_model.itemsize,
+            record.node.name,
+            record.op_type,
+            preds,
+            int(record.flops),
+            out_elems,
+            in_bytes + out_elems * self.program.cost_model.itemsize,
+            out_elems * self.program.cost_model.itemsize,
         )
         source = next((v for v in inputs if v.produced), None)
         outs = []
         for shape, _ in record.outs:
-            kinds = [source.kinds[source.factor_slice(d).start] if source is not None and d < len(source.shape) and source.shape[d] == size else "other"
-                     for d, size in enumerate(shape)]
+            kinds = [
+                source.kinds[source.factor_slice(d).start]
+                if source is not None and d < len(source.shape) and source.shape[d] == size
+                else "other"
+                for d, size in enumerate(shape)
+            ]
             tensor = self.program.input(record.node.name, shape, [1] * len(shape))
             tensor.blocks[...] = node
             outs.append(_Value(tensor, tuple(kinds), (1,) * len(shape)))
@@ -402,8 +444,14 @@ class _Walker:
         if category == "view":
             return self.view(record)
         rule = {
-            "matmul": self.matmul, "conv": self.conv, "attention": self.attention, "norm": self.norm, "softmax": self.softmax,
-            "embedding": self.embedding, "pool": self.pool, "reduce": self.reduce,
+            "matmul": self.matmul,
+            "conv": self.conv,
+            "attention": self.attention,
+            "norm": self.norm,
+            "softmax": self.softmax,
+            "embedding": self.embedding,
+            "pool": self.pool,
+            "reduce": self.reduce,
         }.get(category, self.elementwise)
         if record.op_type in ("cat", "concat", "concatenate", "stack"):
             rule = self.cat
@@ -427,7 +475,9 @@ class _Walker:
         for value in inputs:
             value, mapping = self.s.squeeze_to(value, len(out_shape), out_shape)
             operands.append((value, [out_labels[m] for m in mapping]))
-        broadcast = {label: (size, "other") for label, size in zip(out_labels, out_shape)}  # dimensions that every input broadcasts
+        broadcast = {
+            label: (size, "other") for label, size in zip(out_labels, out_shape, strict=True)
+        }  # dimensions that every input broadcasts
         return self.s.apply(record.node.name, record.op_type, operands, out_labels, record.flops, new_labels=broadcast)
 
     def reduce(self, record: OpRecord) -> Any:
@@ -497,7 +547,7 @@ class _Walker:
         elems, rows = math.prod(x.shape), math.prod(x.shape[d] for d in range(len(labels)) if d not in reduced)
         steps = ["sum", "mean", "sub", "square", "square_sum", "var_eps", "rsqrt", "normalise"] + ["weight"] * weight + ["bias"] * bias
         work = {"mean": rows, "var_eps": 2 * rows, "rsqrt": rows}
-        flops = dict(zip(steps, _shares(int(record.flops), [work.get(step, elems) for step in steps])))
+        flops = dict(zip(steps, _shares(int(record.flops), [work.get(step, elems) for step in steps]), strict=True))
         full = (x, labels)
         total = self.s.apply(f"{name}.sum", "reduce_sum", [full], kept, flops["sum"])
         mean = self.s.apply(f"{name}.mean", "div", [(total, kept)], kept, flops["mean"])
@@ -553,7 +603,7 @@ class _Walker:
             lhs, _, rhs = equation.partition("->")
             if "." in equation or not rhs:
                 raise _Unsupported("einsum with ellipsis or implicit output")
-            operands = [(v, list(spec)) for v, spec in zip(args, lhs.split(","))]
+            operands = [(v, list(spec)) for v, spec in zip(args, lhs.split(","), strict=False)]
             return self.s.apply(node.name, "einsum", operands, list(rhs), record.flops)
         if op_type == "linear":
             x = args[0]
@@ -621,11 +671,19 @@ class _Walker:
             raise _Unsupported("attention shapes do not match its FLOPs")
         b_labels = [self.label() for _ in batch]
         ls, lt, ld, le = self.label(), self.label(), self.label(), self.label()
-        scores = self.s.apply(f"{node.name}.scores", "matmul", [(q, b_labels + [ls, ld]), (k, b_labels + [lt, ld])], b_labels + [ls, lt], score_flops)
+        scores = self.s.apply(
+            f"{node.name}.scores", "matmul", [(q, b_labels + [ls, ld]), (k, b_labels + [lt, ld])], b_labels + [ls, lt], score_flops
+        )
         if causal and mask is None and self.s.einsum_steps:  # the causal mask as an added input, as the paper's system writes it
             mask = self.s.free(f"{node.name}.causal_mask", (s, t), (scores.kinds[scores.factor_slice(len(batch)).start], scores.kinds[-1]))
         probs = self.masked_softmax(node.name, scores, b_labels + [ls, lt], mask, soft_flops)
-        return self.s.apply(f"{node.name}.context", "matmul", [(probs, b_labels + [ls, lt]), (v, b_labels + [lt, le])], b_labels + [ls, le], flops - score_flops - soft_flops)
+        return self.s.apply(
+            f"{node.name}.context",
+            "matmul",
+            [(probs, b_labels + [ls, lt]), (v, b_labels + [lt, le])],
+            b_labels + [ls, le],
+            flops - score_flops - soft_flops,
+        )
 
     def masked_softmax(self, name: str, scores: _Value, labels: list[str], mask: _Value | None, flops: int) -> _Value:
         """Mask and softmax of attention scores. The torch style folds the 1/sqrt(d) scale into the scores and joins the
@@ -657,19 +715,45 @@ class _Walker:
         for part, source, length in (("q", query, ls), ("k", key, lt), ("v", value, lt)):
             weight = self.s.free(f"{node.name}.W{part}", (width, heads, head_dim), ("hidden", "heads", "head_dim"))
             flops = 2 * batch * source.shape[1] * width * width
-            projected[part] = self.s.apply(f"{node.name}.{part}_proj", "linear", [(source, [lb, length, lh]), (weight, [lh, ln, ld])],
-                                           [lb, length, ln, ld], flops, new_labels=new, whole=[ld])
+            projected[part] = self.s.apply(
+                f"{node.name}.{part}_proj",
+                "linear",
+                [(source, [lb, length, lh]), (weight, [lh, ln, ld])],
+                [lb, length, ln, ld],
+                flops,
+                new_labels=new,
+                whole=[ld],
+            )
             spent += flops
         flops = 2 * batch * s * t * width
-        scores = self.s.apply(f"{node.name}.scores", "matmul", [(projected["q"], [lb, ls, ln, ld]), (projected["k"], [lb, lt, ln, ld])],
-                              [lb, ln, ls, lt], flops, whole=[ld])
+        scores = self.s.apply(
+            f"{node.name}.scores",
+            "matmul",
+            [(projected["q"], [lb, ls, ln, ld]), (projected["k"], [lb, lt, ln, ld])],
+            [lb, ln, ls, lt],
+            flops,
+            whole=[ld],
+        )
         probs = self.masked_softmax(node.name, scores, [lb, ln, ls, lt], None, 5 * batch * heads * s * t)
-        context = self.s.apply(f"{node.name}.context", "matmul", [(probs, [lb, ln, ls, lt]), (projected["v"], [lb, lt, ln, ld])],
-                               [lb, ls, ln, ld], flops, whole=[ld])
+        context = self.s.apply(
+            f"{node.name}.context",
+            "matmul",
+            [(probs, [lb, ln, ls, lt]), (projected["v"], [lb, lt, ln, ld])],
+            [lb, ls, ln, ld],
+            flops,
+            whole=[ld],
+        )
         spent += 2 * flops + 5 * batch * heads * s * t
         w_out = self.s.free(f"{node.name}.Wo", (heads, head_dim, width), ("heads", "head_dim", "hidden"))
-        out = self.s.apply(f"{node.name}.out_proj", "linear", [(context, [lb, ls, ln, ld]), (w_out, [ln, ld, lo])], [lb, ls, lo],
-                           int(record.flops) - spent, new_labels={lo: (width, "hidden")}, whole=[ld])
+        out = self.s.apply(
+            f"{node.name}.out_proj",
+            "linear",
+            [(context, [lb, ls, ln, ld]), (w_out, [ln, ld, lo])],
+            [lb, ls, lo],
+            int(record.flops) - spent,
+            new_labels={lo: (width, "hidden")},
+            whole=[ld],
+        )
         return (out, None)
 
     def conv(self, record: OpRecord) -> _Value:
@@ -681,7 +765,7 @@ class _Walker:
         lb, lc = self.label(), self.label()
         in_spatial = [self.label() for _ in range(spatial)]
         out_spatial = [self.label() for _ in range(spatial)]
-        new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:])}
+        new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:], strict=True)}
         if groups > 1 and groups == x.shape[1] == out_shape[1]:  # depthwise: output channel c reads input channel c
             out_labels = [lb, lc] + out_spatial
         else:  # dense (grouped convolutions read all channel blocks: a superset of their true inputs)
@@ -690,8 +774,16 @@ class _Walker:
             out_labels = [lb, lo] + out_spatial
         kernel = math.prod(module.kernel_size) if module is not None else 1
         mult_adds = math.prod(out_shape) * (x.shape[1] // groups) * kernel
-        return self.s.apply(node.name, record.op_type, [(x, [lb, lc] + in_spatial)], out_labels, record.flops,
-                            points=mult_adds, new_labels=new, whole=in_spatial + out_spatial)
+        return self.s.apply(
+            node.name,
+            record.op_type,
+            [(x, [lb, lc] + in_spatial)],
+            out_labels,
+            record.flops,
+            points=mult_adds,
+            new_labels=new,
+            whole=in_spatial + out_spatial,
+        )
 
     def pool(self, record: OpRecord) -> _Value:
         node = record.node
@@ -702,9 +794,18 @@ class _Walker:
         lead = [self.label() for _ in x.shape[:2]]
         in_spatial = [self.label() for _ in x.shape[2:]]
         out_spatial = [self.label() for _ in out_shape[2:]]
-        new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:])}
-        return self.s.apply(node.name, record.op_type, [(x, lead + in_spatial)], lead + out_spatial, record.flops,
-                            points=math.prod(x.shape), new_labels=new, whole=in_spatial + out_spatial, combine="partial_max")
+        new = {label: (size, "spatial") for label, size in zip(out_spatial, out_shape[2:], strict=True)}
+        return self.s.apply(
+            node.name,
+            record.op_type,
+            [(x, lead + in_spatial)],
+            lead + out_spatial,
+            record.flops,
+            points=math.prod(x.shape),
+            new_labels=new,
+            whole=in_spatial + out_spatial,
+            combine="partial_max",
+        )
 
     def embedding(self, record: OpRecord) -> _Value:
         node = record.node
@@ -712,8 +813,15 @@ class _Walker:
         out_shape = self.out_shape(record)
         labels = [self.label() for _ in ids.shape]
         width = self.label()
-        return self.s.apply(node.name, record.op_type, [(ids, labels)], labels + [width], record.flops,
-                            points=math.prod(out_shape), new_labels={width: (out_shape[-1], "hidden")})
+        return self.s.apply(
+            node.name,
+            record.op_type,
+            [(ids, labels)],
+            labels + [width],
+            record.flops,
+            points=math.prod(out_shape),
+            new_labels={width: (out_shape[-1], "hidden")},
+        )
 
     # -------------------------------------------------------- views, slices and concatenation
     def view(self, record: OpRecord) -> Any:
@@ -811,8 +919,9 @@ class _Walker:
             parts = [repart.get(f, p) for f, p in enumerate(t.parts)]
             value = self.s.with_factor_parts(value, parts)
             t = value.tensor
-        return self.s.relabel(value, [s for s, _, _ in out_factors], [p for _, _, p in out_factors], t.blocks,
-                              [k for _, k, _ in out_factors], groups)
+        return self.s.relabel(
+            value, [s for s, _, _ in out_factors], [p for _, _, p in out_factors], t.blocks, [k for _, k, _ in out_factors], groups
+        )
 
     def slice_dim(self, name: str, value: _Value, dim: int, start: int, stop: int) -> _Value:
         size = value.shape[dim]
@@ -917,10 +1026,10 @@ class _Walker:
 
 def shard_traced(
     traced: Traced,
-    parts: "str | Mapping[str, int] | None" = None,
+    parts: str | Mapping[str, int] | None = None,
     *,
     cost_model: str = "roofline",
-    profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
+    profile: str | DeviceProfile | Mapping[str, Any] = "V100",
     dtype: str = "float32",
     kernels: str = "torch",
     name: str | None = None,
@@ -947,14 +1056,14 @@ def shard_traced(
                 result = walker.op(record)
                 traced_shape = tuple(record.outs[0][0])
                 if isinstance(result, _Value) and (
-                    len(result.shape) != len(traced_shape) or any(a not in (b, 1) for a, b in zip(result.shape, traced_shape))
+                    len(result.shape) != len(traced_shape) or any(a not in (b, 1) for a, b in zip(result.shape, traced_shape, strict=True))
                 ):  # broadcast (expanded) dimensions may stay size 1
                     raise _Unsupported(f"sharded shape {result.shape} is not the traced {traced_shape}")
             except _Unsupported as reason:
                 outs = sharder.single(record, walker.tensor_args(node), str(reason))
                 result = outs[0] if len(outs) == 1 else tuple(outs)
             walker.values[node] = result
-    combine_flops = float(sum(f for f, t in zip(program.flops, program.op_types) if t.startswith("partial_")))
+    combine_flops = float(sum(f for f, t in zip(program.flops, program.op_types, strict=True) if t.startswith("partial_")))
     source_flops = float(sum(r.flops for r in records.values()))
     model_name = name or type(traced.gm).__name__
     return program.graph(
@@ -979,14 +1088,14 @@ def shard_traced(
 def shard(
     module: torch.nn.Module,
     example_inputs: Any = None,
-    parts: "str | Mapping[str, int] | None" = None,
+    parts: str | Mapping[str, int] | None = None,
     *,
     target_nodes: int | None = None,
     cost_model: str = "roofline",
-    profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
+    profile: str | DeviceProfile | Mapping[str, Any] = "V100",
     dtype: str = "float32",
     kernels: str = "torch",
-    device: "str | torch.device | None" = None,
+    device: str | torch.device | None = None,
     name: str | None = None,
 ) -> DataflowGraph:
     """Trace ``module`` and shard it into a partitioned block graph.
@@ -1046,4 +1155,3 @@ def auto_parts(traced: Traced, target_nodes: int, max_parts: int = 16, **options
             return parts
         best, kind = max(trials)
         parts[kind] *= 2
-

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -48,7 +49,9 @@ def _huggingface(spec: str, model_type: str, kwargs: Mapping[str, Any]) -> torch
     transformers = _require("transformers", spec)
     known = transformers.CONFIG_MAPPING.keys()
     if model_type not in known:
-        raise SpecError(f"unknown HuggingFace model type {model_type!r} in {spec!r}; e.g. gpt2, llama, bert, t5, vit (transformers knows {len(known)})")
+        raise SpecError(
+            f"unknown HuggingFace model type {model_type!r} in {spec!r}; e.g. gpt2, llama, bert, t5, vit (transformers knows {len(known)})"
+        )
     defaults = transformers.AutoConfig.for_model(model_type)
     unknown = sorted(k for k in kwargs if not hasattr(defaults, k))
     if unknown:
@@ -75,7 +78,9 @@ def _torchvision(spec: str, name: str, kwargs: Mapping[str, Any]) -> torch.nn.Mo
 def _timm(spec: str, name: str, kwargs: Mapping[str, Any]) -> torch.nn.Module:
     timm = _require("timm", spec)
     if not timm.is_model(name):
-        raise SpecError(f"unknown timm model {name!r} in {spec!r}; e.g. resnet50, convnext_tiny, efficientnet_b0 ({len(timm.list_models())} known)")
+        raise SpecError(
+            f"unknown timm model {name!r} in {spec!r}; e.g. resnet50, convnext_tiny, efficientnet_b0 ({len(timm.list_models())} known)"
+        )
     try:
         return timm.create_model(name, pretrained=False, **kwargs)
     except TypeError as exc:

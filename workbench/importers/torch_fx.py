@@ -28,8 +28,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,27 +50,152 @@ class TraceError(ValueError):
 
 _CATEGORIES: dict[str, frozenset[str]] = {
     "matmul": frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "einsum", "bilinear"}),
-    "conv": frozenset({"conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-                       "convtranspose1d", "convtranspose2d", "convtranspose3d"}),
-    "attention": frozenset({"scaled_dot_product_attention", "scaled_dot_product_flash_attention",
-                            "scaled_dot_product_efficient_attention", "multiheadattention"}),
-    "norm": frozenset({"layer_norm", "layernorm", "batch_norm", "batchnorm1d", "batchnorm2d", "batchnorm3d", "group_norm",
-                       "groupnorm", "instance_norm", "instancenorm1d", "instancenorm2d", "native_layer_norm", "native_batch_norm",
-                       "native_batch_norm_legit_no_training", "native_group_norm", "rms_norm", "rmsnorm", "localresponsenorm"}),
+    "conv": frozenset(
+        {
+            "conv1d",
+            "conv2d",
+            "conv3d",
+            "convolution",
+            "conv_transpose1d",
+            "conv_transpose2d",
+            "conv_transpose3d",
+            "convtranspose1d",
+            "convtranspose2d",
+            "convtranspose3d",
+        }
+    ),
+    "attention": frozenset(
+        {
+            "scaled_dot_product_attention",
+            "scaled_dot_product_flash_attention",
+            "scaled_dot_product_efficient_attention",
+            "multiheadattention",
+        }
+    ),
+    "norm": frozenset(
+        {
+            "layer_norm",
+            "layernorm",
+            "batch_norm",
+            "batchnorm1d",
+            "batchnorm2d",
+            "batchnorm3d",
+            "group_norm",
+            "groupnorm",
+            "instance_norm",
+            "instancenorm1d",
+            "instancenorm2d",
+            "native_layer_norm",
+            "native_batch_norm",
+            "native_batch_norm_legit_no_training",
+            "native_group_norm",
+            "rms_norm",
+            "rmsnorm",
+            "localresponsenorm",
+        }
+    ),
     "softmax": frozenset({"softmax", "log_softmax", "logsoftmax"}),
     "embedding": frozenset({"embedding", "embeddingbag"}),
-    "pool": frozenset({"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
-                       "adaptive_avg_pool2d", "adaptive_max_pool2d", "max_pool2d_with_indices", "maxpool1d", "maxpool2d",
-                       "maxpool3d", "avgpool1d", "avgpool2d", "avgpool3d", "adaptiveavgpool1d", "adaptiveavgpool2d", "adaptivemaxpool2d"}),
-    "reduce": frozenset({"sum", "mean", "amax", "amin", "max", "min", "var", "std", "var_mean", "norm", "argmax", "argmin",
-                         "cumsum", "logsumexp", "prod", "any", "all"}),
-    "view": frozenset({"view", "reshape", "permute", "transpose", "t", "flatten", "unflatten", "unsqueeze", "squeeze", "expand",
-                       "expand_as", "getitem", "split", "chunk", "unbind", "select", "slice", "narrow", "as_strided", "detach",
-                       "alias", "view_as", "movedim", "identity", "unsafe_view", "split_with_sizes", "size", "dim"}),
+    "pool": frozenset(
+        {
+            "max_pool1d",
+            "max_pool2d",
+            "max_pool3d",
+            "avg_pool1d",
+            "avg_pool2d",
+            "avg_pool3d",
+            "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d",
+            "adaptive_max_pool2d",
+            "max_pool2d_with_indices",
+            "maxpool1d",
+            "maxpool2d",
+            "maxpool3d",
+            "avgpool1d",
+            "avgpool2d",
+            "avgpool3d",
+            "adaptiveavgpool1d",
+            "adaptiveavgpool2d",
+            "adaptivemaxpool2d",
+        }
+    ),
+    "reduce": frozenset(
+        {
+            "sum",
+            "mean",
+            "amax",
+            "amin",
+            "max",
+            "min",
+            "var",
+            "std",
+            "var_mean",
+            "norm",
+            "argmax",
+            "argmin",
+            "cumsum",
+            "logsumexp",
+            "prod",
+            "any",
+            "all",
+        }
+    ),
+    "view": frozenset(
+        {
+            "view",
+            "reshape",
+            "permute",
+            "transpose",
+            "t",
+            "flatten",
+            "unflatten",
+            "unsqueeze",
+            "squeeze",
+            "expand",
+            "expand_as",
+            "getitem",
+            "split",
+            "chunk",
+            "unbind",
+            "select",
+            "slice",
+            "narrow",
+            "as_strided",
+            "detach",
+            "alias",
+            "view_as",
+            "movedim",
+            "identity",
+            "unsafe_view",
+            "split_with_sizes",
+            "size",
+            "dim",
+        }
+    ),
 }
 _OP_CATEGORY = {name: category for category, names in _CATEGORIES.items() for name in names}
-_TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "sigmoid", "gelu", "silu", "softplus", "erf", "pow", "sqrt", "rsqrt", "sin",
-                             "cos", "mish", "elu", "selu", "logsigmoid", "hardswish"})
+_TRANSCENDENTAL = frozenset(
+    {
+        "exp",
+        "log",
+        "tanh",
+        "sigmoid",
+        "gelu",
+        "silu",
+        "softplus",
+        "erf",
+        "pow",
+        "sqrt",
+        "rsqrt",
+        "sin",
+        "cos",
+        "mish",
+        "elu",
+        "selu",
+        "logsigmoid",
+        "hardswish",
+    }
+)
 
 
 def op_category(op_type: str) -> str:
@@ -171,7 +297,9 @@ def _trace(module: torch.nn.Module, inputs: tuple) -> tuple[torch.fx.GraphModule
         except TraceError:
             raise
         except Exception as exc:
-            raise TraceError(f"cannot trace {type(module).__name__} with transformers.utils.fx{_user_frame(exc)}: {_first_line(exc)}") from None
+            raise TraceError(
+                f"cannot trace {type(module).__name__} with transformers.utils.fx{_user_frame(exc)}: {_first_line(exc)}"
+            ) from None
     try:
         return torch.fx.symbolic_trace(module), "fx"
     except Exception as fx_exc:
@@ -180,7 +308,8 @@ def _trace(module: torch.nn.Module, inputs: tuple) -> tuple[torch.fx.GraphModule
         return torch.export.export(module, inputs).module(), "export"
     except Exception as export_exc:
         raise TraceError(
-            f"cannot trace {type(module).__name__}: {fx_reason}; torch.export also failed{_user_frame(export_exc)}: {_first_line(export_exc)}"
+            f"cannot trace {type(module).__name__}: {fx_reason}; torch.export also failed{_user_frame(export_exc)}: "
+            f"{_first_line(export_exc)}"
         ) from None
 
 
@@ -191,11 +320,16 @@ def _inputs(module: torch.nn.Module, example_inputs: Any) -> tuple:
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs or ())
     if is_huggingface(module) and not example_inputs:
-        raise TraceError(f"{type(module).__name__} needs example inputs ({module.main_input_name} first); give --input-shape and --input-dtype")
-    params = [p for p in inspect.signature(module.forward).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+        raise TraceError(
+            f"{type(module).__name__} needs example inputs ({module.main_input_name} first); give --input-shape and --input-dtype"
+        )
+    params = [
+        p
+        for p in inspect.signature(module.forward).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
     if len(example_inputs) < len(params):
-        missing = ", ".join(p.name for p in params[len(example_inputs):])
+        missing = ", ".join(p.name for p in params[len(example_inputs) :])
         raise TraceError(
             f"{type(module).__name__}.forward needs inputs ({', '.join(p.name for p in params)}); "
             f"no example input or shape given for: {missing}"
@@ -206,18 +340,20 @@ def _inputs(module: torch.nn.Module, example_inputs: Any) -> tuple:
 def _einsum_flops(equation: str, shapes: list[tuple[int, ...]]) -> float:
     lhs = equation.replace(" ", "").split("->")[0].split(",")
     sizes: dict[str, int] = {}
-    for spec, shape in zip(lhs, shapes):
+    for spec, shape in zip(lhs, shapes, strict=False):
         left, _, right = spec.partition("...")
-        for label, size in zip(left, shape):
+        for label, size in zip(left, shape, strict=False):
             sizes[label] = size
-        for label, size in zip(right[::-1], shape[::-1]):
+        for label, size in zip(right[::-1], shape[::-1], strict=False):
             sizes[label] = size
         if "..." in spec:
             sizes["..."] = max(sizes.get("...", 1), _numel(shape[len(left) : len(shape) - len(right)]))
     return (2.0 if len(lhs) > 1 else 1.0) * _numel(sizes.values())
 
 
-def _flops(op_type: str, category: str, node: torch.fx.Node, submodule: Any, ins: list[tuple[int, ...]], out: list[tuple[int, ...]]) -> float:
+def _flops(
+    op_type: str, category: str, node: torch.fx.Node, submodule: Any, ins: list[tuple[int, ...]], out: list[tuple[int, ...]]
+) -> float:
     out_elems = float(sum(_numel(s) for s in out))
     if category == "matmul":
         if op_type == "linear" and submodule is not None:
@@ -298,7 +434,7 @@ def trace_module(
     *,
     measure: bool = False,
     repeats: int = 5,
-    device: "str | torch.device | None" = None,
+    device: str | torch.device | None = None,
 ) -> Traced:
     """Trace ``module`` (see :func:`from_torch` for the arguments) and run it once to learn every shape.
 
@@ -362,11 +498,11 @@ def tensor_bytes(tensors: Sequence[tuple[tuple[int, ...], torch.dtype]]) -> floa
 def from_torch(
     module: torch.nn.Module,
     example_inputs: Any = None,
-    profile: "str | DeviceProfile | Mapping[str, Any]" = "V100",
+    profile: str | DeviceProfile | Mapping[str, Any] = "V100",
     *,
     measure: bool = False,
     repeats: int = 5,
-    device: "str | torch.device | None" = None,
+    device: str | torch.device | None = None,
     fuse_elementwise: bool = False,
     target_nodes: int | None = None,
     name: str | None = None,

@@ -12,9 +12,10 @@ entry at both partitionings into ``DIR`` with the placement table of
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..graph import DataflowGraph
 
@@ -48,8 +49,17 @@ ZOO: Mapping[str, ZooEntry] = {
     "gpt2-medium": ZooEntry("hf:gpt2", {"n_layer": 2, "n_embd": 1024, "n_head": 16}, (2, 128), "int64", _TEXT[::-1]),
     "llama-layer": ZooEntry(
         "hf:llama",
-        {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000},
-        (2, 512), "int64", _TEXT,
+        {
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "vocab_size": 32000,
+        },
+        (2, 512),
+        "int64",
+        _TEXT,
     ),
     "bert-base": ZooEntry("hf:bert", {"num_hidden_layers": 2}, (2, 128), "int64", _TEXT),
     "resnet50": ZooEntry("tv:resnet50", {}, (8, 3, 224, 224), "float32", _IMAGES),
@@ -83,8 +93,13 @@ def placement_row(graph: DataflowGraph, devices: int, budget: int = 2000, seed: 
     from ..placers.base import place
     from ..sim import lower_bound
 
-    row: dict[str, Any] = {"graph": graph.name, "devices": devices, "nodes": graph.num_nodes, "edges": graph.num_edges,
-                           "lower_bound": lower_bound(graph, devices)}
+    row: dict[str, Any] = {
+        "graph": graph.name,
+        "devices": devices,
+        "nodes": graph.num_nodes,
+        "edges": graph.num_edges,
+        "lower_bound": lower_bound(graph, devices),
+    }
     for method in ZOO_TABLE_COLUMNS:
         options = {"budget": budget} if method == "local_search" else {}
         start = time.perf_counter()
@@ -100,7 +115,9 @@ ZOO_TABLE_COLUMNS = ("critical_path", "heft", "local_search")
 _COLUMNS = ("zoo", "parts", "devices", "nodes", "edges", "lower_bound", *ZOO_TABLE_COLUMNS, "local_search_gain", "build_s")
 
 
-def build_zoo(out: "str | Path", devices: tuple[int, ...] = (4, 8), budget: int = 2000, report: Callable[[str], Any] = print) -> list[dict[str, Any]]:
+def build_zoo(
+    out: str | Path, devices: tuple[int, ...] = (4, 8), budget: int = 2000, report: Callable[[str], Any] = print
+) -> list[dict[str, Any]]:
     """Write every zoo graph at both partitionings into ``out``; return the placement rows, reported as a Markdown table."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -116,6 +133,9 @@ def build_zoo(out: "str | Path", devices: tuple[int, ...] = (4, 8), budget: int 
             for count in devices:
                 row = {"zoo": name, "parts": parts, "build_s": seconds, **placement_row(graph, count, budget)}
                 rows.append(row)
-                cells = [f"{100 * row[c]:.1f}%" if c == "local_search_gain" else f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in _COLUMNS]
+                cells = [
+                    f"{100 * row[c]:.1f}%" if c == "local_search_gain" else f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c])
+                    for c in _COLUMNS
+                ]
                 report("| " + " | ".join(cells) + " |")
     return rows

@@ -34,9 +34,10 @@ import re
 import stat
 import struct
 import zipfile
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import safetensors.torch
@@ -71,7 +72,9 @@ _METADATA_KEY = "workbench"
 _TAGS = ("$tensor", "$tuple", "$items", "$float")
 MIGRATE_HINT = "python -m workbench.learn.migrate {path} --trust-pickle-checkpoint"
 # what torch.save's zip archives hold (torch 2.x); anything else (code/, constants.pkl, ...) is refused
-_PICKLE_ZIP_MEMBER = re.compile(r"[^/]+/(data\.pkl|byteorder|version|\.format_version|\.storage_alignment|\.data/version|\.data/serialization_id|data/\d+)")
+_PICKLE_ZIP_MEMBER = re.compile(
+    r"[^/]+/(data\.pkl|byteorder|version|\.format_version|\.storage_alignment|\.data/version|\.data/serialization_id|data/\d+)"
+)
 
 
 class CheckpointError(ValueError):
@@ -89,7 +92,7 @@ class GraphIdentity:
     fingerprint: str
 
     @classmethod
-    def of(cls, graph: DataflowGraph) -> "GraphIdentity":
+    def of(cls, graph: DataflowGraph) -> GraphIdentity:
         digest = hashlib.sha256(struct.pack("<q", graph.num_nodes))
         for array in (graph.src, graph.dst):
             digest.update(np.ascontiguousarray(array, dtype="<i8").tobytes())
@@ -108,12 +111,12 @@ class TrainedFor:
     cross_graph: bool
 
     @classmethod
-    def of(cls, graphs: Iterable[DataflowGraph], devices: Devices, cross_graph: bool | None = None) -> "TrainedFor":
+    def of(cls, graphs: Iterable[DataflowGraph], devices: Devices, cross_graph: bool | None = None) -> TrainedFor:
         identities = tuple(GraphIdentity.of(g) for g in graphs)
         return cls(identities, num_devices(devices), len(identities) > 1 if cross_graph is None else bool(cross_graph))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrainedFor":
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainedFor:
         graphs = tuple(GraphIdentity(str(g["name"]), int(g["nodes"]), int(g["edges"]), str(g["fingerprint"])) for g in data["graphs"])
         return cls(graphs, int(data["devices"]), bool(data["cross_graph"]))
 
@@ -162,7 +165,10 @@ def check_plain(value: Any, where: str = "extra") -> None:
         for i, item in enumerate(value):
             check_plain(item, f"{where}[{i}]")
     elif not isinstance(value, (str, int, float, bool, type(None), torch.Tensor)):
-        raise ValueError(f"{where} is a {type(value).__name__}; checkpoints hold only tensors and plain data (convert numpy arrays with torch.as_tensor or .tolist())")
+        raise ValueError(
+            f"{where} is a {type(value).__name__}; checkpoints hold only tensors and plain data (convert numpy arrays with "
+            "torch.as_tensor or .tolist())"
+        )
 
 
 def _encode(value: Any, name: str, tensors: dict[str, torch.Tensor]) -> Any:
@@ -211,7 +217,9 @@ def _decode(value: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
 
 def _digest(document: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> str:
     """SHA-256 of the JSON document (without ``sha256``) and every tensor's name, dtype, shape and bytes."""
-    digest = hashlib.sha256(json.dumps({k: v for k, v in document.items() if k != "sha256"}, sort_keys=True, separators=(",", ":")).encode())
+    digest = hashlib.sha256(
+        json.dumps({k: v for k, v in document.items() if k != "sha256"}, sort_keys=True, separators=(",", ":")).encode()
+    )
     for name in sorted(tensors):
         tensor = tensors[name].contiguous()
         digest.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode())
@@ -312,7 +320,9 @@ def _read_safetensors(path: Path, raw: bytes) -> Checkpoint:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a workbench policy checkpoint (no format marker {FORMAT!r})")
     if document.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path} has checkpoint format version {document.get('format_version')!r}; this workbench reads version {FORMAT_VERSION}")
+        raise CheckpointError(
+            f"{path} has checkpoint format version {document.get('format_version')!r}; this workbench reads version {FORMAT_VERSION}"
+        )
     if document.get("sha256") != _digest(document, tensors):
         raise CheckpointError(f"{path} fails its SHA-256 check: the file was altered or damaged after it was written")
     try:
@@ -328,7 +338,9 @@ def _read_safetensors(path: Path, raw: bytes) -> Checkpoint:
 def _finite(checkpoint: Checkpoint, tensors: Mapping[str, torch.Tensor]) -> Checkpoint:
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise CheckpointError(f"{checkpoint.path} holds NaN or infinite values in {name}: the training that wrote it diverged; refusing to load it")
+            raise CheckpointError(
+                f"{checkpoint.path} holds NaN or infinite values in {name}: the training that wrote it diverged; refusing to load it"
+            )
     return checkpoint
 
 
@@ -341,13 +353,22 @@ def _read_pickle(path: Path, raw: bytes) -> Checkpoint:
             raise CheckpointError(f"{path} is not a readable policy checkpoint (truncated or corrupt?): {error}") from None
         foreign = [n for n in names if not _PICKLE_ZIP_MEMBER.fullmatch(n)]
         if foreign or len({n.split("/", 1)[0] for n in names}) != 1:
-            kind = "a TorchScript archive" if any(n.endswith("constants.pkl") or "/code/" in n for n in names) else "a zip archive with unexpected members"
-            raise CheckpointError(f"refusing to load {path}: it is {kind} ({', '.join(foreign[:3])}), and loading it would run code; this is refused even with the pickle opt-in")
+            kind = (
+                "a TorchScript archive"
+                if any(n.endswith("constants.pkl") or "/code/" in n for n in names)
+                else "a zip archive with unexpected members"
+            )
+            raise CheckpointError(
+                f"refusing to load {path}: it is {kind} ({', '.join(foreign[:3])}), and loading it would run code; this is refused even "
+                "with the pickle opt-in"
+            )
     try:
         payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as error:  # torch.load raises many types on damaged or unsafe files
         message = " ".join(str(error).split())
-        raise CheckpointError(f"refusing to load {path}: it holds more than tensors and plain data or is damaged ({message[:200]})") from None
+        raise CheckpointError(
+            f"refusing to load {path}: it holds more than tensors and plain data or is damaged ({message[:200]})"
+        ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("format_version") != 1:
         raise CheckpointError(f"{path} is not a workbench policy checkpoint of the old format (no format marker {FORMAT!r}, version 1)")
     if not isinstance(payload.get("state_dict"), dict):

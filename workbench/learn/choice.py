@@ -14,7 +14,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["MODES", "Rollout", "Chooser", "Decisions", "HeadTerms", "check_mode", "head_terms", "combine", "finish_rollout", "as_numpy", "softmax"]
+__all__ = [
+    "MODES",
+    "Rollout",
+    "Chooser",
+    "Decisions",
+    "HeadTerms",
+    "check_mode",
+    "head_terms",
+    "combine",
+    "finish_rollout",
+    "as_numpy",
+    "softmax",
+]
 
 MODES = ("greedy", "sample", "epsilon", "teacher")
 
@@ -102,7 +114,7 @@ class Decisions:
         if teacher is not None:
             self.teacher.append(teacher)
 
-    def terms(self, scores: torch.Tensor) -> "HeadTerms":
+    def terms(self, scores: torch.Tensor) -> HeadTerms:
         """:func:`head_terms` for these decisions; ``scores[i]`` is candidate id ``i``'s logit.
 
         ``scores`` is 1-D (one logit per candidate id, the same every step) or
@@ -158,7 +170,9 @@ def combine(heads: list[HeadTerms], steps: int, device: torch.device) -> tuple[t
     return log_prob, entropy, imitation
 
 
-def finish_rollout(assignment: np.ndarray, order: np.ndarray, heads: list[HeadTerms], teacher: bool, agreed: int, device: torch.device) -> Rollout:
+def finish_rollout(
+    assignment: np.ndarray, order: np.ndarray, heads: list[HeadTerms], teacher: bool, agreed: int, device: torch.device
+) -> Rollout:
     """The :class:`Rollout` of an episode whose learned heads scored ``heads`` and agreed with the teacher ``agreed`` times."""
     steps = int(order.size)
     log_prob, entropy, imitation = combine(heads, steps, device)

@@ -57,19 +57,26 @@ class DopplerPolicy(LearnedPolicy):
         if self.learn_select:
             self.sel_encoder = encoder(config)
             self.sel_node = nn.Linear(len(NODE_FEATURES), w)
-            self.sel_head = ScoringHead({"node": w, "embedding": w, "down": w, "up": w}, config.head_hidden, config.activation, config.negative_slope)
+            self.sel_head = ScoringHead(
+                {"node": w, "embedding": w, "down": w, "up": w}, config.head_hidden, config.activation, config.negative_slope
+            )
         if self.learn_place:
             if not (config.share_encoder and self.learn_select):
                 self.plc_encoder = encoder(config)
             self.plc_node = nn.Linear(len(NODE_FEATURES), w)
             self.plc_device = nn.Linear(len(DEVICE_FEATURES), w)
-            self.plc_head = ScoringHead({"device": w, "node": w, "embedding": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope)
+            self.plc_head = ScoringHead(
+                {"device": w, "node": w, "embedding": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope
+            )
 
     # ------------------------------------------------------------ networks
     def select_logits(self, inputs: GraphTensors, embedding: torch.Tensor) -> torch.Tensor:
         """SEL's logit for every op ``(n,)``."""
         return self.sel_head(
-            node=self.sel_node(inputs.node), embedding=embedding, down=path_sum(embedding, inputs.down_path), up=path_sum(embedding, inputs.up_path)
+            node=self.sel_node(inputs.node),
+            embedding=embedding,
+            down=path_sum(embedding, inputs.down_path),
+            up=path_sum(embedding, inputs.up_path),
         )
 
     def place_parts(self, inputs: GraphTensors, embedding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

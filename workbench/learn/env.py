@@ -16,8 +16,9 @@ mean of past episodes' makespans, ``scale`` the graph's lower bound (see
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -158,7 +159,9 @@ class PlacementEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, graph: DataflowGraph, devices: Devices = 4, makespan_fn: MakespanFn | None = None, config: EnvConfig | None = None) -> None:
+    def __init__(
+        self, graph: DataflowGraph, devices: Devices = 4, makespan_fn: MakespanFn | None = None, config: EnvConfig | None = None
+    ) -> None:
         from ..sim import Evaluator, lower_bound
 
         self.graph = graph

@@ -114,7 +114,7 @@ def longest_path_members(graph: DataflowGraph, downward: bool) -> tuple[np.ndarr
     return rows, cols
 
 
-_cache: "weakref.WeakKeyDictionary[DataflowGraph, StaticFeatures]" = weakref.WeakKeyDictionary()
+_cache: weakref.WeakKeyDictionary[DataflowGraph, StaticFeatures] = weakref.WeakKeyDictionary()
 
 
 def static_features(graph: DataflowGraph) -> StaticFeatures:

@@ -72,11 +72,13 @@ class JointPolicy(LearnedPolicy):
         for t in range(n):
             ready = state.ready_ops()
             earliest = np.stack([state.schedule.earliest_starts(int(op)) for op in ready])
-            feats = np.stack([state.device_features(int(op), e) for op, e in zip(ready, earliest)])
+            feats = np.stack([state.device_features(int(op), e) for op, e in zip(ready, earliest, strict=True)])
             logits = e.finish(feats @ e.device_weight + e.device_bias + e.own_np[ready][:, None, :] + device_sum[None])
             teacher_pairs = None
             if teacher:
-                devices_ok = np.stack([np.isin(np.arange(d), state.teacher_devices(int(op), row)) for op, row in zip(ready, earliest)])
+                devices_ok = np.stack(
+                    [np.isin(np.arange(d), state.teacher_devices(int(op), row)) for op, row in zip(ready, earliest, strict=True)]
+                )
                 tied = np.isin(ready, state.teacher_ops(ready))[:, None] & devices_ok
                 teacher_pairs = tied.reshape(-1)
             pick = choose(softmax(logits.reshape(-1)), t, teacher_pairs)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..datasets import bundled_graph
 from ..formats import load_graph
@@ -36,7 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("source", help="the old .pt checkpoint")
     parser.add_argument("--out", help=f"the new checkpoint (default: SOURCE with the suffix {CHECKPOINT_SUFFIX})")
     parser.add_argument("--trust-pickle-checkpoint", action="store_true", help="I made this file myself: unpickling it may run code")
-    parser.add_argument("--graph", action="append", default=[], metavar="GRAPH", help="a graph it was trained on (bundled name or file; repeatable)")
+    parser.add_argument(
+        "--graph", action="append", default=[], metavar="GRAPH", help="a graph it was trained on (bundled name or file; repeatable)"
+    )
     parser.add_argument("--devices", type=int, help="the device count it was trained for (with --graph)")
     parser.add_argument("--cross-graph", action="store_true", help="declare the policy fit for any graph and device count")
     args = parser.parse_args(argv)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from itertools import pairwise
 
 import dgl
 import dgl.function as fn
@@ -29,7 +30,19 @@ from torch import nn
 from ..graph import DataflowGraph
 from .features import EDGE_FEATURES, NODE_FEATURES, static_features
 
-__all__ = ["ACTIVATIONS", "Encoder", "EdgeConv", "ScoringHead", "aggregate", "mlp", "numpy_mlp", "sums_before", "GraphTensors", "graph_tensors", "path_sum"]
+__all__ = [
+    "ACTIVATIONS",
+    "Encoder",
+    "EdgeConv",
+    "ScoringHead",
+    "aggregate",
+    "mlp",
+    "numpy_mlp",
+    "sums_before",
+    "GraphTensors",
+    "graph_tensors",
+    "path_sum",
+]
 
 
 ACTIVATIONS = ("leaky_relu", "relu", "tanh")
@@ -49,7 +62,7 @@ def activation_layer(name: str, negative_slope: float) -> nn.Module:
 def mlp(sizes: list[int], activation: str, negative_slope: float) -> nn.Sequential:
     """Linear layers of ``sizes`` (input first, output last) with ``activation`` between them."""
     layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (a, b) in enumerate(pairwise(sizes)):
         if i:
             layers.append(activation_layer(activation, negative_slope))
         layers.append(nn.Linear(a, b))
@@ -142,7 +155,7 @@ class GraphTensors:
     num_nodes: int
 
 
-_tensor_cache: "weakref.WeakKeyDictionary[DataflowGraph, dict[str, GraphTensors]]" = weakref.WeakKeyDictionary()
+_tensor_cache: weakref.WeakKeyDictionary[DataflowGraph, dict[str, GraphTensors]] = weakref.WeakKeyDictionary()
 
 
 def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
@@ -151,7 +164,10 @@ def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
     key = str(device)
     if key not in per_device:
         feats = static_features(graph)
-        as_long = lambda a: torch.as_tensor(a, dtype=torch.int64, device=device)  # noqa: E731
+
+        def as_long(a: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(a, dtype=torch.int64, device=device)
+
         dg = dgl.graph((torch.as_tensor(feats.src), torch.as_tensor(feats.dst)), num_nodes=graph.num_nodes)
         try:
             dg = dg.to(device)
@@ -197,7 +213,12 @@ class EdgeConv(dgl.nn.NNConv):
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, efeat: torch.Tensor) -> torch.Tensor:
         linear = self.edge_func
         d_in, d_out, k = self._in_src_feats, self._out_feats, linear.in_features
-        table = torch.cat([linear.weight, linear.bias.unsqueeze(1)], dim=1).view(d_in, d_out, k + 1).transpose(1, 2).reshape(d_in * (k + 1), d_out)
+        table = (
+            torch.cat([linear.weight, linear.bias.unsqueeze(1)], dim=1)
+            .view(d_in, d_out, k + 1)
+            .transpose(1, 2)
+            .reshape(d_in * (k + 1), d_out)
+        )
         src, dst = graph.edges()
         on_graph = src.device == feat.device
         if not on_graph:  # a DGL build without CUDA keeps the graph on the CPU

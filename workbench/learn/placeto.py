@@ -38,7 +38,9 @@ class PlacetoPolicy(LearnedPolicy):
         w = config.width
         self.encoder = encoder(config)
         self.node = nn.Linear(len(NODE_FEATURES), w)
-        self.head = ScoringHead({"node": w, "embedding": w, "neighbours": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope)
+        self.head = ScoringHead(
+            {"node": w, "embedding": w, "neighbours": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope
+        )
 
     def encode(self, inputs: GraphTensors) -> SimpleNamespace:
         head = self.head

@@ -106,7 +106,7 @@ class PolicyConfig:
             raise ValueError(f"width {self.width} must be divisible by attention_heads {self.attention_heads}")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PolicyConfig":
+    def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -208,7 +208,12 @@ class LearnedPolicy(nn.Module, ABC):
         bad = [name for name, value in self.state_dict().items() if value.is_floating_point() and not bool(torch.isfinite(value).all())]
         if bad:
             raise CheckpointError(f"refusing to save {os.fspath(path)}: {bad[0]} holds NaN or infinite values")
-        header = {"method": self.method, "config": asdict(self.config), "feature_layout": FEATURE_LAYOUT, "versions": versions(("numpy", "torch", "dgl"))}
+        header = {
+            "method": self.method,
+            "config": asdict(self.config),
+            "feature_layout": FEATURE_LAYOUT,
+            "versions": versions(("numpy", "torch", "dgl")),
+        }
         write_checkpoint(path, self.state_dict(), header, extra, self.trained_for)
 
 
@@ -224,7 +229,9 @@ def make_policy(method: str, config: PolicyConfig | None = None) -> LearnedPolic
 def _layout_summary(layout: Any) -> str:
     if not isinstance(layout, dict):
         return repr(layout)
-    return f"version {layout.get('version')}: " + "; ".join(f"{k} = {', '.join(map(str, layout.get(k) or []))}" for k in ("node", "edge", "device"))
+    return f"version {layout.get('version')}: " + "; ".join(
+        f"{k} = {', '.join(map(str, layout.get(k) or []))}" for k in ("node", "edge", "device")
+    )
 
 
 def load_policy(

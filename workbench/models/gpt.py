@@ -33,7 +33,9 @@ class Block(nn.Module):
 class GPTDecoder(nn.Module):
     """Token ids ``(batch, seq)`` → next-token logits ``(batch, seq, vocab)``."""
 
-    def __init__(self, vocab: int = 1024, width: int = 128, heads: int = 4, layers: int = 4, max_seq: int = 256, batch: int = 2, seq: int = 64) -> None:
+    def __init__(
+        self, vocab: int = 1024, width: int = 128, heads: int = 4, layers: int = 4, max_seq: int = 256, batch: int = 2, seq: int = 64
+    ) -> None:
         super().__init__()
         self.vocab, self.batch, self.seq = vocab, batch, seq
         self.tokens = nn.Embedding(vocab, width)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch
 from torch import nn
 
@@ -13,7 +15,7 @@ class MLP(nn.Module):
         super().__init__()
         widths = [features] + [hidden] * layers
         stack: list[nn.Module] = []
-        for width_in, width_out in zip(widths, widths[1:]):
+        for width_in, width_out in pairwise(widths):
             stack += [nn.Linear(width_in, width_out), nn.ReLU()]
         self.layers = nn.Sequential(*stack, nn.Linear(widths[-1], classes))
         self.features, self.batch = features, batch

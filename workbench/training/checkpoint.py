@@ -14,15 +14,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
 from ..learn.checkpoint import CheckpointError, read_checkpoint
 
-__all__ = ["TrainingState", "Elite", "GreedySelection", "save_checkpoint", "read_training_state", "state_from_extra", "load_checkpoint", "CHECKPOINT_FORMAT", "weights_are_finite"]
+__all__ = [
+    "TrainingState",
+    "Elite",
+    "GreedySelection",
+    "save_checkpoint",
+    "read_training_state",
+    "state_from_extra",
+    "load_checkpoint",
+    "CHECKPOINT_FORMAT",
+    "weights_are_finite",
+]
 
 CHECKPOINT_FORMAT = "workbench-train-2"
 
@@ -77,7 +88,7 @@ class TrainingState:
         return {"format": CHECKPOINT_FORMAT, **data}
 
     @classmethod
-    def from_extra(cls, extra: Mapping[str, Any], path: str | os.PathLike) -> "TrainingState":
+    def from_extra(cls, extra: Mapping[str, Any], path: str | os.PathLike) -> TrainingState:
         try:
             data = {f.name: extra[f.name] for f in dataclasses.fields(cls) if f.name in extra}
             data["elites"] = {name: Elite(**e) for name, e in dict(data["elites"]).items()}

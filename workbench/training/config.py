@@ -11,8 +11,10 @@ import ast
 import dataclasses
 import inspect
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from itertools import pairwise
+from typing import Any
 
 from ..placers import methods
 
@@ -33,7 +35,9 @@ class TrainConfig:
     method: str = "doppler"
     """Policy to train (``workbench.learn.make_policy`` name)."""
     stages: tuple[str, ...] = ("il", "sim")
-    """Stages in order: ``il`` (imitate critical_path), ``sim`` (REINFORCE in the simulator), ``real`` (REINFORCE against the cost oracle)."""
+    """Stages in order: ``il`` (imitate critical_path), ``sim`` (REINFORCE in the simulator),
+    ``real`` (REINFORCE against the cost oracle).
+    """
     episodes: tuple[int, ...] = (2000, 4000)
     """Episodes per stage, one number per entry of ``stages``."""
     seed: int = 0
@@ -55,21 +59,32 @@ class TrainConfig:
     rl_epsilon_end: float = 0.0
     """Stages II/III ε at the last episode (linear decay)."""
     rl_mode: str = "epsilon"
-    """Stages II/III rollouts: ``epsilon`` (the paper: the policy's most probable action, a uniform legal one with probability ε) or ``sample`` (sample from the policy; ε unused)."""
+    """Stages II/III rollouts: ``epsilon`` (the paper: the policy's most probable action, a uniform legal one with probability ε) or
+    ``sample`` (sample from the policy; ε unused).
+    """
     entropy_weight: float = 1e-2
     """Stages II/III entropy bonus weight."""
     self_imitation_weight: float = 0.0
-    """Stages II/III: weight of a self-imitation term, the mean −log-probability of replaying the best placement this stage has found for the graph (Oh et al., ICML 2018); 0 turns it off (the paper)."""
+    """Stages II/III: weight of a self-imitation term, the mean −log-probability of replaying the best placement this stage has found for
+    the graph (Oh et al., ICML 2018); 0 turns it off (the paper).
+    """
     greedy_every: int = 0
-    """Stages II/III: at the stage start, every this many episodes and at the stage end, place every training graph greedily with the stage's oracle and keep the weights whose greedy placements are best (mean makespan ÷ reference) as ``checkpoints/<stage>-best.safetensors``; the final evaluation then uses them. 0: off (the final weights, as in the paper)."""
+    """Stages II/III: at the stage start, every this many episodes and at the stage end, place every training graph greedily with the
+    stage's oracle and keep the weights whose greedy placements are best (mean makespan ÷ reference) as
+    ``checkpoints/<stage>-best.safetensors``; the final evaluation then uses them. 0: off (the final weights, as in the paper).
+    """
     rollouts_per_update: int = 1
-    """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the running mean)."""
+    """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the
+    running mean).
+    """
     baseline_decay: float = 0.9
     """Running-mean baseline per graph: ``b ← decay·b + (1-decay)·reward`` (the first reward of a stage initialises it)."""
     grad_clip: float = 1.0
     """Gradient norm clip per update (0 disables)."""
     oracle: str = "sim"
-    """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an object with ``measure(graph, assignment) -> seconds``."""
+    """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an
+    object with ``measure(graph, assignment) -> seconds``.
+    """
     tensorboard: bool = False
     """Also log every metrics column to TensorBoard in ``<run>/tensorboard`` (needs ``pip install -e '.[tensorboard]'``)."""
     checkpoint_every: int = 50
@@ -98,7 +113,9 @@ class TrainConfig:
         if len(set(self.stages)) != len(self.stages):
             raise ValueError(f"TrainConfig.stages: a stage appears twice in {','.join(self.stages)}")
         if len(self.episodes) != len(self.stages):
-            raise ValueError(f"TrainConfig.episodes: {len(self.stages)} stage(s) need {len(self.stages)} episode count(s), got {len(self.episodes)}")
+            raise ValueError(
+                f"TrainConfig.episodes: {len(self.stages)} stage(s) need {len(self.stages)} episode count(s), got {len(self.episodes)}"
+            )
         if any(e < 1 for e in self.episodes):
             raise ValueError(f"TrainConfig.episodes: every stage needs at least 1 episode, got {list(self.episodes)}")
         if self.method not in METHODS:
@@ -136,7 +153,7 @@ class TrainConfig:
     def stage_bounds(self) -> list[tuple[str, int, int]]:
         """``(stage, first episode, end episode)`` per stage; episodes count from 0 over the whole run."""
         bounds, first = [], 0
-        for stage, count in zip(self.stages, self.episodes):
+        for stage, count in zip(self.stages, self.episodes, strict=True):
             bounds.append((stage, first, first + count))
             first += count
         return bounds
@@ -145,7 +162,7 @@ class TrainConfig:
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> "TrainConfig":
+    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> TrainConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -155,7 +172,7 @@ class TrainConfig:
         except TypeError as exc:
             raise ValueError(f"{source}: {exc}") from None
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
@@ -164,7 +181,7 @@ def field_docs() -> dict[str, str]:
     tree = ast.parse(inspect.getsource(TrainConfig))
     body = tree.body[0].body
     docs = {}
-    for node, after in zip(body, body[1:]):
+    for node, after in pairwise(body):
         if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
             docs[node.target.id] = " ".join(str(after.value.value).split())
     return docs

@@ -34,9 +34,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,8 +45,7 @@ import torch
 from ..graph import DataflowGraph
 from ..learn.checkpoint import TrainedFor
 from ..placers import methods
-from ..provenance import machine, versions
-from ..provenance import now as _now
+from ..provenance import machine, now as _now, versions
 from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
@@ -87,7 +87,7 @@ class Session:
     real: Any
     metrics: MetricsWriter
     generator: torch.Generator
-    stop: "_StopRequest"
+    stop: _StopRequest
     bar: Any
     callback: Callable[[dict[str, Any]], None] | None
     run_id: str
@@ -113,11 +113,18 @@ class StageState:
 
     def snapshot(self, session: Session, stage: str) -> TrainingState:
         return TrainingState(
-            episode=session.episode, stage=stage, seconds=session.seconds, optimizer=self.optimizer.state_dict(),
-            scheduler=self.scheduler.state_dict() if self.scheduler is not None else None, baselines=dict(self.baselines),
-            references=dict(self.references), elites=dict(self.elites), selection=self.selection,
-            torch_rng=torch.get_rng_state(), run_id=session.run_id,
-        )  # fmt: skip
+            episode=session.episode,
+            stage=stage,
+            seconds=session.seconds,
+            optimizer=self.optimizer.state_dict(),
+            scheduler=self.scheduler.state_dict() if self.scheduler is not None else None,
+            baselines=dict(self.baselines),
+            references=dict(self.references),
+            elites=dict(self.elites),
+            selection=self.selection,
+            torch_rng=torch.get_rng_state(),
+            run_id=session.run_id,
+        )
 
 
 def train(
@@ -177,11 +184,20 @@ def train(
         state, run_id = None, uuid.uuid4().hex
         policy = _initial_policy(config, library, device)
         meta = {
-            "status": "running", "method": config.method, "graphs": list(graphs), "devices": config.devices,
-            "seed": config.seed, "stages": list(config.stages), "started": _now(), "versions": versions(),
-            "machine": machine(), "command": command or _command_line(config, run.path), "error": None,
-            "reference": reference_makespans(graphs, config.devices), "run_id": run_id,
-        }  # fmt: skip
+            "status": "running",
+            "method": config.method,
+            "graphs": list(graphs),
+            "devices": config.devices,
+            "seed": config.seed,
+            "stages": list(config.stages),
+            "started": _now(),
+            "versions": versions(),
+            "machine": machine(),
+            "command": command or _command_line(config, run.path),
+            "error": None,
+            "reference": reference_makespans(graphs, config.devices),
+            "run_id": run_id,
+        }
         if existing is not None:
             meta["started"] = existing.get("started", meta["started"])
         run.create(config, meta)
@@ -192,10 +208,24 @@ def train(
         policy.trained_for = trained_for
         first = state.episode if state else 0
         session = Session(
-            config, run, graphs, library, policy, sim, real, run.open_metrics(config, first_episode=first), torch.Generator(device=device),
-            _StopRequest(), _progress_bar(config.total_episodes, first, progress), callback, run_id, episode=first,
-            seconds=state.seconds if state else 0.0, best=best, saved_at=state.episode if state else None,
-        )  # fmt: skip
+            config,
+            run,
+            graphs,
+            library,
+            policy,
+            sim,
+            real,
+            run.open_metrics(config, first_episode=first),
+            torch.Generator(device=device),
+            _StopRequest(),
+            _progress_bar(config.total_episodes, first, progress),
+            callback,
+            run_id,
+            episode=first,
+            seconds=state.seconds if state else 0.0,
+            best=best,
+            saved_at=state.episode if state else None,
+        )
         try:
             with session.stop:
                 for stage, begin, end in config.stage_bounds():
@@ -251,7 +281,19 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
             count = min(group, end - episode)
             self_imitation = config.self_imitation_weight > 0
             elite = _guide(session.library, state.elites.get(name)) if self_imitation else None
-            steps = reinforce_update(policy, state.optimizer, graph, oracle, state.references[name], state.baselines.get(name), epsilon, config, session.generator, count, elite)
+            steps = reinforce_update(
+                policy,
+                state.optimizer,
+                graph,
+                oracle,
+                state.references[name],
+                state.baselines.get(name),
+                epsilon,
+                config,
+                session.generator,
+                count,
+                elite,
+            )
             state.baselines[name] = steps[-1]["new_baseline"]
             if self_imitation:
                 _keep_elite(state.elites, name, steps)
@@ -259,14 +301,24 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
         _log_episodes(session, stage, name, oracle, steps, lr, (time.perf_counter() - began) / len(steps), state.references[name])
         problem = _divergence(steps, policy)
         if problem:
-            kept = f"{run.last_checkpoint.name} keeps the last finite weights (episode {session.saved_at})" if session.saved_at else "no checkpoint was written before"
-            run.update_meta(status="diverged", error=f"diverged in episode {episode} (stage {stage}, graph {name}): {problem}; {kept}", diverged_at=episode)
+            kept = (
+                f"{run.last_checkpoint.name} keeps the last finite weights (episode {session.saved_at})"
+                if session.saved_at
+                else "no checkpoint was written before"
+            )
+            run.update_meta(
+                status="diverged",
+                error=f"diverged in episode {episode} (stage {stage}, graph {name}): {problem}; {kept}",
+                diverged_at=episode,
+            )
             session.bar.write(f"diverged in episode {episode}: {problem}; stopped ({kept})")
             return "diverged"
 
         stage_done = session.episode == end
         if stage != "il" and config.greedy_every and (stage_done or _crossed(session.episode, len(steps), config.greedy_every)):
-            state.selection = _select_greedy(policy, graphs, config.devices, oracle, state.references, session.episode, state.selection, run.best_checkpoint(stage))
+            state.selection = _select_greedy(
+                policy, graphs, config.devices, oracle, state.references, session.episode, state.selection, run.best_checkpoint(stage)
+            )
             run.update_meta(**{f"greedy_selection_{stage}": state.selection.to_meta()})
 
         # --- checkpoints (only between updates, so a resumed run replays whole updates; the stage's before `last`) ----
@@ -301,11 +353,15 @@ def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any
     references = {name: makespan_of(oracle, g, _teacher_assignment(g, config.devices)) for name, g in session.graphs.items()}
     state = StageState(optimizer, scheduler, references)
     if stage != "il" and config.greedy_every:  # the starting weights compete too: the stage never ends worse than it began
-        state.selection = _select_greedy(policy, session.graphs, config.devices, oracle, references, session.episode, state.selection, session.run.best_checkpoint(stage))
+        state.selection = _select_greedy(
+            policy, session.graphs, config.devices, oracle, references, session.episode, state.selection, session.run.best_checkpoint(stage)
+        )
     return state
 
 
-def _log_episodes(session: Session, stage: str, name: str, oracle: Any, steps: list[dict[str, Any]], lr: float, seconds_each: float, reference: float) -> None:
+def _log_episodes(
+    session: Session, stage: str, name: str, oracle: Any, steps: list[dict[str, Any]], lr: float, seconds_each: float, reference: float
+) -> None:
     """One metrics row per rollout of the update; keep the best placement; advance the episode count."""
     config, graph = session.config, session.graphs[name]
     for step in steps:
@@ -313,13 +369,22 @@ def _log_episodes(session: Session, stage: str, name: str, oracle: Any, steps: l
         rollout = step.pop("rollout")
         simulated = step["makespan"] if stage != "real" else session.sim.makespan(graph, rollout.assignment)
         row = {
-            "stage": stage, "episode": session.episode, "graph": name, "makespan": step["makespan"],
-            "reward": step["reward"], "baseline": step.get("baseline"), "loss": step["loss"],
-            "loss_policy": step.get("loss_policy"), "loss_entropy": step["loss_entropy"],
-            "loss_imitation": step.get("loss_imitation"), "teacher_agreement": step.get("teacher_agreement"),
-            "epsilon": step["epsilon"], "lr": lr, "seconds": round(session.seconds, 4),
+            "stage": stage,
+            "episode": session.episode,
+            "graph": name,
+            "makespan": step["makespan"],
+            "reward": step["reward"],
+            "baseline": step.get("baseline"),
+            "loss": step["loss"],
+            "loss_policy": step.get("loss_policy"),
+            "loss_entropy": step["loss_entropy"],
+            "loss_imitation": step.get("loss_imitation"),
+            "teacher_agreement": step.get("teacher_agreement"),
+            "epsilon": step["epsilon"],
+            "lr": lr,
+            "seconds": round(session.seconds, 4),
             "oracle": oracle_kind(oracle) if stage != "il" else "sim",
-        }  # fmt: skip
+        }
         if "real" in config.stages:
             row["predicted"] = simulated if stage == "real" else None
         session.metrics.append(row)
@@ -355,11 +420,17 @@ def _evaluate(session: Session, device: torch.device, unseen: dict[str, Dataflow
         found = search(policy, graph, config.devices, config.search_samples, seed=config.seed)
         if found.best_makespan < best.get(name, np.inf):
             best[name] = found.best_makespan
-            _write_best(run, config, session.graphs, name, found.best_assignment, found.best_order, found.best_makespan, "search", session.episode)
+            _write_best(
+                run, config, session.graphs, name, found.best_assignment, found.best_order, found.best_makespan, "search", session.episode
+            )
         evaluation[name] = {**_evaluation(found, graph, config.devices), "seen": True, "best_seen": best[name]}
     for name, graph in unseen.items():
         found = search(policy, graph, config.devices, config.search_samples, seed=config.seed)
-        evaluation[name] = {**_evaluation(found, graph, config.devices), "seen": False, **reference_makespans({name: graph}, config.devices)[name]}
+        evaluation[name] = {
+            **_evaluation(found, graph, config.devices),
+            "seen": False,
+            **reference_makespans({name: graph}, config.devices)[name],
+        }
     run.update_meta(status="finished", evaluation=evaluation, finished=_now())
     return TrainResult(run.path, "finished", session.episode, evaluation)
 
@@ -409,7 +480,10 @@ def _select_greedy(policy, graphs, devices, oracle, references, episode, selecti
     """Place every graph greedily; when the mean makespan ÷ reference beats ``selection``'s, save the weights to ``path``."""
     generator = torch.Generator(device=policy_device(policy)).manual_seed(0)
     with torch.no_grad():
-        makespans = {name: makespan_of(oracle, g, policy.rollout(g, devices, mode="greedy", generator=generator).assignment) for name, g in graphs.items()}
+        makespans = {
+            name: makespan_of(oracle, g, policy.rollout(g, devices, mode="greedy", generator=generator).assignment)
+            for name, g in graphs.items()
+        }
     score = float(np.mean([makespans[name] / references[name] for name in graphs]))
     evaluations = selection.evaluations + len(graphs)
     if score < selection.score:
@@ -452,7 +526,9 @@ def _existing_run(run: RunDirectory, config: TrainConfig) -> dict[str, Any] | No
     if existing != config:
         ours, theirs = dataclasses.asdict(config), dataclasses.asdict(existing)
         differ = [k for k in ours if ours[k] != theirs[k]]
-        raise ValueError(f"{run.path} holds a different run (config differs in {', '.join(differ)}); choose another --out or the same settings to resume")
+        raise ValueError(
+            f"{run.path} holds a different run (config differs in {', '.join(differ)}); choose another --out or the same settings to resume"
+        )
     if not run.meta_path.exists():
         return {}
     meta = read_json_file(run.meta_path, "the run's meta.json")
@@ -493,10 +569,15 @@ def _write_best(run, config, graphs, name, assignment, order, makespan, stage, e
 
     assignment = np.asarray(assignment, dtype=np.int64)
     placement = {
-        "graph": name, "devices": config.devices, "assignment": assignment.tolist(),
-        "order": np.asarray(order, dtype=np.int64).tolist(), "makespan": float(makespan),
-        "stage": stage, "episode": int(episode), "method": config.method,
-    }  # fmt: skip
+        "graph": name,
+        "devices": config.devices,
+        "assignment": assignment.tolist(),
+        "order": np.asarray(order, dtype=np.int64).tolist(),
+        "makespan": float(makespan),
+        "stage": stage,
+        "episode": int(episode),
+        "method": config.method,
+    }
     trace = simulate(graphs[name], assignment, config.devices).trace.to_json()
     if len(graphs) > 1:
         run.write_best(placement, trace, subdir=_best_dir(run, graphs, name).name)
@@ -514,9 +595,23 @@ def _torch_device(name: str) -> torch.device:
 
 def _command_line(config: TrainConfig, out: Path) -> str:
     """The ``workbench train`` command that makes this run: the options, then ``--set`` for every other non-default field."""
-    parts = ["workbench", "train", *config.graphs, "--devices", str(config.devices), "--method", config.method,
-             "--stages", ",".join(config.stages), "--episodes", ",".join(map(str, config.episodes)),
-             "--out", str(out), "--seed", str(config.seed)]  # fmt: skip
+    parts = [
+        "workbench",
+        "train",
+        *config.graphs,
+        "--devices",
+        str(config.devices),
+        "--method",
+        config.method,
+        "--stages",
+        ",".join(config.stages),
+        "--episodes",
+        ",".join(map(str, config.episodes)),
+        "--out",
+        str(out),
+        "--seed",
+        str(config.seed),
+    ]
     if config.init_checkpoint:
         parts += ["--init-checkpoint", config.init_checkpoint]
     defaults = TrainConfig(graphs=config.graphs)
@@ -548,7 +643,7 @@ class _StopRequest:
         self.requested = True
         print(f"\n{signal.Signals(signum).name}: stopping after this episode (Ctrl-C again to abort now)", file=sys.stderr)
 
-    def __enter__(self) -> "_StopRequest":
+    def __enter__(self) -> _StopRequest:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 self._previous[signum] = signal.signal(signum, self._handle)

@@ -19,8 +19,9 @@ import importlib
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,7 +64,10 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     for stage, path in checkpoints.items():
         candidate, _ = load_checkpoint(library, path, map_location="cpu")
         with torch.no_grad():
-            greedy[stage] = {name: simulate(g, candidate.rollout(g, config.devices, mode="greedy").assignment, config.devices).makespan for name, g in graphs.items()}
+            greedy[stage] = {
+                name: simulate(g, candidate.rollout(g, config.devices, mode="greedy").assignment, config.devices).makespan
+                for name, g in graphs.items()
+            }
         score = float(np.mean([greedy[stage][name] / meta["evaluation"][name]["critical_path"] for name in graphs]))
         if score <= chosen_score:
             chosen, chosen_score, policy = stage, score, candidate
@@ -79,13 +83,17 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     return target
 
 
+def _cell(value: float, critical_path: float) -> str:
+    return f"{value / 1e10:.1f} ({value / critical_path:.3f}×)"
+
+
 def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
     """A markdown table of the shipped policies: budget, wall time, greedy makespan per stage, beside the heuristics (÷ 1e10)."""
-    from ..rundir import reference as reference_of
-    from ..rundir import read_metrics
+    from ..rundir import read_metrics, reference as reference_of
 
     lines = [
-        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped | best of greedy + K samples (evaluated policy) | best seen in training |",
+        "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped "
+        "| best of greedy + K samples (evaluated policy) | best seen in training |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for meta_path in sorted(Path(folder).glob("*/meta.json")):
@@ -94,15 +102,13 @@ def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
         name = meta_path.parent.name
         found, reference = meta["evaluation"][name], reference_of(meta, name)
         budget = "+".join(str(sum(r["stage"] == s for r in rows)) for s in meta["stages"])
-
-        def cell(value: float) -> str:
-            return f"{value / 1e10:.1f} ({value / found['critical_path']:.3f}×)"
-
-        by_stage = ", ".join(f"{stage} {cell(values[name])}" for stage, values in record["greedy_by_stage"].items())
+        critical_path = found["critical_path"]
+        by_stage = ", ".join(f"{stage} {_cell(values[name], critical_path)}" for stage, values in record["greedy_by_stage"].items())
         lines.append(
             f"| {name} | {budget} | {float(rows[-1]['seconds']) / 60:.1f} min | {found['critical_path'] / 1e10:.1f} | "
             f"{reference['best_heuristic'] / 1e10:.1f} ({reference['best_heuristic_method']}) | {by_stage} | "
-            f"{Path(record['exported_from']).stem} | {cell(found['search'])}, K={found['search_samples']} | {cell(found['best_seen'])} |"
+            f"{Path(record['exported_from']).stem} | {_cell(found['search'], critical_path)}, K={found['search_samples']} | "
+            f"{_cell(found['best_seen'], critical_path)} |"
         )
     return "\n".join(lines)
 
@@ -139,9 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     for graph in args.graphs:
         config = TrainConfig(
-            graphs=(graph,), devices=args.devices, method=args.method, stages=tuple(args.stages.split(",")),
-            episodes=tuple(int(e) for e in args.episodes.split(",")), seed=args.seed, **{"rl_mode": args.rl_mode, **overrides},
-        )  # fmt: skip
+            graphs=(graph,),
+            devices=args.devices,
+            method=args.method,
+            stages=tuple(args.stages.split(",")),
+            episodes=tuple(int(e) for e in args.episodes.split(",")),
+            seed=args.seed,
+            **{"rl_mode": args.rl_mode, **overrides},
+        )
         out = Path(args.runs) / graph
         command = shlex.join(["python", "-m", "workbench.training.pretrained", *(argv if argv is not None else sys.argv[1:])])
         result = train(config, out, command=command)
@@ -150,7 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         target = export_policy(out, Path(args.to) / graph)
         found = result.evaluation[graph]
-        print(f"{graph}: {target}  greedy {found['greedy']:.6g}  best of {found['search_samples']} {found['search']:.6g}  critical_path {found['critical_path']:.6g}")
+        print(
+            f"{graph}: {target}  greedy {found['greedy']:.6g}  best of {found['search_samples']} {found['search']:.6g}  critical_path "
+            f"{found['critical_path']:.6g}"
+        )
     return 0
 
 

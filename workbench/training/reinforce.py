@@ -89,17 +89,24 @@ def reinforce_update(
         baselines = [(sum(rewards) - r) / (count - 1) for r in rewards]
     running = rewards[0] if baseline is None else baseline
     steps, total = [], torch.zeros((), device=rollouts[0].log_prob.device)
-    for rollout, makespan, reward, b in zip(rollouts, makespans, rewards, baselines):
+    for rollout, makespan, reward, b in zip(rollouts, makespans, rewards, baselines, strict=True):
         loss_policy = -(reward - b) * rollout.log_prob / count
         loss_entropy = -config.entropy_weight * rollout.entropy / count
         total = total + loss_policy + loss_entropy
         running = config.baseline_decay * running + (1 - config.baseline_decay) * reward
-        steps.append({
-            "rollout": rollout, "makespan": makespan, "reward": reward, "baseline": b, "new_baseline": running,
-            "epsilon": epsilon if config.rl_mode == "epsilon" else None,
-            "loss": float((loss_policy + loss_entropy).detach()),
-            "loss_policy": float(loss_policy.detach()), "loss_entropy": float(loss_entropy.detach()),
-        })  # fmt: skip
+        steps.append(
+            {
+                "rollout": rollout,
+                "makespan": makespan,
+                "reward": reward,
+                "baseline": b,
+                "new_baseline": running,
+                "epsilon": epsilon if config.rl_mode == "epsilon" else None,
+                "loss": float((loss_policy + loss_entropy).detach()),
+                "loss_policy": float(loss_policy.detach()),
+                "loss_entropy": float(loss_entropy.detach()),
+            }
+        )
     if config.self_imitation_weight > 0 and elite is not None:
         replay = policy.rollout(graph, config.devices, mode="teacher", guide=elite)
         total = total + config.self_imitation_weight * replay.imitation_loss

@@ -13,9 +13,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..learn.checkpoint import CheckpointError, TrainedFor, read_checkpoint, stale_temporaries
 from .checkpoint import TrainingState, load_checkpoint, state_from_extra
@@ -39,7 +40,9 @@ def read_json_file(path: str | os.PathLike, what: str = "file") -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ResumeError(f"{path} is unreadable ({what}): {exc}") from None
     except json.JSONDecodeError as exc:
-        raise ResumeError(f"{path} is not valid JSON ({what}): {exc.msg} at line {exc.lineno} column {exc.colno}; repair or remove it") from None
+        raise ResumeError(
+            f"{path} is not valid JSON ({what}): {exc.msg} at line {exc.lineno} column {exc.colno}; repair or remove it"
+        ) from None
     except RecursionError:
         raise ResumeError(f"{path} is not valid JSON ({what}): nested too deeply") from None
 
@@ -72,9 +75,12 @@ def check_metrics(path: str | os.PathLike, columns: tuple[str, ...], resume_at: 
         raise ResumeError(f"{path} has no header line; expected {','.join(columns)}")
     header = _row(path, 1, complete[0])
     if tuple(header) != columns:
-        diff = next((i for i, (a, b) in enumerate(zip(header, columns)) if a != b), min(len(header), len(columns)))
+        diff = next((i for i, (a, b) in enumerate(zip(header, columns, strict=False)) if a != b), min(len(header), len(columns)))
         found, wanted = (header[diff] if diff < len(header) else "(nothing)"), (columns[diff] if diff < len(columns) else "(nothing)")
-        raise ResumeError(f"{path} line 1: the header differs from the expected one at column {diff + 1} ({found!r} instead of {wanted!r}); refusing to resume")
+        raise ResumeError(
+            f"{path} line 1: the header differs from the expected one at column {diff + 1} ({found!r} instead of {wanted!r}); refusing to "
+            "resume"
+        )
     offset, keep = len(complete[0]) + 1, None
     episode_column, stage_column = columns.index("episode"), columns.index("stage")
     for number, line in enumerate(complete[1:], start=2):
@@ -90,7 +96,10 @@ def check_metrics(path: str | os.PathLike, columns: tuple[str, ...], resume_at: 
             fault = f"episode {episode} appears twice" if episode < expected else f"episodes {expected}..{episode - 1} are missing"
             raise ResumeError(f"{path} line {number}: {fault} (expected episode {expected}); refusing to resume")
         if row[stage_column] != stage_of(episode):
-            raise ResumeError(f"{path} line {number}: episode {episode} has stage {row[stage_column]!r}, the config says {stage_of(episode)!r}; refusing to resume")
+            raise ResumeError(
+                f"{path} line {number}: episode {episode} has stage {row[stage_column]!r}, the config says {stage_of(episode)!r}; "
+                "refusing to resume"
+            )
         if episode == resume_at:
             keep = offset
         offset += len(line) + 1
@@ -121,7 +130,9 @@ class ResumePoint:
     metrics: MetricsCheck
 
 
-def resume_point(run: RunDirectory, config: TrainConfig, library: Any, device: Any, meta: Mapping[str, Any], trained_for: TrainedFor) -> ResumePoint | None:
+def resume_point(
+    run: RunDirectory, config: TrainConfig, library: Any, device: Any, meta: Mapping[str, Any], trained_for: TrainedFor
+) -> ResumePoint | None:
     """The newest training checkpoint of ``run`` (``last`` or a stage's) with the run's files checked; None when there is none.
 
     Refused: a checkpoint trained for other graphs or devices or written by
@@ -136,8 +147,14 @@ def resume_point(run: RunDirectory, config: TrainConfig, library: Any, device: A
             found = state_from_extra(checkpoint.extra, path)
             if path == run.last_checkpoint and found is None:
                 raise ValueError(f"{path} holds a policy but no training state; it was not written by `workbench train`")
-            if checkpoint.trained_for is not None and (checkpoint.trained_for.graphs, checkpoint.trained_for.devices) != (trained_for.graphs, trained_for.devices):
-                raise CheckpointError(f"{path} was trained for {checkpoint.trained_for.describe()}, but this run trains {trained_for.describe()}; it belongs to another run")
+            if checkpoint.trained_for is not None and (checkpoint.trained_for.graphs, checkpoint.trained_for.devices) != (
+                trained_for.graphs,
+                trained_for.devices,
+            ):
+                raise CheckpointError(
+                    f"{path} was trained for {checkpoint.trained_for.describe()}, but this run trains {trained_for.describe()}; it "
+                    "belongs to another run"
+                )
             if found is not None and (newest is None or found.episode > newest[0]):
                 newest = (found.episode, path)
     if newest is None:
@@ -150,12 +167,20 @@ def resume_point(run: RunDirectory, config: TrainConfig, library: Any, device: A
         return None
     policy, state = load_checkpoint(library, newest[1], map_location=device)
     if meta.get("run_id") and state.run_id and state.run_id != meta["run_id"]:
-        raise ResumeError(f"{newest[1]} belongs to another run (run id {state.run_id}; {run.meta_path.name} says {meta['run_id']}); refusing to resume")
+        raise ResumeError(
+            f"{newest[1]} belongs to another run (run id {state.run_id}; {run.meta_path.name} says {meta['run_id']}); refusing to resume"
+        )
     if state.stage not in config.stages or not 0 < state.episode <= config.total_episodes:
-        raise ResumeError(f"{newest[1]} is at episode {state.episode} of stage {state.stage!r}, outside this run's stages {', '.join(config.stages)} ({config.total_episodes} episodes)")
+        raise ResumeError(
+            f"{newest[1]} is at episode {state.episode} of stage {state.stage!r}, outside this run's stages {', '.join(config.stages)} "
+            f"({config.total_episodes} episodes)"
+        )
     for stage, _, end in config.stage_bounds():
         if end <= state.episode and not run.stage_checkpoint(stage).exists():
-            raise ResumeError(f"{run.stage_checkpoint(stage)} is missing although the run is past the end of stage {stage} (episode {end}); it cannot be rebuilt, start a new run")
+            raise ResumeError(
+                f"{run.stage_checkpoint(stage)} is missing although the run is past the end of stage {stage} (episode {end}); it cannot "
+                "be rebuilt, start a new run"
+            )
     stages = [(stage, end) for stage, _, end in config.stage_bounds()]
     metrics = check_metrics(run.metrics_path, run.columns(config), state.episode, lambda e: next(s for s, end in stages if e < end))
     return ResumePoint(policy, state, metrics)

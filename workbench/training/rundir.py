@@ -12,8 +12,9 @@ import csv
 import io
 import json
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..fileio import atomic_write_json, atomic_write_text
 from ..provenance import now
@@ -83,7 +84,7 @@ class RunDirectory(RunPaths):
         return meta
 
     # --- metrics --------------------------------------------------------------------------
-    def open_metrics(self, config: TrainConfig, first_episode: int = 0) -> "MetricsWriter":
+    def open_metrics(self, config: TrainConfig, first_episode: int = 0) -> MetricsWriter:
         """Append to ``metrics.csv`` (and to ``tensorboard/`` when the config asks, dropping its events from ``first_episode`` on)."""
         tensorboard = self.tensorboard_dir if config.tensorboard else None
         return MetricsWriter(self.metrics_path, self.columns(config), tensorboard, first_episode)
@@ -134,7 +135,7 @@ class MetricsWriter:
         if self._tensorboard is not None:
             self._tensorboard.close()
 
-    def __enter__(self) -> "MetricsWriter":
+    def __enter__(self) -> MetricsWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
