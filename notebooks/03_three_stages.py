@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -38,7 +40,9 @@ SEED = 0
 # Stages II/III as the training benchmark runs them (docs/results.md); drop these for the paper's exact
 # settings (ε-greedy rollouts, one per update, learning rate 1e-4 → 1e-7, the final weights)
 BEYOND_THE_PAPER = {"rl_mode": "sample", "rollouts_per_update": 8, "rl_lr_start": 3e-4, "rl_lr_end": 3e-6, "greedy_every": 100}
-RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # training runs land here (git-ignored); a finished run is reused
+RUNS = Path(
+    os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks")
+)  # training runs land here (git-ignored); a finished run is reused
 
 # %% [markdown]
 # ## What to beat
@@ -46,7 +50,6 @@ RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # t
 # budget of simulator evaluations, all on the simulator.
 
 # %%
-import pandas as pd
 
 import workbench as wb
 from workbench import viz as figures
@@ -79,7 +82,9 @@ config = TrainConfig(graphs=(GRAPH,), devices=DEVICES, stages=STAGES, episodes=E
 oracle = seconds_oracle(make_oracle(BACKEND, DEVICES)) if "real" in STAGES else None
 result = train(config, out=RUNS / f"03_{GRAPH}_{'-'.join(STAGES)}_{'+'.join(map(str, EPISODES))}", oracle=oracle)
 run = read_run(result.run_dir)
-run.metrics.groupby("stage", sort=False).agg(episodes=("episode", "count"), first=("makespan", "first"), best=("makespan", "min"), last=("makespan", "last"))
+run.metrics.groupby("stage", sort=False).agg(
+    episodes=("episode", "count"), first=("makespan", "first"), best=("makespan", "min"), last=("makespan", "last")
+)
 
 # %% [markdown]
 # ## Curves per stage
@@ -95,7 +100,9 @@ references = {"teacher (critical_path)": teacher.makespan, "local search": searc
 figures.training_curves(simulated, references=references, window=10, title=f"{GRAPH}: makespan per episode (simulator)")
 
 # %%
-figures.training_curves(run.metrics[run.metrics["stage"] == "il"], metric="teacher_agreement", window=5, title="Stage I: agreement with the teacher")
+figures.training_curves(
+    run.metrics[run.metrics["stage"] == "il"], metric="teacher_agreement", window=5, title="Stage I: agreement with the teacher"
+)
 
 # %% [markdown]
 # Stage III rewards measured seconds, a different unit from the simulator's,

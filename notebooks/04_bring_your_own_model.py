@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -36,7 +38,9 @@ DEVICES = 4
 PROFILE = "V100"
 LOCAL_SEARCH_BUDGET = 1_000 if FAST else 20_000
 EPISODES = (10, 10) if FAST else (200, 400)  # imitation, simulator RL
-RUNS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # training runs land here (git-ignored); a finished run is reused
+RUNS = Path(
+    os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks")
+)  # training runs land here (git-ignored); a finished run is reused
 
 # %% [markdown]
 # ## Import the decoder
@@ -96,6 +100,7 @@ plain.run([DEVICES], ["single", "round_robin", "critical_path", "heft", "etf", "
 # into slices that run through the decoder independently (as in
 # pipeline-parallel inference): independent chains a placer can spread over
 # the devices, with the final concatenation joining them.
+
 
 # %%
 class MicroBatched(nn.Module):

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -32,7 +34,9 @@ SEEDS = 2 if FAST else 5
 LOCAL_SEARCH_BUDGET = 500 if FAST else 5_000
 SIZES = [50, 100, 200] if FAST else [100, 300, 1_000, 3_000, 10_000]  # ops of the generated graphs
 WORKERS = 2  # processes of the local pool
-RESULTS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  # results tables (git-ignored); finished cells are not run again
+RESULTS = Path(
+    os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks")
+)  # results tables (git-ignored); finished cells are not run again
 
 # %% [markdown]
 # ## A sweep is a small config
@@ -42,7 +46,6 @@ RESULTS = Path(os.environ.get("WORKBENCH_NOTEBOOK_RUNS", "../runs/notebooks"))  
 # local search) differ between seeds; the heuristics are deterministic.
 
 # %%
-import pandas as pd
 import plotly.express as px
 
 import workbench as wb
@@ -76,7 +79,9 @@ results[["graph", "devices", "label", "seed", "makespan", "gap", "seconds", "sta
 
 # %%
 if not FAST:
-    on_ray = wb.sweep({**config, "out": str(RESULTS / "05_paper_graphs_ray.csv")}, engine="ray", workers=WORKERS)  # on a cluster: address="auto"
+    on_ray = wb.sweep(
+        {**config, "out": str(RESULTS / "05_paper_graphs_ray.csv")}, engine="ray", workers=WORKERS
+    )  # on a cluster: address="auto"
     assert (on_ray["makespan"].to_numpy() == results["makespan"].to_numpy()).all()
     print(f"Ray ran {len(on_ray)} cells on {on_ray['host'].nunique()} host(s); same makespans as the local pool")
 
@@ -91,7 +96,10 @@ ok = results[results["status"] == "ok"].copy()
 print(f"{len(ok)} of {len(results)} cells finished; failures: {results.loc[results['status'] != 'ok', 'error'].tolist()}")
 ok["vs_critical_path"] = relative_to(ok, "critical_path", by="label", keys=("graph", "devices", "seed"))
 summary = ok.groupby(["graph", "devices", "label"], sort=False).agg(
-    makespan=("makespan", "mean"), vs_critical_path=("vs_critical_path", "mean"), spread=("vs_critical_path", "std"), seconds=("seconds", "mean")
+    makespan=("makespan", "mean"),
+    vs_critical_path=("vs_critical_path", "mean"),
+    spread=("vs_critical_path", "std"),
+    seconds=("seconds", "mean"),
 )
 summary.round(3)
 

@@ -43,7 +43,9 @@ def test_notebook_runs_in_fast_mode(script, monkeypatch, tmp_path):
     monkeypatch.setenv("WORKBENCH_FAST", "1")
     monkeypatch.setenv("WORKBENCH_NOTEBOOK_RUNS", str(tmp_path))  # training runs and sweep tables of this test only
     monkeypatch.setenv("DGLBACKEND", "pytorch")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(NOTEBOOKS.parent), os.environ.get("PYTHONPATH")])))  # the kernel imports this checkout
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(NOTEBOOKS.parent), os.environ.get("PYTHONPATH")]))
+    )  # the kernel imports this checkout
     notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
     NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -166,7 +167,15 @@ def test_ray_engine_on_a_local_two_cpu_instance(tmp_path):
 def test_generated_graphs_in_a_config(tmp_path):
     if not hasattr(wb, "generate"):
         pytest.skip("workbench.generate is not part of this installation")
-    config = parse_config({**SMALL, "devices": 2, "seeds": 1, "methods": ["critical_path"], "graphs": [{"generate": "layered", "layers": 3, "width": 4, "seed": 2}]})
+    config = parse_config(
+        {
+            **SMALL,
+            "devices": 2,
+            "seeds": 1,
+            "methods": ["critical_path"],
+            "graphs": [{"generate": "layered", "layers": 3, "width": 4, "seed": 2}],
+        }
+    )
     assert config.graphs[0].label == "layered(layers=3,seed=2,width=4)"
     frame = sweep(config, out=tmp_path / "g.csv", progress=False)
     assert frame.iloc[0]["status"] == "ok"
@@ -174,9 +183,7 @@ def test_generated_graphs_in_a_config(tmp_path):
 
 
 def test_parquet_output_needs_pyarrow_and_says_so(tmp_path):
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("pyarrow") is None:
         with pytest.raises(ValueError, match="Parquet needs pyarrow"):
             sweep({**SMALL, "devices": 2, "seeds": 1}, out=tmp_path / "r.parquet", progress=False)
     else:
@@ -195,7 +202,12 @@ def test_an_unreadable_results_file_is_not_overwritten(tmp_path):
 def test_a_changed_file_option_makes_its_cells_run_again(test_placers, tmp_path):
     log, checkpoint = tmp_path / "calls.log", tmp_path / "policy.pt"
     checkpoint.write_bytes(b"weights")
-    config = {**SMALL, "devices": 2, "seeds": 1, "methods": [{"method": "counting", "options": {"log": str(tmp_path), "checkpoint": str(checkpoint)}}]}
+    config = {
+        **SMALL,
+        "devices": 2,
+        "seeds": 1,
+        "methods": [{"method": "counting", "options": {"log": str(tmp_path), "checkpoint": str(checkpoint)}}],
+    }
     out = tmp_path / "r.csv"
     sweep(config, out=out, progress=False)
     sweep(config, out=out, progress=False)

@@ -40,26 +40,36 @@ def test_find_checkpoint_reads_run_directories(fake_doppler):
     assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim.safetensors"
     assert find_checkpoint("doppler", "chain_mm_112nodes", "il", fake_doppler) is None
     # no run trained ffnn: the shipped pretrained checkpoint stands in for Stage I+II
-    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", fake_doppler) == DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.safetensors"
+    assert (
+        find_checkpoint("doppler", "ffnn_192nodes", "sim", fake_doppler)
+        == DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.safetensors"
+    )
     assert find_checkpoint("gdp", "chain_mm_112nodes", "sim", fake_doppler) is None
     # the weights training selected (greedy_every) win over the stage's final weights
     (fake_doppler / "r1" / "checkpoints" / "sim-best.safetensors").write_bytes(b"weights")
-    assert find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim-best.safetensors"
+    assert (
+        find_checkpoint("doppler", "chain_mm_112nodes", "sim", fake_doppler) == fake_doppler / "r1" / "checkpoints" / "sim-best.safetensors"
+    )
 
 
 def test_quick_reproduce_writes_every_row(fake_doppler, tmp_path, capsys):
     out = tmp_path / "docs" / "results.md"
     out.parent.mkdir()
     out.write_text("# Results\n\n## Other area\n\nkept\n")
-    code = main(["reproduce", "--quick", "--graphs", "chain_mm", "--seeds", "1", "--out", str(out), "--runs", str(fake_doppler), "--no-progress"])
+    code = main(
+        ["reproduce", "--quick", "--graphs", "chain_mm", "--seeds", "1", "--out", str(out), "--runs", str(fake_doppler), "--no-progress"]
+    )
     assert code == 0
     text = out.read_text()
     assert "## Other area\n\nkept" in text, "other sections are left alone"
-    section = text[text.index(SECTION):]
+    section = text[text.index(SECTION) :]
     table = [line for line in section.splitlines() if line.startswith("| ")]
     for row in ROWS:
         assert any(line.startswith(f"| {row.label} |") for line in table), row.label
-    line = lambda label: next(x for x in table if x.startswith(f"| {label} |"))  # noqa: E731
+
+    def line(label: str) -> str:
+        return next(x for x in table if x.startswith(f"| {label} |"))
+
     assert "not available: no Stage I checkpoint" in line("doppler (Stage I)")
     assert "not available" not in line("doppler (Stage I+II)") and "±" in line("doppler (Stage I+II)")
     assert "±" in line("critical_path") and "+0.0%" in line("critical_path")
@@ -69,7 +79,24 @@ def test_quick_reproduce_writes_every_row(fake_doppler, tmp_path, capsys):
     raw = out.parent / "results" / "paper_comparison_quick.csv"
     assert raw.exists()
     # rerunning is idempotent: one section, finished cells skipped
-    assert main(["reproduce", "--quick", "--graphs", "chain_mm", "--seeds", "1", "--out", str(out), "--runs", str(fake_doppler), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "--quick",
+                "--graphs",
+                "chain_mm",
+                "--seeds",
+                "1",
+                "--out",
+                str(out),
+                "--runs",
+                str(fake_doppler),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert out.read_text().count(SECTION) == 1
 
 

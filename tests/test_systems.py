@@ -8,8 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import workbench as wb
 from workbench.systems import Measurement, MeasurementError, SimulatorOracle, calibrate, measure, spearman, trace_violations

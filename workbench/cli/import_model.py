@@ -13,19 +13,56 @@ _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "long"
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("import-model", help="trace a PyTorch model (torch.fx / HuggingFace fx / torch.export) into a graph, optionally sharded")
-    parser.add_argument("factory", metavar="SPEC", nargs="?",
-                        help="hf:TYPE (e.g. hf:gpt2), tv:NAME (e.g. tv:resnet50), timm:NAME, zoo:NAME, or PACKAGE.MODULE:FACTORY (e.g. workbench.models:gpt_decoder)")
-    parser.add_argument("--input-shape", action="append", default=[], metavar="D1,D2,...", help="shape of one forward() input, in order (repeatable)")
-    parser.add_argument("--input-dtype", action="append", default=[], choices=_DTYPES, help="dtype of each input (default float32; int64/long for token ids)")
-    parser.add_argument("--kwarg", action="append", default=[], metavar="K=V", help="config field (hf:), model argument (tv:, timm:) or factory keyword (JSON or string; repeatable)")
+    parser = sub.add_parser(
+        "import-model", help="trace a PyTorch model (torch.fx / HuggingFace fx / torch.export) into a graph, optionally sharded"
+    )
+    parser.add_argument(
+        "factory",
+        metavar="SPEC",
+        nargs="?",
+        help=(
+            "hf:TYPE (e.g. hf:gpt2), tv:NAME (e.g. tv:resnet50), timm:NAME, zoo:NAME, "
+            "or PACKAGE.MODULE:FACTORY (e.g. workbench.models:gpt_decoder)"
+        ),
+    )
+    parser.add_argument(
+        "--input-shape", action="append", default=[], metavar="D1,D2,...", help="shape of one forward() input, in order (repeatable)"
+    )
+    parser.add_argument(
+        "--input-dtype",
+        action="append",
+        default=[],
+        choices=_DTYPES,
+        help="dtype of each input (default float32; int64/long for token ids)",
+    )
+    parser.add_argument(
+        "--kwarg",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="config field (hf:), model argument (tv:, timm:) or factory keyword (JSON or string; repeatable)",
+    )
     parser.add_argument("--profile", default="V100", help="device profile preset (P100, V100, A100, H100) or a JSON file of its fields")
     parser.add_argument("--measure", action="store_true", help="time each op on the local device instead of the roofline estimate")
     parser.add_argument("--fuse", action="store_true", help="fuse cheap elementwise/view ops into their producers")
-    parser.add_argument("--target-nodes", type=int, metavar="N", help="group ops until at most N nodes remain (or, with --shard-auto, shard to at most N nodes)")
-    parser.add_argument("--parts", metavar="KIND=N,...", help="shard into block kernels, e.g. batch=2,heads=4,hidden=2,seq=1 (kinds: batch, seq, heads, hidden, channels)")
+    parser.add_argument(
+        "--target-nodes",
+        type=int,
+        metavar="N",
+        help="group ops until at most N nodes remain (or, with --shard-auto, shard to at most N nodes)",
+    )
+    parser.add_argument(
+        "--parts",
+        metavar="KIND=N,...",
+        help="shard into block kernels, e.g. batch=2,heads=4,hidden=2,seq=1 (kinds: batch, seq, heads, hidden, channels)",
+    )
     parser.add_argument("--shard-auto", action="store_true", help="shard, picking the parts that give at most --target-nodes nodes")
-    parser.add_argument("--cost-model", choices=("roofline", "paper"), default="roofline", help="costs of sharded graphs: roofline on --profile, or the paper files' convention")
+    parser.add_argument(
+        "--cost-model",
+        choices=("roofline", "paper"),
+        default="roofline",
+        help="costs of sharded graphs: roofline on --profile, or the paper files' convention",
+    )
     parser.add_argument("--zoo", metavar="DIR", help="rebuild every zoo graph (workbench/importers/zoo.py) into DIR and print the table")
     parser.add_argument("--out", metavar="FILE", help="write the graph as JSON (else print a summary)")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -92,16 +129,26 @@ def run(args) -> int:
 
         if args.measure or args.fuse:
             raise CliError("--measure and --fuse apply to operator graphs, not to sharded ones")
-        graph = shard(model, inputs, args.parts, target_nodes=args.target_nodes if args.shard_auto else None,
-                      cost_model=args.cost_model, profile=profile, device=device, name=name)
+        graph = shard(
+            model,
+            inputs,
+            args.parts,
+            target_nodes=args.target_nodes if args.shard_auto else None,
+            cost_model=args.cost_model,
+            profile=profile,
+            device=device,
+            name=name,
+        )
         unsharded = graph.metadata["unsharded"]
         detail = f", parts {graph.metadata['parts']}, {len(unsharded)} unsharded ops" + (
-            f" ({', '.join(sorted({u['op_type'] for u in unsharded}))})" if unsharded else "")
+            f" ({', '.join(sorted({u['op_type'] for u in unsharded}))})" if unsharded else ""
+        )
         save_and_report(graph, args, detail)
         return 0
     from ..importers.torch_fx import from_torch
 
-    graph = from_torch(model, inputs, profile, measure=args.measure, device=device, fuse_elementwise=args.fuse,
-                       target_nodes=args.target_nodes, name=name)
+    graph = from_torch(
+        model, inputs, profile, measure=args.measure, device=device, fuse_elementwise=args.fuse, target_nodes=args.target_nodes, name=name
+    )
     save_and_report(graph, args, f", {graph.metadata['total_flops']:.4g} FLOPs, traced with {graph.metadata['tracer']}")
     return 0

@@ -20,9 +20,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..graph import DataflowGraph
 
@@ -84,7 +85,7 @@ class MethodSpec:
 
     def option_sets(self) -> list[dict[str, Any]]:
         names = [name for name, _ in self.options]
-        return [dict(zip(names, values)) for values in itertools.product(*(vals for _, vals in self.options))]
+        return [dict(zip(names, values, strict=True)) for values in itertools.product(*(vals for _, vals in self.options))]
 
 
 @dataclass(frozen=True)
@@ -189,8 +190,10 @@ def load_config(path: str | Path) -> SweepConfig:
             import yaml
 
             data = yaml.safe_load(text)
-    except Exception as exc:  # noqa: BLE001 - parser errors differ per format; report them all alike
-        raise ConfigError(f"sweep config {str(path)!r} is not valid {path.suffix.lstrip('.') or 'YAML'}: {str(exc).splitlines()[0]}") from None
+    except Exception as exc:  # parser errors differ per format; report them all alike
+        raise ConfigError(
+            f"sweep config {str(path)!r} is not valid {path.suffix.lstrip('.') or 'YAML'}: {str(exc).splitlines()[0]}"
+        ) from None
     return parse_config(data, base=path.parent)
 
 
@@ -214,7 +217,9 @@ def parse_config(data: Any, base: str | Path = ".") -> SweepConfig:
     graphs = tuple(graph_spec(entry, Path(base)) for entry in _as_list(data["graphs"]))
     labels = [g.label for g in graphs]
     if len(set(labels)) != len(labels):
-        raise ConfigError(f"graphs: duplicate graph label(s) {sorted({x for x in labels if labels.count(x) > 1})}; give each a distinct 'label'")
+        raise ConfigError(
+            f"graphs: duplicate graph label(s) {sorted({x for x in labels if labels.count(x) > 1})}; give each a distinct 'label'"
+        )
     return SweepConfig(
         name=name,
         graphs=graphs,
@@ -268,7 +273,9 @@ def graph_spec(entry: Any, base: Path) -> GraphSpec:
             default = kind + ("(" + ",".join(f"{k}={v}" for k, v in params) + ")" if params else "")
             return GraphSpec(str(label or default), "generate", kind, params)
         if set(entry) != {"path"}:
-            raise ConfigError(f"graphs: an entry must be a name, a path, {{path: ..., label: ...}} or {{generate: KIND, ...}}; got keys {sorted(entry)}")
+            raise ConfigError(
+                f"graphs: an entry must be a name, a path, {{path: ..., label: ...}} or {{generate: KIND, ...}}; got keys {sorted(entry)}"
+            )
         return _with_label(graph_spec(str(entry["path"]), base), label)
     text = str(entry)
     for candidate in (Path(text), base / text):
@@ -282,7 +289,6 @@ def graph_spec(entry: Any, base: Path) -> GraphSpec:
 
 def _with_label(spec: GraphSpec, label: Any) -> GraphSpec:
     return spec if label is None else GraphSpec(str(label), spec.source, spec.value, spec.params)
-
 
 
 def _method_spec(entry: Any) -> MethodSpec:
@@ -308,4 +314,3 @@ def _method_spec(entry: Any) -> MethodSpec:
         raise ConfigError(f"methods: option(s) {', '.join(empty)} of {method!r} have an empty list of values")
     grid = tuple((str(k), tuple(_as_list(v))) for k, v in sorted(options.items()))
     return MethodSpec(method, str(label or method), grid)
-

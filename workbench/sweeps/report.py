@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,17 @@ from ..rundir import RunPaths, try_read_meta
 from .figures import write_figure
 from .paper import PAPER_COLUMNS, PAPER_GRAPH_TITLES, PAPER_REPORTED, ROWS, TIME_SCALE, paper_improvement
 
-__all__ = ["SECTION", "NOTES", "summarize", "tables", "paper_table", "discussion", "checkpoint_provenance", "write_comparison_figure", "write_section"]
+__all__ = [
+    "SECTION",
+    "NOTES",
+    "summarize",
+    "tables",
+    "paper_table",
+    "discussion",
+    "checkpoint_provenance",
+    "write_comparison_figure",
+    "write_section",
+]
 
 SECTION = "## Paper comparison"
 NOTES = "### Notes"
@@ -34,7 +44,7 @@ def summarize(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     stats = ok.groupby(["graph", "devices", "label"])["makespan"].agg(["mean", "std", "count"]).reset_index()
     stats["std"] = stats["std"].fillna(0.0)
     reference = stats[stats["label"] == "critical_path"].set_index(["graph", "devices"])["mean"]
-    keys = list(zip(stats["graph"], stats["devices"]))
+    keys = list(zip(stats["graph"], stats["devices"], strict=True))
     cp = np.array([reference.get(k, np.nan) for k in keys], dtype=float)
     stats["improvement"] = (cp - stats["mean"].to_numpy(float)) / cp
     bound = ok.groupby(["graph", "devices"])["lower_bound"].max()
@@ -85,7 +95,8 @@ def tables(stats: pd.DataFrame, failures: pd.Series, unavailable: Mapping, targe
 
 def paper_table(stats: pd.DataFrame, graphs: list[str]) -> str:
     lines = [
-        "**Ours beside the paper** — improvement over critical path (ours: simulator, 4 devices; paper: real system, 4×P100, its Table 2)\n",
+        "**Ours beside the paper** — improvement over critical path "
+        "(ours: simulator, 4 devices; paper: real system, 4×P100, its Table 2)\n",
         "| row (ours ↔ paper) | " + " | ".join(f"{PAPER_GRAPH_TITLES[g]} ours | paper" for g in graphs) + " |",
         "|---|" + "---|---|" * len(graphs),
     ]
@@ -134,11 +145,16 @@ def discussion(stats: pd.DataFrame, unavailable: Mapping, graphs: list[str]) -> 
                 (ours.loc[a, "improvement"] - ours.loc[b, "improvement"]) * (paper_improvement(g, pa) - paper_improvement(g, pb)) > 0
                 for (a, pa), (b, pb) in itertools.combinations(pairs, 2)
             ]
-            points.append(f"  - Ordering of the {len(pairs)} paired rows: {sum(concordant)} of {len(concordant)} pairs ranked as in the paper.")
+            points.append(
+                f"  - Ordering of the {len(pairs)} paired rows: {sum(concordant)} of {len(concordant)} pairs ranked as in the paper."
+            )
     for devices in sorted(set(stats["devices"]) - {4}):
         for g, frame in stats[stats["devices"] == devices].groupby("graph"):
             best = frame.loc[frame["mean"].idxmin()]
-            points.append(f"- {devices} devices, {g}: best {_best(frame)} ({_percent(best['improvement'])} over critical path, {best['gap']:.1%} above the lower bound).")
+            points.append(
+                f"- {devices} devices, {g}: best {_best(frame)} ({_percent(best['improvement'])} over critical path, "
+                f"{best['gap']:.1%} above the lower bound)."
+            )
     reasons: dict[tuple[int, str], set[str]] = {}
     for (_, devices, row), reason in unavailable.items():
         reasons.setdefault((devices, reason.removeprefix("not available: ")), set()).add(row)
@@ -150,15 +166,21 @@ def discussion(stats: pd.DataFrame, unavailable: Mapping, graphs: list[str]) -> 
 def checkpoint_provenance(checkpoints: Mapping[tuple[str, str], str]) -> str:
     """Where each learned row's checkpoint came from: its path, the rows using it and the command that trained it."""
     users: dict[str, list[str]] = {}
-    for (graph, label), path in sorted(checkpoints.items()):
+    for (_graph, label), path in sorted(checkpoints.items()):
         users.setdefault(path, []).append(label)
     lines = []
     for path, labels in users.items():
         checkpoint = Path(path)
-        meta = try_read_meta(RunPaths(checkpoint.parent.parent).meta_path) or try_read_meta(RunPaths(checkpoint.parent).meta_path)  # a run's, or a shipped policy's
+        meta = try_read_meta(RunPaths(checkpoint.parent.parent).meta_path) or try_read_meta(
+            RunPaths(checkpoint.parent).meta_path
+        )  # a run's, or a shipped policy's
         command = f" — `{meta['command']}`" if meta.get("command") else ""
         lines.append(f"- `{path}`: {', '.join(labels)}{command}")
-    return "Checkpoints of the learned rows (path: rows — training command):\n\n" + "\n".join(lines) if lines else "No learned checkpoints were found (see `--runs`)."
+    return (
+        "Checkpoints of the learned rows (path: rows — training command):\n\n" + "\n".join(lines)
+        if lines
+        else "No learned checkpoints were found (see `--runs`)."
+    )
 
 
 def write_comparison_figure(stats: pd.DataFrame, graphs: list[str], path_stem: Path) -> Path | None:
@@ -195,12 +217,10 @@ def write_section(path: Path, body: str) -> None:
     text = path.read_text(encoding="utf-8") if path.exists() else "# Results\n"
     pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
     old = pattern.search(text)
-    notes = old.group(0)[old.group(0).index(NOTES):].strip() if old and NOTES in old.group(0) else ""
+    notes = old.group(0)[old.group(0).index(NOTES) :].strip() if old and NOTES in old.group(0) else ""
     section = f"{SECTION}\n\n{body.strip()}\n" + (f"\n{notes}\n" if notes else "")
     if old:
         text = pattern.sub(lambda _: section + "\n", text, count=1).rstrip() + "\n"
     else:
         text = text.rstrip() + "\n\n" + section
     atomic_write_text(path, text)
-
-

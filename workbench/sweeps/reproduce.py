@@ -49,7 +49,7 @@ class Settings:
     generated_nodes: int = 250
 
     @classmethod
-    def for_run(cls, quick: bool, seeds: int | None) -> "Settings":
+    def for_run(cls, quick: bool, seeds: int | None) -> Settings:
         base = cls(seeds=2, search_budget=300, samples=4) if quick else cls(seeds=5, search_budget=20_000, samples=64)
         return base if seeds is None else cls(seeds, base.search_budget, base.samples, base.generated_nodes)
 
@@ -119,7 +119,7 @@ def _generated_graphs(settings: Settings, notes: list[str]) -> list[GraphSpec]:
         spec = GraphSpec(f"generated_{kind}", "generate", kind)
         try:
             spec.load()
-        except Exception as exc:  # noqa: BLE001 - a family the generator lacks is reported, not fatal
+        except Exception as exc:  # a family the generator lacks is reported, not fatal
             notes.append(f"8 devices on a generated {kind}: skipped, `workbench.generate({kind!r})` failed: {exc}")
             continue
         specs.append(spec)
@@ -182,7 +182,11 @@ def reproduce(
     raw = stem.with_suffix(".csv")
     work = plan(settings, chosen, Path(runs), raw, engine, workers)
     frames = [sweep(config, progress=progress) for config in work.sweeps]
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["graph", "devices", "label", "makespan", "status", "error", "lower_bound"])
+    frame = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["graph", "devices", "label", "makespan", "status", "error", "lower_bound"])
+    )
     stats, failures = summarize(frame)
     targets = [(g, 4) for g in chosen] + [(c.graphs[0].label, 8) for c in work.sweeps if c.devices == (8,)]
     drawn = write_comparison_figure(stats, chosen, stem)
@@ -195,7 +199,7 @@ def reproduce(
         return path.relative_to(out.parent).as_posix() if path.is_relative_to(out.parent) else str(path)
 
     body = [
-        f"Produced by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
+        f"Produced by `{command}` on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC "
         f"({m['cpu']}, {m['cores']} cores; {', '.join(f'{k} {v}' for k, v in versions().items())}).",
         f"Seeds: {settings.seeds}; search budget {settings.search_budget:,} simulator evaluations; "
         f"inference-time sampling keeps the best of {settings.samples} samples. Raw results: [{relative(raw)}]({relative(raw)})"

@@ -8,8 +8,10 @@ half-written table, and an interrupted sweep loses at most the cells in flight.
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -35,16 +37,16 @@ class ResultsTable:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         if self.path.suffix.lower() == ".parquet":
-            try:
-                import pyarrow  # noqa: F401
-            except ImportError:
-                raise ValueError(f"{self.path}: writing Parquet needs pyarrow, which is not installed; use a .csv file") from None
+            if importlib.util.find_spec("pyarrow") is None:
+                raise ValueError(f"{self.path}: writing Parquet needs pyarrow, which is not installed; use a .csv file")
         self.rows: dict[str, dict[str, Any]] = {}
         if self.path.exists():
             try:
                 frame = read_results(self.path)
-            except Exception as exc:  # noqa: BLE001 - any unreadable file is reported the same way
-                raise ValueError(f"{self.path}: existing results table cannot be read ({exc}); move it away or choose another --out") from None
+            except Exception as exc:  # any unreadable file is reported the same way
+                raise ValueError(
+                    f"{self.path}: existing results table cannot be read ({exc}); move it away or choose another --out"
+                ) from None
             if "cell" not in frame.columns:
                 raise ValueError(f"{self.path}: exists but is not a sweep results table (no 'cell' column)")
             self.rows = {str(row["cell"]): row for row in frame.to_dict("records")}

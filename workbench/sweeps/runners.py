@@ -14,9 +14,10 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from ..graph import DataflowGraph
 from ..provenance import now
@@ -43,7 +44,7 @@ def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registry_entr
     began = time.perf_counter()
     try:
         placement = place(graph, method=cell.method, devices=cell.devices, seed=cell.seed, **dict(cell.options))
-    except Exception as exc:  # noqa: BLE001 - a failed cell records its error and the sweep goes on
+    except Exception as exc:  # a failed cell records its error and the sweep goes on
         message = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:MAX_ERROR_CHARS]
         row.update(makespan=None, lower_bound=None, gap=None, seconds=time.perf_counter() - began, status="error", error=message)
         row["traceback"] = traceback.format_exc(limit=-3)[-MAX_ERROR_CHARS:]

@@ -19,13 +19,24 @@ see ``docs/systems.md``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..graph import DataflowGraph
 from ..imports import lazy_exports
-from .oracle import CostOracle, FastCostOracle, Measurement, MeasurementError, SimulatorOracle, makespan_of, scaled_trace, spearman, trace_violations
+from .oracle import (
+    CostOracle,
+    FastCostOracle,
+    Measurement,
+    MeasurementError,
+    SimulatorOracle,
+    makespan_of,
+    scaled_trace,
+    spearman,
+    trace_violations,
+)
 
 __all__ = [
     "measure",

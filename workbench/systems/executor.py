@@ -34,8 +34,9 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,9 @@ __all__ = ["LocalExecutor", "Worker", "OpKernels", "CalibratedKernels", "WaitKer
 class _Run:
     """One execution of the graph: worker threads, transfer threads, and what they recorded."""
 
-    def __init__(self, graph: DataflowGraph, assignment: np.ndarray, workers: Sequence[Worker], kernels: OpKernels, pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self, graph: DataflowGraph, assignment: np.ndarray, workers: Sequence[Worker], kernels: OpKernels, pool: ThreadPoolExecutor
+    ) -> None:
         n = graph.num_nodes
         self.graph, self.assignment, self.workers, self.kernels, self.pool = graph, assignment, workers, kernels, pool
         self.remaining = graph.in_degree.copy()
@@ -268,7 +271,10 @@ class LocalExecutor:
     def measure(
         self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 3, timeout: float = 60.0, trace: bool = True
     ) -> Measurement:
-        """Run ``warmup`` untimed and ``repeats`` timed executions of ``assignment``, all within ``timeout`` seconds (the median run's trace always comes back)."""
+        """Run ``warmup`` untimed and ``repeats`` timed executions of ``assignment``, all within ``timeout`` seconds.
+
+        The median run's trace always comes back.
+        """
         values = check_assignment(graph, assignment, self.devices)
         if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
             raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")

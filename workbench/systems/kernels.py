@@ -22,8 +22,9 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -203,7 +204,12 @@ class CalibratedKernels(OpKernels):
         speeds = [self._calibrate(w) for w in workers]
         rows = np.array([graph.compute[op] * time_scale / speeds[assignment[op]].seconds_per_row for op in range(graph.num_nodes)])
         cross = np.flatnonzero(assignment[graph.src] != assignment[graph.dst])
-        bandwidth = np.array([min(speeds[assignment[graph.src[e]]].copy_bytes_per_second, speeds[assignment[graph.dst[e]]].copy_bytes_per_second) for e in cross])
+        bandwidth = np.array(
+            [
+                min(speeds[assignment[graph.src[e]]].copy_bytes_per_second, speeds[assignment[graph.dst[e]]].copy_bytes_per_second)
+                for e in cross
+            ]
+        )
         wanted = np.minimum(graph.comm[cross] * time_scale * bandwidth, self.max_transfer_bytes) if cross.size else np.zeros(0)
         fraction = min(1.0, self.memory_budget / wanted.sum()) if wanted.sum() > 0 else 1.0
         elements = np.maximum(1, (wanted * fraction / 4).astype(np.int64))
@@ -213,7 +219,9 @@ class CalibratedKernels(OpKernels):
             "rows": rows,
             "spaces": [self._workspace(w) for w in workers],
             "outputs": [torch.empty(int(k), device=workers[assignment[op]].device).fill_(1.0) for op, k in enumerate(out_elements)],
-            "received": {int(e): torch.empty(int(k), device=workers[assignment[graph.dst[e]]].device) for e, k in zip(cross, elements)},
+            "received": {
+                int(e): torch.empty(int(k), device=workers[assignment[graph.dst[e]]].device) for e, k in zip(cross, elements, strict=True)
+            },
         }
         return {
             "kernel": "calibrated matmul",

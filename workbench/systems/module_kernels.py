@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,9 +53,12 @@ class ModuleKernels(OpKernels):
             module = torch.fx.symbolic_trace(module)
         placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(example_inputs):
-            raise ValueError(f"the module takes {len(placeholders)} inputs ({', '.join(n.name for n in placeholders)}) but {len(example_inputs)} were given")
+            raise ValueError(
+                f"the module takes {len(placeholders)} inputs ({', '.join(n.name for n in placeholders)}) "
+                f"but {len(example_inputs)} were given"
+            )
         self.module = module.eval()
-        self.inputs = dict(zip((n.name for n in placeholders), example_inputs))
+        self.inputs = dict(zip((n.name for n in placeholders), example_inputs, strict=True))
         self.op_nodes = None if op_nodes is None else [list(names) for names in op_nodes]
         self.nodes = {n.name: n for n in module.graph.nodes}
         self.order = {n: i for i, n in enumerate(module.graph.nodes)}
@@ -75,7 +79,9 @@ class ModuleKernels(OpKernels):
             )
         names = self.op_nodes or graph.metadata.get("fx_nodes") or [[name] for name in (graph.names or ())]
         if len(names) != graph.num_nodes:
-            raise ValueError(f"ModuleKernels knows fx nodes for {len(names)} ops but the graph has {graph.num_nodes}; give op_nodes or names")
+            raise ValueError(
+                f"ModuleKernels knows fx nodes for {len(names)} ops but the graph has {graph.num_nodes}; give op_nodes or names"
+            )
         plan = []
         for op, op_names in enumerate(names):
             missing = [name for name in op_names if name not in self.nodes]
@@ -166,7 +172,10 @@ class ModuleKernels(OpKernels):
 
     def send(self, edge: int, value: Any, source: Worker, target: Worker) -> Any:
         with on_stream(target, target.copy_stream):
-            moved = {k: v.to(target.device, copy=True, non_blocking=target.copy_stream is not None) if isinstance(v, torch.Tensor) else v for k, v in value.items()}
+            moved = {
+                k: v.to(target.device, copy=True, non_blocking=target.copy_stream is not None) if isinstance(v, torch.Tensor) else v
+                for k, v in value.items()
+            }
         target.sync(target.copy_stream)
         return moved
 

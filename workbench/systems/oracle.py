@@ -21,8 +21,9 @@ of a failed Measurement raises :class:`MeasurementError`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -40,7 +41,7 @@ __all__ = [
 class MeasurementError(RuntimeError):
     """A failed measurement used as a number; ``.measurement`` holds it, the message its errors."""
 
-    def __init__(self, measurement: "Measurement") -> None:
+    def __init__(self, measurement: Measurement) -> None:
         super().__init__(f"{measurement.oracle or 'oracle'} measurement failed: {'; '.join(measurement.errors)}")
         self.measurement = measurement
 
@@ -84,7 +85,7 @@ class Measurement:
         return self.seconds
 
     @classmethod
-    def from_samples(cls, samples: Sequence[float], traces: Sequence[Trace | None] = (), **fields: Any) -> "Measurement":
+    def from_samples(cls, samples: Sequence[float], traces: Sequence[Trace | None] = (), **fields: Any) -> Measurement:
         """The median of ``samples`` with the trace of the median run (NaN when there are errors or no samples)."""
         values = tuple(float(s) for s in samples)
         errors = tuple(fields.pop("errors", ()))
@@ -98,7 +99,7 @@ class Measurement:
         return cls(seconds=median, samples=values, trace=trace, **fields)
 
     @classmethod
-    def failed(cls, error: str, **fields: Any) -> "Measurement":
+    def failed(cls, error: str, **fields: Any) -> Measurement:
         return cls(seconds=math.nan, errors=(error,), **fields)
 
     def to_dict(self, with_trace: bool = True) -> dict[str, Any]:
@@ -112,7 +113,7 @@ class Measurement:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Measurement":
+    def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
         seconds = data.get("seconds")
         return cls(
             seconds=math.nan if seconds is None else float(seconds),
@@ -224,7 +225,15 @@ class SimulatorOracle:
         """``graph`` with the per-op overhead added to its compute costs (in graph units)."""
         if self.op_overhead == 0:
             return graph
-        return DataflowGraph(graph.compute + self.op_overhead / self.time_scale, graph.src, graph.dst, graph.comm, graph.names, graph.op_types, graph.metadata)
+        return DataflowGraph(
+            graph.compute + self.op_overhead / self.time_scale,
+            graph.src,
+            graph.dst,
+            graph.comm,
+            graph.names,
+            graph.op_types,
+            graph.metadata,
+        )
 
     def measure(
         self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0, trace: bool = True
@@ -255,7 +264,7 @@ class SimulatorOracle:
         return {"cluster": self.cluster.to_dict(), "time_scale": self.time_scale, "op_overhead": self.op_overhead}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SimulatorOracle":
+    def from_dict(cls, data: Mapping[str, Any]) -> SimulatorOracle:
         return cls(Cluster.from_dict(data["cluster"]), float(data["time_scale"]), float(data.get("op_overhead", 0.0)))
 
 
@@ -273,12 +282,12 @@ def trace_violations(graph: DataflowGraph, assignment, trace: Trace, slack: floa
     bad = np.flatnonzero((trace.start < trace.ready - slack) | (trace.end < trace.start))
     for op in bad[:5]:
         problems.append(f"op {op}: ready {trace.ready[op]:.6g}, start {trace.start[op]:.6g}, end {trace.end[op]:.6g} out of order")
-    arrival = {(int(u), int(v)): float(t) for u, v, t in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_end)}
+    arrival = {(int(u), int(v)): float(t) for u, v, t in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_end, strict=True)}
     for k in range(trace.transfer_src_op.size):
         u = int(trace.transfer_src_op[k])
         if trace.transfer_start[k] < trace.end[u] - slack:
             problems.append(f"transfer {u}->{trace.transfer_dst_op[k]} started before op {u} ended")
-    for u, v in zip(graph.src.tolist(), graph.dst.tolist()):
+    for u, v in zip(graph.src.tolist(), graph.dst.tolist(), strict=True):
         if values[u] == values[v]:
             arrives = trace.end[u]
         elif (u, v) in arrival:

@@ -42,7 +42,7 @@ def write_figure(figure: Any, path: str | Path, width: int | None = None, height
         with atomic_path(png) as tmp:
             figure.write_image(str(tmp), format="png", width=width, height=height)
         return png
-    except Exception:  # noqa: BLE001 - Kaleido/chromium missing or broken: interactive HTML instead
+    except Exception:  # Kaleido/chromium missing or broken: interactive HTML instead
         html = path.with_suffix(".html")
         with atomic_path(html) as tmp:
             figure.write_html(str(tmp), include_plotlyjs="cdn")
@@ -64,7 +64,7 @@ def static_fallbacks(width: int = 1000) -> bool:
         import kaleido
 
         kaleido.start_sync_server(silence_warnings=True)
-    except Exception:  # noqa: BLE001 - no Kaleido or no browser: interactive figures only
+    except Exception:  # no Kaleido or no browser: interactive figures only
         return False
     pio.renderers["png"].width = width
     pio.renderers.default = "plotly_mimetype+png"

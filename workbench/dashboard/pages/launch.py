@@ -47,13 +47,22 @@ def argument_input(context, argument: Argument):
     elif argument.choices:
         control = dcc.Dropdown(id=field_id, options=list(argument.choices), value=argument.default, multi=argument.many)
     elif argument.dest in ("graph", "graphs"):
-        control = dcc.Dropdown(id=field_id, options=_graph_values(context), value=[wb.PAPER_GRAPHS[0]] if argument.many else wb.PAPER_GRAPHS[0], multi=argument.many)
+        control = dcc.Dropdown(
+            id=field_id,
+            options=_graph_values(context),
+            value=[wb.PAPER_GRAPHS[0]] if argument.many else wb.PAPER_GRAPHS[0],
+            multi=argument.many,
+        )
     elif argument.dest == "method":
         control = dcc.Dropdown(id=field_id, options=list(registered_placers()), value=argument.default)
     elif argument.dest == "config":
         control = dcc.Dropdown(id=field_id, options=_config_values(context), placeholder="a sweep file under datasets/ or runs/")
     else:
-        placeholder = f"default {argument.default}" if argument.default is not None else ("run name (written under runs/)" if argument.dest == "out" else "")
+        placeholder = (
+            f"default {argument.default}"
+            if argument.default is not None
+            else ("run name (written under runs/)" if argument.dest == "out" else "")
+        )
         control = dcc.Input(id=field_id, type="text", placeholder=placeholder, debounce=True)
     return field(label, control, note=argument.help)
 
@@ -82,7 +91,10 @@ def layout(context, jobs, **_query) -> html.Div:
     return html.Div(
         [
             html.H2("Launch a background job"),
-            html.P("Starts workbench's own command in a separate process; this page follows its progress. Files must lie under datasets/ or runs/."),
+            html.P(
+                "Starts workbench's own command in a separate process; this page follows its progress. "
+                "Files must lie under datasets/ or runs/."
+            ),
             html.P(limits_note(context.limits), className="wb-note"),
             field("Command", dcc.Dropdown(id="launch-command", options=commands, value=commands[0] if commands else None, clearable=False)),
             html.Div(id="launch-form", children=launch_form(context, commands[0] if commands else None)),
@@ -106,15 +118,29 @@ def _run_progress(job: Job) -> str | None:
 
 def job_view(job: Job) -> html.Div:
     fraction = job.progress()
-    bar = html.Progress(value=str(fraction), max="1", className="wb-progress") if fraction is not None else html.Progress(className="wb-progress")
+    bar = (
+        html.Progress(value=str(fraction), max="1", className="wb-progress")
+        if fraction is not None
+        else html.Progress(className="wb-progress")
+    )
     run = _run_progress(job)
     return html.Div(
         className="wb-card",
         children=[
             html.Div([html.B(f"#{job.id} "), html.Code(shlex.join(["workbench", job.command, *job.argv]))]),
-            html.Div([bar, html.Span(f" {job.state}" + (f" · {fraction:.0%}" if fraction is not None else ""), className="wb-note"),
-                      html.Button("Stop", id={"type": "stop-job", "index": job.id}, className="wb-small", disabled=job.returncode is not None,
-                                  style={"marginLeft": "12px"})]),  # fmt: skip
+            html.Div(
+                [
+                    bar,
+                    html.Span(f" {job.state}" + (f" · {fraction:.0%}" if fraction is not None else ""), className="wb-note"),
+                    html.Button(
+                        "Stop",
+                        id={"type": "stop-job", "index": job.id},
+                        className="wb-small",
+                        disabled=job.returncode is not None,
+                        style={"marginLeft": "12px"},
+                    ),
+                ]
+            ),  # fmt: skip
             html.Div(run, className="wb-note") if run else None,
             html.Pre(job.log_tail(1500)[-1500:] or "(no output yet)", className="wb-log"),
         ],
@@ -148,7 +174,11 @@ def register_callbacks(app, context, jobs) -> None:
         listed = jobs.jobs()
         return [job_view(job) for job in listed] if listed else html.P("No job started from this dashboard yet.", className="wb-note")
 
-    @app.callback(Output("launch-message", "children", allow_duplicate=True), Input({"type": "stop-job", "index": ALL}, "n_clicks"), prevent_initial_call=True)
+    @app.callback(
+        Output("launch-message", "children", allow_duplicate=True),
+        Input({"type": "stop-job", "index": ALL}, "n_clicks"),
+        prevent_initial_call=True,
+    )
     def stop(clicks):
         trigger = ctx.triggered_id
         if not trigger or not any(clicks):
