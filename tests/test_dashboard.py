@@ -223,6 +223,16 @@ def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
     assert read_metrics(path, []).empty
 
 
+def test_a_stray_quote_in_metrics_spoils_no_other_row(tmp_path):
+    path = tmp_path / "metrics.csv"
+    rows = [f"il,{episode},g,5,,,,,,,,,,,sim\n" for episode in range(400)]
+    rows[30] = 'il,30,"g,5,,,,,,,,,,,sim\n'  # one unbalanced quote used to swallow the 370 rows after it
+    path.write_text(METRICS_HEADER + "".join(rows))
+    problems: list[str] = []
+    assert read_metrics(path, problems)["episode"].tolist() == list(range(400))
+    assert problems == []
+
+
 def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
     write_run(context.runs_dir, "good")
     curves, csv, losses, gantt, gantt_csv, _status, _configs, events = training.training_view(context, ["runs:good"], "loss", 10)

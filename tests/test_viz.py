@@ -215,3 +215,12 @@ def test_static_fallbacks_put_a_png_beside_the_interactive_figure(monkeypatch):
     finally:
         kaleido.stop_sync_server(silence_warnings=True)
     assert "application/vnd.plotly.v1+json" in bundle and bundle["image/png"]
+
+
+def test_long_runs_are_thinned_for_drawing_but_smoothed_over_every_row():
+    episodes = np.arange(300_000)
+    frame = pd.DataFrame({"stage": "sim", "episode": episodes, "makespan": (episodes % 2).astype(float)})
+    fig = viz.training_curves({"long": frame}, window=2)
+    raw, line = (t for t in fig.data if t.legendgroup == "long")
+    assert len(raw.x) <= viz.training.MAX_RAW_POINTS and len(line.x) <= viz.training.MAX_LINE_POINTS
+    assert raw.x[-1] > 299_000 and set(np.round(line.y[1:], 6)) == {0.5}  # the mean of every pair, not of the kept points

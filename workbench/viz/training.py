@@ -36,6 +36,17 @@ def _spans(data: pd.DataFrame, x: str) -> list[tuple[str, float, float]]:
     return [(str(stage[a]), float(values[a]), float(values[b - 1])) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(stage)], strict=False)]
 
 
+MAX_RAW_POINTS = 20_000
+"""Raw points drawn per run and axis; a longer run shows every k-th episode (the rolling mean still uses all)."""
+MAX_LINE_POINTS = 2_000
+"""Points of each rolling-mean line (an SVG line of 300,000 points took seconds to redraw)."""
+
+
+def _stride(rows: int, most: int) -> int:
+    """The step that keeps at most ``most`` of ``rows`` points."""
+    return max(1, -(-rows // most))
+
+
 def training_curves(
     runs: Mapping[str, pd.DataFrame] | pd.DataFrame,
     metric: str = "makespan",
@@ -76,10 +87,11 @@ def training_curves(
                 continue
             has_real |= axis == "y2"
             big = len(part) > 2000
+            raw = part.iloc[:: _stride(len(part), MAX_RAW_POINTS)]
             fig.add_trace(
                 (go.Scattergl if big else go.Scatter)(
-                    x=part[x],
-                    y=part[metric],
+                    x=raw[x],
+                    y=raw[metric],
                     mode="markers",
                     name=f"{label}{suffix} (raw)",
                     yaxis=axis,
@@ -90,10 +102,11 @@ def training_curves(
                 )
             )
             smooth = part[metric].rolling(max(1, int(window)), min_periods=1).mean()
+            line_stride = _stride(len(part), MAX_LINE_POINTS)
             fig.add_trace(
                 go.Scatter(
-                    x=part[x],
-                    y=smooth,
+                    x=part[x].iloc[::line_stride],
+                    y=smooth.iloc[::line_stride],
                     mode="lines",
                     name=f"{label}{suffix}",
                     yaxis=axis,
