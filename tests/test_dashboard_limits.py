@@ -259,6 +259,11 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
         ("place", {"graph": "ffnn", "time_limit": "1e400"}, "--max-time-limit"),
         ("train", {"graphs": "ffnn", "out": "r", "episodes": "100000,1"}, "--max-episodes"),
         ("train", {"graphs": "ffnn", "out": "r", "set": "episodes=1000000"}, "--max-episodes"),
+        ("calibrate", {"graph": "ffnn", "placements": "100000"}, "--max-count"),
+        ("calibrate", {"graph": "ffnn", "repeats": "5000"}, "--max-count"),
+        ("sweep", {"config": "datasets/x.yaml", "workers": str((os.cpu_count() or 1) + 1)}, "its cores"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "search_samples=1000000"}, "--max-count"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "threads=5000"}, "--max-count"),
     ]
     for command, values, words in refused:
         with pytest.raises(LaunchError, match=words.replace("(", r"\(")):

@@ -131,6 +131,8 @@ SET_FIELDS = {
     "oracle": "oracle",
     "devices": "devices",
     "episodes": "episodes",
+    "search_samples": "search_samples",
+    "threads": "threads",
 }
 """``--set FIELD=VALUE`` fields checked like the option of the same meaning (tuples item by item)."""
 

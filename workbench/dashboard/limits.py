@@ -58,6 +58,12 @@ class Limits:
     max_episodes: int = field(
         default=100_000, metadata=_option("WORKBENCH_MAX_EPISODES", "training episodes of a launched run, all stages together")
     )
+    max_count: int = field(
+        default=1_000,
+        metadata=_option(
+            "WORKBENCH_MAX_COUNT", "placements, repeats, search samples and threads of a launched command; workers also at most the cores"
+        ),
+    )
     max_work_memory_mb: int = field(
         default=2048, metadata=_option("WORKBENCH_MAX_WORK_MEMORY_MB", "MiB of memory a graph generation may add")
     )
@@ -176,6 +182,11 @@ class Limits:
                 raise LimitError(
                     f"{flag}: at most {self.max_episodes:,} episodes in all stages together (got {value}; the server's --max-episodes)"
                 )
+        elif dest in COUNT_ARGUMENTS and (number := _maybe(value, int)) is not None:
+            most = min(self.max_count, os.cpu_count() or 1) if dest == "workers" else self.max_count
+            if not 1 <= number <= most:
+                reason = "the server's --max-count" + (" and its cores" if dest == "workers" else "")
+                raise LimitError(f"{flag} must be from 1 to {most:,} (got {value}; {reason})")
         elif dest == "oracle":
             if value not in self.allow_oracles:
                 raise LimitError(
@@ -201,6 +212,10 @@ class Limits:
         if not header:
             return False
         return _host_of(header) in self.trusted_hosts(bound_host)
+
+
+COUNT_ARGUMENTS = ("placements", "repeats", "samples", "search_samples", "threads", "workers")
+"""Launch arguments that multiply a command's work, capped by ``max_count`` (``workers`` also by the cores)."""
 
 
 def _flag(name: str) -> str:
