@@ -68,7 +68,8 @@ pd.Series({name: ", ".join(methods) or "none shipped" for name, methods in pretr
 # %% [markdown]
 # How the shipped policies were trained, from their own run records
 # (makespans ÷ 1e10, ratios to the teacher's). They were trained on 4
-# devices; the 8-device columns below show how they carry over untrained.
+# devices, and a checkpoint places only the graph and device count it was
+# trained for, so the 8-device columns below have no learned row.
 
 # %%
 Markdown(summary_table())

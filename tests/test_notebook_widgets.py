@@ -118,6 +118,8 @@ def test_learned_methods_are_offered_where_a_checkpoint_ships(tmp_path, monkeypa
     (tmp_path / "pretrained" / graph.name).mkdir(parents=True)
     (tmp_path / "pretrained" / graph.name / "gdp.safetensors").touch()
     assert default_methods(graph) == [*HEURISTICS, *SEARCH, "gdp"]
+    (tmp_path / "pretrained" / graph.name / "meta.json").write_text('{"devices": 4}')
+    assert default_methods(graph, 4) == [*HEURISTICS, *SEARCH, "gdp"] and default_methods(graph, 8) == [*HEURISTICS, *SEARCH]
 
 
 def test_panel_reports_a_method_it_cannot_run_and_draws_the_rest(comparison, tmp_path, monkeypatch):

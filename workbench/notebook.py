@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 
 from .graph import DataflowGraph
 from .placers import REGISTRY, Placement, methods, place
+from .rundir import try_read_meta
 from .sim import simulate
 from .training.oracle import seconds_oracle
 from .viz import gantt_grid, makespan_bars
@@ -51,16 +52,23 @@ LEARNED = tuple(methods("learned"))
 """Learned placers offered when a bundled checkpoint for the graph exists."""
 
 
-def pretrained_methods(graph: DataflowGraph, methods: Iterable[str] = LEARNED) -> list[str]:
-    """Those of ``methods`` with a bundled checkpoint for ``graph`` (``datasets/pretrained/<graph>/<method>.safetensors``)."""
+def pretrained_methods(graph: DataflowGraph, methods: Iterable[str] = LEARNED, devices: int | None = None) -> list[str]:
+    """Those of ``methods`` with a bundled checkpoint for ``graph`` (``datasets/pretrained/<graph>/<method>.safetensors``).
+
+    With ``devices``, only checkpoints trained for that device count (their run's
+    ``meta.json``; one without a record is kept and its loading decides).
+    """
     from .learn.placers import pretrained_path
 
-    return [m for m in methods if pretrained_path(graph, m).is_file()]
+    found = [m for m in methods if pretrained_path(graph, m).is_file()]
+    if devices is None:
+        return found
+    return [m for m in found if try_read_meta(pretrained_path(graph, m).parent / "meta.json").get("devices", devices) == devices]
 
 
-def default_methods(graph: DataflowGraph) -> list[str]:
-    """Every heuristic, both search methods, and the learned placers pretrained for ``graph``."""
-    return [*HEURISTICS, *SEARCH, *pretrained_methods(graph)]
+def default_methods(graph: DataflowGraph, devices: int | None = None) -> list[str]:
+    """Every heuristic, both search methods, and the learned placers pretrained for ``graph`` (on ``devices``, when given)."""
+    return [*HEURISTICS, *SEARCH, *pretrained_methods(graph, devices=devices)]
 
 
 class Comparison:
@@ -107,7 +115,7 @@ class Comparison:
         from tqdm import tqdm  # a text bar: its final state is saved in an executed notebook (a widget bar is saved as 0/N)
 
         devices = [int(d) for d in devices]
-        cells = [(label, d, m) for label, g in self.graphs.items() for d in devices for m in (methods or default_methods(g))]
+        cells = [(label, d, m) for label, g in self.graphs.items() for d in devices for m in (methods or default_methods(g, d))]
         for cell in tqdm(cells, desc="placing", unit="placement", disable=not progress):
             self.placement(*cell)
         return self.table()
