@@ -43,7 +43,6 @@ __all__ = [
     "parse_method",
     "method_label",
     "run_placement",
-    "simulate_placement",
     "graph_label",
 ]
 
@@ -258,18 +257,3 @@ def run_placement(
         if option is not None and name in accepted:
             options[name] = option
     return wb.place(graph, method=method, devices=devices, seed=seed, **options)
-
-
-@lru_cache(maxsize=128)
-def simulate_placement(
-    ctx: DashboardContext,
-    graph_key: str,
-    value: str,
-    devices: int,
-    seed: int = 0,
-    budget: int | None = None,
-    time_limit: float | None = None,
-):
-    """The simulator's :class:`workbench.SimResult` for :func:`run_placement`'s assignment."""
-    placement = run_placement(ctx, graph_key, value, devices, seed, budget, time_limit)
-    return wb.simulate(load_graph_key(ctx, graph_key), placement.assignment, devices)
