@@ -414,6 +414,7 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     greedy = [t for t in curves.data if "greedy" in (t.name or "")]
     assert {t.name.split(": ")[1] for t in greedy} == {"greedy, kept sim weights", "greedy, final policy"}
     assert [a.text for a in curves.layout.annotations][:2] == ["I", "Stage II: simulator RL"]
+    assert curves.layout.yaxis.title.text == "makespan (paper units, the paper reports ÷1e10)"  # as on Compare
     by_time = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10, x="seconds")[0]
     assert by_time.layout.xaxis.title.text.startswith("training wall-clock") and max(by_time.data[0].x) > 80
 

@@ -13,6 +13,8 @@ import json
 import pandas as pd
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
+import workbench as wb
+from workbench.datasets import PAPER_GRAPHS
 from workbench.viz import format_time, gantt_figure, gantt_frame, message_figure, training_curves
 
 from ...rundir import VALUE_COLUMNS
@@ -206,7 +208,14 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
     header = html.Tr([html.Th(h) for h in ("run", "status", "method", "stages", "episodes", "best placement makespan", "problems")])
     table = html.Table([header, *status], className="wb-table")
     makespans = training_curves(
-        frames, "makespan", refs, window, title="makespan per episode (sampled) and greedy evaluations", x=x, greedy=greedy
+        frames,
+        "makespan",
+        refs,
+        window,
+        title="makespan per episode (sampled) and greedy evaluations",
+        x=x,
+        greedy=greedy,
+        graph=_unit_graph(frames),
     )
     second = training_curves(frames, metric, None, window, title=f"{metric} per episode", x=x)
     csv = pd.concat([f.assign(run=label) for label, f in frames.items()]).to_csv(index=False) if frames else None
@@ -268,3 +277,11 @@ def register_callbacks(app, context, jobs) -> None:
             return (no_update,) * 10
         makespans, csv, second, *rest = training_view(context, keys, metric, window, x)
         return (makespans, csv, second, csv, *rest, current)
+
+
+def _unit_graph(frames: dict[str, pd.DataFrame]) -> wb.DataflowGraph | None:
+    """The bundled paper graph every charted run trained on, so the axis names its unit (÷1e10); ``None`` otherwise."""
+    names = {str(name) for frame in frames.values() if "graph" in frame for name in frame["graph"].dropna().unique()}
+    if len(names) != 1 or names.isdisjoint(PAPER_GRAPHS):
+        return None
+    return wb.bundled_graph(names.pop())
