@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .common import add_graph_argument, load_graph_argument, positive_int, print_json
+from .common import add_executor_arguments, add_graph_argument, load_graph_argument, positive_int, print_json
 
 
 def register(sub) -> None:
@@ -23,18 +23,7 @@ def register(sub) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="which random placements (default 0)")
     parser.add_argument("--engine", metavar="HOST:PORT", help="measure on a remote engine instead of the local executor")
-    parser.add_argument(
-        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="local executor devices (default auto: CUDA when present)"
-    )
-    parser.add_argument(
-        "--emulate",
-        action="store_true",
-        help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)",
-    )
-    parser.add_argument(
-        "--target-seconds", type=float, default=0.1, help="scale the graph so its lower bound lasts this long (default 0.1)"
-    )
-    parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
+    add_executor_arguments(parser, "local executor", 0.1, "the graph")
     parser.add_argument(
         "--out",
         metavar="DIR",

@@ -15,6 +15,25 @@ def add_graph_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph", metavar="GRAPH", help="a graph file (.txt, .stg, .json) or a bundled graph name such as ffnn")
 
 
+def add_executor_arguments(parser: argparse.ArgumentParser, workers: str, target_seconds: float, scaled: str) -> None:
+    """The local executor's options, shared by ``calibrate`` and ``serve-engine``: devices, emulation, time scale."""
+    parser.add_argument(
+        "--device", choices=("auto", "cpu", "cuda"), default="auto", help=f"{workers} devices (default auto: CUDA when present)"
+    )
+    parser.add_argument(
+        "--emulate",
+        action="store_true",
+        help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)",
+    )
+    parser.add_argument(
+        "--target-seconds",
+        type=float,
+        default=target_seconds,
+        help=f"scale {scaled} so its lower bound lasts this long (default {target_seconds:g})",
+    )
+    parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
+
+
 def load_graph_argument(value: str):
     """A graph from a file path, or from a bundled graph's name or prefix."""
     from ..datasets import PAPER_GRAPHS, bundled_graph

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import add_graph_argument, load_graph_argument, positive_int
+from .common import add_executor_arguments, add_graph_argument, load_graph_argument, positive_int
 
 
 def register(sub) -> None:
@@ -17,18 +17,7 @@ def register(sub) -> None:
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the engine and needs --token)"
     )
     parser.add_argument("--port", type=int, default=7070, help="TCP port (default 7070; 0 picks a free one)")
-    parser.add_argument(
-        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="worker devices (default auto: CUDA when present)"
-    )
-    parser.add_argument(
-        "--emulate",
-        action="store_true",
-        help="emulated devices: each op and copy waits its modeled time (no CPU work; isolates the runtime)",
-    )
-    parser.add_argument(
-        "--target-seconds", type=float, default=0.2, help="scale each graph so its lower bound lasts this long (default 0.2)"
-    )
-    parser.add_argument("--time-scale", type=float, help="seconds per graph unit (overrides --target-seconds)")
+    add_executor_arguments(parser, "worker", 0.2, "each graph")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before each measurement (default 1)")
     parser.add_argument("--max-timeout", type=float, default=600.0, help="the longest timeout a request may ask for (default 600 s)")
     parser.add_argument(
