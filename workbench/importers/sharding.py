@@ -396,6 +396,11 @@ class _Walker:
         self.s = sharder
         self.values: dict[torch.fx.Node, Any] = {}
         self.labels = (f"l{i}" for i in range(10**9))
+        self.model_inputs: set[str] = set()  # names of the input tensors: data, unlike weights and constants
+
+    def computed(self, value: _Value) -> bool:
+        """Whether ``value`` is data (made by a kernel, or a model input) rather than a weight or a constant."""
+        return value.produced or value.tensor.name in self.model_inputs
 
     def label(self) -> str:
         return next(self.labels)
@@ -433,6 +438,7 @@ class _Walker:
             kinds = ["batch", "channels"] + ["spatial"] * (len(shape) - 2)
         else:
             kinds = ["batch"] + ["seq"] * (len(shape) > 2) + ["other"] * max(0, len(shape) - 3) + ["hidden"] * (len(shape) > 1)
+        self.model_inputs.add(node.name)
         return self.s.free(node.name, shape, kinds[: len(shape)])
 
     # -------------------------------------------------------- dispatch
@@ -455,6 +461,8 @@ class _Walker:
         }.get(category, self.elementwise)
         if record.op_type in ("cat", "concat", "concatenate", "stack"):
             rule = self.cat
+        if record.op_type in ("view_as_complex", "view_as_real"):
+            rule = self.complex_view
         return rule(record)
 
     def out_shape(self, record: OpRecord) -> tuple[int, ...]:
@@ -463,7 +471,9 @@ class _Walker:
     # -------------------------------------------------------- elementwise, reductions, normalisations
     def elementwise(self, record: OpRecord) -> _Value:
         inputs = self.tensor_args(record.node)
-        if not any(v.produced for v in inputs):
+        if record.op_type == "type_as":  # a cast: the second tensor gives only the dtype
+            inputs = inputs[:1]
+        if not any(self.computed(v) for v in inputs):
             raise _Unsupported("reads no computed tensor (a constant)")
         if record.op_type in _NON_POINTWISE:
             raise _Unsupported("not pointwise")
@@ -480,13 +490,30 @@ class _Walker:
         }  # dimensions that every input broadcasts
         return self.s.apply(record.node.name, record.op_type, operands, out_labels, record.flops, new_labels=broadcast)
 
+    def complex_view(self, record: OpRecord) -> _Value:
+        """``view_as_complex`` / ``view_as_real``: one conversion kernel per block, as the paper's system converts
+        between real pairs and complex numbers in a step of its own; the pair is a whole trailing dimension of size 2."""
+        value = self.tensor_args(record.node)[0]
+        t = value.tensor
+        to_complex = record.op_type == "view_as_complex"
+        if to_complex:
+            if value.shape[-1] != 2 or t.parts[-1] != 1 or value.groups[-1] != 1:
+                raise _Unsupported("the real pairs are not one whole trailing dimension")
+            value = self.s.relabel(value, t.shape[:-1], t.parts[:-1], t.blocks.reshape(t.parts[:-1]), value.kinds[:-1], value.groups[:-1])
+        labels = [self.label() for _ in value.shape]
+        out = self.s.apply(record.node.name, record.op_type, [(value, labels)], labels, record.flops)
+        if to_complex:
+            return out
+        t = out.tensor
+        return self.s.relabel(out, t.shape + (2,), t.parts + (1,), t.blocks[..., None], out.kinds + ("other",), out.groups + (1,))
+
     def reduce(self, record: OpRecord) -> Any:
         node = record.node
         inputs = self.tensor_args(node)
         if len(inputs) != 1:  # torch.max(a, b) and friends are elementwise
             return self.elementwise(record)
         value = inputs[0]
-        if not value.produced:
+        if not self.computed(value):
             raise _Unsupported("reads no computed tensor (a constant)")
         if record.op_type in ("cumsum", "cumprod", "var_mean"):
             raise _Unsupported("a scan" if record.op_type != "var_mean" else "two results")

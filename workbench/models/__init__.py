@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .cnn import SmallCNN, small_cnn
 from .gpt import GPTDecoder, gpt_decoder
+from .llama import LlamaBlock, llama_block
 from .mlp import MLP, mlp
 
-__all__ = ["GPTDecoder", "gpt_decoder", "MLP", "mlp", "SmallCNN", "small_cnn"]
+__all__ = ["GPTDecoder", "gpt_decoder", "LlamaBlock", "llama_block", "MLP", "mlp", "SmallCNN", "small_cnn"]
