@@ -209,7 +209,7 @@ def test_timm_model_from_a_spec_imports_and_shards():
         build_model("timm:nope")
 
 
-def test_unknown_specs_missing_extra_and_untraceable_models_give_one_line_errors(monkeypatch, capsys):
+def test_unknown_specs_missing_extra_and_untraceable_models_give_one_line_errors(monkeypatch, capsys, tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("torchvision")
     for spec, message in [
@@ -230,6 +230,15 @@ def test_unknown_specs_missing_extra_and_untraceable_models_give_one_line_errors
 
     with pytest.raises(TraceError, match="cannot trace Branchy"):
         shard(Branchy(), (torch.randn(3),), "batch=2")
+    (tmp_path / "branchy").mkdir()
+    (tmp_path / "branchy" / "__init__.py").write_text("")
+    (tmp_path / "branchy" / "model.py").write_text(
+        "import torch\n\nclass Branchy(torch.nn.Module):\n    def forward(self, x):\n        return x * 2 if x.sum() > 0 else x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["import-model", "branchy.model:Branchy", "--input-shape", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot trace Branchy" in err  # the cause, on one line
     monkeypatch.setitem(sys.modules, "transformers", None)  # as if the extra were not installed
     with pytest.raises(SpecError, match=r"hf:gpt2 needs transformers, which is not installed: pip install 'doppler-workbench\[models\]'"):
         build_model("hf:gpt2")

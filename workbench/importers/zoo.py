@@ -19,7 +19,7 @@ from typing import Any
 
 from ..graph import DataflowGraph
 
-__all__ = ["ZOO", "ZooEntry", "build_entry", "build_zoo", "placement_row"]
+__all__ = ["ZOO", "ZooEntry", "entries", "build_entry", "build_zoo", "placement_row"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,25 @@ blocks), ResNet-50 and ViT-B/16. Fewer blocks than the full models keep the grap
 few thousand nodes; every block is the same, so more of them repeat the same placement problem. The
 defaults are the partitionings measured in docs/generators.md: GPT-2 medium defaults to its heads split,
 the only one on which local search gains 10% over critical_path at 4 devices."""
+
+
+def entries() -> list[dict[str, Any]]:
+    """Every zoo graph, one per model and partitioning, as JSON-ready parameters (a corpus manifest can store them):
+    ``name`` and ``partitioning`` (the index :func:`build_entry` takes; 0 is the default), and what they stand for
+    (``parts``, ``spec``, ``kwargs``, ``input_shape``, ``input_dtype``)."""
+    return [
+        {
+            "name": name,
+            "partitioning": index,
+            "parts": parts,
+            "spec": entry.spec,
+            "kwargs": dict(entry.kwargs),
+            "input_shape": list(entry.input_shape),
+            "input_dtype": entry.input_dtype,
+        }
+        for name, entry in ZOO.items()
+        for index, parts in enumerate(entry.partitionings)
+    ]
 
 
 def build_entry(name: str, partitioning: int = 0, **options: Any) -> DataflowGraph:
@@ -124,18 +143,17 @@ def build_zoo(
     report("| " + " | ".join(_COLUMNS) + " |")
     report("|" + "---|" * len(_COLUMNS))
     rows = []
-    for name, entry in ZOO.items():
-        for index, parts in enumerate(entry.partitionings):
-            start = time.perf_counter()
-            graph = build_entry(name, index)
-            seconds = time.perf_counter() - start
-            graph.save(out / f"{name}.{'default' if index == 0 else 'alt'}.json")
-            for count in devices:
-                row = {"zoo": name, "parts": parts, "build_s": seconds, **placement_row(graph, count, budget)}
-                rows.append(row)
-                cells = [
-                    f"{100 * row[c]:.1f}%" if c == "local_search_gain" else f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c])
-                    for c in _COLUMNS
-                ]
-                report("| " + " | ".join(cells) + " |")
+    for item in entries():
+        start = time.perf_counter()
+        graph = build_entry(item["name"], item["partitioning"])
+        seconds = time.perf_counter() - start
+        graph.save(out / f"{item['name']}.{'default' if item['partitioning'] == 0 else 'alt'}.json")
+        for count in devices:
+            row = {"zoo": item["name"], "parts": item["parts"], "build_s": seconds, **placement_row(graph, count, budget)}
+            rows.append(row)
+            cells = [
+                f"{100 * row[c]:.1f}%" if c == "local_search_gain" else f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c])
+                for c in _COLUMNS
+            ]
+            report("| " + " | ".join(cells) + " |")
     return rows
