@@ -21,10 +21,11 @@
 # local search and a DOPPLER policy trained on it. The bundled GPT-style
 # decoder (`workbench.models.gpt_decoder`) comes first; it turns out to be a
 # single chain of work, so the second half runs the same decoder on
-# micro-batches, which gives the placers something to do. The last section
-# imports a HuggingFace GPT-2 from its config (`hf:gpt2`, random weights, no
-# download) and shards it into block kernels, the way the paper's graphs are
-# built. Costs come from a V100 roofline model, in seconds. Takes about three
+# micro-batches, which gives the placers something to do. The last sections
+# import a HuggingFace GPT-2 from its config (`hf:gpt2`, random weights, no
+# download), shard it into block kernels, the way the paper's graphs are
+# built, and place it beside a graph of the real-model zoo (they need the
+# `[models]` extra). Costs come from a V100 roofline model, in seconds. Takes about three
 # minutes with the full training budget (under a minute in fast mode).
 
 # %% tags=["parameters"]
@@ -177,27 +178,70 @@ for method in ("critical_path", "doppler"):
 
 # %% [markdown]
 # ## A HuggingFace model, sharded into block kernels
-# `build_model("hf:gpt2", config fields)` makes a GPT-2 from its config with
-# random weights (here on the meta device: shapes only, no memory), traced
-# with HuggingFace's own fx tracer. Its operator graph is again a chain;
-# `shard` splits every op into block kernels along the batch, sequence and
-# hidden dimensions (EinDecomp-style, as the paper's graphs are), adding a
+# Models from the ecosystems you already use are named by a short spec and
+# made from their config with random weights, nothing downloaded:
+# `hf:gpt2`, `hf:llama`, `hf:bert` (HuggingFace, traced with its own fx
+# tracer), `tv:resnet50`, `tv:vit_b_16` (torchvision), `timm:...`. They need
+# the `[models]` extra; without it the rest of this notebook only says so.
+
+# %%
+import importlib.util
+
+from IPython.display import display
+
+from workbench.importers.specs import MODELS_EXTRA
+
+HAVE_MODELS = all(importlib.util.find_spec(package) is not None for package in ("transformers", "torchvision"))
+if not HAVE_MODELS:
+    print(f"The rest of this notebook needs the [models] extra (transformers, torchvision): {MODELS_EXTRA}")
+
+# %% [markdown]
+# `build_model("hf:gpt2", config fields)` builds GPT-2 on the meta device
+# (shapes only, no memory). Its operator graph is again a chain; `shard`
+# splits every op into block kernels along the batch, sequence and hidden
+# dimensions (EinDecomp-style, as the paper's graphs are), adding a
 # partial-sum node wherever a contracted dimension is split. Ops it cannot
-# split stay single nodes and are listed.
+# split stay single nodes and are listed (here only constants: position ids
+# and the attention mask).
 
 # %%
-from workbench.importers.sharding import shard
-from workbench.importers.specs import build_model
+if HAVE_MODELS:
+    from workbench.importers.sharding import shard
+    from workbench.importers.specs import build_model
 
-gpt2 = build_model("hf:gpt2", {"n_layer": 2, "n_embd": 256, "n_head": 4}, meta=True)
-ids = (torch.zeros(2, 128, dtype=torch.int64),)
-operators = wb.from_torch(gpt2, ids, profile=PROFILE, device="meta", name="hf_gpt2")
-sharded = shard(gpt2, ids, "batch=2,seq=2,hidden=2", profile=PROFILE, device="meta", name="hf_gpt2")
-pd.DataFrame({"operators": figures.graph_statistics(operators, DEVICES), "sharded": figures.graph_statistics(sharded, DEVICES)})
+    gpt2 = build_model("hf:gpt2", {"n_layer": 2, "n_embd": 256, "n_head": 4}, meta=True)
+    ids = (torch.zeros(2, 128, dtype=torch.int64),)
+    operators = wb.from_torch(gpt2, ids, profile=PROFILE, device="meta", name="hf_gpt2")
+    sharded = shard(gpt2, ids, "batch=2,seq=2,hidden=2", profile=PROFILE, device="meta", name="hf_gpt2_sharded")
+    display(
+        pd.DataFrame({"operators": figures.graph_statistics(operators, DEVICES), "sharded": figures.graph_statistics(sharded, DEVICES)})
+    )
+    display(pd.DataFrame(sharded.metadata["unsharded"]))
+
+# %% [markdown]
+# ## The zoo of real-model graphs
+# `workbench.importers.zoo` names six real models (GPT-2 small and medium
+# widths, a Llama-7B layer, BERT-base, ResNet-50, ViT-B/16), each at two
+# partitionings; graphs are rebuilt on demand (`build_entry`), and
+# `workbench import-model --zoo DIR` writes them all with their placement
+# table. `entries()` lists them with their parameters:
 
 # %%
-pd.DataFrame(sharded.metadata["unsharded"])
+if HAVE_MODELS:
+    from workbench.importers.zoo import ZOO_TABLE_COLUMNS, build_entry, entries, placement_row
+
+    display(pd.DataFrame(entries()).set_index(["name", "partitioning"]))
+
+# %% [markdown]
+# Placement on the operator graph, on the sharded GPT-2 and on the zoo's
+# GPT-2 small at its default partitioning: on the operator chain every
+# placer ties, on the block graphs local search beats critical_path
+# (`local_search_gain` = 1 − local_search / critical_path; the table of
+# docs/generators.md runs 2,000 evaluations, this notebook
+# `LOCAL_SEARCH_BUDGET`).
 
 # %%
-blocks = Comparison([coarsen(operators), sharded], options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}})
-blocks.run([DEVICES], ["critical_path", "heft", "local_search"])
+if HAVE_MODELS:
+    graphs = [coarsen(operators), sharded, build_entry("gpt2-small")]
+    table = pd.DataFrame([placement_row(g, DEVICES, budget=LOCAL_SEARCH_BUDGET) for g in graphs]).set_index("graph")
+    display(table[["nodes", "edges", "lower_bound", *ZOO_TABLE_COLUMNS, "local_search_gain"]])
