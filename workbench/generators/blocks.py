@@ -52,11 +52,17 @@ class CostModel:
             paper files' convention, see the module docstring).
         profile: the device profile used by ``roofline``.
         dtype: element type of every tensor (sets bytes and the FLOP rate).
+        op_share: ``paper`` only: every node costs its op's points divided by
+            ``op_share``, whatever its block's size, instead of its block's
+            points (the paper's transformer files: 4, the blocks per op its
+            partitioner aims at; an op split in fewer blocks then costs less
+            in total than it computes).
     """
 
     kind: str
     profile: DeviceProfile
     dtype: str = "float32"
+    op_share: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("roofline", "paper"):
@@ -65,6 +71,12 @@ class CostModel:
             raise ValueError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPE_BYTES)}")
         if self.kind == "roofline":
             self.profile.peak_flops(self.dtype)
+        if self.op_share is not None and (self.kind != "paper" or self.op_share < 1):
+            raise ValueError(f"op_share={self.op_share} needs the paper cost model and an integer >= 1")
+
+    def points(self, block: float, total: float) -> float:
+        """The points a node is charged: its block's, or its op's ``total`` over ``op_share``."""
+        return total / self.op_share if self.op_share else block
 
     @property
     def itemsize(self) -> int:
@@ -104,11 +116,23 @@ class BlockTensor:
         return tuple(_bounds(s, p)[i + 1] - _bounds(s, p)[i] for s, p, i in zip(self.shape, self.parts, index, strict=True))
 
 
-class BlockProgram:
-    """Builds the block-kernel graph of a tensor program, op by op."""
+TOUCH_BASE = 1 << 40
+"""Block ids from here on stand for several producers' blocks, read directly (see ``BlockProgram.touch``)."""
 
-    def __init__(self, cost_model: CostModel) -> None:
+
+class BlockProgram:
+    """Builds the block-kernel graph of a tensor program, op by op.
+
+    With ``touch``, re-splitting a tensor adds no nodes: a kernel whose input
+    block overlaps several blocks of the tensor as it was made reads those
+    blocks directly, as the DOPPLER paper's system does (its kernels "touch"
+    the blocks they overlap). Without it, ``repartition`` nodes gather them.
+    """
+
+    def __init__(self, cost_model: CostModel, touch: bool = False) -> None:
         self.cost_model = cost_model
+        self.touch = touch
+        self.touched: list[tuple[int, ...]] = []  # block id TOUCH_BASE + i reads the blocks touched[i]
         self.compute: list[float] = []
         self.comm: list[float] = []
         self.names: list[str] = []
@@ -122,6 +146,7 @@ class BlockProgram:
     def node(self, name: str, op_type: str, preds: Sequence[int], flops: float, points: float, nbytes: float, out_bytes: float) -> int:
         """One kernel reading the outputs of ``preds`` (ids < 0: inputs, no edge); returns its id."""
         node = len(self.compute)
+        preds = [m for p in preds for m in self._members(int(p))]
         check_graph_size(node + 1, len(self.src) + len(preds))
         compute, comm = self.cost_model.costs(flops, points, nbytes, out_bytes)
         self.compute.append(compute)
@@ -151,7 +176,33 @@ class BlockProgram:
         parts = tuple(int(p) for p in parts)
         if parts == tensor.parts:
             return tensor
+        if self.touch:
+            return self._touch(tensor, parts)
         return self.gather(f"{tensor.name}.repartition", "repartition", tensor.shape, parts, [(tensor, (0,) * len(parts))], alias=False)
+
+    def _members(self, block: int) -> tuple[int, ...]:
+        """The nodes whose outputs block id ``block`` stands for."""
+        return self.touched[block - TOUCH_BASE] if block >= TOUCH_BASE else (block,)
+
+    def _touch(self, tensor: BlockTensor, parts: tuple[int, ...]) -> BlockTensor:
+        """``tensor`` re-split without nodes: each new block stands for the produced blocks it overlaps."""
+        out = self.input(f"{tensor.name}.touch", tensor.shape, parts)
+        old = [_bounds(s, p) for s, p in zip(tensor.shape, tensor.parts, strict=True)]
+        new = [_bounds(s, p) for s, p in zip(out.shape, out.parts, strict=True)]
+        for index in itertools.product(*(range(p) for p in parts)):
+            ranges = [
+                [j for j in range(tensor.parts[axis]) if old[axis][j] < new[axis][i + 1] and old[axis][j + 1] > new[axis][i]]
+                for axis, i in enumerate(index)
+            ]
+            blocks = tuple(
+                dict.fromkeys(m for j in itertools.product(*ranges) if tensor.blocks[j] >= 0 for m in self._members(int(tensor.blocks[j])))
+            )
+            if len(blocks) == 1:
+                out.blocks[index] = blocks[0]
+            elif blocks:
+                out.blocks[index] = TOUCH_BASE + len(self.touched)
+                self.touched.append(blocks)
+        return out
 
     def gather(
         self,
@@ -201,7 +252,8 @@ class BlockProgram:
                 out.blocks[index] = exact
                 continue
             nbytes = elems * self.cost_model.itemsize
-            out.blocks[index] = self.node(f"{name}{list(index)}", op_type, preds, block_flops, elems, 2 * nbytes, nbytes)
+            charged = self.cost_model.points(elems, total)
+            out.blocks[index] = self.node(f"{name}{list(index)}", op_type, preds, block_flops, charged, 2 * nbytes, nbytes)
         return out
 
     def einsum(
@@ -265,7 +317,9 @@ class BlockProgram:
             else:  # this kernel's exact integer share of the op's work
                 block_flops = int(flops * (done + block_points) // total_points - flops * done // total_points)
             done += block_points
-            cost_points = block_points if points is None else points * block_points / total_points
+            cost_points = self.cost_model.points(
+                block_points if points is None else points * block_points / total_points, total_points if points is None else points
+            )
             out_elems = float(np.prod([block[label] for label in out_labels]))
             in_elems = sum(float(np.prod([block[label] for label in labels])) for labels in in_labels)
             preds = [t.blocks[tuple(at[label] for label in labels)] for labels, t in zip(in_labels, tensors, strict=True)]
@@ -280,12 +334,13 @@ class BlockProgram:
                 continue
             elems = float(np.prod(out.block_shape(out_index)))
             kind = combine if len(nodes) > 1 else "formation"
+            charged = self.cost_model.points(elems, float(np.prod(out.shape)))
             out.blocks[out_index] = self.node(
                 f"{name}.{kind}{list(out_index)}",
                 kind,
                 nodes,
                 (len(nodes) - 1) * elems,
-                elems,
+                charged,
                 (len(nodes) + 1) * elems * itemsize,
                 elems * itemsize,
             )

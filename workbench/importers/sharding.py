@@ -39,6 +39,7 @@ equals the traced model's ``total_flops``. Costs come from a cost model:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -107,8 +108,10 @@ class _Unsupported(Exception):
     """This op cannot be sharded: it becomes one node (the message says why)."""
 
 
-def parse_parts(text: str | Mapping[str, int] | None) -> dict[str, int]:
-    """``"batch=2,heads=4"`` (or a dict) → ``{"batch": 2, "heads": 4}``; a clear error for anything else."""
+def parse_parts(text: str | Mapping[str, int] | None, extra: Sequence[str] = ()) -> dict[str, int]:
+    """``"batch=2,heads=4"`` (or a dict) → ``{"batch": 2, "heads": 4}``; a clear error for anything else.
+
+    ``extra`` names keys allowed besides :data:`SPLIT_KINDS` (``reduced`` in ``op_parts``)."""
     if text is None:
         return {}
     if isinstance(text, str):
@@ -122,9 +125,9 @@ def parse_parts(text: str | Mapping[str, int] | None) -> dict[str, int]:
             except ValueError:
                 raise PartsError(f"parts {text!r}: {count!r} is not an integer") from None
         text = items
-    unknown = sorted(set(text) - set(SPLIT_KINDS))
+    unknown = sorted(set(text) - set(SPLIT_KINDS) - set(extra))
     if unknown:
-        raise PartsError(f"unknown dimension kind(s) {', '.join(unknown)} in parts; kinds: {', '.join(SPLIT_KINDS)}")
+        raise PartsError(f"unknown dimension kind(s) {', '.join(unknown)} in parts; kinds: {', '.join((*SPLIT_KINDS, *extra))}")
     bad = {k: v for k, v in text.items() if not isinstance(v, int) or v < 1}
     if bad:
         raise PartsError(f"parts must be integers >= 1, got {bad}")
@@ -170,15 +173,52 @@ def _shares(total: int, weights: Sequence[float]) -> list[int]:
     return [b - a for a, b in pairwise(cuts)]
 
 
+def parse_op_parts(op_parts: Mapping[str, str | Mapping[str, int]] | None) -> list[tuple[re.Pattern[str], dict[str, int]]]:
+    """``{"wq": "hidden=2,reduced=2"}`` → compiled patterns and parsed parts (``reduced``: the contracted dimensions)."""
+    parsed = []
+    for pattern, parts in (op_parts or {}).items():
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise PartsError(f"op_parts pattern {pattern!r}: {exc}") from None
+        parsed.append((compiled, parse_parts(parts, extra=("reduced",))))
+    return parsed
+
+
 class _Sharder:
-    def __init__(self, program: BlockProgram, parts: Mapping[str, int], einsum_steps: bool = False) -> None:
+    def __init__(
+        self,
+        program: BlockProgram,
+        parts: Mapping[str, int],
+        einsum_steps: bool = False,
+        op_parts: list[tuple[re.Pattern[str], dict[str, int]]] | None = None,
+    ) -> None:
         self.program = program
         self.parts = dict(parts)
         self.einsum_steps = einsum_steps
         self.unsharded: list[dict[str, str]] = []
+        self.op_parts = op_parts
+        self.override: dict[str, int] = {}  # the parts that op_parts gives the op being sharded
 
-    def count(self, kind: str, size: int) -> int:
-        return max(1, min(self.parts.get(kind, 1) if kind in SPLIT_KINDS else 1, size))
+    @property
+    def follow(self) -> bool:
+        """Per-op partitions: an op's dimensions keep their operands' splits unless ``op_parts`` says otherwise."""
+        return self.op_parts is not None
+
+    def enter(self, op_name: str) -> None:
+        """Sharding op ``op_name`` next: the first ``op_parts`` pattern that matches its whole name applies."""
+        self.override = next((parts for pattern, parts in self.op_parts or () if pattern.fullmatch(op_name)), {})
+
+    def count(self, kind: str, size: int, reduced: bool = False) -> int:
+        if self.overridden(kind, reduced):
+            count = self.override["reduced" if reduced else kind]
+        else:
+            count = self.parts.get(kind, 1) if kind in SPLIT_KINDS else 1
+        return max(1, min(count, size))
+
+    def overridden(self, kind: str, reduced: bool) -> bool:
+        """Whether ``op_parts`` sets this dimension of the current op: its kind for an output one, ``reduced`` for a contracted one."""
+        return ("reduced" if reduced else kind) in self.override
 
     # ------------------------------------------------------------ values
     def free(self, name: str, shape: Sequence[int], kinds: Sequence[str]) -> _Value:
@@ -328,7 +368,18 @@ class _Sharder:
             structure.setdefault(label, [(size, kind)])
         if set(out_labels) - set(structure):
             raise _Unsupported("an output dimension that no input has")
-        parts = {label: [1 if label in whole else self.count(k, s) for s, k in factors] for label, factors in structure.items()}
+        made: dict[str, list[int]] = {}  # per-op partitions: each label as the first produced operand splits it
+        for value, labels in operands:
+            for d, label in enumerate(labels):
+                if self.follow and value.produced and label not in made and value.factors(d) == structure[label]:
+                    made[label] = list(value.tensor.parts[value.factor_slice(d)])
+        parts = {}
+        for label, factors in structure.items():
+            reduced = label not in out_labels
+            parts[label] = [
+                1 if label in whole else made[label][i] if label in made and not self.overridden(k, reduced) else self.count(k, s, reduced)
+                for i, (s, k) in enumerate(factors)
+            ]
         letters = _letters()
         sub = {label: "".join(next(letters) for _ in factors) for label, factors in structure.items()}
         tensors, specs = [], []
@@ -501,7 +552,8 @@ class _Walker:
                 raise _Unsupported("the real pairs are not one whole trailing dimension")
             value = self.s.relabel(value, t.shape[:-1], t.parts[:-1], t.blocks.reshape(t.parts[:-1]), value.kinds[:-1], value.groups[:-1])
         labels = [self.label() for _ in value.shape]
-        out = self.s.apply(record.node.name, record.op_type, [(value, labels)], labels, record.flops)
+        out_points = math.prod(self.out_shape(record))  # complex numbers, or the reals they become
+        out = self.s.apply(record.node.name, record.op_type, [(value, labels)], labels, record.flops, points=out_points)
         if to_complex:
             return out
         t = out.tensor
@@ -928,7 +980,8 @@ class _Walker:
                     raise _Unsupported(f"reshape {source.shape} -> {new_shape}")
                 inner_kind = "head_dim" if f_kind == "hidden" else "other"
                 outer_kind = "heads" if f_kind == "hidden" else f_kind
-                outer_parts = math.gcd(self.s.count(outer_kind, outer), outer) if group == [] else 1
+                wanted = f_parts if self.s.follow and not self.s.overridden(outer_kind, False) else self.s.count(outer_kind, outer)
+                outer_parts = math.gcd(wanted, outer) if group == [] else 1
                 if f_parts != outer_parts:
                     repart[original[i]] = outer_parts
                 group.append((outer, outer_kind, outer_parts))
@@ -1059,14 +1112,17 @@ def shard_traced(
     profile: str | DeviceProfile | Mapping[str, Any] = "V100",
     dtype: str = "float32",
     kernels: str = "torch",
+    op_parts: Mapping[str, str | Mapping[str, int]] | None = None,
+    op_share: int | None = None,
     name: str | None = None,
 ) -> DataflowGraph:
     """The block graph of an already traced module (see :func:`shard`)."""
     parts = parse_parts(parts)
     if kernels not in KERNEL_STYLES:
         raise PartsError(f"unknown kernel style {kernels!r}; use {' or '.join(KERNEL_STYLES)}")
-    program = BlockProgram(CostModel(cost_model, get_profile(profile), dtype))
-    sharder = _Sharder(program, parts, einsum_steps=kernels == "einsum")
+    per_op = parse_op_parts(op_parts) if op_parts is not None else None
+    program = BlockProgram(CostModel(cost_model, get_profile(profile), dtype, op_share), touch=per_op is not None)
+    sharder = _Sharder(program, parts, einsum_steps=kernels == "einsum", op_parts=per_op)
     walker = _Walker(traced, sharder)
     records = {r.node: r for r in op_records(traced)}
     image_like = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in traced.gm.modules())
@@ -1079,6 +1135,7 @@ def shard_traced(
             walker.values[node] = sharder.free(node.name, shape, ["other"] * (len(shape) - 1) + ["hidden"] * bool(shape))
         elif node in records:
             record = records[node]
+            sharder.enter(node.name)
             try:
                 result = walker.op(record)
                 traced_shape = tuple(record.outs[0][0])
@@ -1103,6 +1160,8 @@ def shard_traced(
             "parts": {kind: parts.get(kind, 1) for kind in SPLIT_KINDS},
             "cost_model": cost_model,
             "kernels": kernels,
+            "op_parts": {pattern.pattern: dict(op) for pattern, op in per_op} if per_op is not None else None,
+            "op_share": op_share,
             "profile": get_profile(profile).to_dict(),
             "traced_ops": len(records),
             "source_flops": source_flops,
@@ -1122,6 +1181,8 @@ def shard(
     profile: str | DeviceProfile | Mapping[str, Any] = "V100",
     dtype: str = "float32",
     kernels: str = "torch",
+    op_parts: Mapping[str, str | Mapping[str, int]] | None = None,
+    op_share: int | None = None,
     device: str | torch.device | None = None,
     name: str | None = None,
 ) -> DataflowGraph:
@@ -1142,6 +1203,18 @@ def shard(
             out step by step with their reductions, a linear's bias its own
             step, and a ``formation`` node after every contraction and
             reduction, per output block, even when one kernel made it).
+        op_parts: per-op partitions, as the paper's system picks them
+            (``{"wq": "hidden=2,reduced=2", "w1|w3": "hidden=4,reduced=1"}``):
+            given (even empty), every op keeps the splits of the operands
+            it reads, except for the kinds that the first pattern matching
+            the op's whole fx name sets (``reduced``: its contracted
+            dimensions); a dimension no operand has is split by ``parts``;
+            and a kernel whose input block overlaps several blocks reads
+            them directly, with no regrouping node. ``parts`` then splits
+            the model's inputs.
+        op_share: with ``cost_model="paper"``, charge every node its op's
+            points divided by ``op_share`` (the paper's transformer files: 4;
+            see :class:`~workbench.generators.blocks.CostModel`).
         name: the graph's model name (default: the module's class name).
 
     Raises:
@@ -1151,7 +1224,15 @@ def shard(
     if parts is not None and target_nodes is not None:
         raise PartsError("give parts or target_nodes, not both")
     traced = trace_module(module, example_inputs, device=device)
-    options = {"cost_model": cost_model, "profile": profile, "dtype": dtype, "kernels": kernels, "name": name or type(module).__name__}
+    options = {
+        "cost_model": cost_model,
+        "profile": profile,
+        "dtype": dtype,
+        "kernels": kernels,
+        "op_parts": op_parts,
+        "op_share": op_share,
+        "name": name or type(module).__name__,
+    }
     if target_nodes is not None:
         parts = auto_parts(traced, target_nodes, **options)
     return shard_traced(traced, parts, **options)
