@@ -120,14 +120,28 @@ def test_stage_three_gets_its_own_axis_and_greedy_points_are_drawn():
             "seconds": np.arange(30.0),
         }
     )
-    greedy = {"run": pd.DataFrame({"episode": [10, 20], "seconds": [10.0, 20.0], "makespan": [9e12, 8e12], "what": "greedy (sim)"})}
+    periodic = viz.training.GREEDY_PERIODIC
+    greedy = {
+        "run": pd.DataFrame(
+            {
+                "episode": [10, 20, 5, 25, 28],
+                "seconds": [10.0, 20.0, 5.0, 25.0, 28.0],
+                "makespan": [9e12, 8e12, 9.5e12, 0.5, 0.3],
+                "stage": ["sim", "sim", "sim", "real", "real"],
+                "what": ["greedy, kept Stage II weights", periodic, periodic, periodic, periodic],
+            }
+        )
+    }
     fig = viz.training_curves({"run": frame}, greedy=greedy, x="seconds")
     real = [t for t in fig.data if t.yaxis == "y2"]
     assert (
         real and all(max(t.y) < 1 for t in real) and all(min(t.y) > 1e12 for t in fig.data if t.yaxis == "y" and t.name.startswith("run"))
     )
     assert fig.layout.yaxis2.overlaying == "y" and "s" in fig.layout.yaxis2.title.text
-    assert any(t.name == "run: greedy (sim)" and list(t.y) == [9e12, 8e12] for t in fig.data)
+    assert any(t.name == "run: greedy, kept Stage II weights" and list(t.y) == [9e12] and t.mode == "markers" for t in fig.data)
+    line = next(t for t in fig.data if t.name == f"run: {periodic}")
+    assert list(line.x) == [5.0, 20.0] and list(line.y) == [9.5e12, 8e12] and line.mode == "lines+markers"  # in time order
+    assert next(t for t in fig.data if t.name == f"run: {periodic} (Stage III, s)").yaxis == "y2"
     assert fig.layout.xaxis.title.text.startswith("training wall-clock")
 
 
