@@ -627,9 +627,9 @@ def _command_line(config: TrainConfig, out: Path) -> str:
 
 
 def _progress_bar(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
-    return tqdm(total=total, initial=initial, disable=not enabled, unit="ep", dynamic_ncols=True, file=sys.stderr)
+    return progress_bar(total=total, initial=initial, disable=not enabled, unit="ep", dynamic_ncols=True, file=sys.stderr)
 
 
 class _StopRequest:
