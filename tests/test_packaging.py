@@ -43,4 +43,6 @@ def test_jupyterlab_opens_without_a_build_dialog():
     # status is "needed" and it would open with "Build Recommended"; `make setup` turns the build check off for this venv.
     config = pytest.importorskip("jupyterlab_server.config")
     page = config.get_static_page_config(level="all")
-    assert page.get("buildCheck") is False and page.get("buildAvailable") is False, "run `make setup` (it writes labconfig/page_config.json)"
+    assert page.get("buildCheck") is False and page.get("buildAvailable") is False, (
+        "run `make setup` (it writes labconfig/page_config.json)"
+    )
