@@ -77,7 +77,7 @@ def greedy_evaluations(
     """
     rows = []
     if periodic is not None and {"episode", "graph", "greedy"} <= set(periodic.columns):
-        mine = periodic[periodic["graph"] == graph] if graph in set(periodic["graph"]) else periodic
+        mine = periodic[periodic["graph"] == graph] if graph is not None or periodic["graph"].nunique() > 1 else periodic
         for row in mine.itertuples(index=False):
             rows.append(
                 {
