@@ -106,6 +106,7 @@ figures.training_curves(
     window=10,
     title=f"{GRAPH}: makespan per episode (simulator)",
     greedy={"run": greedy[greedy["stage"] != "real"]},
+    graph=graph,
 )
 
 # %%
@@ -140,7 +141,9 @@ if "real" in STAGES:
 
 # %%
 by_stage = {"teacher": teacher, **{f"after {stage}": p for stage, p in stage_placements(result.run_dir, graph).items()}}
-figures.makespan_bars({**by_stage, "local search": search}, lower_bound=teacher.lower_bound, title="greedy placement after each stage")
+figures.makespan_bars(
+    {**by_stage, "local search": search}, lower_bound=teacher.lower_bound, title="greedy placement after each stage", graph=graph
+)
 
 # %%
 placement_changes(by_stage, DEVICES)
