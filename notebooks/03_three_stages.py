@@ -53,6 +53,7 @@ RUNS = Path(
 
 import workbench as wb
 from workbench import viz as figures
+from workbench.dashboard.runlist import greedy_evaluations
 from workbench.dashboard.runs import read_run
 from workbench.notebook import HEURISTICS, Comparison, gantt_grid, placement_changes, seconds_oracle, stage_placements
 from workbench.systems import make_oracle
@@ -91,13 +92,22 @@ run.metrics.groupby("stage", sort=False).agg(
 # Makespan of every episode's rollout in the simulator (Stages I and II),
 # with the teacher and local search as reference lines. Stage I rolls out
 # with ε-exploration, so its episodes scatter above what the greedy policy
-# does; its second curve is how often the policy picked what the teacher
-# would.
+# does; the dotted line is the greedy policy itself, placed every
+# `greedy_every` episodes of Stage II (the run's `greedy.csv`). The second
+# chart is how often the policy picked what the teacher would.
 
 # %%
 simulated = run.metrics[run.metrics["oracle"] == "sim"]
 references = {"teacher (critical_path)": teacher.makespan, "local search": search.makespan}
-figures.training_curves(simulated, references=references, window=10, title=f"{GRAPH}: makespan per episode (simulator)")
+greedy = greedy_evaluations(run.meta, run.metrics, periodic=run.greedy)
+figures.training_curves(
+    simulated,
+    references=references,
+    window=10,
+    title=f"{GRAPH}: makespan per episode (simulator)",
+    greedy={"run": greedy[greedy["stage"] != "real"]},
+    graph=graph,
+)
 
 # %%
 figures.training_curves(
@@ -131,7 +141,9 @@ if "real" in STAGES:
 
 # %%
 by_stage = {"teacher": teacher, **{f"after {stage}": p for stage, p in stage_placements(result.run_dir, graph).items()}}
-figures.makespan_bars({**by_stage, "local search": search}, lower_bound=teacher.lower_bound, title="greedy placement after each stage")
+figures.makespan_bars(
+    {**by_stage, "local search": search}, lower_bound=teacher.lower_bound, title="greedy placement after each stage", graph=graph
+)
 
 # %%
 placement_changes(by_stage, DEVICES)

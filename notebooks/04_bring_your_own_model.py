@@ -63,6 +63,9 @@ from workbench.models import gpt_decoder
 from workbench.notebook import Comparison, stage_placements
 from workbench.training import TrainConfig, train
 
+if not FAST:
+    figures.static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
+
 decoder = gpt_decoder(layers=LAYERS)
 graph = wb.from_torch(decoder, profile=PROFILE, name="gpt_decoder")
 pd.Series(graph.op_types).value_counts().rename("ops per type")

@@ -20,6 +20,8 @@ from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.runs import read_metrics, read_run, references
 from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, parse_method, save_upload
+from workbench.rundir import GREEDY_COLUMNS
+from workbench.viz.training import GREEDY_PERIODIC
 
 DIAMOND = wb.DataflowGraph.from_edges(
     [1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d")
@@ -58,6 +60,10 @@ def write_run(root: Path, name: str = "demo", episodes: int = 60, trailing: str 
         for e in range(episodes)
     ]
     (run / "metrics.csv").write_text(METRICS_HEADER + "".join(rows) + trailing)
+    evaluations = [
+        f"sim,{e},{graph.name},{placement.makespan * (1.3 - e / episodes / 2)},{e}\n" for e in range(episodes // 2, episodes + 1, 10)
+    ]
+    (run / "greedy.csv").write_text(",".join(GREEDY_COLUMNS) + "\n" + "".join(evaluations))
     wb.simulate(graph, placement.assignment, 4).trace.to_json(run / "best" / "trace.json")
     (run / "best" / "placement.json").write_text(
         json.dumps({"graph": graph.name, "devices": 4, "assignment": placement.assignment.tolist(), "stage": "sim", "episode": 3})
@@ -412,7 +418,7 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     assert "1.2001e13" in str(status) and "rl_lr_start" in str(configs)
     assert "makespan 1.2001e13" in gantt.layout.title.text  # best_placement.json, simulated
     greedy = [t for t in curves.data if "greedy" in (t.name or "")]
-    assert {t.name.split(": ")[1] for t in greedy} == {"greedy, kept sim weights", "greedy, final policy"}
+    assert {t.name.split(": ")[1] for t in greedy} == {"greedy, kept Stage II weights", "greedy, final policy"}  # no greedy.csv
     assert [a.text for a in curves.layout.annotations][:2] == ["I", "Stage II: simulator RL"]
     assert curves.layout.yaxis.title.text == "makespan (paper units, the paper reports ÷1e10)"  # as on Compare
     by_time = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10, x="seconds")[0]
@@ -425,8 +431,25 @@ def add_real_stage(run: Path, episodes: range = range(60, 70)) -> None:
     text = (run / "metrics.csv").read_text()
     lines = text[: text.rfind("\n") + 1].splitlines(keepends=True)
     (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + "".join(lines[1:]) + rows)
+    with open(run / "greedy.csv", "a") as handle:  # Stage III's greedy evaluations, measured in seconds
+        handle.write("".join(f"real,{e},chain_mm_112nodes,{0.012 - (e - episodes[0]) * 1e-4},{e}\n" for e in episodes[::3]))
     meta = json.loads((run / "meta.json").read_text())
     (run / "meta.json").write_text(json.dumps({**meta, "stages": ["il", "sim", "real"]}))
+
+
+def test_training_draws_every_periodic_greedy_evaluation_stage_three_on_its_own_axis(context):
+    run = write_run(context.runs_dir, "three")
+    add_real_stage(run)
+    periodic = read_metrics(run / "greedy.csv", [])
+    for x in ("episode", "seconds"):
+        curves = training.training_view(context, ["runs:three"], "loss", 10, x=x)[0]
+        lines = {t.name: t for t in curves.data if GREEDY_PERIODIC in (t.name or "")}
+        assert set(lines) == {f"three: {GREEDY_PERIODIC}", f"three: {GREEDY_PERIODIC} (Stage III, s)"}
+        simulated, measured_line = lines[f"three: {GREEDY_PERIODIC}"], lines[f"three: {GREEDY_PERIODIC} (Stage III, s)"]
+        for trace, stage in ((simulated, "sim"), (measured_line, "real")):
+            rows = periodic[periodic["stage"] == stage]
+            assert list(trace.x) == list(rows[x]) and list(trace.y) == list(rows["greedy"])
+        assert simulated.yaxis == "y" and measured_line.yaxis == "y2" and simulated.mode == "lines+markers"
 
 
 def test_measured_reads_makespan_and_predicted_of_real_stage_runs(context):

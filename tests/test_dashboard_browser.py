@@ -230,7 +230,7 @@ def test_training_page_shows_the_shipped_runs_with_their_stages_and_best_placeme
     settle(page)
     page.wait_for_selector("text=pretrained chain_mm_112nodes: best placement, makespan 1.2001e13", timeout=120_000)
     assert page.locator("text=Stage II: simulator RL").count() >= 1
-    page.wait_for_selector("text=greedy, kept sim weights", timeout=30_000)
+    page.wait_for_selector("text=greedy, kept Stage II weights", timeout=30_000)
     page.keyboard.press("Escape")
     finish(page, errors, tmp_path / "training-pretrained.png", docs=True)
 
@@ -244,6 +244,7 @@ def test_a_three_stage_run_draws_stage_three_on_its_own_axis_and_the_measured_ch
     page.keyboard.press("Escape")
     settle(page)
     page.wait_for_selector("text=Stage III makespan (s, measured)", timeout=60_000)
+    page.wait_for_selector("text=greedy evaluations (Stage III, s)", timeout=30_000)  # greedy.csv, beside the sampled makespans
     finish(page, errors, tmp_path / "training-three-stages.png", docs=True)
     page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
     page.wait_for_selector("text=Stage III episodes: Spearman", timeout=60_000)

@@ -36,3 +36,13 @@ def test_dgl_stack_is_pinned_as_documented():
 def test_second_setup_is_a_no_op():
     out = subprocess.run(["make", "-q", "setup"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, "make setup would reinstall although nothing changed"
+
+
+def test_jupyterlab_opens_without_a_build_dialog():
+    # Dash installs a JupyterLab source extension (share/jupyter/lab/extensions/dash-jupyterlab.tgz), so JupyterLab's build
+    # status is "needed" and it would open with "Build Recommended"; `make setup` turns the build check off for this venv.
+    config = pytest.importorskip("jupyterlab_server.config")
+    page = config.get_static_page_config(level="all")
+    assert page.get("buildCheck") is False and page.get("buildAvailable") is False, (
+        "run `make setup` (it writes labconfig/page_config.json)"
+    )

@@ -25,6 +25,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import workbench
 from workbench.datasets import STG_DIR
 from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
+from workbench.rundir import GREEDY_COLUMNS
 from workbench.schedule import PartialSchedule
 from workbench.training import METRIC_COLUMNS, TrainConfig, read_meta, read_metrics, train
 from workbench.training.config import field_docs
@@ -662,6 +663,11 @@ def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_p
     run = RunDirectory(tmp_path / "run")
     selection = read_meta(run.meta_path)["greedy_selection_sim"]
     assert selection["evaluations"] == 7  # the starting weights, then episodes 4, 8, ..., 24
+    logged = read_metrics(run.greedy_path)  # every evaluation is logged, not only the kept one
+    assert tuple(logged[0]) == GREEDY_COLUMNS
+    assert [int(r["episode"]) for r in logged] == [0, 4, 8, 12, 16, 20, 24] and {r["stage"] for r in logged} == {"sim"}
+    assert min(float(r["greedy"]) for r in logged) == selection["greedy"][graph.name]
+    assert float(next(r["greedy"] for r in logged if int(r["episode"]) == selection["episode"])) == selection["greedy"][graph.name]
     best = tiny_load_policy(run.best_checkpoint("sim"))
     best_makespan = workbench.simulate(graph, best.rollout(graph, 4, mode="greedy").assignment, 4).makespan
     assert best_makespan == selection["greedy"][graph.name] == result.evaluation[graph.name]["greedy"]
@@ -674,3 +680,26 @@ def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_p
         train(config, tmp_path / "resumed", library=TINY, progress=False, callback=crash_at(13))
     train(config, tmp_path / "resumed", library=TINY, progress=False)
     assert read_meta(tmp_path / "resumed" / "meta.json")["greedy_selection_sim"] == selection
+    assert without_time(read_metrics(tmp_path / "resumed" / "greedy.csv")) == without_time(logged)  # nothing lost, nothing twice
+
+
+@pytest.mark.parametrize("crash", [6, 7, 9])
+def test_greedy_evaluations_survive_a_resume_at_and_after_a_stage_boundary(tmp_path, crash):
+    config = tiny_config(greedy_every=2, rl_mode="sample")
+    full = train(config, tmp_path / "full", library=TINY, progress=False).run_dir
+    expected = without_time(read_metrics(full / "greedy.csv"))
+    assert [(r["stage"], int(r["episode"])) for r in expected] == [("sim", e) for e in (6, 8, 10, 12)]  # no greedy evaluation in Stage I
+    with pytest.raises(Crash):
+        train(config, tmp_path / "run", library=TINY, progress=False, callback=crash_at(crash))
+    train(config, tmp_path / "run", library=TINY, progress=False)
+    assert without_time(read_metrics(tmp_path / "run" / "greedy.csv")) == expected
+
+
+def test_a_run_from_before_greedy_csv_resumes_and_starts_one(tmp_path):
+    config = tiny_config(greedy_every=2)
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        train(config, out, library=TINY, progress=False, callback=crash_at(9))
+    (out / "greedy.csv").unlink()
+    train(config, out, library=TINY, progress=False)
+    assert [int(r["episode"]) for r in read_metrics(out / "greedy.csv")] == [10, 12]

@@ -120,14 +120,28 @@ def test_stage_three_gets_its_own_axis_and_greedy_points_are_drawn():
             "seconds": np.arange(30.0),
         }
     )
-    greedy = {"run": pd.DataFrame({"episode": [10, 20], "seconds": [10.0, 20.0], "makespan": [9e12, 8e12], "what": "greedy (sim)"})}
+    periodic = viz.training.GREEDY_PERIODIC
+    greedy = {
+        "run": pd.DataFrame(
+            {
+                "episode": [10, 20, 5, 25, 28],
+                "seconds": [10.0, 20.0, 5.0, 25.0, 28.0],
+                "makespan": [9e12, 8e12, 9.5e12, 0.5, 0.3],
+                "stage": ["sim", "sim", "sim", "real", "real"],
+                "what": ["greedy, kept Stage II weights", periodic, periodic, periodic, periodic],
+            }
+        )
+    }
     fig = viz.training_curves({"run": frame}, greedy=greedy, x="seconds")
     real = [t for t in fig.data if t.yaxis == "y2"]
     assert (
         real and all(max(t.y) < 1 for t in real) and all(min(t.y) > 1e12 for t in fig.data if t.yaxis == "y" and t.name.startswith("run"))
     )
     assert fig.layout.yaxis2.overlaying == "y" and "s" in fig.layout.yaxis2.title.text
-    assert any(t.name == "run: greedy (sim)" and list(t.y) == [9e12, 8e12] for t in fig.data)
+    assert any(t.name == "run: greedy, kept Stage II weights" and list(t.y) == [9e12] and t.mode == "markers" for t in fig.data)
+    line = next(t for t in fig.data if t.name == f"run: {periodic}")
+    assert list(line.x) == [5.0, 20.0] and list(line.y) == [9.5e12, 8e12] and line.mode == "lines+markers"  # in time order
+    assert next(t for t in fig.data if t.name == f"run: {periodic} (Stage III, s)").yaxis == "y2"
     assert fig.layout.xaxis.title.text.startswith("training wall-clock")
 
 
@@ -141,7 +155,11 @@ def test_stage_labels_are_short_where_a_stage_is_narrow_and_shading_is_per_run()
 
 
 # ----------------------------------------------------------- trace-event export
-TRACE_EVENT_KEYS = {"X": {"name", "ph", "ts", "dur", "pid", "tid"}, "M": {"name", "ph", "pid", "tid", "args"}}
+TRACE_EVENT_KEYS = {
+    "X": {"name", "ph", "ts", "dur", "pid", "tid"},
+    "M": {"name", "ph", "pid", "tid", "args"},
+    "C": {"name", "ph", "ts", "pid", "args"},
+}
 
 
 @pytest.mark.parametrize("graph_name,devices", [("chain_mm", 4), ("ffnn", 3)])
@@ -185,12 +203,34 @@ def test_trace_events_have_one_slice_per_op_and_transfer_in_microseconds(graph_n
         assert threads[(TRANSFER_PID, event["tid"])].startswith(
             f"device {event['args']['src_device']} → device {event['args']['dst_device']}"
         )
+    counters: dict = {}
+    for event in (e for e in events if e["ph"] == "C"):  # one counter track per device, numeric series
+        assert event["pid"] == DEVICE_PID and all(isinstance(v, int | float) for v in event["args"].values()) and event["args"]
+        counters.setdefault(event["name"], []).append((event["ts"], event["args"]["ops running"]))
+    assert set(counters) == {f"device {d} busy" for d in range(devices)}
+    for d in range(devices):
+        steps = counters[f"device {d} busy"]
+        times, values = np.array([t for t, _ in steps]), np.array([v for _, v in steps])
+        assert times[0] == 0 and np.all(np.diff(times) > 0) and np.all(values[1:] != values[:-1]) and values[-1] == 0
+        busy = np.sum(np.diff(np.r_[times, data["otherData"]["makespan"] * 1e-7]) * values)  # the track integrates to the busy time
+        mine = trace.device == d
+        assert busy == pytest.approx(np.sum(trace.end[mine] - trace.start[mine]) * 1e-7)
+        assert set(values) <= {0, 1}  # the simulator runs one op at a time per device
     by_thread: dict = {}
     for event in ops + transfers:  # complete slices on one thread must not overlap (they would have to nest)
         by_thread.setdefault((event["pid"], event["tid"]), []).append((event["ts"], event["ts"] + event["dur"]))
     for slices in by_thread.values():
         slices.sort()
         assert all(a[1] <= b[0] + 1e-9 for a, b in zip(slices, slices[1:], strict=False))
+
+
+def test_busy_steps_count_overlapping_and_back_to_back_intervals():
+    from workbench.sim.trace_events import busy_steps
+
+    times, running = busy_steps(np.array([0.0, 2.0, 3.0, 5.0]), np.array([2.0, 4.0, 5.0, 6.0]))
+    assert times.tolist() == [0.0, 3.0, 4.0, 6.0] and running.tolist() == [1, 2, 1, 0]  # 2 → 2 and 5 → 5 are seamless
+    times, running = busy_steps(np.array([1.0]), np.array([1.5]))
+    assert times.tolist() == [0.0, 1.0, 1.5] and running.tolist() == [0, 1, 0]
 
 
 def test_trace_events_refuse_bad_arguments():

@@ -112,11 +112,11 @@ class Comparison:
 
     def run(self, devices: Iterable[int], methods: Sequence[str] | None = None, progress: bool = True) -> pd.DataFrame:
         """Place every graph on every device count with every method (default: :func:`default_methods`); returns :meth:`table`."""
-        from tqdm import tqdm  # a text bar: its final state is saved in an executed notebook (a widget bar is saved as 0/N)
+        from .progress import progress_bar  # saved in its final state in an executed notebook
 
         devices = [int(d) for d in devices]
         cells = [(label, d, m) for label, g in self.graphs.items() for d in devices for m in (methods or default_methods(g, d))]
-        for cell in tqdm(cells, desc="placing", unit="placement", disable=not progress):
+        for cell in progress_bar(cells, desc="placing", unit="placement", disable=not progress):
             self.placement(*cell)
         return self.table()
 

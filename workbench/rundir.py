@@ -10,6 +10,7 @@ use it::
       config.json          TrainConfig
       meta.json            status, method, graphs, devices, stages, versions, machine, reference, ...
       metrics.csv          METRIC_COLUMNS (+ "predicted" with a real-system stage), one line per episode
+      greedy.csv           GREEDY_COLUMNS, one line per graph per periodic greedy evaluation (none in older runs)
       checkpoints/         last, <stage>, <stage>-best  (checkpoint_file names them)
       best/                placement.json + trace.json (best/<graph>/ each with several graphs)
       tensorboard/         optional
@@ -31,6 +32,7 @@ __all__ = [
     "METRIC_COLUMNS",
     "PREDICTED_COLUMN",
     "TEXT_COLUMNS",
+    "GREEDY_COLUMNS",
     "VALUE_COLUMNS",
     "CHECKPOINT_SUFFIX",
     "RunPaths",
@@ -55,6 +57,18 @@ TEXT_COLUMNS = ("stage", "graph", "oracle")
 """Columns that hold words; every other column is a number (empty: not logged in that stage)."""
 VALUE_COLUMNS = tuple(c for c in METRIC_COLUMNS if c not in TEXT_COLUMNS and c != "episode")
 """The numeric columns a chart can plot against the episode."""
+
+GREEDY_COLUMNS = ("stage", "episode", "graph", "greedy", "seconds")
+"""The header of ``greedy.csv``: each greedy evaluation (``TrainConfig.greedy_every``, and at the start and end of an RL stage).
+
+One line per graph per evaluation: ``episode`` is the number of episodes
+trained when the policy was evaluated (so the weights that sample that
+episode next), ``greedy`` the greedy placement's makespan (the stage's
+oracle: seconds in a ``real`` stage), ``seconds`` the training time so far.
+It is a file of its own because an evaluation covers every graph of the run
+at once, also before a stage's first episode, while ``metrics.csv`` holds
+exactly one line per episode. Runs written before it have none.
+"""
 
 CHECKPOINT_SUFFIX = ".safetensors"
 """Policy checkpoints are safetensors files with a JSON header (:mod:`workbench.learn.checkpoint`); the old pickle ``.pt`` is refused."""
@@ -85,6 +99,7 @@ class RunPaths:
         self.config_path = self.path / "config.json"
         self.meta_path = self.path / "meta.json"
         self.metrics_path = self.path / "metrics.csv"
+        self.greedy_path = self.path / "greedy.csv"
         self.best_dir = self.path / "best"
         self.checkpoint_dir = self.path / "checkpoints"
         self.tensorboard_dir = self.path / "tensorboard"

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..viz.training import GREEDY_PERIODIC, STAGE_NAMES
 from .context import DashboardContext, PathError
 
 __all__ = ["MAX_DEPTH", "run_keys", "run_path", "read_json_object", "greedy_evaluations", "best_placement_trace"]
@@ -62,14 +63,31 @@ def read_json_object(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def greedy_evaluations(meta: dict | None, metrics: pd.DataFrame, graph: str | None = None) -> pd.DataFrame:
-    """The greedy makespans a run recorded (its kept weights per stage, the final evaluation), at their episode and training second.
+def greedy_evaluations(
+    meta: dict | None, metrics: pd.DataFrame, graph: str | None = None, periodic: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The greedy makespans a run recorded for ``graph``, at their episode and training second.
 
-    Columns ``episode``, ``seconds``, ``makespan``, ``what``. Training writes
-    the best greedy evaluation of each stage (``greedy_selection_<stage>``)
-    and the final ``evaluation`` to ``meta.json``.
+    Columns ``episode``, ``seconds``, ``makespan``, ``stage``, ``what``:
+    every evaluation in ``periodic`` (``greedy.csv``, what
+    :data:`~workbench.viz.training.GREEDY_PERIODIC`), then from ``meta.json``
+    the kept weights of each stage (``greedy_selection_<stage>``) and the
+    final policy (``evaluation``, simulated, so stage ``sim``). Runs without
+    ``greedy.csv`` (the shipped ones) have only the latter.
     """
     rows = []
+    if periodic is not None and {"episode", "graph", "greedy"} <= set(periodic.columns):
+        mine = periodic[periodic["graph"] == graph] if graph is not None or periodic["graph"].nunique() > 1 else periodic
+        for row in mine.itertuples(index=False):
+            rows.append(
+                {
+                    "episode": float(row.episode),
+                    "seconds": float(getattr(row, "seconds", np.nan)),
+                    "makespan": float(row.greedy),
+                    "stage": str(row.stage),
+                    "what": GREEDY_PERIODIC,
+                }
+            )
     for key, value in (meta or {}).items():
         if key.startswith("greedy_selection_") and isinstance(value, dict) and isinstance(value.get("greedy"), dict):
             makespans = value["greedy"]
@@ -77,19 +95,31 @@ def greedy_evaluations(meta: dict | None, metrics: pd.DataFrame, graph: str | No
             if name is not None and isinstance(value.get("episode"), (int, float)):
                 stage = key.removeprefix("greedy_selection_")
                 rows.append(
-                    {"episode": float(value["episode"]), "makespan": float(makespans[name]), "what": f"greedy, kept {stage} weights"}
+                    {
+                        "episode": float(value["episode"]),
+                        "makespan": float(makespans[name]),
+                        "stage": stage,
+                        "what": f"greedy, kept {STAGE_NAMES.get(stage, stage).partition(':')[0]} weights",
+                    }
                 )
     evaluation = (meta or {}).get("evaluation")
     if isinstance(evaluation, dict) and evaluation and isinstance(meta.get("episodes_done"), (int, float)):
         entry = evaluation.get(graph) if graph in evaluation else next(iter(evaluation.values()))
         if isinstance(entry, dict) and isinstance(entry.get("greedy"), (int, float)):
-            rows.append({"episode": float(meta["episodes_done"]), "makespan": float(entry["greedy"]), "what": "greedy, final policy"})
-    frame = pd.DataFrame(rows, columns=["episode", "makespan", "what"])
-    if not metrics.empty and {"episode", "seconds"} <= set(metrics.columns) and len(frame):
+            rows.append(
+                {
+                    "episode": float(meta["episodes_done"]),
+                    "makespan": float(entry["greedy"]),
+                    "stage": "sim",
+                    "what": "greedy, final policy",
+                }
+            )
+    frame = pd.DataFrame(rows, columns=["episode", "seconds", "makespan", "stage", "what"])
+    missing = frame["seconds"].isna()
+    if missing.any() and not metrics.empty and {"episode", "seconds"} <= set(metrics.columns):
         known = metrics[["episode", "seconds"]].dropna().sort_values("episode")
-        frame["seconds"] = np.interp(frame["episode"], known["episode"], known["seconds"]) if len(known) else np.nan
-    else:
-        frame["seconds"] = np.nan
+        if len(known):
+            frame.loc[missing, "seconds"] = np.interp(frame.loc[missing, "episode"], known["episode"], known["seconds"])
     return frame
 
 

@@ -48,6 +48,7 @@ class Run:
         best_trace: ``best/trace.json`` as a :class:`workbench.Trace` or ``None``.
         checkpoints: checkpoint files found.
         problems: what is missing or wrong, one sentence each.
+        greedy: ``greedy.csv`` (the periodic greedy evaluations) as a frame; empty when the run has none.
     """
 
     name: str
@@ -59,6 +60,7 @@ class Run:
     best_trace: Any
     checkpoints: tuple[Path, ...]
     problems: tuple[str, ...] = field(default_factory=tuple)
+    greedy: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def status(self) -> str:
@@ -102,39 +104,40 @@ def _empty_metrics() -> pd.DataFrame:
 
 
 def read_metrics(path: Path, problems: list[str] | None = None) -> pd.DataFrame:
-    """``metrics.csv`` as a frame for charts (the pandas view of :func:`workbench.rundir.read_metrics`).
+    """``metrics.csv`` (or ``greedy.csv``) as a frame for charts (the pandas view of :func:`workbench.rundir.read_metrics`).
 
     No half-written last line, numeric columns as floats, problems reported instead of raised.
     """
     problems = problems if problems is not None else []
+    name = path.name
     if not path.is_file():
-        problems.append("metrics.csv is missing (no episode logged yet)")
+        problems.append(f"{name} is missing (no episode logged yet)")
         return _empty_metrics()
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
-        problems.append(f"metrics.csv is unreadable: {exc}")
+        problems.append(f"{name} is unreadable: {exc}")
         return pd.DataFrame()
     text = complete_lines(text)
     if not text.strip():
-        problems.append("metrics.csv has no complete line yet")
+        problems.append(f"{name} has no complete line yet")
         return _empty_metrics()
     header = text.split("\n", 1)[0].split(",")
     if "episode" not in header:
-        problems.append("metrics.csv has no 'episode' column in its header")
+        problems.append(f"{name} has no 'episode' column in its header")
         return pd.DataFrame()
     # Metrics hold no quoted fields: with quoting off, a stray quote spoils only its own row (a
     # quoted field would otherwise run on over every later line), and the C parser stays fast.
     frame = pd.read_csv(io.StringIO(text), quoting=csv.QUOTE_NONE, on_bad_lines="skip", dtype={c: str for c in TEXT_COLUMNS})
     skipped = sum(1 for line in text.split("\n")[1:] if line.strip()) - len(frame)
     if skipped:
-        problems.append(f"metrics.csv: skipped {skipped} malformed line(s)")
+        problems.append(f"{name}: skipped {skipped} malformed line(s)")
     for column in frame.columns:
         if column not in TEXT_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     bad = frame["episode"].isna()
     if bad.any():
-        problems.append(f"metrics.csv: ignored {int(bad.sum())} row(s) without an episode number")
+        problems.append(f"{name}: ignored {int(bad.sum())} row(s) without an episode number")
         frame = frame[~bad]
     return frame.reset_index(drop=True)
 
@@ -162,7 +165,8 @@ def read_run(path: Path) -> Run:
     checkpoints = paths.checkpoints()
     if meta and meta.get("status") in ("failed", "diverged") and meta.get("error"):
         problems.append(f"the run failed: {meta['error']}")
-    return Run(path.name, path, meta, config, metrics, best, trace, checkpoints, tuple(problems))
+    greedy = read_metrics(paths.greedy_path, problems) if paths.greedy_path.is_file() else pd.DataFrame()
+    return Run(path.name, path, meta, config, metrics, best, trace, checkpoints, tuple(problems), greedy)
 
 
 def references(meta: dict[str, Any] | None, graph: str | None = None) -> dict[str, float]:

@@ -39,7 +39,7 @@ from .base import Decision, Placer
 from .registry import PlacerError, get_placer, methods
 
 if TYPE_CHECKING:
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from ..sim import Evaluator
 
@@ -273,6 +273,6 @@ def _critical_chain(
 
 
 def _progress_bar(total: int, enabled: bool) -> tqdm:
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
-    return tqdm(total=total, disable=not enabled, unit="eval", desc="local search")
+    return progress_bar(total=total, disable=not enabled, unit="eval", desc="local search")

@@ -6,8 +6,11 @@ Process 0 holds one thread per device, each op a complete event
 (``"ph": "X"``) on its device's thread. Process 1 holds the transfers, one
 complete event each, on a thread per link ``a → b`` (with extra lanes where
 transfers on one link overlap, since slices on one thread must nest).
-Metadata events (``"ph": "M"``) name the processes and threads. ``ts`` and
-``dur`` are microseconds: a trace time ``t`` becomes ``t * microseconds_per_unit``.
+Metadata events (``"ph": "M"``) name the processes and threads. Counter
+events (``"ph": "C"``) draw each device's utilisation as a track of its own
+(``device d busy``: how many ops run on it, 0 or 1 in the simulator, one
+event wherever that changes). ``ts`` and ``dur`` are microseconds: a trace
+time ``t`` becomes ``t * microseconds_per_unit``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 
 from .trace import Trace
 
-__all__ = ["to_trace_events", "trace_events_json", "TRANSFER_PID", "DEVICE_PID"]
+__all__ = ["to_trace_events", "trace_events_json", "busy_steps", "TRANSFER_PID", "DEVICE_PID"]
 
 DEVICE_PID = 0
 TRANSFER_PID = 1
@@ -42,10 +45,22 @@ def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return lanes
 
 
+def busy_steps(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(times, running)``: how many of the intervals run from each time on, at 0 and wherever that count changes."""
+    times = np.concatenate([[0.0], starts, ends]).astype(float)
+    steps = np.concatenate([[0], np.ones(starts.size, np.int64), -np.ones(ends.size, np.int64)])
+    order = np.lexsort((steps, times))  # at one instant, ends before starts: back-to-back ops keep the count at 1
+    times, running = times[order], np.cumsum(steps[order])
+    last = np.r_[times[1:] != times[:-1], True]  # the count after every change at one instant
+    times, running = times[last], running[last]
+    keep = np.r_[True, running[1:] != running[:-1]]
+    return times[keep], running[keep]
+
+
 def to_trace_events(
     trace: Trace, names: Sequence[str] | None = None, title: str = "workbench trace", microseconds_per_unit: float = 1.0
 ) -> dict[str, Any]:
-    """The trace as a trace-event JSON object: one ``X`` slice per op and per transfer, ``M`` events naming devices and links."""
+    """The trace as a trace-event JSON object: one ``X`` slice per op and per transfer, a ``C`` counter track per device, ``M`` names."""
     if not microseconds_per_unit > 0:
         raise ValueError(f"microseconds_per_unit must be positive, got {microseconds_per_unit}")
     names = list(names) if names is not None else list(trace.op_names) if trace.op_names else [f"op{i}" for i in range(trace.num_ops)]
@@ -72,6 +87,13 @@ def to_trace_events(
                 "args": {"op": op, "ready": float(trace.ready[op]) * scale},
             }
         )
+    for d in range(devices):
+        mine = np.asarray(trace.device) == d
+        times, running = busy_steps(np.asarray(trace.start, float)[mine], np.asarray(trace.end, float)[mine])
+        events += [
+            {"ph": "C", "name": f"device {d} busy", "pid": DEVICE_PID, "tid": d, "ts": t * scale, "args": {"ops running": int(n)}}
+            for t, n in zip(times.tolist(), running.tolist(), strict=True)
+        ]
     src, dst = trace.transfer_src_device.astype(np.int64), trace.transfer_dst_device.astype(np.int64)
     threads: dict[tuple[int, int, int], int] = {}
     for a, b in sorted(set(zip(src.tolist(), dst.tolist(), strict=False))):

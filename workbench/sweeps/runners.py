@@ -171,14 +171,13 @@ def sweep(
     finished = table.finished()
     todo = [cell for cell in cells if cell.key not in finished]
     if todo:
-        from tqdm.auto import tqdm
-
         from ..placers.base import REGISTRY
+        from ..progress import progress_bar
 
         graphs = {cell.graph.label: cell.graph for cell in todo}
         loaded = {label: spec.load() for label, spec in graphs.items()}
         tasks = [(cell, loaded[cell.graph.label], REGISTRY.get(cell.method)) for cell in todo]
-        bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=config.name, unit="cell", disable=not progress)
+        bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc=config.name, unit="cell", disable=not progress)
         errors = 0
         try:
             for row in ENGINES[engine](tasks, workers or config.workers, address or config.address):

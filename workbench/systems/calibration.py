@@ -293,7 +293,7 @@ def calibrate(
         statistic: ``"median"`` or ``"min"`` of each placement's runs
             (the minimum resists interference from other processes).
     """
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     devices = int(devices or oracle.devices)
     if statistic not in ("median", "min"):
@@ -304,7 +304,7 @@ def calibrate(
     journal_path = Path(journal) if journal is not None else None
     done = _load_journal(journal_path)
     rounds = [(r, label, a) for r in range(repeats) for label, a in chosen]
-    for r, label, assignment in tqdm(rounds, desc=f"calibrate {graph.name}", disable=not progress, unit="run"):
+    for r, label, assignment in progress_bar(rounds, desc=f"calibrate {graph.name}", disable=not progress, unit="run"):
         key = _journal_key(r, label, assignment)
         if key not in done:
             done[key] = oracle.measure(graph, assignment, repeats=1, timeout=timeout, trace=True)

@@ -178,6 +178,7 @@ def train(
         torch.set_rng_state(state.torch_rng)
         with open(run.metrics_path, "r+b") as handle:  # drop only the rows the resumed run replays
             handle.truncate(resume.metrics.keep_bytes)
+        run.truncate_greedy(state.episode, state.stage)
         run_id = existing.get("run_id") or state.run_id or uuid.uuid4().hex
         run.update_meta(status="running", error=None, run_id=run_id)
     else:
@@ -316,9 +317,7 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
 
         stage_done = session.episode == end
         if stage != "il" and config.greedy_every and (stage_done or _crossed(session.episode, len(steps), config.greedy_every)):
-            state.selection = _select_greedy(
-                policy, graphs, config.devices, oracle, state.references, session.episode, state.selection, run.best_checkpoint(stage)
-            )
+            state.selection = _select_greedy(session, stage, oracle, state.references, state.selection)
             run.update_meta(**{f"greedy_selection_{stage}": state.selection.to_meta()})
 
         # --- checkpoints (only between updates, so a resumed run replays whole updates; the stage's before `last`) ----
@@ -353,9 +352,7 @@ def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any
     references = {name: makespan_of(oracle, g, _teacher_assignment(g, config.devices)) for name, g in session.graphs.items()}
     state = StageState(optimizer, scheduler, references)
     if stage != "il" and config.greedy_every:  # the starting weights compete too: the stage never ends worse than it began
-        state.selection = _select_greedy(
-            policy, session.graphs, config.devices, oracle, references, session.episode, state.selection, session.run.best_checkpoint(stage)
-        )
+        state.selection = _select_greedy(session, stage, oracle, references, state.selection)
     return state
 
 
@@ -476,18 +473,23 @@ def _crossed(episode: int, steps: int, every: int) -> bool:
     return episode // every > (episode - steps) // every
 
 
-def _select_greedy(policy, graphs, devices, oracle, references, episode, selection: GreedySelection, path) -> GreedySelection:
-    """Place every graph greedily; when the mean makespan ÷ reference beats ``selection``'s, save the weights to ``path``."""
+def _select_greedy(session: Session, stage: str, oracle, references, selection: GreedySelection) -> GreedySelection:
+    """Place every graph greedily and log it (``greedy.csv``); when the mean makespan ÷ reference beats ``selection``'s, keep the weights.
+
+    The kept weights are the stage's ``<stage>-best`` checkpoint.
+    """
+    policy, graphs, episode = session.policy, session.graphs, session.episode
     generator = torch.Generator(device=policy_device(policy)).manual_seed(0)
     with torch.no_grad():
         makespans = {
-            name: makespan_of(oracle, g, policy.rollout(g, devices, mode="greedy", generator=generator).assignment)
+            name: makespan_of(oracle, g, policy.rollout(g, session.config.devices, mode="greedy", generator=generator).assignment)
             for name, g in graphs.items()
         }
+    session.run.append_greedy(stage, episode, session.seconds, makespans)
     score = float(np.mean([makespans[name] / references[name] for name in graphs]))
     evaluations = selection.evaluations + len(graphs)
     if score < selection.score:
-        save_checkpoint(policy, path, {"episode": episode, "greedy": makespans})
+        save_checkpoint(policy, session.run.best_checkpoint(stage), {"episode": episode, "greedy": makespans})
         return GreedySelection(score, episode, makespans, evaluations)
     return dataclasses.replace(selection, evaluations=evaluations)
 
@@ -625,9 +627,9 @@ def _command_line(config: TrainConfig, out: Path) -> str:
 
 
 def _progress_bar(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
-    return tqdm(total=total, initial=initial, disable=not enabled, unit="ep", dynamic_ncols=True, file=sys.stderr)
+    return progress_bar(total=total, initial=initial, disable=not enabled, unit="ep", dynamic_ncols=True, file=sys.stderr)
 
 
 class _StopRequest:

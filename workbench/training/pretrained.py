@@ -4,7 +4,7 @@ Each graph gets its own run (``RUNS/<graph>``, resumable like any ``workbench
 train`` run); its final policy is exported to
 ``datasets/pretrained/<graph>/<method>.safetensors`` (the stage checkpoint with the
 best greedy placement, see :func:`export_policy`) beside the run's ``config.json``,
-``meta.json``, ``metrics.csv`` and its best placement (``best_placement.json``:
+``meta.json``, ``metrics.csv`` (``greedy.csv`` when it has one) and its best placement (``best_placement.json``:
 the best seen in training, often better than the policy's greedy one), so every shipped number can be traced to
 the episodes that produced it. Usage::
 
@@ -76,8 +76,9 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     target = checkpoint_file(destination, meta["method"])
     destination.mkdir(parents=True, exist_ok=True)
     policy.save(target, extra={"run": summary, **record})
-    for name in ("config.json", "meta.json", "metrics.csv"):
-        atomic_write_text(destination / name, (run.path / name).read_text(encoding="utf-8"))
+    for name in ("config.json", "meta.json", "metrics.csv", "greedy.csv"):
+        if name != "greedy.csv" or (run.path / name).is_file():  # runs trained before greedy.csv existed have none
+            atomic_write_text(destination / name, (run.path / name).read_text(encoding="utf-8"))
     atomic_write_text(destination / "best_placement.json", (run.best_dir / "placement.json").read_text(encoding="utf-8"))
     atomic_write_text(destination / "export.json", json.dumps(record, indent=2) + "\n")
     return target

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..fileio import atomic_write_json, atomic_write_text
 from ..provenance import now
-from ..rundir import METRIC_COLUMNS, PREDICTED_COLUMN, RunPaths, read_meta, read_metrics
+from ..rundir import GREEDY_COLUMNS, METRIC_COLUMNS, PREDICTED_COLUMN, RunPaths, read_meta, read_metrics
 from .config import TrainConfig
 
 __all__ = ["RunDirectory", "MetricsWriter", "METRIC_COLUMNS", "read_metrics", "read_meta"]
@@ -50,24 +50,43 @@ class RunDirectory(RunPaths):
         return TrainConfig.from_dict(data, source=str(self.config_path))
 
     def create(self, config: TrainConfig, meta: Mapping[str, Any]) -> None:
-        """Start a fresh run: config, meta (status running) and a metrics header."""
+        """Start a fresh run: config, meta (status running), a metrics header and a greedy-evaluation header."""
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"{self.path} exists and is not a directory")
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_path, config.to_json())
         self.write_meta(dict(meta))
         self.truncate_metrics(config, keep_before=0)
+        _write_csv(self.greedy_path, GREEDY_COLUMNS, [])
 
     def truncate_metrics(self, config: TrainConfig, keep_before: int) -> None:
         """Rewrite ``metrics.csv`` with only the complete rows of episodes ``< keep_before`` (resume)."""
-        columns = self.columns(config)
         rows = read_metrics(self.metrics_path) if self.metrics_path.exists() else []
-        kept = [r for r in rows if int(r["episode"]) < keep_before]
+        _write_csv(self.metrics_path, self.columns(config), [r for r in rows if int(r["episode"]) < keep_before])
+
+    # --- greedy evaluations ---------------------------------------------------------------
+    def append_greedy(self, stage: str, episode: int, seconds: float, makespans: Mapping[str, float]) -> None:
+        """One whole, flushed ``greedy.csv`` line per graph of an evaluation (the file exists: :meth:`create`, :meth:`truncate_greedy`)."""
         buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([r.get(c, "") for c in columns] for r in kept)
-        atomic_write_text(self.metrics_path, buffer.getvalue())
+        rows = ([stage, episode, graph, _format(float(value)), _format(round(seconds, 4))] for graph, value in makespans.items())
+        csv.writer(buffer, lineterminator="\n").writerows(rows)
+        with open(self.greedy_path, "a", encoding="utf-8", newline="") as handle:
+            handle.write(buffer.getvalue())
+
+    def truncate_greedy(self, episode: int, stage: str) -> None:
+        """Rewrite ``greedy.csv`` with the evaluations a checkpoint at ``episode`` of ``stage`` comes after (resume).
+
+        Those are the earlier episodes' and ``episode``'s own in ``stage``; an
+        evaluation at the start of the next stage is done again. A run written
+        before ``greedy.csv`` existed gets an empty one.
+        """
+        rows = read_metrics(self.greedy_path) if self.greedy_path.exists() else []
+        kept = [
+            r
+            for r in rows
+            if r["episode"].isdigit() and (int(r["episode"]) < episode or (int(r["episode"]) == episode and r["stage"] == stage))
+        ]
+        _write_csv(self.greedy_path, GREEDY_COLUMNS, kept)
 
     # --- meta -----------------------------------------------------------------------------
     def read_meta(self) -> dict[str, Any]:
@@ -95,6 +114,15 @@ class RunDirectory(RunPaths):
         folder = self.best_dir / subdir if subdir else self.best_dir
         atomic_write_text(folder / "trace.json", trace_json)
         atomic_write_json(folder / "placement.json", dict(placement))
+
+
+def _write_csv(path: Path, columns: tuple[str, ...], rows: Iterable[Mapping[str, str]]) -> None:
+    """Replace ``path`` atomically by ``columns`` as the header and ``rows`` (missing fields empty)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([r.get(c, "") for c in columns] for r in rows)
+    atomic_write_text(path, buffer.getvalue())
 
 
 class MetricsWriter:

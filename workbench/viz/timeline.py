@@ -221,7 +221,7 @@ def gantt_figure(
                 row=2,
                 col=1,
             )
-        fig.update_yaxes(title="busy", tickformat=".0%", range=[0, 1.05], row=2, col=1)
+        fig.update_yaxes(title="busy", tickformat=".0%", tickvals=[0.5, 1], range=[0, 1.05], row=2, col=1)  # no 0% by the first x tick
     labels = [f"dev {d}<br>{busy[d] / makespan:.0%} busy" if makespan > 0 else f"dev {d}" for d in range(devices)]
     fig.update_layout(
         barmode="overlay",

@@ -17,13 +17,15 @@ from plotly.colors import qualitative
 
 from .style import base_layout, time_axis
 
-__all__ = ["STAGE_NAMES", "STAGE_SHORT", "training_curves"]
+__all__ = ["STAGE_NAMES", "STAGE_SHORT", "GREEDY_PERIODIC", "training_curves"]
 
 STAGE_RGB = {"il": "31,119,180", "sim": "44,160,44", "real": "255,127,14"}
 STAGE_NAMES = {"il": "Stage I: imitation", "sim": "Stage II: simulator RL", "real": "Stage III: real system"}
 STAGE_SHORT = {"il": "I", "sim": "II", "real": "III"}
 REAL = "real"
 X_TITLES = {"episode": "episode", "seconds": "training wall-clock time (s)"}
+GREEDY_PERIODIC = "greedy evaluations"
+"""The ``what`` of a run's periodic greedy evaluations (``greedy.csv``): drawn as a line; other greedy points as large diamonds."""
 
 
 def _spans(data: pd.DataFrame, x: str) -> list[tuple[str, float, float]]:
@@ -63,7 +65,9 @@ def training_curves(
     and the metric's column); a single frame is labelled ``run``.
     ``references`` (teacher, best heuristic) are dashed lines named in the
     legend; ``greedy`` maps a run label to its greedy evaluations (columns
-    ``episode``/``seconds``, ``makespan``, ``what``), drawn as diamonds. With
+    ``episode``/``seconds``, ``makespan``, ``what``, optionally ``stage``):
+    the periodic ones (``what`` :data:`GREEDY_PERIODIC`) as a dotted line with
+    small diamonds beside the sampled makespans, others as large diamonds. With
     one run its stages shade the whole height; with several, each run gets its
     own band at the bottom. Stage III makespans (seconds) go on a right axis.
     """
@@ -115,19 +119,25 @@ def training_curves(
                 )
             )
         evaluations = (greedy or {}).get(label)
-        for what, points in evaluations.groupby("what", sort=False) if evaluations is not None and not evaluations.empty else ():
-            points = points.dropna(subset=[x, "makespan"])
-            axis = "y2" if what.startswith("real") else "y"
+        if evaluations is None or evaluations.empty or metric != "makespan":
+            continue
+        measured = evaluations["stage"].eq(REAL) if "stage" in evaluations else pd.Series(False, index=evaluations.index)
+        for (what, real), points in evaluations.groupby([evaluations["what"], measured], sort=False):
+            points = points.dropna(subset=[x, "makespan"]).sort_values(x)
+            has_real |= bool(real)
+            periodic = what == GREEDY_PERIODIC
+            name = f"{label}: {what}" + (" (Stage III, s)" if real else "")
             fig.add_trace(
                 go.Scatter(
                     x=points[x],
                     y=points["makespan"],
-                    mode="markers",
-                    name=f"{label}: {what}",
-                    yaxis=axis,
+                    mode="lines+markers" if periodic else "markers",
+                    name=name,
+                    yaxis="y2" if real else "y",
                     legendgroup=label,
-                    marker=dict(color=color, symbol="diamond", size=10, line=dict(color="black", width=1)),
-                    hovertemplate=f"{label}: {what}<br>{x} %{{x:.6g}}<br>makespan %{{y:.6g}}<extra></extra>",
+                    line=dict(color=color, width=1.5, dash="dot"),
+                    marker=dict(color=color, symbol="diamond", size=6 if periodic else 11, line=dict(color="black", width=1)),
+                    hovertemplate=f"{name}<br>{x} %{{x:.6g}}<br>greedy makespan %{{y:.6g}}<extra></extra>",
                 )
             )
     _shade(fig, shaded, high - low if np.isfinite(high - low) else 0.0, x)

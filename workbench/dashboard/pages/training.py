@@ -27,7 +27,7 @@ PATH = "/training"
 NAME = "Training"
 PAGE = "training"
 REFRESH_MS = 2000
-WATCHED = ("meta.json", "metrics.csv", "best/trace.json", "best_placement.json")
+WATCHED = ("meta.json", "metrics.csv", "greedy.csv", "best/trace.json", "best_placement.json")
 
 
 def run_options(context) -> list[dict[str, str]]:
@@ -195,13 +195,13 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
         if not run.metrics.empty and "graph" in run.metrics and run.metrics["graph"].nunique() > 1:
             for graph_name, frame in run.metrics.groupby("graph"):
                 frames[f"{label} / {graph_name}"] = frame
-                greedy[f"{label} / {graph_name}"] = greedy_evaluations(meta, run.metrics, graph_name)
+                greedy[f"{label} / {graph_name}"] = greedy_evaluations(meta, run.metrics, graph_name, run.greedy)
                 if len(paths) == 1:
                     refs.update({f"{graph_name}: {k}": v for k, v in references(meta, graph_name).items()})
         elif not run.metrics.empty:
             frames[label] = run.metrics
             graph_name = run.metrics["graph"].dropna().iloc[0] if "graph" in run.metrics and run.metrics["graph"].notna().any() else None
-            greedy[label] = greedy_evaluations(meta, run.metrics, graph_name)
+            greedy[label] = greedy_evaluations(meta, run.metrics, graph_name, run.greedy)
             refs.update({(k if len(paths) == 1 else f"{label}: {k}"): v for k, v in references(meta, graph_name).items()})
         if best is None and found is not None:
             best = (label, *found)
