@@ -22,7 +22,9 @@ assignment are simulated at once and examined in order, the first accepted
 one wins; the rest are discarded (but counted, and the best of them is kept
 if it beats the best so far). The batch grows as the acceptance rate falls,
 so few evaluations are wasted. ``budget`` counts every simulated
-assignment; ``time_limit`` optionally caps wall time.
+assignment; ``time_limit`` optionally caps wall time. ``details["anytime"]``
+holds the best makespan so far against the evaluations spent
+(:mod:`workbench.placers.anytime`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from numba import njit
 
 from ..cluster import Devices, as_cluster, num_devices
 from ..graph import DataflowGraph
+from .anytime import BestSoFar
 from .base import Decision, Placer
 from .registry import PlacerError, get_placer, methods
 
@@ -113,6 +116,8 @@ class LocalSearchPlacer(Placer):
         else:
             starts = np.array([get_placer(name).place(graph, devices).assignment for name in names])
         start_makespans = np.atleast_1d(evaluator(starts))
+        anytime = BestSoFar()
+        anytime.add(start_makespans)
         first = int(np.argmin(start_makespans))
         moves = _Moves(graph, devices, rng)
         current, current_makespan = starts[first].copy(), float(start_makespans[first])
@@ -134,6 +139,7 @@ class LocalSearchPlacer(Placer):
             size = int(min(self.max_batch, self.budget - evaluator.evaluations, max(1, round(1 / max(acceptance, 1e-3)))))
             proposals = moves.propose(current, size)
             makespans = np.atleast_1d(evaluator(proposals))
+            anytime.add(makespans, evaluator.evaluations)
             since_refresh += size
             bar.update(size)
             increase = makespans - current_makespan
@@ -156,6 +162,7 @@ class LocalSearchPlacer(Placer):
                 "evaluations": evaluator.evaluations,
                 "start_method": names[first],
                 "start_makespan": float(start_makespans[first]),
+                "anytime": anytime.points,
             },
         )
 
