@@ -54,20 +54,22 @@ def test_an_interrupted_run_resumes_to_the_same_weights_and_refuses_other_settin
     metrics = (tmp_path / "resumed" / "metrics.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in metrics[1:]] == ["0", "1", "2", "3", "4"]
     assert a.trained_for.cross_graph and a.trained_for.devices == 4 and {g.name for g in a.trained_for.graphs} == {"layered-a", "layered-b"}
+    with pytest.raises(ValueError, match="rollout must be one of teacher, epsilon"):
+        CorpusTrainConfig(rollout="greedy")
     with pytest.raises(ValueError, match="other settings .*learning_rate"):
         train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, learning_rate=0.1, **FAST), corpus=TINY)
 
 
 def test_imitating_the_search_teacher_lowers_the_imitation_loss(tmp_path):
     out = tmp_path / "run"
-    train_on_corpus(out, CorpusTrainConfig(episodes=24, learning_rate=3e-3, epsilon=0.0, **FAST), corpus=TINY)
+    train_on_corpus(out, CorpusTrainConfig(episodes=24, learning_rate=3e-3, **FAST), corpus=TINY)
     rows = (out / "metrics.csv").read_text().splitlines()[1:]
     loss = np.array([float(row.split(",")[3]) for row in rows])
     assert loss[-6:].mean() < 0.8 * loss[:6].mean()
 
 
 def test_evaluation_places_the_held_out_split_at_every_device_count(tmp_path):
-    last = train_on_corpus(tmp_path / "run", CorpusTrainConfig(episodes=2, **FAST), corpus=TINY)
+    last = train_on_corpus(tmp_path / "run", CorpusTrainConfig(episodes=2, rollout="epsilon", **FAST), corpus=TINY)  # DAgger states
     frame = corpus_training.evaluate_split(last, "test", (2, 4), samples=3, corpus=TINY)
     assert frame[["graph", "devices"]].values.tolist() == [["layered-c", 2], ["layered-c", 4]]
     assert (frame["best_of_3"] <= frame["greedy"]).all() and (frame["best_heuristic_makespan"] <= frame["critical_path"]).all()

@@ -6,11 +6,11 @@ unseen graphs it placed every one worse than critical_path. Here Stage I
 imitates a stronger teacher: for every training graph of the corpus
 (:mod:`workbench.corpus`) and every device count, local_search started from
 the best heuristic (``teacher_budget`` simulator evaluations) finds a
-placement, and the policy learns to replay it: its op order is the teacher
-schedule's start order, its devices are renamed in order of first use (the
+placement, and the policy learns to replay it: ops in critical_path's order
+(largest bottom level first), devices renamed in order of first use (the
 devices are interchangeable, and a policy facing empty devices picks the
-first), and the learner's own ε-greedy rollouts give the states (DAgger,
-Ross, Gordon, Bagnell, AISTATS 2011). This is a distillation of search into a
+first), in the teacher's own states (behaviour cloning) or in the learner's
+ε-greedy rollouts (DAgger, Ross, Gordon, Bagnell, AISTATS 2011). This is a distillation of search into a
 one-pass policy, as GO (Zhou et al., NeurIPS 2020) and REGAL (Paliwal et al.,
 ICLR 2020) train one policy across a family of graphs and apply it zero-shot.
 
@@ -46,6 +46,7 @@ from .imitation import apply_gradient
 
 __all__ = ["CorpusTrainConfig", "teacher_guide", "train_on_corpus", "evaluate_split", "main"]
 
+ROLLOUTS = ("teacher", "epsilon")
 RESUMABLE = ("episodes", "checkpoint_every")
 """Settings a resumed run may change: how long it trains and how often it saves."""
 METRICS = ("episode", "graph", "devices", "loss", "teacher_agreement", "makespan_over_teacher", "seconds")
@@ -65,8 +66,13 @@ class CorpusTrainConfig:
     """Imitation episodes in all, cycling over the (graph, devices) pairs in a seeded shuffled order."""
     learning_rate: float = 1e-3
     """Adam's learning rate (constant)."""
+    rollout: str = "teacher"
+    """States to learn in: ``teacher`` (replay the teacher's placement: behaviour cloning, every target consistent with the state) or
+    ``epsilon`` (the learner's own ε-greedy rollouts, DAgger: it also sees states off the teacher's path, where the teacher's device
+    names may no longer fit the state).
+    """
     epsilon: float = 0.2
-    """Probability of a uniform legal action in the learner's rollouts, so it sees states off the teacher's path."""
+    """``rollout="epsilon"``: probability of a uniform legal action in the learner's rollouts."""
     entropy_weight: float = 1e-3
     """Entropy bonus weight."""
     grad_clip: float = 1.0
@@ -80,6 +86,8 @@ class CorpusTrainConfig:
         object.__setattr__(self, "devices", tuple(int(d) for d in self.devices))
         if self.method not in methods("learned"):
             raise ValueError(f"method must be a learned method ({', '.join(methods('learned'))}), got {self.method!r}")
+        if self.rollout not in ROLLOUTS:
+            raise ValueError(f"rollout must be one of {', '.join(ROLLOUTS)}, got {self.rollout!r}")
         if not self.devices or min(self.devices) < 1:
             raise ValueError(f"devices must be one or more counts >= 1, got {self.devices}")
         for name in ("teacher_budget", "episodes", "checkpoint_every"):
@@ -177,7 +185,7 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
         key, graph = pair_key(entry, devices), graphs[entry.name]
         began = time.perf_counter()
         rollout = policy.rollout(
-            graph, devices, mode="epsilon", epsilon=config.epsilon, generator=generator, teacher=True, guide=guides[key]
+            graph, devices, mode=config.rollout, epsilon=config.epsilon, generator=generator, teacher=True, guide=guides[key]
         )
         loss = rollout.imitation_loss - config.entropy_weight * rollout.entropy
         apply_gradient(policy, optimizer, loss, config.grad_clip)
