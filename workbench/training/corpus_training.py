@@ -44,7 +44,7 @@ from ..placers import methods
 from ..provenance import machine
 from .imitation import apply_gradient
 
-__all__ = ["CorpusTrainConfig", "teacher_guide", "train_on_corpus", "evaluate_split", "main"]
+__all__ = ["CorpusTrainConfig", "teacher_guide", "train_on_corpus", "evaluate_split", "summary", "main"]
 
 ROLLOUTS = ("teacher", "epsilon")
 RESUMABLE = ("episodes", "checkpoint_every")
@@ -279,6 +279,22 @@ def evaluate_split(
     return pd.DataFrame(rows)
 
 
+def summary(frame):
+    """Per device count: mean makespan ÷ critical_path's (greedy, best of K, best heuristic) and the share of graphs the policy wins."""
+    best_of = next(c for c in frame.columns if c.startswith("best_of_") and not c.endswith("critical_path"))
+    wins = frame.assign(greedy_wins=frame["greedy"] < frame["critical_path"], best_of_wins=frame[best_of] < frame["critical_path"])
+    columns = [
+        "greedy_over_critical_path",
+        f"{best_of}_over_critical_path",
+        "best_heuristic_over_critical_path",
+        "greedy_wins",
+        "best_of_wins",
+    ]
+    table = wins.groupby("devices")[columns].mean()
+    table.insert(0, "graphs", wins.groupby("devices").size())
+    return table.round(3)
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m workbench.training.corpus_training --out runs/corpus-doppler [--method gdp] [--evaluate test]``."""
     parser = argparse.ArgumentParser(prog="python -m workbench.training.corpus_training", description=__doc__.splitlines()[0])
@@ -301,6 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         frame = evaluate_split(last, args.evaluate, config.devices, args.samples, config.seed)
         atomic_write_text(Path(args.out) / f"eval-{args.evaluate}.csv", frame.to_csv(index=False))
         print(frame.to_string())
+        print(summary(frame).to_string())
 
 
 if __name__ == "__main__":
