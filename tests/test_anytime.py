@@ -65,7 +65,7 @@ def test_anytime_figure_draws_a_band_and_a_mean_per_method_on_a_log_axis():
     means = [trace for trace in figure.data if trace.showlegend is not False]
     bands = [trace for trace in figure.data if trace.fill == "toself"]
     assert [trace.name for trace in means] == ["local_search (mean of 2 seeds)", "doppler best of K (mean of 1 seed)"]
-    assert len(bands) == 2
+    assert len(bands) == 2 and all(b.mode == "lines" and b.fillcolor.startswith("rgba(") for b in bands)  # no dots, see-through
     assert list(means[0].y) == [10.0, 8.5, 6.5, 6.5] and list(means[0].x) == [1, 50, 80, 100]
     assert max(bands[0].y) == 10.0 and min(bands[0].y) == 6.0  # min..max over the two seeds
     assert anytime_figure({}).data == ()

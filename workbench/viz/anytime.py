@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import hex_to_rgb
 
 from .style import base_layout, device_color, time_axis
 
@@ -80,9 +81,9 @@ def anytime_figure(records: Records, title: str | None = None, graph: object = N
             go.Scatter(
                 x=np.concatenate([x, x[::-1]]),
                 y=np.concatenate([high, low[::-1]]),
+                mode="lines",
                 fill="toself",
-                fillcolor=color,
-                opacity=0.2,
+                fillcolor=f"rgba{(*hex_to_rgb(color), 0.2)}",
                 line=dict(width=0),
                 hoverinfo="skip",
                 legendgroup=label,
@@ -107,6 +108,8 @@ def anytime_figure(records: Records, title: str | None = None, graph: object = N
             )
         )
     fig.update_xaxes(type="log", title="simulator evaluations (log scale)")
-    fig.update_yaxes(**time_axis(graph, f"best makespan so far (mean, band {band} over seeds)"))
-    fig.update_layout(legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"))
+    fig.update_yaxes(**time_axis(graph, "best makespan so far"))
+    fig.update_layout(
+        legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom", title=dict(text=f"band: {band} over seeds")),
+    )
     return base_layout(fig, title, 420)
