@@ -301,6 +301,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="run directory (created, or resumed when it holds this run)")
     parser.add_argument("--evaluate", metavar="SPLIT", help="after training, place this split zero-shot and write eval-SPLIT.csv")
     parser.add_argument("--samples", type=int, default=16, help="K of the best-of-K evaluation")
+    parser.add_argument(
+        "--evaluate-devices",
+        type=lambda text: tuple(int(v) for v in text.split(",")),
+        help="device counts to evaluate at (default: --devices)",
+    )
     for f in dataclasses.fields(CorpusTrainConfig):
         kind = (lambda text: tuple(int(v) for v in text.split(","))) if f.name == "devices" else type(f.default)
         parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default)
@@ -314,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     print(f"trained {last} ({time.process_time() - began:.0f} CPU s in this process; {machine()})")
     if args.evaluate:
-        frame = evaluate_split(last, args.evaluate, config.devices, args.samples, config.seed)
+        frame = evaluate_split(last, args.evaluate, args.evaluate_devices or config.devices, args.samples, config.seed)
         atomic_write_text(Path(args.out) / f"eval-{args.evaluate}.csv", frame.to_csv(index=False))
         print(frame.to_string())
         print(summary(frame).to_string())
