@@ -38,7 +38,7 @@ LAYER_OF = {
     "graph": "core", "formats": "core", "datasets": "core", "cluster": "core", "sim": "core", "schedule": "core",
     "placers": "core", "imports": "core", "fileio": "core", "provenance": "core", "rundir": "core",
     "progress": "core",
-    "generators": "graph sources", "importers": "graph sources", "models": "graph sources", "viz": "figures",
+    "generators": "graph sources", "importers": "graph sources", "models": "graph sources", "corpus": "graph sources", "viz": "figures",
     "learn": "learned policies / backends", "systems": "learned policies / backends",
     "training": "training",
     "sweeps": "experiments", "bench": "experiments",

@@ -35,6 +35,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "training quality: Doppler, Placeto and GDP (3 seeds each) after Stages I+II at the paper's budget "
         "vs heuristics and local search (resumable, hours)",
     ),
+    "learned": (
+        "workbench.bench.learned",
+        "learned_search vs local_search at 200/500/2,000 evaluations on the corpus's test split and the paper graphs (resumable)",
+    ),
     "scale": (
         "workbench.bench.scale",
         "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference",

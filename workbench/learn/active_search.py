@@ -24,6 +24,7 @@ import torch
 
 from ..cluster import Devices
 from ..graph import DataflowGraph
+from ..placers.anytime import BestSoFar
 from .choice import Chooser, Rollout
 from .env import Guide, PlacementState
 from .nets import graph_tensors
@@ -70,6 +71,7 @@ class SearchResult:
         evaluations: simulator evaluations made (equals the budget).
         steps: gradient steps taken.
         found_at: the evaluation (1-based) that found the best placement.
+        anytime: ``[evaluation, best makespan so far]`` per improvement and at the last evaluation.
     """
 
     assignment: np.ndarray
@@ -79,6 +81,7 @@ class SearchResult:
     evaluations: int
     steps: int
     found_at: int
+    anytime: list[list[float]]
 
 
 def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices, config: ActiveSearchConfig, seed: int = 0) -> SearchResult:
@@ -108,10 +111,12 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
         with torch.no_grad():
             best = play("greedy")
         start = best_makespan = float(evaluator(best.assignment))
-        found_at, steps = 1, 0
+        found_at, steps, anytime = 1, 0, BestSoFar()
+        anytime.add([start])
         while evaluator.evaluations < config.budget:
             batch = [play("sample") for _ in range(min(config.rollouts, config.budget - evaluator.evaluations))]
             makespans = np.atleast_1d(evaluator(np.stack([r.assignment for r in batch])))
+            anytime.add(makespans)
             winner = int(np.argmin(makespans))
             if makespans[winner] < best_makespan:
                 best, best_makespan = batch[winner], float(makespans[winner])
@@ -129,4 +134,4 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
     finally:
         for parameter, flag in zip(policy.parameters(), frozen, strict=True):
             parameter.requires_grad_(flag)
-    return SearchResult(best.assignment, best.order, best_makespan, start, evaluator.evaluations, steps, found_at)
+    return SearchResult(best.assignment, best.order, best_makespan, start, evaluator.evaluations, steps, found_at, anytime.points)

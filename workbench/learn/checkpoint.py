@@ -104,7 +104,10 @@ class GraphIdentity:
 
 @dataclass(frozen=True)
 class TrainedFor:
-    """The graphs and device count a policy was trained for; a cross-graph policy (trained on several graphs) may place any."""
+    """The graphs and device count a policy was trained for; a cross-graph policy (trained on several graphs) may place any.
+
+    ``devices`` is the largest device count it was trained with (a corpus run trains at several).
+    """
 
     graphs: tuple[GraphIdentity, ...]
     devices: int

@@ -59,6 +59,8 @@ def teacher_devices(graph, devices, guide: Guide | None = None) -> list[np.ndarr
 class GDPPolicy(LearnedPolicy):
     """Graph encoder + attention over the op sequence; every op placed in one pass."""
 
+    scores_devices_by_index = True
+
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__(config)
         w = config.width

@@ -18,6 +18,7 @@ import torch
 
 from ..cluster import Devices
 from ..graph import DataflowGraph
+from ..placers.anytime import BestSoFar
 from ..placers.base import Decision, Placer
 from ..placers.registry import PlacerError
 from .active_search import ActiveSearchConfig, active_search
@@ -77,11 +78,14 @@ class LearnedPlacer(Placer):
                 rollouts += policy.rollouts(graph, devices, self.samples - 1, mode="sample", generator=generator)
         makespans = np.atleast_1d(Evaluator(graph, devices)(np.stack([r.assignment for r in rollouts])))
         best = int(np.argmin(makespans))  # the first minimum: greedy wins ties
+        anytime = BestSoFar()
+        anytime.add(makespans)
         details = {
             "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
             "samples": self.samples,
             "evaluations": len(rollouts),
             "winner": "greedy" if best == 0 else f"sample {best}",
+            "anytime": anytime.points,
         }
         if self.samples > 1:
             details["makespans"] = makespans.tolist()
@@ -132,6 +136,7 @@ class DopplerPlacer(LearnedPlacer):
             "steps": found.steps,
             "start_makespan": found.start_makespan,
             "found_at_evaluation": found.found_at,
+            "anytime": found.anytime,
             **asdict(self.search_config),
         }
         return Decision(found.assignment, order=found.order, details=details)

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..cluster import Devices
+from ..cluster import Devices, num_devices
 from ..graph import DataflowGraph
 from ..provenance import versions
 from .checkpoint import CheckpointError, TrainedFor, read_checkpoint, write_checkpoint
@@ -121,7 +121,14 @@ class LearnedPolicy(nn.Module, ABC):
     ``trained_for`` (set by training, saved with the weights) names the graphs
     and device count the weights were trained for; ``checkpoint_extra`` holds
     the ``extra`` of the checkpoint the policy was loaded from.
+    ``scores_devices_by_index`` is true for a network with one output per
+    device index (GDP): loading refuses it for more devices than it was
+    trained with, whose outputs never learned anything. The others score each
+    device from its own features with one shared head, so they place on any
+    device count.
     """
+
+    scores_devices_by_index = False
 
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__()
@@ -269,6 +276,12 @@ def load_policy(
     if graph is not None and checkpoint.trained_for is not None:
         checkpoint.trained_for.check(graph, devices if devices is not None else checkpoint.trained_for.devices, where)
     policy = make_policy(config.method, config)
+    trained = checkpoint.trained_for
+    if devices is not None and trained is not None and policy.scores_devices_by_index and num_devices(devices) > trained.devices:
+        raise CheckpointError(
+            f"{where} holds a {config.method} policy trained with {trained.devices} devices; it scores devices by index, "
+            f"so it cannot place on {num_devices(devices)} (train it with that many)"
+        )
     try:
         policy.load_state_dict(checkpoint.weights)
     except (RuntimeError, TypeError, AttributeError) as error:

@@ -33,3 +33,10 @@ register_placer(
 register_placer(
     "doppler_plc_only", _PLACERS, "DopplerPlcOnlyPlacer", "ablation: critical-path op order, learned PLC; needs a checkpoint", "learned"
 )
+register_placer(
+    "learned_search",
+    "workbench.learn.learned_search",
+    "LearnedSearchPlacer",
+    "local_search with half its proposals chosen by a move scorer trained across the corpus (budget in evaluations)",
+    "search",
+)

@@ -22,7 +22,9 @@ assignment are simulated at once and examined in order, the first accepted
 one wins; the rest are discarded (but counted, and the best of them is kept
 if it beats the best so far). The batch grows as the acceptance rate falls,
 so few evaluations are wasted. ``budget`` counts every simulated
-assignment; ``time_limit`` optionally caps wall time.
+assignment; ``time_limit`` optionally caps wall time. ``details["anytime"]``
+holds the best makespan so far against the evaluations spent
+(:mod:`workbench.placers.anytime`).
 """
 
 from __future__ import annotations
@@ -35,13 +37,14 @@ from numba import njit
 
 from ..cluster import Devices, as_cluster, num_devices
 from ..graph import DataflowGraph
+from .anytime import BestSoFar
 from .base import Decision, Placer
 from .registry import PlacerError, get_placer, methods
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from ..sim import Evaluator
+    from ..sim import Evaluator, Trace
 
 MOVE_KINDS = ("neighbour", "random", "swap", "critical", "group")
 MOVE_WEIGHTS = (0.25, 0.1, 0.1, 0.25, 0.3)
@@ -96,6 +99,10 @@ class LocalSearchPlacer(Placer):
         self.progress = progress
         self.start = start
 
+    def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
+        """The proposal generator of one run (a subclass may steer the proposals, under the same loop and acceptance rule)."""
+        return Moves(graph, devices, rng)
+
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         from ..sim import AssignmentError, Evaluator, check_assignment
 
@@ -113,8 +120,10 @@ class LocalSearchPlacer(Placer):
         else:
             starts = np.array([get_placer(name).place(graph, devices).assignment for name in names])
         start_makespans = np.atleast_1d(evaluator(starts))
+        anytime = BestSoFar()
+        anytime.add(start_makespans)
         first = int(np.argmin(start_makespans))
-        moves = _Moves(graph, devices, rng)
+        moves = self.moves(graph, devices, rng)
         current, current_makespan = starts[first].copy(), float(start_makespans[first])
         best, best_makespan = current.copy(), current_makespan
         scale = max(current_makespan, float(np.finfo(float).tiny))
@@ -134,6 +143,7 @@ class LocalSearchPlacer(Placer):
             size = int(min(self.max_batch, self.budget - evaluator.evaluations, max(1, round(1 / max(acceptance, 1e-3)))))
             proposals = moves.propose(current, size)
             makespans = np.atleast_1d(evaluator(proposals))
+            anytime.add(makespans, evaluator.evaluations)
             since_refresh += size
             bar.update(size)
             increase = makespans - current_makespan
@@ -156,11 +166,12 @@ class LocalSearchPlacer(Placer):
                 "evaluations": evaluator.evaluations,
                 "start_method": names[first],
                 "start_makespan": float(start_makespans[first]),
+                "anytime": anytime.points,
             },
         )
 
 
-class _Moves:
+class Moves:
     """Proposal generator: each proposal is the current assignment with one structured change."""
 
     def __init__(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> None:
@@ -186,6 +197,10 @@ class _Moves:
         evaluator.evaluations += 1
         trace = simulate(self.graph, assignment, self.cluster).trace
         self.critical = critical_chain(self.graph, assignment, trace.ready, trace.start, trace.end)
+        self.observe(assignment, trace)
+
+    def observe(self, assignment: np.ndarray, trace: Trace) -> None:
+        """Called with each simulated trace of the current assignment (nothing here; a steered subclass reads it)."""
 
     def _other_device(self, device: int) -> int:
         return int((device + self.rng.integers(1, self.num_devices)) % self.num_devices)
@@ -195,9 +210,8 @@ class _Moves:
         devices = devices[devices != assignment[op]]
         return int(devices[self.rng.integers(devices.size)]) if devices.size else self._other_device(int(assignment[op]))
 
-    def _group(self, assignment: np.ndarray, op: int) -> list[int]:
-        """``op`` and up to a few ops reached from it through neighbours on the same device."""
-        limit = int(self.rng.integers(2, 9))
+    def group(self, assignment: np.ndarray, op: int, limit: int) -> list[int]:
+        """``op`` and up to ``limit - 1`` ops reached from it through neighbours on the same device (breadth first)."""
         group, frontier, device = {op}, [op], assignment[op]
         while frontier and len(group) < limit:
             for v in self.neighbours(frontier.pop(0)):
@@ -230,7 +244,7 @@ class _Moves:
                 else:
                     out[row, op], out[row, other] = assignment[other], assignment[op]
             else:
-                out[row, self._group(assignment, op)] = self._other_device(int(assignment[op]))
+                out[row, self.group(assignment, op, int(rng.integers(2, 9)))] = self._other_device(int(assignment[op]))
         return out
 
 

@@ -6,6 +6,7 @@ the paper's ÷1e10. ``to_png`` / ``write_figure`` are the one way figures
 become files.
 """
 
+from .anytime import anytime_figure, anytime_frame
 from .calibration import calibration_scatter
 from .export import static_fallbacks, to_png, write_figure
 from .graphview import graph_figure, graph_frame, graph_statistics
@@ -26,6 +27,8 @@ from .training import training_curves
 
 __all__ = [
     "LARGE_GRAPH",
+    "anytime_figure",
+    "anytime_frame",
     "HIGHLIGHT",
     "calibration_scatter",
     "device_color",

@@ -6,7 +6,9 @@ the lower bound. Clicking an op, or searching one by id or name, highlights
 it in every chart. The method list is computed for the current graph and
 device count in the same callback that draws, so a learned checkpoint is
 only ever applied to a graph it was trained on (or, for a cross-graph
-policy, labelled "trained on X; placed on Y").
+policy, labelled "trained on X; placed on Y"). Below, "makespan against
+evaluations" draws any-time curves of searches and sampled policies on the
+same graph and devices (:mod:`workbench.dashboard.anytime`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from workbench.viz import (
     placement_heatmap,
 )
 
+from ..anytime import MAX_SEEDS, anytime_options, anytime_view, default_series
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
@@ -109,6 +112,27 @@ def layout(context, jobs, **_query) -> html.Div:
             html.Div(id="compare-search-message"),
             dcc.Store(id="compare-state"),
             dcc.Loading(html.Div(id="compare-results"), type="default", delay_show=400),
+            anytime_section(),
+        ]
+    )
+
+
+def anytime_section() -> html.Div:
+    """The "makespan against evaluations" controls and chart (same graph and devices as above)."""
+    return html.Div(
+        [
+            html.H3("Makespan against evaluations"),
+            html.P(
+                "The best makespan found so far against the simulator evaluations spent, for searches and for learned policies "
+                "(best of K samples, active search), mean and spread over seeds. Uses the graph and devices chosen above."
+            ),
+            controls(
+                field("Series", dcc.Dropdown(id="anytime-methods", options=[], value=[], multi=True), wide=True),
+                field("Budget (evaluations)", dcc.Input(id="anytime-budget", type="number", min=1, step=1, value=200)),
+                field("Seeds", dcc.Input(id="anytime-seeds", type="number", min=1, max=MAX_SEEDS, step=1, value=3)),
+                html.Button("Draw", id="anytime-run", className="wb-primary"),
+            ),
+            dcc.Loading(html.Div(id="anytime-results"), type="default", delay_show=400),
         ]
     )
 
@@ -331,6 +355,40 @@ def register_callbacks(app, context, jobs) -> None:
                 *results,
             ]
         return options, kept, results, state
+
+    @app.callback(
+        Output("anytime-methods", "options"),
+        Output("anytime-methods", "value"),
+        Input(f"{PAGE}-graph-key", "data"),
+        Input("compare-devices", "value"),
+        State("anytime-methods", "value"),
+    )
+    def anytime_choices(graph_key, devices, selected):
+        try:
+            options = anytime_options(context, method_options(context, load_graph_key(context, graph_key), _devices(devices)))
+        except (TypeError, ValueError):
+            return [], []
+        offered = {o["value"] for o in options}
+        kept = [v for v in selected or [] if v in offered]
+        return options, kept or default_series(options)
+
+    @app.callback(
+        Output("anytime-results", "children"),
+        Input("anytime-run", "n_clicks"),
+        State(f"{PAGE}-graph-key", "data"),
+        State("compare-devices", "value"),
+        State("anytime-methods", "options"),
+        State("anytime-methods", "value"),
+        State("anytime-budget", "value"),
+        State("anytime-seeds", "value"),
+        prevent_initial_call=True,
+    )
+    def draw_anytime(_clicks, graph_key, devices, options, selected, budget, seeds):
+        try:
+            devices = _devices(devices)
+        except (TypeError, ValueError):
+            return [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")]
+        return anytime_view(context, graph_key, devices, options or [], selected, budget, seeds)
 
     @app.callback(
         Output("selected-op", "data"), Input({"type": "figure", "page": PAGE, "index": ALL}, "clickData"), prevent_initial_call=True

@@ -1,0 +1,99 @@
+"""Cross-graph training on the corpus: the teacher's replay, resuming, and policies placed on other device counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import workbench as wb
+from workbench.corpus import CorpusEntry
+from workbench.learn import load_policy, make_policy
+from workbench.learn.checkpoint import CheckpointError, TrainedFor
+from workbench.training import corpus_training
+from workbench.training.corpus_training import CorpusTrainConfig, teacher_guide, train_on_corpus
+
+TINY = [  # two small training graphs and one held out, built like the shipped manifest's entries
+    CorpusEntry("layered-a", "layered", {"layers": 4, "width": 3, "ccr": 2.0}, seed=1, split="train", devices=(2, 4)),
+    CorpusEntry("layered-b", "layered", {"layers": 3, "width": 4, "ccr": 1.0}, seed=2, split="train", devices=(2,)),
+    CorpusEntry("layered-c", "layered", {"layers": 4, "width": 4, "ccr": 2.0}, seed=3, split="test", devices=(2, 4)),
+]
+FAST = {"teacher_budget": 40, "checkpoint_every": 2, "devices": (2, 4), "seed": 3}
+
+
+def test_the_teachers_replay_keeps_its_makespan_and_names_devices_in_order_of_first_use():
+    graph = wb.generate("layered", layers=6, width=5, ccr=2.0, seed=4)
+    searched = wb.place(graph, "local_search", devices=4, budget=200, seed=1)
+    order, assignment = teacher_guide(graph, 4, searched.assignment)
+    position = np.empty(graph.num_nodes, dtype=int)
+    position[order] = np.arange(graph.num_nodes)
+    assert np.all(position[graph.src] < position[graph.dst])  # a topological order: the policy can place ops in it
+    first_use = list(dict.fromkeys(assignment[order].tolist()))
+    assert first_use == list(range(len(first_use)))
+    assert wb.simulate(graph, assignment, 4).makespan == pytest.approx(searched.makespan)  # renaming devices changes nothing
+
+
+def test_an_interrupted_run_resumes_to_the_same_weights_and_refuses_other_settings(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    straight = train_on_corpus(tmp_path / "straight", CorpusTrainConfig(episodes=5, **FAST), corpus=TINY)
+    real_step, calls = corpus_training.apply_gradient, []
+
+    def stop_at_the_fourth(*args):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        real_step(*args)
+
+    monkeypatch.setattr(corpus_training, "apply_gradient", stop_at_the_fourth)
+    with pytest.raises(KeyboardInterrupt):
+        train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, **FAST), corpus=TINY)
+    monkeypatch.setattr(corpus_training, "apply_gradient", real_step)
+    resumed = train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, **FAST), corpus=TINY)
+    a, b = load_policy(straight), load_policy(resumed)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+    metrics = (tmp_path / "resumed" / "metrics.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in metrics[1:]] == ["0", "1", "2", "3", "4"]
+    assert a.trained_for.cross_graph and a.trained_for.devices == 4 and {g.name for g in a.trained_for.graphs} == {"layered-a", "layered-b"}
+    with pytest.raises(ValueError, match="rollout must be one of teacher, epsilon"):
+        CorpusTrainConfig(rollout="greedy")
+    with pytest.raises(ValueError, match="other settings .*learning_rate"):
+        train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, learning_rate=0.1, **FAST), corpus=TINY)
+
+
+def test_imitating_the_search_teacher_lowers_the_imitation_loss(tmp_path):
+    out = tmp_path / "run"
+    train_on_corpus(out, CorpusTrainConfig(episodes=24, learning_rate=3e-3, **FAST), corpus=TINY)
+    rows = (out / "metrics.csv").read_text().splitlines()[1:]
+    loss = np.array([float(row.split(",")[3]) for row in rows])
+    assert loss[-6:].mean() < 0.8 * loss[:6].mean()
+
+
+def test_evaluation_places_the_held_out_split_at_every_device_count(tmp_path):
+    last = train_on_corpus(tmp_path / "run", CorpusTrainConfig(episodes=2, rollout="epsilon", **FAST), corpus=TINY)  # DAgger states
+    frame = corpus_training.evaluate_split(last, "test", (2, 4), samples=3, corpus=TINY)
+    assert frame[["graph", "devices"]].values.tolist() == [["layered-c", 2], ["layered-c", 4]]
+    assert (frame["best_of_3"] <= frame["greedy"]).all() and (frame["best_heuristic_makespan"] <= frame["critical_path"]).all()
+
+
+@pytest.mark.parametrize("method", ["doppler", "placeto"])
+def test_a_cross_graph_policy_trained_at_4_devices_places_at_8(tmp_path, method):
+    torch.manual_seed(0)
+    graphs = [wb.generate("layered", layers=4, width=4, seed=s) for s in (1, 2)]
+    policy = make_policy(method)
+    policy.trained_for = TrainedFor.of(graphs, 4)
+    policy.save(tmp_path / "p.safetensors")
+    unseen = wb.generate("layered", layers=5, width=6, seed=9)
+    placed = wb.place(unseen, method, devices=8, checkpoint=tmp_path / "p.safetensors")
+    assert placed.assignment.min() >= 0 and placed.assignment.max() <= 7 and np.isfinite(placed.makespan)
+
+
+def test_a_gdp_policy_refuses_more_devices_than_it_was_trained_with(tmp_path):
+    torch.manual_seed(0)
+    graphs = [wb.generate("layered", layers=4, width=4, seed=s) for s in (1, 2)]
+    policy = make_policy("gdp")
+    policy.trained_for = TrainedFor.of(graphs, 4)
+    policy.save(tmp_path / "gdp.safetensors")
+    unseen = wb.generate("layered", layers=5, width=6, seed=9)
+    with pytest.raises(CheckpointError, match="trained with 4 devices; it scores devices by index, so it cannot place on 8"):
+        wb.place(unseen, "gdp", devices=8, checkpoint=tmp_path / "gdp.safetensors")
+    assert wb.place(unseen, "gdp", devices=4, checkpoint=tmp_path / "gdp.safetensors").assignment.max() <= 3

@@ -1,0 +1,87 @@
+"""learned_search: local_search's loop steered by a learned move scorer, its features, checkpoint and training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import workbench as wb
+from workbench import corpus
+from workbench.learn.learned_search import FEATURES, LearnedMoves, MoveScorer, load_scorer, move_features, save_scorer
+from workbench.placers.registry import PlacerError
+from workbench.training.learned_search import ScorerTrainConfig, train_scorer
+
+TINY = ScorerTrainConfig(
+    devices=(4,), rounds=1, trajectory_budget=80, states_per_run=4, candidates_per_state=48, epochs=25, batch_states=4, max_graphs=1, seed=0
+)
+
+
+@pytest.fixture(scope="module")
+def graph() -> wb.DataflowGraph:
+    return corpus.build(corpus.entries("train", families=["layered"])[0])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A scorer trained for a few seconds on one training graph at 4 devices, saved as a checkpoint."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: extra threads only contend for the cores
+    try:
+        scorer, rows, costs = train_scorer(TINY)
+    finally:
+        torch.set_num_threads(threads)
+    path = save_scorer(tmp_path_factory.mktemp("scorer") / "learned_search.safetensors", scorer, costs)
+    return path, rows
+
+
+def test_a_short_training_run_ranks_moves_better_than_its_start(trained):
+    _, rows = trained
+    start, end = rows[0], rows[-1]
+    assert start["epoch"] == 0 and end["epoch"] == TINY.epochs
+    assert end["loss"] < start["loss"]
+    assert end["train_top1_decrease"] > start["train_top1_decrease"]
+
+
+@pytest.mark.parametrize("budget", [9, 137, 400])
+def test_the_budget_is_honoured_exactly(trained, graph, budget):
+    path, _ = trained
+    placement = wb.place(graph, "learned_search", devices=4, budget=budget, checkpoint=path, seed=1)
+    assert placement.details["evaluations"] == budget
+
+
+def test_a_checkpoint_trained_at_four_devices_places_at_two_and_eight_and_never_worse_than_its_start(trained, graph):
+    path, _ = trained
+    for devices in (2, 8):
+        placement = wb.place(graph, "learned_search", devices=devices, budget=150, checkpoint=path, seed=0)
+        assert placement.assignment.min() >= 0 and placement.assignment.max() < devices
+        assert wb.simulate(graph, placement.assignment, devices).makespan <= placement.details["start_makespan"]
+    again = wb.place(graph, "learned_search", devices=8, budget=150, checkpoint=path, seed=0)
+    assert np.array_equal(again.assignment, placement.assignment)
+
+
+def test_every_candidate_move_changes_the_placement_to_its_target(graph):
+    rng = np.random.default_rng(0)
+    assignment = rng.integers(0, 4, graph.num_nodes)
+    moves = LearnedMoves(graph, 4, rng, MoveScorer(), 0.5, 0.05)
+    moves.set_critical(assignment, wb.sim.Evaluator(graph, 4))
+    candidates = move_features(moves, assignment, wb.simulate(graph, assignment, 4).trace, moves.critical)
+    assert candidates.features.shape[1] == len(FEATURES) and np.isfinite(candidates.features).all()
+    assert np.sum(~candidates.grouped) == graph.num_nodes * 3
+    for k in rng.choice(len(candidates.targets), 50, replace=False):
+        moved = candidates.apply(assignment, int(k))
+        members = candidates.members(int(k))
+        assert (moved[members] == candidates.targets[k]).all() and (assignment[members] != candidates.targets[k]).all()
+        assert np.array_equal(np.delete(moved, members), np.delete(assignment, members))
+
+
+def test_a_checkpoint_of_another_method_or_a_damaged_file_is_refused(trained, graph, tmp_path):
+    path, _ = trained
+    assert isinstance(load_scorer(path), MoveScorer)
+    damaged = tmp_path / "damaged.safetensors"
+    damaged.write_bytes(path.read_bytes()[:-7])
+    with pytest.raises(PlacerError, match="damaged|corrupt|truncated"):
+        wb.place(graph, "learned_search", devices=4, budget=50, checkpoint=damaged)
+    doppler = wb.datasets.DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.safetensors"
+    with pytest.raises(PlacerError, match="not a learned_search scorer"):
+        wb.place(graph, "learned_search", devices=4, budget=50, checkpoint=doppler)

@@ -1,0 +1,365 @@
+"""Learned search: local_search's annealing with part of its proposals chosen by a learned move scorer.
+
+A learned improvement operator in the manner of NeuRewriter (Chen & Tian,
+NeurIPS 2019) and L2S (Zhang et al., ICLR 2024), used inside a search whose
+evaluations it steers, as REGAL (Paliwal et al., ICLR 2020) steers a genetic
+search. The state is a complete placement with its simulated trace; an
+action moves one op, or a connected group of ops on one device, to a target
+device. Every candidate action is described by per-(op, device) features
+(:func:`move_features`: the op's slack, transfer wait, device wait and place
+on the critical chain, its cost and communication with each device, each
+device's load against a balanced share), so one small MLP scores all of them
+in one forward pass at any device count, with no simulation.
+
+:class:`LearnedSearchPlacer` is :class:`~workbench.placers.local_search.LocalSearchPlacer`
+(same loop, same acceptance rule, same evaluation count and budget) whose
+:class:`LearnedMoves` replace a share of each batch of proposals with the
+scorer's: each time local_search simulates the current placement's trace
+(to find its critical chain), the scorer ranks every move of that placement
+and proposals are drawn from the ranking without replacement (Gumbel top-k).
+The scorer is trained across the corpus's training split
+(:mod:`workbench.training.learned_search`) to rank moves by their simulated
+makespan decrease.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numba import njit
+from torch import nn
+
+from ..cluster import Devices, num_devices
+from ..datasets import DATASETS_DIR
+from ..graph import DataflowGraph
+from ..placers.local_search import LocalSearchPlacer, Moves
+from ..placers.registry import PlacerError
+from ..sim import Trace
+from .checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+
+__all__ = [
+    "FEATURES",
+    "GROUP_LIMIT",
+    "DEFAULT_SHARE",
+    "MoveScorer",
+    "ScorerConfig",
+    "Candidates",
+    "move_features",
+    "LearnedMoves",
+    "LearnedSearchPlacer",
+    "save_scorer",
+    "load_scorer",
+    "PRETRAINED_SCORER",
+]
+
+METHOD = "learned_search"
+PRETRAINED_SCORER = DATASETS_DIR / "pretrained" / METHOD / f"{METHOD}.safetensors"
+# The fraction of proposals the scorer chooses by default.
+DEFAULT_SHARE = 0.5
+# The largest connected same-device group a group move takes along.
+GROUP_LIMIT = 4
+FEATURES = (
+    "compute",  # the moved ops' compute / makespan
+    "start",  # the op's start / makespan
+    "end",  # its end / makespan
+    "slack",  # makespan - end - longest path after it, / makespan
+    "transfer_wait",  # time its last input spent in transfer (ready - latest input end), / makespan
+    "device_wait",  # time it waited for its device (start - ready), / makespan
+    "critical",  # 1 when the op is on the critical chain
+    "source_load",  # compute on its device / balanced share
+    "target_load",  # compute on the target device / balanced share
+    "target_finish",  # last end on the target device / makespan
+    "comm_to_target",  # communication with ops on the target (saved by the move), / makespan
+    "comm_to_source",  # communication with other ops on its own device (added by the move), / makespan
+    "comm_total",  # all its communication / makespan
+    "source_critical",  # share of the critical chain's compute on its own device
+    "target_critical",  # share of the critical chain's compute on the target
+    "group",  # 1 for a group move
+    "group_size",  # ops moved / GROUP_LIMIT
+    "inverse_devices",  # 1 / device count
+)
+
+
+@dataclass(frozen=True)
+class ScorerConfig:
+    """The move scorer's shape.
+
+    Attributes:
+        hidden: width of each hidden layer.
+        layers: number of hidden layers.
+    """
+
+    hidden: int = 64
+    layers: int = 2
+
+
+class MoveScorer(nn.Module):
+    """An MLP from one candidate move's features to a score (higher: more likely to lower the makespan)."""
+
+    def __init__(self, config: ScorerConfig = ScorerConfig()) -> None:
+        super().__init__()
+        self.config = config
+        widths = [len(FEATURES)] + [config.hidden] * config.layers
+        layers: list[nn.Module] = []
+        for a, b in zip(widths[:-1], widths[1:], strict=True):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        self.net = nn.Sequential(*layers, nn.Linear(widths[-1], 1))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.net(features).squeeze(-1)
+
+    @torch.no_grad()
+    def score(self, features: np.ndarray) -> np.ndarray:
+        """Scores of a 2-D feature array, computed in numpy (a few thousand rows: torch's per-call and thread costs would dominate)."""
+        x = np.asarray(features, dtype=np.float32)
+        linears = [m for m in self.net if isinstance(m, nn.Linear)]
+        for i, layer in enumerate(linears):
+            x = x @ layer.weight.numpy().T + layer.bias.numpy()
+            if i < len(linears) - 1:
+                x = np.maximum(x, 0.0)
+        return x[:, 0].astype(np.float64)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Every move of one placement: op ``ops[k]`` (its whole group when ``grouped[k]``) to ``targets[k]``, described by ``features[k]``."""
+
+    ops: np.ndarray
+    grouped: np.ndarray
+    targets: np.ndarray
+    features: np.ndarray
+    groups: tuple[np.ndarray, ...]
+
+    def members(self, k: int) -> np.ndarray:
+        op = int(self.ops[k])
+        return self.groups[op] if self.grouped[k] else np.array([op])
+
+    def apply(self, assignment: np.ndarray, k: int) -> np.ndarray:
+        moved = assignment.copy()
+        moved[self.members(k)] = self.targets[k]
+        return moved
+
+
+def _tail(graph: DataflowGraph, assignment: np.ndarray) -> np.ndarray:
+    """Longest path after each op to a sink (successors' compute plus cross-device communication)."""
+    ptr, succ, edge = graph.succ_csr
+    return _tail_kernel(ptr, succ, graph.comm[edge], graph.compute, graph.topological_order, assignment)
+
+
+@njit(cache=True)
+def _tail_kernel(
+    ptr: np.ndarray, succ: np.ndarray, comm: np.ndarray, compute: np.ndarray, order: np.ndarray, assignment: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    tail = np.zeros(compute.size)
+    for i in range(order.size - 1, -1, -1):
+        op = order[i]
+        for k in range(ptr[op], ptr[op + 1]):
+            s = succ[k]
+            length = compute[s] + tail[s] + (comm[k] if assignment[s] != assignment[op] else 0.0)
+            if length > tail[op]:
+                tail[op] = length
+    return tail
+
+
+def _groups(moves: Moves, assignment: np.ndarray) -> list[np.ndarray]:
+    """Each op's connected same-device group of up to :data:`GROUP_LIMIT` ops (breadth first, as ``Moves.group``)."""
+    padded = _groups_kernel(moves.nb_ptr, moves.nb, assignment, GROUP_LIMIT)
+    return [np.sort(row[row >= 0]) for row in padded]
+
+
+@njit(cache=True)
+def _groups_kernel(nb_ptr: np.ndarray, nb: np.ndarray, assignment: np.ndarray, limit: int) -> np.ndarray:  # pragma: no cover - compiled
+    n = assignment.size
+    out = np.full((n, limit), -1, dtype=np.int64)
+    for op in range(n):
+        out[op, 0] = op
+        size, head = 1, 0
+        while head < size and size < limit:
+            u = out[op, head]
+            head += 1
+            for k in range(nb_ptr[u], nb_ptr[u + 1]):
+                v = nb[k]
+                if size < limit and assignment[v] == assignment[op]:
+                    seen = False
+                    for j in range(size):
+                        if out[op, j] == v:
+                            seen = True
+                    if not seen:
+                        out[op, size] = v
+                        size += 1
+    return out
+
+
+def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: np.ndarray) -> Candidates:
+    """Every single-op and group move of ``assignment`` (to each other device) with its :data:`FEATURES`."""
+    graph, d = moves.graph, moves.num_devices
+    n = graph.num_nodes
+    a = np.asarray(assignment, dtype=np.int64)
+    span = max(trace.makespan, np.finfo(float).tiny)
+    compute = graph.compute
+    load = np.bincount(a, weights=compute, minlength=d)
+    share = max(compute.sum() / d, np.finfo(float).tiny)
+    finish = np.zeros(d)
+    np.maximum.at(finish, a, trace.end)
+    comm_with = np.zeros((n, d))  # communication of each op with the ops on each device
+    np.add.at(comm_with, (graph.src, a[graph.dst]), graph.comm)
+    np.add.at(comm_with, (graph.dst, a[graph.src]), graph.comm)
+    latest_input = np.zeros(n)
+    np.maximum.at(latest_input, graph.dst, trace.end[graph.src])
+    on_chain = np.zeros(n)
+    on_chain[critical] = 1.0
+    chain_load = np.bincount(a[critical], weights=compute[critical], minlength=d)
+    chain_load = chain_load / max(chain_load.sum(), np.finfo(float).tiny)
+    per_op = np.stack(
+        [
+            trace.start / span,
+            trace.end / span,
+            (span - trace.end - _tail(graph, a)) / span,
+            np.maximum(trace.ready - latest_input, 0.0) / span,
+            (trace.start - trace.ready) / span,
+            on_chain,
+            load[a] / share,
+            chain_load[a],
+        ],
+        axis=1,
+    )
+    groups = _groups(moves, a)
+    sizes = np.array([g.size for g in groups])
+    blocks: list[np.ndarray] = []
+    chosen: list[np.ndarray] = []
+    for grouped in (False, True):
+        ops = np.flatnonzero(sizes > 1) if grouped else np.arange(n)
+        if not ops.size:
+            continue
+        if grouped:
+            op_compute = np.array([compute[groups[o]].sum() for o in ops])
+            op_comm = np.array([comm_with[groups[o]].sum(axis=0) for o in ops])
+        else:
+            op_compute, op_comm = compute[ops], comm_with[ops]
+        for shift in range(1, d):
+            target = (a[ops] + shift) % d
+            blocks.append(
+                np.column_stack(
+                    [
+                        op_compute / span,
+                        per_op[ops, :7],
+                        load[target] / share,
+                        finish[target] / span,
+                        op_comm[np.arange(ops.size), target] / span,
+                        op_comm[np.arange(ops.size), a[ops]] / span,
+                        op_comm.sum(axis=1) / span,
+                        per_op[ops, 7],
+                        chain_load[target],
+                        np.full(ops.size, float(grouped)),
+                        (sizes[ops] if grouped else np.ones(ops.size)) / GROUP_LIMIT,
+                        np.full(ops.size, 1.0 / d),
+                    ]
+                )
+            )
+            chosen.append(np.stack([ops, np.full(ops.size, int(grouped)), target]))
+    if not blocks:
+        empty = np.zeros(0, np.int64)
+        return Candidates(empty, empty.astype(bool), empty, np.zeros((0, len(FEATURES))), tuple(groups))
+    ops_grouped_targets = np.concatenate(chosen, axis=1)
+    return Candidates(
+        ops_grouped_targets[0], ops_grouped_targets[1].astype(bool), ops_grouped_targets[2], np.concatenate(blocks), tuple(groups)
+    )
+
+
+class LearnedMoves(Moves):
+    """local_search's moves, a share of each batch replaced by the scorer's best-ranked moves of the last observed placement."""
+
+    def __init__(
+        self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator, scorer: MoveScorer, share: float, temperature: float
+    ) -> None:
+        super().__init__(graph, devices, rng)
+        self.scorer, self.share, self.temperature = scorer, share, temperature
+        self.candidates: Candidates | None = None
+        self.ranking: list[int] = []
+
+    def observe(self, assignment: np.ndarray, trace: Trace) -> None:
+        if self.share == 0:  # local_search's own moves only: the ranking would go unused
+            return
+        self.candidates = move_features(self, assignment, trace, self.critical)
+        scores = self.scorer.score(self.candidates.features) / self.temperature
+        self.ranking = list(np.argsort(scores + self.rng.gumbel(size=scores.size)))  # popped from the end: best first
+
+    def propose(self, assignment: np.ndarray, count: int) -> np.ndarray:
+        out = super().propose(assignment, count)
+        if self.candidates is None:
+            return out
+        for row in np.flatnonzero(self.rng.random(count) < self.share):
+            while self.ranking:
+                k = self.ranking.pop()
+                moved = self.candidates.apply(assignment, k)
+                if not np.array_equal(moved, assignment):
+                    out[row] = moved
+                    break
+        return out
+
+
+class LearnedSearchPlacer(LocalSearchPlacer):
+    """local_search steered by a learned move scorer (module docstring); same budget, loop and acceptance rule.
+
+    Args:
+        checkpoint: the scorer's checkpoint (default: the shipped one, ``datasets/pretrained/learned_search/``), or a loaded scorer.
+        share: the fraction of proposals the scorer chooses (the rest are local_search's own moves).
+        temperature: softness of the draw from the scorer's ranking (0.05: nearly its top moves).
+        others: see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
+    """
+
+    def __init__(
+        self,
+        checkpoint: str | os.PathLike | MoveScorer | None = None,
+        share: float = DEFAULT_SHARE,
+        temperature: float = 0.05,
+        budget: int = 20_000,
+        time_limit: float | None = None,
+        initial_temperature: float = 0.03,
+        final_temperature: float = 3e-4,
+        max_batch: int = 16,
+        progress: bool = False,
+        start: np.ndarray | None = None,
+    ) -> None:
+        super().__init__(budget, time_limit, initial_temperature, final_temperature, max_batch, progress, start)
+        if not 0 <= share <= 1:
+            raise PlacerError(f"share must be in [0, 1], got {share}")
+        if not temperature > 0:
+            raise PlacerError(f"temperature must be > 0, got {temperature}")
+        if isinstance(checkpoint, MoveScorer):
+            self.scorer = checkpoint
+        else:
+            try:
+                self.scorer = load_scorer(PRETRAINED_SCORER if checkpoint is None else checkpoint)
+            except CheckpointError as exc:
+                raise PlacerError(str(exc)) from None
+        self.share, self.temperature = float(share), float(temperature)
+
+    def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
+        if num_devices(devices) < 2:
+            return Moves(graph, devices, rng)
+        return LearnedMoves(graph, devices, rng, self.scorer, self.share, self.temperature)
+
+
+def save_scorer(path: str | os.PathLike, scorer: MoveScorer, training: Mapping[str, Any]) -> Path:
+    """Write ``scorer`` as a checkpoint (safetensors + JSON header) with how it was trained."""
+    header = {"method": METHOD, "config": asdict(scorer.config), "feature_layout": {"features": list(FEATURES)}}
+    return write_checkpoint(path, scorer.state_dict(), header, extra={"training": dict(training)})
+
+
+def load_scorer(path: str | os.PathLike) -> MoveScorer:
+    """A scorer from a checkpoint written by :func:`save_scorer`; another method or feature layout is refused."""
+    checkpoint = read_checkpoint(path)
+    if checkpoint.header.get("method") != METHOD:
+        raise CheckpointError(f"{os.fspath(path)} holds a {checkpoint.header.get('method')!r} policy, not a {METHOD} scorer")
+    if checkpoint.header.get("feature_layout") != {"features": list(FEATURES)}:
+        raise CheckpointError(f"{os.fspath(path)} was trained on another feature layout than this version's {METHOD}")
+    scorer = MoveScorer(ScorerConfig(**checkpoint.header["config"]))
+    scorer.load_state_dict(checkpoint.weights)
+    return scorer.eval()

@@ -1,0 +1,44 @@
+"""Any-time records: the best makespan found so far against the simulator evaluations spent.
+
+Every placer that spends evaluations (local_search, sampled or searched
+learned policies) reports ``details["anytime"]``: a list of
+``[evaluation, best makespan so far]`` pairs, one per improvement (the first
+evaluation included) and one at the last evaluation, evaluations counted
+from 1 exactly as the placer counts its budget. Between two points the best
+so far is the earlier point's (a step function); ``viz.anytime`` charts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["BestSoFar"]
+
+
+class BestSoFar:
+    """Collects the improvement points of a search from the makespans of its evaluations, in evaluation order."""
+
+    def __init__(self) -> None:
+        self.best = float("inf")
+        self.evaluations = 0
+        self._points: list[list[float]] = []
+
+    def add(self, makespans: Sequence[float] | np.ndarray, evaluations: int | None = None) -> None:
+        """Record evaluations whose makespans are ``makespans`` (in order); ``evaluations`` is the count after them when
+        the placer spent more than these (for example on evaluations that scored no candidate)."""
+        values = np.atleast_1d(np.asarray(makespans, dtype=float))
+        start = (self.evaluations if evaluations is None else int(evaluations) - values.size) + 1
+        for index, makespan in enumerate(values):
+            if makespan < self.best:
+                self.best = float(makespan)
+                self._points.append([start + index, self.best])
+        self.evaluations = start - 1 + values.size
+
+    @property
+    def points(self) -> list[list[float]]:
+        """``[evaluation, best so far]`` per improvement, and at the last evaluation (JSON-ready)."""
+        if self._points and self._points[-1][0] != self.evaluations:
+            return [*self._points, [self.evaluations, self.best]]
+        return list(self._points)

@@ -1,0 +1,329 @@
+"""One constructive policy for many graphs: distil search into it across the corpus's training split, at several device counts.
+
+The multi-graph runs of :func:`workbench.training.train` imitate critical_path
+in Stage I, so their policy can at best learn to be critical_path; across
+unseen graphs it placed every one worse than critical_path. Here Stage I
+imitates a stronger teacher: for every training graph of the corpus
+(:mod:`workbench.corpus`) and every device count, local_search started from
+the best heuristic (``teacher_budget`` simulator evaluations) finds a
+placement, and the policy learns to replay it: ops in critical_path's order
+(largest bottom level first), devices renamed in order of first use (the
+devices are interchangeable, and a policy facing empty devices picks the
+first), in the teacher's own states (behaviour cloning) or in the learner's
+ε-greedy rollouts (DAgger, Ross, Gordon, Bagnell, AISTATS 2011). This is a distillation of search into a
+one-pass policy, as GO (Zhou et al., NeurIPS 2020) and REGAL (Paliwal et al.,
+ICLR 2020) train one policy across a family of graphs and apply it zero-shot.
+
+A run directory holds ``config.json``, ``teachers.json`` (the teacher
+placements, written as they are found), ``metrics.csv`` (one row per
+episode) and ``checkpoints/last.safetensors`` (weights, optimizer state,
+episode); the same command resumes it, and a larger ``--episodes`` extends it. :func:`evaluate_split` places a split's
+graphs zero-shot, greedily and best of K, beside critical_path and the best
+heuristic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..corpus import CorpusEntry, build, entries
+from ..fileio import atomic_write_json, atomic_write_text
+from ..graph import DataflowGraph
+from ..placers import methods
+from ..provenance import machine
+from .imitation import apply_gradient
+
+__all__ = ["CorpusTrainConfig", "teacher_guide", "train_on_corpus", "evaluate_split", "summary", "main"]
+
+ROLLOUTS = ("teacher", "epsilon")
+RESUMABLE = ("episodes", "checkpoint_every")
+"""Settings a resumed run may change: how long it trains and how often it saves."""
+METRICS = ("episode", "graph", "devices", "loss", "teacher_agreement", "makespan_over_teacher", "seconds")
+
+
+@dataclass(frozen=True)
+class CorpusTrainConfig:
+    """One cross-graph distillation run (saved as the run's ``config.json``)."""
+
+    method: str = "doppler"
+    """Learned method to train (``workbench.learn.make_policy`` name): doppler, placeto, gdp, ..."""
+    devices: tuple[int, ...] = (2, 4, 8)
+    """Device counts to train at; every training graph is paired with each of them that its manifest entry lists."""
+    teacher_budget: int = 2000
+    """Simulator evaluations of the local_search run that makes each teacher placement."""
+    episodes: int = 1500
+    """Imitation episodes in all, cycling over the (graph, devices) pairs in a seeded shuffled order."""
+    learning_rate: float = 1e-3
+    """Adam's learning rate (constant)."""
+    rollout: str = "teacher"
+    """States to learn in: ``teacher`` (replay the teacher's placement: behaviour cloning, every target consistent with the state) or
+    ``epsilon`` (the learner's own ε-greedy rollouts, DAgger: it also sees states off the teacher's path, where the teacher's device
+    names may no longer fit the state).
+    """
+    epsilon: float = 0.2
+    """``rollout="epsilon"``: probability of a uniform legal action in the learner's rollouts."""
+    entropy_weight: float = 1e-3
+    """Entropy bonus weight."""
+    grad_clip: float = 1.0
+    """Gradient norm clip per update (0 disables)."""
+    seed: int = 0
+    """Seed of the initial weights, the episode order, the rollouts and the teacher searches."""
+    checkpoint_every: int = 100
+    """Write ``checkpoints/last.safetensors`` and ``metrics.csv`` every this many episodes (and at the end)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "devices", tuple(int(d) for d in self.devices))
+        if self.method not in methods("learned"):
+            raise ValueError(f"method must be a learned method ({', '.join(methods('learned'))}), got {self.method!r}")
+        if self.rollout not in ROLLOUTS:
+            raise ValueError(f"rollout must be one of {', '.join(ROLLOUTS)}, got {self.rollout!r}")
+        if not self.devices or min(self.devices) < 1:
+            raise ValueError(f"devices must be one or more counts >= 1, got {self.devices}")
+        for name in ("teacher_budget", "episodes", "checkpoint_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+def pair_key(entry: CorpusEntry, devices: int) -> str:
+    return f"{entry.name}@{devices}"
+
+
+def teacher_guide(graph: DataflowGraph, devices: int, assignment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, assignment)`` to replay: ops by bottom level (critical_path's own op choice), devices renamed in order of first use.
+
+    The order is only the order of the policy's decisions (the simulator runs
+    each device's ops as their inputs arrive), so SEL imitates critical_path's
+    consistent choice and PLC the teacher's devices.
+    """
+    from ..learn.features import static_features
+
+    rank = np.empty(graph.num_nodes, dtype=np.int64)
+    rank[np.asarray(graph.topological_order)] = np.arange(graph.num_nodes)
+    order = np.lexsort((rank, -static_features(graph).bottom_level))
+    first_use = list(dict.fromkeys(int(d) for d in np.asarray(assignment)[order]))
+    rename = np.arange(devices)
+    rename[first_use] = np.arange(len(first_use))
+    return order, rename[np.asarray(assignment)]
+
+
+def _teachers(out: Path, pairs: list[tuple[CorpusEntry, int]], graphs: dict[str, DataflowGraph], config: CorpusTrainConfig) -> dict:
+    """The teacher placement of every pair, from ``teachers.json`` where it is there already (written after each new one)."""
+    from ..placers import place
+
+    path = out / "teachers.json"
+    found: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    for entry, devices in pairs:
+        key = pair_key(entry, devices)
+        if key in found:
+            continue
+        graph = graphs[entry.name]
+        began = time.perf_counter()
+        searched = place(graph, "local_search", devices, seed=config.seed, budget=config.teacher_budget)
+        found[key] = {
+            "assignment": searched.assignment.tolist(),
+            "makespan": searched.makespan,
+            "critical_path": place(graph, "critical_path", devices).makespan,
+            "seconds": time.perf_counter() - began,
+        }
+        atomic_write_json(path, found, indent=None)
+    return found
+
+
+def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "train", corpus: list[CorpusEntry] | None = None) -> Path:
+    """Train (or resume) the run in ``out`` on the ``split`` of ``corpus`` (default: the shipped manifest); the final checkpoint's path."""
+    from ..learn import Guide, load_policy, make_policy
+    from ..learn.checkpoint import TrainedFor
+    from ..sim import Evaluator
+
+    out = Path(out)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    config_path = out / "config.json"
+    chosen = entries(split, manifest=corpus)
+    wanted = json.loads(json.dumps({**dataclasses.asdict(config), "split": split, "graphs": [e.name for e in chosen]}))
+    if config_path.is_file():
+        held = json.loads(config_path.read_text())
+        differ = sorted(k for k in wanted.keys() | held.keys() if k not in RESUMABLE and wanted.get(k) != held.get(k))
+        if differ:
+            raise ValueError(f"{out} holds a run with other settings ({', '.join(differ)}); choose another folder or the same settings")
+    atomic_write_json(config_path, wanted)
+    graphs = {e.name: build(e) for e in chosen}
+    pairs = [(e, d) for e in chosen for d in config.devices if d in e.devices]
+    teachers = _teachers(out, pairs, graphs, config)
+    last = out / "checkpoints" / "last.safetensors"
+    torch.manual_seed(config.seed)
+    policy = load_policy(last) if last.is_file() else make_policy(config.method)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    generator = torch.Generator().manual_seed(config.seed)
+    first = 0
+    rows = _read_rows(out / "metrics.csv")
+    if last.is_file():
+        extra = policy.checkpoint_extra
+        optimizer.load_state_dict(extra["optimizer"])
+        generator.set_state(extra["torch_rng"])
+        first = int(extra["episode"])
+        rows = [row for row in rows if int(row["episode"]) < first]
+    policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
+    guides = {}
+    for entry, devices in pairs:
+        key = pair_key(entry, devices)
+        guides[key] = Guide(*teacher_guide(graphs[entry.name], devices, np.asarray(teachers[key]["assignment"])))
+    evaluators = {pair_key(e, d): Evaluator(graphs[e.name], d) for e, d in pairs}
+    for episode in range(first, config.episodes):
+        epoch, index = divmod(episode, len(pairs))
+        entry, devices = pairs[int(np.random.default_rng([config.seed, epoch]).permutation(len(pairs))[index])]
+        key, graph = pair_key(entry, devices), graphs[entry.name]
+        began = time.perf_counter()
+        rollout = policy.rollout(
+            graph, devices, mode=config.rollout, epsilon=config.epsilon, generator=generator, teacher=True, guide=guides[key]
+        )
+        loss = rollout.imitation_loss - config.entropy_weight * rollout.entropy
+        apply_gradient(policy, optimizer, loss, config.grad_clip)
+        makespan = float(evaluators[key](rollout.assignment))
+        rows.append(
+            {
+                "episode": episode,
+                "graph": entry.name,
+                "devices": devices,
+                "loss": float(loss.detach()),
+                "teacher_agreement": rollout.teacher_agreement,
+                "makespan_over_teacher": makespan / teachers[key]["makespan"],
+                "seconds": time.perf_counter() - began,
+            }
+        )
+        if (episode + 1) % config.checkpoint_every == 0 or episode + 1 == config.episodes:
+            extra = {"episode": episode + 1, "optimizer": optimizer.state_dict(), "torch_rng": generator.get_state()}
+            policy.save(last, extra=extra)
+            _write_rows(out / "metrics.csv", rows)
+    return last
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=METRICS)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, text.getvalue())
+
+
+def evaluate_split(
+    checkpoint: str | Path,
+    split: str = "test",
+    devices: tuple[int, ...] = (2, 4, 8),
+    samples: int = 16,
+    seed: int = 0,
+    corpus: list[CorpusEntry] | None = None,
+):
+    """Zero-shot placements of every graph of ``split`` at each device count: a pandas frame, one row per (graph, devices).
+
+    Columns: critical_path's makespan, the best heuristic's, the policy's greedy
+    one and the best of greedy + ``samples - 1`` samples (seeded), each
+    also over critical_path's, and the greedy placement's inference seconds.
+    """
+    import pandas as pd
+
+    from ..learn import load_policy
+    from ..placers import place
+    from ..sim import Evaluator
+
+    policy = load_policy(checkpoint)
+    rows = []
+    for entry in entries(split, manifest=corpus):
+        graph = build(entry)
+        for count in devices:
+            if count not in entry.devices:
+                continue
+            heuristics = {m: place(graph, m, count).makespan for m in methods("heuristic")}
+            began = time.perf_counter()
+            with torch.no_grad():
+                greedy = policy.rollout(graph, count, mode="greedy")
+                seconds = time.perf_counter() - began
+                generator = torch.Generator().manual_seed(seed)
+                sampled = policy.rollouts(graph, count, samples - 1, mode="sample", generator=generator) if samples > 1 else []
+            makespans = np.atleast_1d(Evaluator(graph, count)(np.stack([r.assignment for r in [greedy, *sampled]])))
+            critical = heuristics["critical_path"]
+            best = min(heuristics, key=heuristics.__getitem__)
+            rows.append(
+                {
+                    "graph": entry.name,
+                    "family": entry.family,
+                    "nodes": graph.num_nodes,
+                    "devices": count,
+                    "critical_path": critical,
+                    "best_heuristic": best,
+                    "best_heuristic_makespan": heuristics[best],
+                    "greedy": float(makespans[0]),
+                    f"best_of_{samples}": float(makespans.min()),
+                    "greedy_over_critical_path": float(makespans[0]) / critical,
+                    f"best_of_{samples}_over_critical_path": float(makespans.min()) / critical,
+                    "best_heuristic_over_critical_path": heuristics[best] / critical,
+                    "greedy_seconds": seconds,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def summary(frame):
+    """Per device count: mean makespan ÷ critical_path's (greedy, best of K, best heuristic) and the share of graphs the policy wins."""
+    best_of = next(c for c in frame.columns if c.startswith("best_of_") and not c.endswith("critical_path"))
+    wins = frame.assign(greedy_wins=frame["greedy"] < frame["critical_path"], best_of_wins=frame[best_of] < frame["critical_path"])
+    columns = [
+        "greedy_over_critical_path",
+        f"{best_of}_over_critical_path",
+        "best_heuristic_over_critical_path",
+        "greedy_wins",
+        "best_of_wins",
+    ]
+    table = wins.groupby("devices")[columns].mean()
+    table.insert(0, "graphs", wins.groupby("devices").size())
+    return table.round(3)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m workbench.training.corpus_training --out runs/corpus-doppler [--method gdp] [--evaluate test]``."""
+    parser = argparse.ArgumentParser(prog="python -m workbench.training.corpus_training", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="run directory (created, or resumed when it holds this run)")
+    parser.add_argument("--evaluate", metavar="SPLIT", help="after training, place this split zero-shot and write eval-SPLIT.csv")
+    parser.add_argument("--samples", type=int, default=16, help="K of the best-of-K evaluation")
+    parser.add_argument(
+        "--evaluate-devices",
+        type=lambda text: tuple(int(v) for v in text.split(",")),
+        help="device counts to evaluate at (default: --devices)",
+    )
+    for f in dataclasses.fields(CorpusTrainConfig):
+        kind = (lambda text: tuple(int(v) for v in text.split(","))) if f.name == "devices" else type(f.default)
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    began = time.process_time()
+    try:
+        config = CorpusTrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(CorpusTrainConfig)})
+        last = train_on_corpus(args.out, config)
+    except ValueError as error:
+        parser.error(str(error))
+    print(f"trained {last} ({time.process_time() - began:.0f} CPU s in this process; {machine()})")
+    if args.evaluate:
+        frame = evaluate_split(last, args.evaluate, args.evaluate_devices or config.devices, args.samples, config.seed)
+        atomic_write_text(Path(args.out) / f"eval-{args.evaluate}.csv", frame.to_csv(index=False))
+        print(frame.to_string())
+        print(summary(frame).to_string())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""Train learned_search's move scorer across the corpus's training split, with a dense signal.
+
+States are the placements local_search (and, from the second round on,
+learned_search with the scorer trained so far, as in DAgger: Ross, Gordon and
+Bagnell, AISTATS 2011) simulates for their traces on every training graph
+and device count. For each sampled state, many candidate moves are simulated
+(the simulator takes well under a millisecond), and the scorer learns to rank
+them by their makespan decrease (as a fraction of the state's makespan) with a
+listwise softmax loss (ListNet: Cao et al., ICML 2007): the target is
+``softmax(decrease / reward_temperature)`` over the state's moves.
+
+``python -m workbench.training.learned_search --out DIR`` writes
+``DIR/learned_search.safetensors``, ``DIR/metrics.csv`` (one row per epoch)
+and ``DIR/meta.json`` (the command, the machine, CPU seconds, states and
+simulated moves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import corpus
+from ..fileio import atomic_write_json, atomic_write_text
+from ..learn.learned_search import (
+    DEFAULT_SHARE,
+    FEATURES,
+    LearnedMoves,
+    LearnedSearchPlacer,
+    MoveScorer,
+    ScorerConfig,
+    move_features,
+    save_scorer,
+)
+from ..placers.local_search import Moves
+from ..provenance import machine, now
+from ..sim import Evaluator, Trace
+
+__all__ = ["ScorerTrainConfig", "collect_states", "train_scorer", "main"]
+
+
+@dataclass(frozen=True)
+class ScorerTrainConfig:
+    """How the move scorer is trained.
+
+    Attributes:
+        devices: device counts each training graph is used at.
+        rounds: data-collection rounds; round 1 follows local_search, later rounds learned_search with the scorer so far.
+        trajectory_budget: evaluations of each search whose observed placements are the states.
+        states_per_run: states sampled from each search.
+        candidates_per_state: moves simulated per state (a uniform sample of all its moves).
+        epochs: passes over the states per round.
+        batch_states: states per gradient step.
+        learning_rate: Adam's step size.
+        reward_temperature: the target ranking's softness, in fractions of the makespan.
+        hidden: the scorer's hidden width.
+        layers: its hidden layers.
+        max_graphs: use only the first this many training graphs (0: all; small values for tests).
+        seed: seeds the searches, the sampling and the initial weights.
+    """
+
+    devices: tuple[int, ...] = (2, 4, 8)
+    rounds: int = 2
+    trajectory_budget: int = 600
+    states_per_run: int = 6
+    candidates_per_state: int = 256
+    epochs: int = 30
+    batch_states: int = 32
+    learning_rate: float = 1e-3
+    reward_temperature: float = 0.01
+    hidden: int = 64
+    layers: int = 2
+    max_graphs: int = 0
+    seed: int = 0
+
+
+@dataclass
+class States:
+    """Sampled states: ``features[s, k]`` of move ``k`` of state ``s`` (``mask`` marks real moves) and its makespan decrease."""
+
+    features: np.ndarray
+    decrease: np.ndarray
+    mask: np.ndarray
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.features, self.decrease, self.mask
+
+
+class _RecordingMoves(LearnedMoves):
+    """learned_search's moves that keep every placement they observe, with its trace and critical chain."""
+
+    def __init__(self, *args: Any, history: list[tuple[np.ndarray, Trace, np.ndarray, Moves]]) -> None:
+        super().__init__(*args)
+        self.history = history
+
+    def observe(self, assignment: np.ndarray, trace: Trace) -> None:
+        self.history.append((assignment.copy(), trace, self.critical.copy(), self))
+        super().observe(assignment, trace)
+
+
+class _RecordingSearch(LearnedSearchPlacer):
+    """learned_search (``share=0``: local_search's own moves only) that records the states it observes."""
+
+    def __init__(self, scorer: MoveScorer, share: float, budget: int) -> None:
+        super().__init__(scorer, share=share, budget=budget)
+        self.history: list[tuple[np.ndarray, Trace, np.ndarray, Moves]] = []
+
+    def moves(self, graph: Any, devices: Any, rng: np.random.Generator) -> Moves:
+        return _RecordingMoves(graph, devices, rng, self.scorer, self.share, self.temperature, history=self.history)
+
+
+def collect_states(config: ScorerTrainConfig, split: str, scorer: MoveScorer, learned: bool, round_seed: int) -> tuple[States, int]:
+    """States from every graph of ``split`` at each device count, and the number of moves simulated: along local_search's
+    trajectories, or learned_search's with ``scorer`` when ``learned``."""
+    rng = np.random.default_rng(round_seed)
+    graphs = [e for e in corpus.entries(split) if e.family not in ("paper", "zoo")]
+    if config.max_graphs:
+        graphs = graphs[: config.max_graphs]
+    features, decreases = [], []
+    simulated = 0
+    for entry in graphs:
+        graph = corpus.build(entry)
+        for devices in (d for d in config.devices if d in entry.devices):
+            seed = int(rng.integers(2**31))
+            placer = _RecordingSearch(scorer, DEFAULT_SHARE if learned else 0.0, config.trajectory_budget)
+            placer.place(graph, devices, seed)
+            seen = placer.history
+            if not seen:
+                continue
+            evaluator = Evaluator(graph, devices)
+            for index in rng.choice(len(seen), size=min(config.states_per_run, len(seen)), replace=False):
+                assignment, trace, critical, moves = seen[int(index)]
+                candidates = move_features(moves, assignment, trace, critical)
+                pick = rng.choice(len(candidates.targets), size=min(config.candidates_per_state, len(candidates.targets)), replace=False)
+                makespans = np.atleast_1d(evaluator(np.array([candidates.apply(assignment, int(k)) for k in pick])))
+                simulated += pick.size
+                features.append(candidates.features[pick])
+                decreases.append((trace.makespan - makespans) / trace.makespan)
+    return _padded(features, decreases, config.candidates_per_state), simulated
+
+
+def _padded(features: list[np.ndarray], decreases: list[np.ndarray], width: int) -> States:
+    s = len(features)
+    out = States(np.zeros((s, width, len(FEATURES)), np.float32), np.zeros((s, width), np.float32), np.zeros((s, width), bool))
+    for i, (x, r) in enumerate(zip(features, decreases, strict=True)):
+        out.features[i, : len(r)], out.decrease[i, : len(r)], out.mask[i, : len(r)] = x, r, True
+    return out
+
+
+def _merge(a: States | None, b: States) -> States:
+    if a is None:
+        return b
+    return States(*(np.concatenate([x, y]) for x, y in zip(a.arrays(), b.arrays(), strict=True)))
+
+
+def listwise_loss(scores: torch.Tensor, decrease: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Cross-entropy between ``softmax(decrease / temperature)`` and ``softmax(scores)`` over each state's real moves."""
+    neg = torch.finfo(scores.dtype).min
+    target = torch.softmax((decrease / temperature).masked_fill(~mask, neg), dim=-1)
+    return -(target * torch.log_softmax(scores.masked_fill(~mask, neg), dim=-1).masked_fill(~mask, 0.0)).sum(-1).mean()
+
+
+@torch.no_grad()
+def ranking_quality(scorer: MoveScorer, states: States) -> dict[str, float]:
+    """Mean makespan decrease of the scorer's top move, of a random move and of the best move, per state."""
+    scores = scorer(torch.as_tensor(states.features)).masked_fill(~torch.as_tensor(states.mask), -torch.inf).numpy()
+    top = states.decrease[np.arange(len(scores)), scores.argmax(axis=1)]
+    mean = (states.decrease * states.mask).sum(axis=1) / np.maximum(states.mask.sum(axis=1), 1)
+    best = np.where(states.mask, states.decrease, -np.inf).max(axis=1)
+    return {"top1_decrease": float(top.mean()), "random_decrease": float(mean.mean()), "best_decrease": float(best.mean())}
+
+
+def _loss(scorer: MoveScorer, tensors: list[torch.Tensor], config: ScorerTrainConfig) -> torch.Tensor:
+    features, decrease, mask = tensors
+    return listwise_loss(scorer(features), decrease, mask, config.reward_temperature)
+
+
+def _row(scorer: MoveScorer, data: States, validation: States, round_: int, epoch: int, loss: Any, began: float) -> dict[str, Any]:
+    """One metrics row: the loss, and the ranking quality on the training and the validation states."""
+    row = {"round": round_, "epoch": epoch, "states": len(data.decrease), "loss": float(loss)}
+    row.update({f"train_{k}": v for k, v in ranking_quality(scorer, data).items()})
+    row.update({f"validation_{k}": v for k, v in ranking_quality(scorer, validation).items()})
+    row["cpu_seconds"] = time.process_time() - began
+    return row
+
+
+def train_scorer(config: ScorerTrainConfig, log: Any = None) -> tuple[MoveScorer, list[dict[str, Any]], dict[str, Any]]:
+    """Collect states and fit the scorer, round by round; returns it, one metrics row per epoch and the costs."""
+    torch.manual_seed(config.seed)
+    scorer = MoveScorer(ScorerConfig(config.hidden, config.layers))
+    optimizer = torch.optim.Adam(scorer.parameters(), lr=config.learning_rate)
+    rng = np.random.default_rng(config.seed)
+    began = time.process_time()
+    validation, simulated = collect_states(config, "validation", scorer, False, config.seed + 1000)
+    rows: list[dict[str, Any]] = []
+    data: States | None = None
+    for round_ in range(1, config.rounds + 1):
+        states, count = collect_states(config, "train", scorer, round_ > 1, config.seed + round_)
+        data, simulated = _merge(data, states), simulated + count
+        tensors = [torch.as_tensor(x) for x in data.arrays()]
+        if round_ == 1:
+            with torch.no_grad():
+                rows.append(_row(scorer, data, validation, 1, 0, _loss(scorer, tensors, config), began))
+        for epoch in range(1, config.epochs + 1):
+            order = rng.permutation(len(data.decrease))
+            losses = []
+            scorer.train()
+            for lo in range(0, order.size, config.batch_states):
+                batch = torch.as_tensor(order[lo : lo + config.batch_states])
+                loss = _loss(scorer, [t[batch] for t in tensors], config)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(float(loss))
+            scorer.eval()
+            rows.append(_row(scorer, data, validation, round_, epoch, float(np.mean(losses)), began))
+            if log is not None:
+                print(", ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in rows[-1].items()), file=log, flush=True)
+    costs = {"cpu_seconds": time.process_time() - began, "states": len(data.decrease) if data else 0, "simulated_moves": simulated}
+    return scorer, rows, costs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="folder for learned_search.safetensors, metrics.csv, meta.json")
+    parser.add_argument("--epochs", type=int, default=ScorerTrainConfig.epochs)
+    parser.add_argument("--rounds", type=int, default=ScorerTrainConfig.rounds)
+    parser.add_argument("--max-graphs", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    config = ScorerTrainConfig(epochs=args.epochs, rounds=args.rounds, max_graphs=args.max_graphs, seed=args.seed)
+    scorer, rows, costs = train_scorer(config, log=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python -m workbench.training.learned_search " + " ".join(argv if argv is not None else sys.argv[1:])
+    save_scorer(out / "learned_search.safetensors", scorer, {"config": asdict(config), **costs})
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(out / "metrics.csv", text.getvalue())
+    atomic_write_json(out / "meta.json", {"command": command, "config": asdict(config), **costs, "machine": machine(), "finished": now()})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
