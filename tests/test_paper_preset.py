@@ -254,3 +254,42 @@ def test_paper_preset_trains_end_to_end_with_decaying_imitation_epsilon(tmp_path
     sim = [r for r in rows if r["stage"] == "sim"]
     assert float(sim[0]["baseline"]) == float(sim[0]["reward"])  # the first advantage is 0
     assert {float(r["lr"]) for r in sim} == {1e-4}
+
+
+# --- where the preset's runs are used ------------------------------------------------------------------
+def test_reproduce_keeps_paper_preset_runs_for_the_doppler_paper_row(tmp_path):
+    import json
+
+    from workbench.sweeps.paper import ROWS
+    from workbench.sweeps.reproduce import find_checkpoint
+
+    for name, preset in (("ours", None), ("paper", "paper")):
+        run = tmp_path / name
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "sim.safetensors").write_bytes(b"weights")
+        (run / "meta.json").write_text(json.dumps({"method": "doppler", "graphs": [CHAIN], "updated": name}))
+        (run / "config.json").write_text(json.dumps({} if preset is None else {"policy_preset": preset}))
+    assert find_checkpoint("doppler", CHAIN, "sim", tmp_path) == tmp_path / "ours" / "checkpoints" / "sim.safetensors"
+    assert find_checkpoint("doppler", CHAIN, "sim", tmp_path, "paper") == tmp_path / "paper" / "checkpoints" / "sim.safetensors"
+    assert find_checkpoint("doppler", "ffnn_192nodes", "sim", tmp_path, "paper") is None  # never the shipped (default) policy
+    assert [row.preset for row in ROWS if row.label.startswith("doppler-paper")] == ["paper"]
+
+
+def test_the_training_benchmark_trains_doppler_paper_with_the_preset():
+    from workbench.bench.training import VARIANTS
+
+    (variant,) = [v for v in VARIANTS if v.name == "doppler-paper"]
+    assert variant.preset == "paper" and not variant.settings
+
+
+def test_cli_preset_paper_starts_from_the_paper_config_and_applies_options_on_top(tmp_path):
+    import json
+
+    from workbench.cli import main
+
+    out = tmp_path / "run"
+    code = main(["train", "chain_mm", "--preset", "paper", "--episodes", "2,1", "--set", "device=cpu", "--out", str(out), "--no-progress"])
+    assert code == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["episodes"] == [2, 1] and config["device"] == "cpu"
+    assert (config["policy_preset"], config["discount"], config["baseline"], config["grad_clip"]) == ("paper", 0.99, "cumulative_mean", 0.0)
