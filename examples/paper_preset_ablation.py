@@ -27,7 +27,7 @@ from workbench.training import TrainConfig, read_metrics, train
 
 POLICY_TOGGLES = {
     "preset": {},
-    "mean aggregation, edge width 8 (ours)": {"aggregator": "mean", "edge_hidden": 8},
+    "path sums in op order (bug fixed)": {"path_sum_order_bug": False},
     "inputs scaled by max, no per-step z-scores (ours)": {
         "zscore_graph_features": False,
         "zscore_device_features": False,
@@ -35,7 +35,7 @@ POLICY_TOGGLES = {
         "leaky_projections": False,
         "path_sum_order_bug": False,
     },
-    "path sums in op order (bug fixed)": {"path_sum_order_bug": False},
+    "mean aggregation, edge width 8 (ours)": {"aggregator": "mean", "edge_hidden": 8},
 }
 TRAIN_TOGGLES = {
     "preset": {},
@@ -56,6 +56,11 @@ def library(changes: dict) -> types.SimpleNamespace:
     return types.SimpleNamespace(make_policy=make_policy, load_policy=learn.load_policy)
 
 
+def slug(label: str) -> str:
+    """A run directory name for ``label`` (the same on every rerun, so reruns resume the right run)."""
+    return "-".join("".join(c if c.isalnum() else " " for c in label.lower()).split())
+
+
 def report(label: str, result, run: Path, graph: str) -> None:
     rows = read_metrics(run / "metrics.csv")
     tail = np.mean([float(r["makespan"]) for r in rows[-100:]]) / 1e10
@@ -64,16 +69,16 @@ def report(label: str, result, run: Path, graph: str) -> None:
 
 def main(graph: str, out: str, il_checkpoint: str | None = None) -> None:
     name = Path(graph).stem
-    for index, (label, changes) in enumerate(POLICY_TOGGLES.items()):
+    for label, changes in POLICY_TOGGLES.items():
         config = TrainConfig.paper((graph,), episodes=(200, 200), device="cpu", policy_preset="default")  # the library builds the policy
-        run = Path(out) / f"policy-{index}"
+        run = Path(out) / slug(label)
         report(label, train(config, run, library=library(changes), progress=False), run, name)
     if il_checkpoint:
         while not Path(il_checkpoint).exists():  # the preset's full run may still be in Stage I
             time.sleep(20)
-        for index, (label, changes) in enumerate(TRAIN_TOGGLES.items()):
+        for label, changes in TRAIN_TOGGLES.items():
             config = TrainConfig.paper((graph,), stages=("sim",), episodes=(300,), init_checkpoint=il_checkpoint, device="cpu", **changes)
-            run = Path(out) / f"train-{index}"
+            run = Path(out) / f"stage-2-{slug(label)}"
             report(f"Stage II: {label}", train(config, run, progress=False), run, name)
 
 
