@@ -149,11 +149,13 @@ def _spy_head_terms(monkeypatch):
     return captured
 
 
-def test_paper_policy_scores_its_steps_as_it_chose_them(monkeypatch):
+@pytest.mark.parametrize("device_zscore", [True, False])
+def test_paper_policy_scores_its_steps_as_it_chose_them(monkeypatch, device_zscore):
     """Per-step numpy logits (the rollout) and the batched torch logits (the gradient) agree: greedy picks their argmax."""
     captured = _spy_head_terms(monkeypatch)
     torch.manual_seed(3)
-    policy = make_policy("doppler", dataclasses.replace(PolicyConfig.paper(), width=32, edge_hidden=32))
+    config = dataclasses.replace(PolicyConfig.paper(), width=32, edge_hidden=32, zscore_device_features=device_zscore)
+    policy = make_policy("doppler", config)
     rollout = policy.rollout(wb.bundled_graph("chain_mm"), 4, mode="greedy", generator=torch.Generator().manual_seed(0))
     assert len(captured) == 2
     for logits, legal, chosen in captured:

@@ -156,15 +156,14 @@ class DopplerPolicy(LearnedPolicy):
     def encode_paper_place(self, inputs: GraphTensors, embedding: torch.Tensor, e: SimpleNamespace) -> None:
         """What per-step PLC needs: the op's own part, the device projection and, z-scored, the embeddings to sum per device."""
         head = self.plc_head
-        e.own = head.part("node", self.activate(self.plc_node(self.node_input(inputs)))) + head.part("embedding", embedding) + head.bias
+        e.own, device_part = self.place_parts(inputs, embedding)
         e.own_np = as_numpy(e.own)
         e.device_weights = self.numpy_weights(head, "device", self.plc_device)
         if self.config.zscore_device_features:
             e.plc_embedding, e.plc_embedding_np = embedding, as_numpy(embedding)
             e.sum_weight = self.numpy_weights(head, "device_sum")[0]
         else:
-            e.device_part = head.part("device_sum", embedding)
-            e.device_part_np = as_numpy(e.device_part)
+            e.device_part, e.device_part_np = device_part, as_numpy(device_part)
         e.finish = head.numpy_finish()
 
     def numpy_paper_place_first(self, e: SimpleNamespace, feats: np.ndarray, sums: np.ndarray) -> np.ndarray:
