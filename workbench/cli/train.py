@@ -20,8 +20,14 @@ def register(sub) -> None:
     parser.add_argument("graphs", nargs="*", metavar="GRAPH", help="bundled graph names or graph files; several train one policy on all")
     parser.add_argument("--devices", type=positive_int, default=4)
     parser.add_argument("--method", default="doppler", help=f"the policy to train: {', '.join(methods('learned'))} (default doppler)")
-    parser.add_argument("--stages", default="il,sim", help="comma-separated stages among il, sim, real (default il,sim)")
-    parser.add_argument("--episodes", default="2000,4000", help="episodes per stage, comma-separated (default 2000,4000)")
+    parser.add_argument("--stages", help="comma-separated stages among il, sim, real (default il,sim)")
+    parser.add_argument("--episodes", help="episodes per stage, comma-separated (default 2000,4000; 2000,2000 with --preset paper)")
+    parser.add_argument(
+        "--preset",
+        choices=("default", "paper"),
+        default="default",
+        help="paper: TrainConfig.paper(), the paper's public code (docs/paper-preset.md); other options apply on top",
+    )
     parser.add_argument("--out", metavar="DIR", help="the run directory (runs/NAME)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init-checkpoint", metavar="PATH", help="start from this policy checkpoint")
@@ -53,28 +59,28 @@ def run(args) -> int:
         return 0
     if not args.graphs or not args.out:
         raise CliError("give at least one GRAPH and --out DIR (the run directory)")
-    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
-    try:
-        episodes = tuple(int(e) for e in args.episodes.split(","))
-    except ValueError:
-        raise CliError(f"--episodes {args.episodes!r}: give whole numbers separated by commas, e.g. 2000,4000") from None
-    values = dict(
+    values: dict = dict(
         graphs=tuple(args.graphs),
         devices=args.devices,
         method=args.method,
-        stages=stages,
-        episodes=episodes,
         seed=args.seed,
         init_checkpoint=args.init_checkpoint,
         oracle=args.oracle,
         eval_graphs=tuple(args.eval),
     )
+    if args.stages is not None:
+        values["stages"] = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    if args.episodes is not None:
+        try:
+            values["episodes"] = tuple(int(e) for e in args.episodes.split(","))
+        except ValueError:
+            raise CliError(f"--episodes {args.episodes!r}: give whole numbers separated by commas, e.g. 2000,4000") from None
     try:
         values.update(parse_overrides(args.set))
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
-        config = TrainConfig(**values)
+        config = TrainConfig.paper(**values) if args.preset == "paper" else TrainConfig(**values)
     except ValueError as exc:  # TrainConfig checks every field
         raise CliError(str(exc)) from None
     command = shlex.join(["workbench", "train", *sys.argv[2:]]) if sys.argv[1:2] == ["train"] else None

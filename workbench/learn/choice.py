@@ -45,6 +45,8 @@ class Rollout:
         teacher_agreement: with ``teacher=True``: fraction of steps whose action
             the critical-path teacher could have taken.
         steps: decisions made (ops placed).
+        step_log_prob: per placement step, log pi of its actions (all learned
+            heads; ``log_prob`` is its sum), differentiable, for discounted returns.
     """
 
     assignment: np.ndarray
@@ -54,6 +56,8 @@ class Rollout:
     imitation_loss: torch.Tensor | None
     teacher_agreement: float | None
     steps: int
+    # paper preset switches
+    step_log_prob: torch.Tensor | None = None
 
 
 def check_mode(mode: str, epsilon: float) -> None:
@@ -120,6 +124,12 @@ class Decisions:
         ``scores`` is 1-D (one logit per candidate id, the same every step) or
         2-D (one row of logits per step).
         """
+        index, legal, teacher = self.padded()
+        index_t = torch.from_numpy(index).to(scores.device)
+        return self.terms_at(scores[index_t] if scores.dim() == 1 else scores.gather(1, index_t))
+
+    def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(steps, widest step)`` arrays: candidate ids, which entries are candidates, the teacher's (or None)."""
         steps, width = len(self.candidates), max((c.size for c in self.candidates), default=1)
         index = np.zeros((steps, width), dtype=np.int64)
         legal = np.zeros((steps, width), dtype=bool)
@@ -129,9 +139,12 @@ class Decisions:
             legal[t, : cands.size] = True
             if teacher is not None:
                 teacher[t, : cands.size] = self.teacher[t]
-        device = scores.device
-        index_t = torch.from_numpy(index).to(device)
-        logits = scores[index_t] if scores.dim() == 1 else scores.gather(1, index_t)
+        return index, legal, teacher
+
+    def terms_at(self, logits: torch.Tensor) -> HeadTerms:
+        """:func:`head_terms` for logits laid out as :meth:`padded`'s ``(steps, widest step)`` arrays."""
+        _, legal, teacher = self.padded()
+        device = logits.device
         return head_terms(
             logits,
             torch.from_numpy(legal).to(device),
@@ -142,11 +155,15 @@ class Decisions:
 
 @dataclass(frozen=True)
 class HeadTerms:
-    """A head's contribution to a rollout: summed log-prob, per-step entropy and imitation loss."""
+    """A head's contribution to a rollout: per-step log-prob of the chosen action, entropy and imitation loss."""
 
-    log_prob: torch.Tensor
+    step_log_prob: torch.Tensor
     entropy: torch.Tensor
     imitation: torch.Tensor | None
+
+    @property
+    def log_prob(self) -> torch.Tensor:
+        return self.step_log_prob.sum()
 
 
 def head_terms(logits: torch.Tensor, legal: torch.Tensor, chosen: torch.Tensor, teacher: torch.Tensor | None) -> HeadTerms:
@@ -157,13 +174,13 @@ def head_terms(logits: torch.Tensor, legal: torch.Tensor, chosen: torch.Tensor, 
     entropy = -(safe.exp() * safe).sum(-1)
     chosen_logp = logp.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
     imitation = None if teacher is None else -torch.logsumexp(logp.masked_fill(~teacher, float("-inf")), dim=-1)
-    return HeadTerms(chosen_logp.sum(), entropy, imitation)
+    return HeadTerms(chosen_logp, entropy, imitation)
 
 
 def combine(heads: list[HeadTerms], steps: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Rollout totals from the learned heads: summed log-prob, mean entropy, mean imitation loss."""
+    """Rollout totals from the learned heads: per-step log-prob (summed over heads), mean entropy, mean imitation loss."""
     zero = torch.zeros((), device=device)
-    log_prob = sum((h.log_prob for h in heads), zero)
+    log_prob = sum((h.step_log_prob for h in heads), torch.zeros(steps, device=device))
     entropy = sum((h.entropy.sum() for h in heads), zero) / max(steps, 1)
     with_teacher = [h.imitation for h in heads if h.imitation is not None]
     imitation = sum((i.sum() for i in with_teacher), zero) / max(steps, 1) if with_teacher else None
@@ -175,11 +192,12 @@ def finish_rollout(
 ) -> Rollout:
     """The :class:`Rollout` of an episode whose learned heads scored ``heads`` and agreed with the teacher ``agreed`` times."""
     steps = int(order.size)
-    log_prob, entropy, imitation = combine(heads, steps, device)
+    step_log_prob, entropy, imitation = combine(heads, steps, device)
     return Rollout(
         assignment=np.asarray(assignment, dtype=np.int64).copy(),
         order=np.asarray(order, dtype=np.int64),
-        log_prob=log_prob,
+        log_prob=step_log_prob.sum(),
+        step_log_prob=step_log_prob,
         entropy=entropy,
         imitation_loss=imitation if teacher else None,
         teacher_agreement=agreed / max(steps, 1) if teacher else None,

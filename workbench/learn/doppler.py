@@ -16,6 +16,11 @@ An ``encoded.plc_offset`` tensor ``(ops, devices)``, when set, is added to
 PLC's logits (per-instance active search adapts only this table:
 :mod:`.active_search`).
 
+With the paper preset's switches (:meth:`~.policy.PolicyConfig.paper`) SEL
+z-scores its inputs over the ready ops and PLC its device inputs across
+devices at every step, so their logits are computed per step, in numpy
+during the rollout and batched over the episode's steps afterwards.
+
 Ablations (``doppler_sel_only``, ``doppler_plc_only``): one head is replaced
 by the critical-path teacher's rule (largest bottom level first;
 earliest-start device) and only the other is learned.
@@ -31,8 +36,8 @@ from torch import nn
 
 from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softmax
 from .env import PlacementState
-from .features import DEVICE_FEATURES, NODE_FEATURES
-from .nets import Encoder, GraphTensors, ScoringHead, path_sum, sums_before
+from .features import DEVICE_FEATURES, NODE_FEATURES, traversal_order
+from .nets import Encoder, GraphTensors, ScoringHead, numpy_zscore, path_sum, sums_before, zscore
 from .policy import LearnedPolicy, PolicyConfig
 
 __all__ = ["DopplerPolicy", "encoder"]
@@ -40,7 +45,7 @@ __all__ = ["DopplerPolicy", "encoder"]
 
 def encoder(config: PolicyConfig) -> Encoder:
     """The MPNN encoder ``config`` describes."""
-    return Encoder(config.width, config.message_passing_steps, config.edge_hidden, config.aggregator)
+    return Encoder(config.width, config.message_passing_steps, config.edge_hidden, config.aggregator, config.zscore_graph_features)
 
 
 class DopplerPolicy(LearnedPolicy):
@@ -73,7 +78,7 @@ class DopplerPolicy(LearnedPolicy):
     def select_logits(self, inputs: GraphTensors, embedding: torch.Tensor) -> torch.Tensor:
         """SEL's logit for every op ``(n,)``."""
         return self.sel_head(
-            node=self.sel_node(inputs.node),
+            node=self.activate(self.sel_node(self.node_input(inputs))),
             embedding=embedding,
             down=path_sum(embedding, inputs.down_path),
             up=path_sum(embedding, inputs.up_path),
@@ -82,22 +87,117 @@ class DopplerPolicy(LearnedPolicy):
     def place_parts(self, inputs: GraphTensors, embedding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """PLC's first layer per op: its own part (bias included) and its contribution to its device's sum."""
         head = self.plc_head
-        own = head.part("node", self.plc_node(inputs.node)) + head.part("embedding", embedding) + head.bias
+        own = head.part("node", self.activate(self.plc_node(self.node_input(inputs)))) + head.part("embedding", embedding) + head.bias
         return own, head.part("device_sum", embedding)
 
     def place_logits(self, device_feats: torch.Tensor, own: torch.Tensor, device_sum: torch.Tensor) -> torch.Tensor:
         """PLC's logits ``(..., devices)`` from device features ``(..., devices, F)`` and the precomputed parts."""
         return self.plc_head.finish(self.plc_head.part("device", self.plc_device(device_feats)) + own.unsqueeze(-2) + device_sum)
 
+    # ------------------------------------------------- paper preset switches
+    @property
+    def per_step_select(self) -> bool:
+        """SEL's logits depend on the ready set (``zscore_ready_inputs``), so they are computed per step."""
+        return self.learn_select and self.config.zscore_ready_inputs
+
+    @property
+    def per_step_place(self) -> bool:
+        """PLC's device inputs pass a nonlinearity before its first layer, so its device part is computed per step."""
+        return self.learn_place and (self.config.zscore_device_features or self.config.leaky_projections)
+
+    def activate(self, x: torch.Tensor) -> torch.Tensor:
+        """``leaky_projections``: the paper's LeakyReLU on encoder outputs and feature projections."""
+        return nn.functional.leaky_relu(x, self.config.negative_slope) if self.config.leaky_projections else x
+
+    def numpy_activate(self, x: np.ndarray) -> np.ndarray:
+        return np.where(x > 0, x, self.config.negative_slope * x) if self.config.leaky_projections else x
+
+    def node_input(self, inputs: GraphTensors) -> torch.Tensor:
+        return zscore(inputs.node) if self.config.zscore_graph_features else inputs.node
+
+    def numpy_weights(self, head: ScoringHead, segment: str, projection: nn.Linear | None = None) -> tuple[np.ndarray, ...]:
+        """Float64 ``(first-layer slice,)`` of ``segment``, preceded by ``(weight, bias)`` of ``projection`` when given."""
+        with torch.no_grad():
+            first = (as_numpy(head.layers[0].weight[:, head.slices[segment]].T),)
+            return first if projection is None else (as_numpy(projection.weight.T), as_numpy(projection.bias), *first)
+
+    def ready_select_logits(
+        self, e: SimpleNamespace, index: torch.Tensor, legal: torch.Tensor, down: torch.Tensor, up: torch.Tensor
+    ) -> torch.Tensor:
+        """SEL's logits ``(steps, candidates)`` with its inputs z-scored over each step's ready ops (``legal``)."""
+        head = self.sel_head
+        node = self.activate(self.sel_node(zscore(e.sel_node[index], dim=1, mask=legal)))
+        first = (
+            head.part("node", node)
+            + e.sel_own[index]
+            + head.part("down", zscore(down[index], dim=1, mask=legal))
+            + head.part("up", zscore(up[index], dim=1, mask=legal))
+        )
+        return head.finish(first)
+
+    def encode_paper_select(self, inputs: GraphTensors, embedding: torch.Tensor, e: SimpleNamespace) -> None:
+        """What per-step SEL needs: path sums z-scored over all ops (sample std, eps 1e-8, as the paper), numpy copies."""
+        e.sel_node = inputs.node
+        e.sel_own = self.sel_head.part("embedding", embedding) + self.sel_head.bias
+        e.sel_down = zscore(path_sum(embedding, inputs.down_path), unbiased=True, eps=1e-8)
+        e.sel_up = zscore(path_sum(embedding, inputs.up_path), unbiased=True, eps=1e-8)
+        e.sel_node_np, e.sel_own_np = as_numpy(e.sel_node), as_numpy(e.sel_own)
+        e.sel_down_np, e.sel_up_np = as_numpy(e.sel_down), as_numpy(e.sel_up)
+        e.sel_weights = self.numpy_weights(self.sel_head, "node", self.sel_node)
+        e.sel_down_weight, e.sel_up_weight = self.numpy_weights(self.sel_head, "down")[0], self.numpy_weights(self.sel_head, "up")[0]
+        e.sel_finish = self.sel_head.numpy_finish()
+
+    def numpy_ready_select_logits(self, e: SimpleNamespace, ready: np.ndarray, down: np.ndarray, up: np.ndarray) -> np.ndarray:
+        weight, bias, node_part = e.sel_weights
+        node = self.numpy_activate(numpy_zscore(e.sel_node_np[ready]) @ weight + bias)
+        first = node @ node_part + e.sel_own_np[ready] + numpy_zscore(down[ready]) @ e.sel_down_weight
+        return e.sel_finish(first + numpy_zscore(up[ready]) @ e.sel_up_weight)
+
+    def encode_paper_place(self, inputs: GraphTensors, embedding: torch.Tensor, e: SimpleNamespace) -> None:
+        """What per-step PLC needs: the op's own part, the device projection and, z-scored, the embeddings to sum per device."""
+        head = self.plc_head
+        e.own, device_part = self.place_parts(inputs, embedding)
+        e.own_np = as_numpy(e.own)
+        e.device_weights = self.numpy_weights(head, "device", self.plc_device)
+        if self.config.zscore_device_features:
+            e.plc_embedding, e.plc_embedding_np = embedding, as_numpy(embedding)
+            e.sum_weight = self.numpy_weights(head, "device_sum")[0]
+        else:
+            e.device_part, e.device_part_np = device_part, as_numpy(device_part)
+        e.finish = head.numpy_finish()
+
+    def numpy_paper_place_first(self, e: SimpleNamespace, feats: np.ndarray, sums: np.ndarray) -> np.ndarray:
+        """PLC's first layer without the op's own part: device features and per-device sums (embeddings, or parts)."""
+        weight, bias, device_part = e.device_weights
+        if self.config.zscore_device_features:
+            return self.numpy_activate(numpy_zscore(feats) @ weight + bias) @ device_part + numpy_zscore(sums) @ e.sum_weight
+        return self.numpy_activate(feats @ weight + bias) @ device_part + sums
+
+    def paper_place_logits(self, e: SimpleNamespace, feats: torch.Tensor, order: torch.Tensor, devices: np.ndarray) -> torch.Tensor:
+        """PLC's logits ``(steps, devices)`` for the episode's steps, batched."""
+        head, d = self.plc_head, feats.shape[1]
+        if self.config.zscore_device_features:
+            feats = zscore(feats, dim=1)
+            sums = head.part("device_sum", zscore(sums_before(e.plc_embedding[order], devices, d), dim=1))
+        else:
+            sums = sums_before(e.device_part[order], devices, d)
+        return head.finish(head.part("device", self.activate(self.plc_device(feats))) + e.own[order].unsqueeze(-2) + sums)
+
     # ------------------------------------------------------------- rollout
     def encode(self, inputs: GraphTensors) -> SimpleNamespace:
         encoded = SimpleNamespace()
         if self.learn_select:
-            sel_embedding = self.sel_encoder(inputs)
-            encoded.sel_logits = self.select_logits(inputs, sel_embedding)
-            encoded.sel_np = as_numpy(encoded.sel_logits)
+            sel_embedding = self.activate(self.sel_encoder(inputs))
+            if self.per_step_select:
+                self.encode_paper_select(inputs, sel_embedding, encoded)
+            else:
+                encoded.sel_logits = self.select_logits(inputs, sel_embedding)
+                encoded.sel_np = as_numpy(encoded.sel_logits)
         if self.learn_place:
-            plc_embedding = self.plc_encoder(inputs) if hasattr(self, "plc_encoder") else sel_embedding
+            plc_embedding = self.activate(self.plc_encoder(inputs)) if hasattr(self, "plc_encoder") else sel_embedding
+            if self.per_step_place:
+                self.encode_paper_place(inputs, plc_embedding, encoded)
+                return encoded
             encoded.own, encoded.device_part = self.place_parts(inputs, plc_embedding)
             encoded.own_np, encoded.device_part_np = as_numpy(encoded.own), as_numpy(encoded.device_part)
             encoded.device_weight, encoded.device_bias = self.plc_head.numpy_projected_part("device", self.plc_device)
@@ -105,10 +205,18 @@ class DopplerPolicy(LearnedPolicy):
         return encoded
 
     def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
-        e = encoded
+        e, config = encoded, self.config
         n, d, device = state.graph.num_nodes, state.num_devices, self.device
+        if self.per_step_select:
+            down, up = e.sel_down, e.sel_up
+            if config.path_sum_order_bug:
+                down_order = torch.as_tensor(traversal_order(state.graph, downward=True), device=device)
+                down, up = down[down_order], up[torch.as_tensor(traversal_order(state.graph, downward=False), device=device)]
+            down_np, up_np = as_numpy(down), as_numpy(up)
         if self.learn_place:
-            device_sum = np.zeros((d, e.own.shape[1]))
+            sums_width = e.plc_embedding_np.shape[1] if self.per_step_place and config.zscore_device_features else e.own.shape[1]
+            device_sum = np.zeros((d, sums_width))
+            sum_rows = e.plc_embedding_np if self.per_step_place and config.zscore_device_features else e.device_part_np
             feats = np.zeros((n, d, len(DEVICE_FEATURES)), dtype=np.float32)
         sel, plc = Decisions(), Decisions()
         devices_chosen = np.zeros(n, dtype=np.int64)
@@ -121,22 +229,26 @@ class DopplerPolicy(LearnedPolicy):
             teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
             if self.learn_select:
                 sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
-                pos = choose(softmax(e.sel_np[ready]), 2 * t, sel_teacher)
+                scores = self.numpy_ready_select_logits(e, ready, down_np, up_np) if self.per_step_select else e.sel_np[ready]
+                pos = choose(softmax(scores), 2 * t, sel_teacher)
                 sel.add(ready, pos, sel_teacher)
                 op = int(ready[pos])
             else:
-                op = int(teacher_ops[0])
+                op = int(ready[0] if config.critical_path_index_bug else teacher_ops[0])
             earliest = state.schedule.earliest_starts(op)
             teacher_devices = state.teacher_devices(op, earliest)
             if self.learn_place:
                 feats[t] = state.device_features(op, earliest)
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
-                logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
+                if self.per_step_place:
+                    logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])
+                else:
+                    logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
                 if offset is not None:
                     logits = logits + offset_np[op]
                 target = choose(softmax(logits), 2 * t + 1, plc_teacher)
                 plc.add(all_devices, target, plc_teacher)
-                device_sum[target] += e.device_part_np[op]
+                device_sum[target] += sum_rows[op]
             else:
                 target = int(teacher_devices[0])
             if teacher:
@@ -144,11 +256,18 @@ class DopplerPolicy(LearnedPolicy):
             devices_chosen[t] = target
             state.place(op, target)
         heads = []
-        if self.learn_select:
+        if self.per_step_select:
+            index, legal, _ = sel.padded()
+            index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
+            heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
+        elif self.learn_select:
             heads.append(sel.terms(e.sel_logits))
         if self.learn_place:
             order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
-            before = sums_before(e.device_part[order], devices_chosen, d)
-            logits = self.place_logits(torch.from_numpy(feats).to(device), e.own[order], before)
+            feats_t = torch.from_numpy(feats).to(device)
+            if self.per_step_place:
+                logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
+            else:
+                logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
             heads.append(plc.terms(logits if offset is None else logits + offset[order]))
         return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)

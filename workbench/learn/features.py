@@ -39,6 +39,7 @@ __all__ = [
     "static_features",
     "device_features",
     "longest_path_members",
+    "traversal_order",
 ]
 
 NODE_FEATURES = ("compute", "bottom_level", "top_level", "comm_in", "comm_out")
@@ -170,3 +171,32 @@ def device_features(schedule: PartialSchedule, op: int, time_scale: float, earli
             out[device, 3] = ends[on].max()
     out[:, 4] = schedule.earliest_starts(op) if earliest_start is None else earliest_start
     return (out / time_scale).astype(np.float32)
+
+
+# paper preset switches
+def traversal_order(graph: DataflowGraph, downward: bool) -> np.ndarray:
+    """Ops in the order the paper's ``cp_utils.compute_critical_paths`` first reaches them (its path dict's key order).
+
+    Depth first from each entry op (each exit op when not ``downward``) in id
+    order, successors (predecessors) in edge order. The paper's code stacks
+    its per-op path sums in this order and then indexes the stack by op id,
+    so op ``i`` is given the path sum of op ``traversal_order[i]``.
+    """
+    src, dst = (graph.src, graph.dst) if downward else (graph.dst, graph.src)
+    children: list[list[int]] = [[] for _ in range(graph.num_nodes)]
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        children[a].append(b)
+    has_parent = np.zeros(graph.num_nodes, dtype=bool)
+    has_parent[dst] = True
+    seen = np.zeros(graph.num_nodes, dtype=bool)
+    order: list[int] = []
+    for root in np.flatnonzero(~has_parent).tolist():
+        stack = [root]
+        while stack:
+            op = stack.pop()
+            if seen[op]:
+                continue
+            seen[op] = True
+            order.append(op)
+            stack.extend(reversed(children[op]))
+    return np.asarray(order, dtype=np.int64)

@@ -61,7 +61,12 @@ METHODS: dict[str, tuple[str, str, dict[str, str]]] = {
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """Architecture of a learned policy (defaults: the DOPPLER paper's).
+    """Architecture of a learned policy: the workbench's defaults; :meth:`paper` gives the paper's code.
+
+    The defaults differ from the DOPPLER paper's public code (mean instead of
+    sum aggregation, an edge network of width 8 instead of 128, inputs scaled
+    by their maximum instead of z-scored); ``docs/paper-preset.md`` lists every
+    difference, why, and its measured effect.
 
     Attributes:
         method: which policy (a key of ``METHODS``).
@@ -76,6 +81,23 @@ class PolicyConfig:
         attention_heads: GDP: heads of the attention over the op sequence.
         attention_layers: GDP: attention layers.
         max_devices: GDP: size of its per-op device output (graphs may use up to this many devices).
+        zscore_graph_features: z-score node and edge features over the graph
+            (the encoders' and PLC's input) instead of dividing by the maximum.
+        zscore_device_features: DOPPLER's PLC z-scores the device features and
+            the per-device sums of embeddings across devices at every step.
+        zscore_ready_inputs: DOPPLER's SEL z-scores its inputs (node features,
+            path sums of embeddings) over the ready ops at every step, so an
+            op's score depends on which other ops are ready.
+        leaky_projections: DOPPLER applies the heads' LeakyReLU to the
+            encoders' output and to the node and device feature projections.
+        critical_path_index_bug: where the critical-path rule selects the op
+            (``doppler_plc_only``), take the first ready op instead of the one
+            with the largest bottom level: the paper's ``cp_node_selection``
+            indexes the ready list with a position among the tied-best ops.
+        path_sum_order_bug: DOPPLER's SEL gives op ``i`` the path sums of op
+            ``traversal_order[i]`` (:func:`~.features.traversal_order`): the
+            paper's ``compute_level_embedding`` stacks them in its path dict's
+            key order and indexes the stack by op id.
     """
 
     method: str = "doppler"
@@ -90,6 +112,40 @@ class PolicyConfig:
     attention_heads: int = 4
     attention_layers: int = 2
     max_devices: int = 16
+    # paper preset switches
+    zscore_graph_features: bool = False
+    zscore_device_features: bool = False
+    zscore_ready_inputs: bool = False
+    leaky_projections: bool = False
+    critical_path_index_bug: bool = False
+    path_sum_order_bug: bool = False
+
+    @classmethod
+    def paper(cls, method: str = "doppler") -> PolicyConfig:
+        """The architecture of the paper's public code (github.com/xinyuyao/Doppler, ``scheduler/rl_agent.py``).
+
+        Both heads build ``MPNNGNN(node_out_feats=128, edge_hidden_feats=128,
+        num_step_message_passing=6)`` (dgllife: NNConv with ``sum`` aggregation,
+        then a GRU) and MLP heads ``4*128 -> 64 -> 1`` with ``LeakyReLU(0.1)``;
+        every input passes through ``normalize_feat_state``.
+        """
+        return cls(
+            method=method,
+            width=128,  # rl_agent.py: MPNNGNN(node_out_feats=hidden1=128)
+            message_passing_steps=6,  # rl_agent.py: num_step_message_passing=6
+            aggregator="sum",  # dgllife MPNNGNN: NNConv(aggregator_type="sum")
+            edge_hidden=128,  # rl_agent.py: edge_hidden_feats=hidden1=128
+            share_encoder=False,  # rl_agent.py: Node_Policy and Device_Policy each build their own MPNNGNN
+            head_hidden=(64,),  # rl_agent.py: Linear(hidden1 * 4, hidden2=64), Linear(hidden2, 1)
+            negative_slope=0.1,  # rl_agent.py: m = nn.LeakyReLU(0.1)
+            activation="leaky_relu",
+            zscore_graph_features=True,  # rl_agent.py: normalize_feat_state(state), normalize_feat_state(g.edata["feat"])
+            zscore_device_features=True,  # rl_agent.py: normalize_feat_state(device_feat_state), of device_sum_embedding
+            zscore_ready_inputs=True,  # rl_agent.py: normalize_feat_state(state[legal_action]), of b/t_level_embedding[legal_action]
+            leaky_projections=True,  # rl_agent.py: m(self.mpnn_layer.forward(...)), m(self.ffnn_layer1(...)), m(self.ffnn_layer2(...))
+            critical_path_index_bug=True,  # rl_agent.py: cp_node_selection returns legal_nodes[chosen_index]
+            path_sum_order_bug=True,  # rl_agent.py: compute_level_embedding stacks level_nodes_dict (cp_utils.py key order)
+        )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "head_hidden", tuple(int(h) for h in self.head_hidden))
@@ -102,6 +158,8 @@ class PolicyConfig:
         for name in ("width", "message_passing_steps", "edge_hidden", "attention_heads", "attention_layers", "max_devices"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.path_sum_order_bug and not self.zscore_ready_inputs:
+            raise ValueError("path_sum_order_bug needs zscore_ready_inputs (the paper's per-step SEL inputs)")
         if self.width % self.attention_heads:
             raise ValueError(f"width {self.width} must be divisible by attention_heads {self.attention_heads}")
 

@@ -43,6 +43,8 @@ class Row:
             (``"il"`` Stage I, ``"sim"`` Stages I+II); None for heuristics.
         sampling: use inference-time sampling (best of K simulated samples).
         paper: the paper column this row corresponds to, if any.
+        preset: for learned methods, the ``policy_preset`` of the training run
+            whose checkpoint is used (``paper``: ``TrainConfig.paper()``).
     """
 
     label: str
@@ -50,6 +52,7 @@ class Row:
     stage: str | None = None
     sampling: bool = False
     paper: str | None = None
+    preset: str = "default"
 
 
 ROWS = (
@@ -61,6 +64,7 @@ ROWS = (
     Row("doppler (Stage I)", "doppler", stage="il"),
     Row("doppler (Stage I+II)", "doppler", stage="sim", paper="doppler_sim"),
     Row("doppler (Stage I+II, sampling)", "doppler", stage="sim", sampling=True),
+    Row("doppler-paper (Stage I+II, paper preset)", "doppler", stage="sim", preset="paper"),
     Row("doppler_sel_only", "doppler_sel_only", stage="sim"),
     Row("doppler_plc_only", "doppler_plc_only", stage="sim"),
     Row("joint", "joint", stage="sim"),

@@ -64,8 +64,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def find_checkpoint(method: str, graph: str, stage: str, runs: Path) -> Path | None:
-    """The newest checkpoint of ``method`` trained on ``graph`` through ``stage`` (``"il"`` or ``"sim"``).
+def find_checkpoint(method: str, graph: str, stage: str, runs: Path, preset: str = "default") -> Path | None:
+    """The newest checkpoint of ``method`` trained on ``graph`` through ``stage`` (``"il"`` or ``"sim"``) with ``policy_preset`` ``preset``.
 
     Looks in training run directories under ``runs`` (any ``meta.json`` naming
     the method and graph, with the stage's selected checkpoint: its best greedy
@@ -80,11 +80,15 @@ def find_checkpoint(method: str, graph: str, stage: str, runs: Path) -> Path | N
         graphs = [str(g) for g in meta.get("graphs") or []]
         if meta.get("method") != method or not any(graph.startswith(g) or g.startswith(graph) for g in graphs):
             continue
+        if try_read_meta(RunPaths(meta_path.parent).config_path).get("policy_preset", "default") != preset:
+            continue
         checkpoint = RunPaths(meta_path.parent).selected_checkpoint(stage)
         if checkpoint is not None:
             found.append((str(meta.get("updated", "")), checkpoint))
     if found:
         return max(found)[1]
+    if preset != "default":  # the shipped policies are trained with the defaults
+        return None
     pretrained = pretrained_checkpoint(graph, method, DATASETS_DIR / "pretrained")
     if not pretrained.is_file():
         return None
@@ -101,7 +105,7 @@ def _method_spec(row: Row, graph: str, settings: Settings, runs: Path) -> tuple[
     accepted = placer_options(row.method)
     options: dict[str, tuple[Any, ...]] = {}
     if row.stage is not None:
-        checkpoint = find_checkpoint(row.method, graph, row.stage, runs)
+        checkpoint = find_checkpoint(row.method, graph, row.stage, runs, row.preset)
         if checkpoint is None:
             stage = "Stage I" if row.stage == "il" else "Stages I+II"
             return None, f"not available: no {stage} checkpoint"

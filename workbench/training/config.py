@@ -1,8 +1,10 @@
 """The one frozen training configuration, saved as ``config.json`` in every run directory.
 
-Defaults follow the DOPPLER paper (Yao et al., ICLR 2026, Sec. 4 and App. C):
-REINFORCE with learning rate 1e-4 decaying to 1e-7, ε-greedy exploration
-0.2 decaying to 0, entropy weight 1e-2, a running-mean baseline.
+The defaults are the workbench's: REINFORCE with learning rate 1e-4 decaying
+to 1e-7, ε-greedy exploration 0.2 decaying to 0, entropy weight 1e-2, an
+exponential running-mean baseline, gradient clipping. :meth:`TrainConfig.paper`
+reproduces the DOPPLER paper's public code (Yao et al., ICLR 2026,
+github.com/xinyuyao/Doppler) instead; ``docs/paper-preset.md`` compares the two.
 """
 
 from __future__ import annotations
@@ -97,6 +99,23 @@ class TrainConfig:
     """Torch device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
     threads: int = 1
     """Torch CPU threads. One rollout is a long chain of small ops, so one thread is fastest, by far on a busy machine."""
+    # paper preset switches
+    policy_preset: str = "default"
+    """Architecture of a fresh policy: ``default`` (``PolicyConfig()``) or ``paper`` (``PolicyConfig.paper()``, the paper's code)."""
+    discount: float = 1.0
+    """Stages II/III: γ of the returns. The reward comes at the last of an episode's n steps, so step t's log-probability is weighted
+    by γ^(n−1−t) (the paper: 0.99, which weights a 200-op graph's first decision by 0.13).
+    """
+    baseline: str = "running_mean"
+    """Stages II/III baseline with one rollout per update: ``running_mean`` (``baseline_decay``) or ``cumulative_mean`` (the paper: the
+    mean reward of all the stage's episodes on the graph, the current one included, so the first episode's advantage is 0).
+    """
+    il_epsilon_decay: bool = False
+    """Stage I: decay ε linearly from ``il_epsilon`` to 0 over the stage instead of keeping it constant (the paper: 1.0 → 0)."""
+    lr_decay_unread: bool = False
+    """Stages II/III: keep the learning rate at ``rl_lr_start``. The paper's code computes a linear decay to 0 but assigns it to an
+    attribute Adam never reads (``optim.lr = ...``), so its learning rate is constant; this reproduces that.
+    """
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graphs", tuple(str(g) for g in self.graphs))
@@ -143,8 +162,51 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.device: use auto, cpu or cuda, got {self.device!r}")
         if self.rl_mode not in ("epsilon", "sample"):
             raise ValueError(f"TrainConfig.rl_mode: use epsilon or sample, got {self.rl_mode!r}")
+        if self.policy_preset not in ("default", "paper"):
+            raise ValueError(f"TrainConfig.policy_preset: use default or paper, got {self.policy_preset!r}")
+        if not 0 < self.discount <= 1:
+            raise ValueError(f"TrainConfig.discount must be in (0, 1], got {self.discount}")
+        if self.baseline not in ("running_mean", "cumulative_mean"):
+            raise ValueError(f"TrainConfig.baseline: use running_mean or cumulative_mean, got {self.baseline!r}")
         if self.oracle != "sim" and ":" not in self.oracle:
             raise ValueError(f"TrainConfig.oracle: use 'sim' or 'module:factory', got {self.oracle!r}")
+
+    @classmethod
+    def paper(cls, graphs: tuple[str, ...], **changes: Any) -> TrainConfig:
+        """Stages I and II as the paper's public code runs them (github.com/xinyuyao/Doppler), with ``changes`` on top.
+
+        Values from ``config_files/run_doppler/imitation_learning.json`` (Stage I),
+        ``rl_simulation_learning.json`` (Stage II), ``run_placement.py`` and
+        ``scheduler/rl_agent.py``. Stage III (``rl_real_sys_learning.json``:
+        4,000 episodes, the same settings as Stage II) needs a real system and is
+        left out. The paper fixes ``torch.manual_seed(42)``; ``seed`` stays the caller's.
+        """
+        values: dict[str, Any] = dict(
+            graphs=tuple(graphs),
+            devices=4,  # *.json: "num_device": 4
+            stages=("il", "sim"),  # imitation_learning.json "run_il", rl_simulation_learning.json "run_sim_rl"
+            episodes=(2000, 2000),  # imitation_learning.json and rl_simulation_learning.json: "num_episode": 2000
+            il_lr=1e-3,  # imitation_learning.json: "learning_rate": 0.001
+            il_epsilon=1.0,  # imitation_learning.json: "node_epsilon": 1.0, "device_epsilon": 1.0
+            il_epsilon_decay=True,  # run_placement.py: curr_*_epsilon -= epsilon / num_episode after every episode
+            il_entropy_weight=1e-3,  # imitation_learning.json: "entropy_weight": 0.001
+            rl_lr_start=1e-4,  # rl_simulation_learning.json: "learning_rate": 0.0001
+            lr_decay_unread=True,  # rl_agent.py finish_episode: self.node_optim.lr = self.lr (Adam reads param_groups)
+            rl_epsilon_start=0.2,  # rl_simulation_learning.json: "node_epsilon": 0.2, "device_epsilon": 0.2
+            rl_epsilon_end=0.0,  # run_placement.py: decayed by epsilon / num_episode per episode
+            rl_mode="epsilon",  # rl_agent.py node_selection/device_selection: argmax unless rand < epsilon
+            entropy_weight=0.0,  # rl_simulation_learning.json: "entropy_weight": 0.0
+            self_imitation_weight=0.0,
+            greedy_every=0,  # run_placement.py keeps the last weights
+            rollouts_per_update=1,  # run_placement.py: one finish_episode per episode
+            baseline="cumulative_mean",  # run_placement.py: running_time_sum / (episode_id + 1), after adding this cost
+            discount=0.99,  # rl_agent.py finish_episode(gamma=0.99)
+            grad_clip=0.0,  # rl_agent.py: backward() then step(), no clipping
+            search_samples=0,  # the paper's code places greedily, without sampling at inference
+            policy_preset="paper",  # rl_agent.py: Node_Policy, Device_Policy (PolicyConfig.paper)
+        )
+        values.update(changes)
+        return cls(**values)
 
     @property
     def total_episodes(self) -> int:

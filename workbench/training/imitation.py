@@ -25,9 +25,14 @@ def imitation_episode(
     graph: DataflowGraph,
     config: TrainConfig,
     generator: torch.Generator,
+    epsilon: float | None = None,
 ) -> dict[str, Any]:
-    """One rollout and one gradient step on ``imitation loss − w·entropy``; returns the metrics."""
-    rollout = policy.rollout(graph, config.devices, mode="epsilon", epsilon=config.il_epsilon, generator=generator, teacher=True)
+    """One rollout and one gradient step on ``imitation loss − w·entropy``; returns the metrics.
+
+    ``epsilon``: this episode's exploration (default ``config.il_epsilon``; ``il_epsilon_decay`` schedules it).
+    """
+    epsilon = config.il_epsilon if epsilon is None else epsilon
+    rollout = policy.rollout(graph, config.devices, mode="epsilon", epsilon=epsilon, generator=generator, teacher=True)
     if rollout.imitation_loss is None:
         raise RuntimeError(f"{type(policy).__name__}.rollout(teacher=True) returned no imitation_loss")
     loss_entropy = -config.il_entropy_weight * rollout.entropy
@@ -35,7 +40,7 @@ def imitation_episode(
     apply_gradient(policy, optimizer, loss, config.grad_clip)
     return {
         "rollout": rollout,
-        "epsilon": config.il_epsilon,
+        "epsilon": epsilon,
         "loss": float(loss.detach()),
         "loss_entropy": float(loss_entropy.detach()),
         "loss_imitation": float(rollout.imitation_loss.detach()),

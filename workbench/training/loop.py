@@ -274,7 +274,8 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
         lr = state.optimizer.param_groups[0]["lr"]
         began = time.perf_counter()
         if stage == "il":
-            steps = [imitation_episode(policy, state.optimizer, graph, config, session.generator)]
+            epsilon = linear_schedule(config.il_epsilon, 0.0, episode - first, end - first) if config.il_epsilon_decay else None
+            steps = [imitation_episode(policy, state.optimizer, graph, config, session.generator, epsilon)]
             steps[0]["makespan"] = session.sim.makespan(graph, steps[0]["rollout"].assignment)
             steps[0]["reward"] = -steps[0]["makespan"] / state.references[name]
         else:
@@ -294,6 +295,7 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
                 session.generator,
                 count,
                 elite,
+                seen=(episode - first) // (group * len(names)),
             )
             state.baselines[name] = steps[-1]["new_baseline"]
             if self_imitation:
@@ -544,6 +546,8 @@ def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> 
     if config.init_checkpoint:
         policy, _ = load_checkpoint(library, config.init_checkpoint, map_location=device)
         return policy
+    if config.policy_preset == "paper":  # paper preset switches
+        return library.make_policy(config.method, library.PolicyConfig.paper(config.method))
     return library.make_policy(config.method)
 
 

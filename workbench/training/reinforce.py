@@ -19,6 +19,12 @@ encoder pass (cheaper per episode) and the gradient is far less noisy. And
 ``self_imitation_weight`` > 0 adds self-imitation (Oh et al., "Self-Imitation
 Learning", ICML 2018): the policy also learns to replay the best placement it
 has found, so its greedy placement follows what exploration discovered.
+
+The paper's code differs in ways :meth:`TrainConfig.paper` reproduces:
+discounted returns (``discount``), a cumulative-mean baseline that includes
+the current episode (``baseline="cumulative_mean"``), and a learning rate
+that stays constant because its decay is never handed to Adam
+(``lr_decay_unread``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from .config import TrainConfig
 from .imitation import apply_gradient
 from .oracle import makespan_of
 
-__all__ = ["reinforce_update", "linear_schedule", "make_scheduler"]
+__all__ = ["reinforce_update", "linear_schedule", "make_scheduler", "discounted_log_prob"]
 
 
 def linear_schedule(start: float, end: float, step: int, steps: int) -> float:
@@ -48,9 +54,20 @@ def linear_schedule(start: float, end: float, step: int, steps: int) -> float:
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, episodes: int) -> torch.optim.lr_scheduler.LRScheduler:
     """Linear decay from ``rl_lr_start`` to ``rl_lr_end`` over a stage of ``episodes`` (stepped once per update)."""
     updates = -(-episodes // config.rollouts_per_update)
-    return torch.optim.lr_scheduler.LinearLR(
-        optimizer, start_factor=1.0, end_factor=config.rl_lr_end / config.rl_lr_start, total_iters=max(updates - 1, 1)
-    )
+    end_factor = 1.0 if config.lr_decay_unread else config.rl_lr_end / config.rl_lr_start  # paper preset switches
+    return torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1.0, end_factor=end_factor, total_iters=max(updates - 1, 1))
+
+
+# paper preset switches
+def discounted_log_prob(rollout: Any, discount: float) -> torch.Tensor:
+    """``Σ_t γ^(n−1−t) log π_t``: the log-probability weighted by the discounted terminal reward's return at each step."""
+    if discount == 1.0:
+        return rollout.log_prob
+    if rollout.step_log_prob is None:
+        raise ValueError(f"discount {discount} needs per-step log-probabilities, which {type(rollout).__name__} lacks")
+    steps = rollout.step_log_prob.shape[0]
+    weights = discount ** torch.arange(steps - 1, -1, -1, dtype=rollout.step_log_prob.dtype, device=rollout.step_log_prob.device)
+    return (weights * rollout.step_log_prob).sum()
 
 
 def reinforce_update(
@@ -65,6 +82,7 @@ def reinforce_update(
     generator: torch.Generator,
     count: int = 1,
     elite: Any = None,
+    seen: int = 0,
 ) -> list[dict[str, Any]]:
     """``count`` rollouts of ``graph``, measured by ``oracle``, and one REINFORCE step; one metrics dict per rollout.
 
@@ -75,6 +93,8 @@ def reinforce_update(
     ``self_imitation_weight`` > 0 and an ``elite`` (a
     :class:`~workbench.learn.Guide`: the best placement found so far), the
     loss adds that weight times the mean −log-probability of replaying it.
+    ``seen``: this stage's earlier episodes on ``graph`` (``baseline="cumulative_mean"``
+    keeps the mean of their rewards in ``baseline``).
     """
     options = {"mode": config.rl_mode, "epsilon": epsilon, "generator": generator}
     if count == 1:
@@ -83,17 +103,21 @@ def reinforce_update(
         rollouts = policy.rollouts(graph, config.devices, count, **options)
     makespans = [makespan_of(oracle, graph, r.assignment) for r in rollouts]
     rewards = [-m / reference for m in makespans]
-    if count == 1:
+    cumulative = None
+    if count == 1 and config.baseline == "cumulative_mean":  # paper preset switches
+        cumulative = rewards[0] if baseline is None or seen < 1 else (baseline * seen + rewards[0]) / (seen + 1)
+        baselines = [cumulative]
+    elif count == 1:
         baselines = [rewards[0] if baseline is None else baseline]
     else:
         baselines = [(sum(rewards) - r) / (count - 1) for r in rewards]
     running = rewards[0] if baseline is None else baseline
     steps, total = [], torch.zeros((), device=rollouts[0].log_prob.device)
     for rollout, makespan, reward, b in zip(rollouts, makespans, rewards, baselines, strict=True):
-        loss_policy = -(reward - b) * rollout.log_prob / count
+        loss_policy = -(reward - b) * discounted_log_prob(rollout, config.discount) / count
         loss_entropy = -config.entropy_weight * rollout.entropy / count
         total = total + loss_policy + loss_entropy
-        running = config.baseline_decay * running + (1 - config.baseline_decay) * reward
+        running = cumulative if cumulative is not None else config.baseline_decay * running + (1 - config.baseline_decay) * reward
         steps.append(
             {
                 "rollout": rollout,
