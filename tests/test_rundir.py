@@ -67,7 +67,7 @@ def test_references_are_keyed_per_graph_whatever_the_run_wrote(meta, expected):
 def test_shipped_pretrained_runs_have_a_reference_for_their_graph():
     from workbench.datasets import DATASETS_DIR
 
-    metas = sorted((DATASETS_DIR / "pretrained").glob("*/meta.json"))
+    metas = [run / "meta.json" for run in rundir.shipped_training_runs(DATASETS_DIR / "pretrained")]
     assert metas
     for path in metas:
         assert rundir.reference(rundir.read_meta(path), path.parent.name)["critical_path"] > 0

@@ -38,6 +38,7 @@ __all__ = [
     "RunPaths",
     "checkpoint_file",
     "pretrained_checkpoint",
+    "shipped_training_runs",
     "complete_lines",
     "read_metrics",
     "read_meta",
@@ -89,6 +90,18 @@ def pretrained_checkpoint(graph: str, method: str, root: str | os.PathLike | Non
 
         root = DATASETS_DIR / "pretrained"
     return checkpoint_file(Path(root) / graph, method)
+
+
+def shipped_training_runs(root: str | os.PathLike | None = None) -> list[Path]:
+    """The shipped per-graph training runs under ``datasets/pretrained/`` (folders with an ``export.json``).
+
+    Other shipped policies there (``learned_search/``, a move scorer with no training stages) are not runs.
+    """
+    if root is None:
+        from .datasets import DATASETS_DIR
+
+        root = DATASETS_DIR / "pretrained"
+    return sorted(path.parent for path in Path(root).glob("*/export.json") if (path.parent / "meta.json").is_file())
 
 
 class RunPaths:

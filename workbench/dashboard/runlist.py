@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..rundir import shipped_training_runs
 from ..viz.training import GREEDY_PERIODIC, STAGE_NAMES
 from .context import DashboardContext, PathError
 
@@ -40,7 +41,7 @@ def _nested(root: Path, depth: int) -> list[Path]:
 def run_keys(ctx: DashboardContext) -> list[tuple[str, Path]]:
     """``(key, folder)`` of every run: the runs folder's (newest first), then the shipped pretrained runs."""
     own = sorted(_nested(ctx.runs_dir, MAX_DEPTH), key=lambda p: -p.stat().st_mtime)
-    shipped = [p for p in sorted((ctx.datasets_dir / "pretrained").glob("*")) if p.is_dir() and _is_run(p)]
+    shipped = shipped_training_runs(ctx.datasets_dir / "pretrained")
     return [("runs:" + p.relative_to(ctx.runs_dir).as_posix(), p) for p in own] + [("pretrained:" + p.name, p) for p in shipped]
 
 

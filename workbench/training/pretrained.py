@@ -90,14 +90,14 @@ def _cell(value: float, critical_path: float) -> str:
 
 def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
     """A markdown table of the shipped policies: budget, wall time, greedy makespan per stage, beside the heuristics (÷ 1e10)."""
-    from ..rundir import read_metrics, reference as reference_of
+    from ..rundir import read_metrics, reference as reference_of, shipped_training_runs
 
     lines = [
         "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped "
         "| best of greedy + K samples (evaluated policy) | best seen in training |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for meta_path in sorted(Path(folder).glob("*/meta.json")):
+    for meta_path in [run / "meta.json" for run in shipped_training_runs(folder)]:
         meta, rows = read_meta(meta_path), read_metrics(meta_path.parent / "metrics.csv")
         record = json.loads((meta_path.parent / "export.json").read_text(encoding="utf-8"))
         name = meta_path.parent.name
