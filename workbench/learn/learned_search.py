@@ -311,7 +311,7 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         checkpoint: the scorer's checkpoint (default: the shipped one, ``datasets/pretrained/learned_search/``), or a loaded scorer.
         share: the fraction of proposals the scorer chooses (the rest are local_search's own moves).
         temperature: softness of the draw from the scorer's ranking (0.05: nearly its top moves).
-        others: see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
+        search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
     """
 
     def __init__(
@@ -319,15 +319,9 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         checkpoint: str | os.PathLike | MoveScorer | None = None,
         share: float = DEFAULT_SHARE,
         temperature: float = 0.05,
-        budget: int = 20_000,
-        time_limit: float | None = None,
-        initial_temperature: float = 0.03,
-        final_temperature: float = 3e-4,
-        max_batch: int = 16,
-        progress: bool = False,
-        start: np.ndarray | None = None,
+        **search: Any,
     ) -> None:
-        super().__init__(budget, time_limit, initial_temperature, final_temperature, max_batch, progress, start)
+        super().__init__(**search)
         if not 0 <= share <= 1:
             raise PlacerError(f"share must be in [0, 1], got {share}")
         if not temperature > 0:

@@ -138,11 +138,19 @@ def _entry(method: str) -> PlacerEntry:
 
 @cache
 def _load(entry: PlacerEntry) -> tuple[type, tuple[str, ...]]:
+    cls = getattr(importlib.import_module(entry.module), entry.cls)
+    return cls, _constructor_options(cls)
+
+
+def _constructor_options(cls: type) -> tuple[str, ...]:
+    """The keyword options of ``cls``'s constructor; a ``**options`` parameter passes on to the base class's."""
     import inspect
 
-    cls = getattr(importlib.import_module(entry.module), entry.cls)
-    options = tuple(name for name, p in inspect.signature(cls).parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
-    return cls, options
+    parameters = inspect.signature(cls).parameters.values()
+    options = tuple(p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    if any(p.kind is p.VAR_KEYWORD for p in parameters) and cls.__mro__[1] is not object:
+        options += tuple(name for name in _constructor_options(cls.__mro__[1]) if name not in options)
+    return options
 
 
 def placer_class(method: str) -> type[Placer]:
