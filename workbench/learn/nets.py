@@ -244,13 +244,13 @@ def aggregate(messages: torch.Tensor, dst: torch.Tensor, num_nodes: int, aggrega
 
 
 class Encoder(nn.Module):
-    """MPNN: project node features, then ``steps`` rounds of NNConv + GRU at ``width``."""
+    """MPNN: project node features (``node_inputs`` columns), then ``steps`` rounds of NNConv + GRU at ``width``."""
 
-    def __init__(self, width: int, steps: int, edge_hidden: int, aggregator: str) -> None:
+    def __init__(self, width: int, steps: int, edge_hidden: int, aggregator: str, node_inputs: int = len(NODE_FEATURES)) -> None:
         super().__init__()
         self.width = width
         self.steps = steps
-        self.project = nn.Linear(len(NODE_FEATURES), width)
+        self.project = nn.Linear(node_inputs, width)
         self.edge_net = nn.Sequential(nn.Linear(len(EDGE_FEATURES), edge_hidden), nn.ReLU())
         self.conv = EdgeConv(width, edge_hidden, aggregator)
         self.gru = nn.GRUCell(width, width)

@@ -1,8 +1,9 @@
 """Learned policies as registry placers: ``workbench.place(graph, method="doppler", checkpoint=PATH)``.
 
-``samples=1`` places greedily; ``samples=K > 1`` also samples K-1 placements
-(seeded) and keeps the one of the K with the smallest simulated makespan, so
-it is never worse than greedy. Without a
+``samples=1`` places greedily; ``samples=K > 1`` also makes K-1 further
+placements (seeded: greedy ones under other random-feature draws when the
+policy has random node features, else samples) and keeps the one of the K
+with the smallest simulated makespan, so it is never worse than greedy. Without a
 checkpoint a placer looks for ``datasets/pretrained/<graph name>/<method>.safetensors``. A checkpoint
 trained for another graph or device count is refused unless it is cross-graph.
 """
@@ -47,7 +48,7 @@ def pretrained_path(graph: DataflowGraph, method: str) -> Path:
 
 
 class LearnedPlacer(Placer):
-    """A trained policy's placement: greedy, or the best in the simulator of greedy and ``samples - 1`` sampled ones."""
+    """A trained policy's placement: greedy, or the best in the simulator of greedy and ``samples - 1`` further ones."""
 
     method = ""
 
@@ -70,18 +71,15 @@ class LearnedPlacer(Placer):
         from ..sim import Evaluator
 
         policy = self._policy(graph, devices)
-        with torch.no_grad():
-            rollouts = [policy.rollout(graph, devices, mode="greedy")]
-            if self.samples > 1:
-                generator = torch.Generator(device=policy.device).manual_seed(seed)
-                rollouts += policy.rollouts(graph, devices, self.samples - 1, mode="sample", generator=generator)
+        rollouts = policy.candidates(graph, devices, self.samples, seed)
         makespans = np.atleast_1d(Evaluator(graph, devices)(np.stack([r.assignment for r in rollouts])))
         best = int(np.argmin(makespans))  # the first minimum: greedy wins ties
+        further = "draw" if policy.config.random_features else "sample"
         details = {
             "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
             "samples": self.samples,
             "evaluations": len(rollouts),
-            "winner": "greedy" if best == 0 else f"sample {best}",
+            "winner": "greedy" if best == 0 else f"{further} {best}",
         }
         if self.samples > 1:
             details["makespans"] = makespans.tolist()

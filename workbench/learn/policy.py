@@ -33,7 +33,7 @@ from ..provenance import versions
 from .checkpoint import CheckpointError, TrainedFor, read_checkpoint, write_checkpoint
 from .choice import MODES, Chooser, Rollout, check_mode
 from .env import Guide, PlacementState
-from .features import FEATURE_LAYOUT
+from .features import FEATURE_LAYOUT, random_node_features
 from .nets import ACTIVATIONS, GraphTensors, graph_tensors
 
 __all__ = [
@@ -76,6 +76,12 @@ class PolicyConfig:
         attention_heads: GDP: heads of the attention over the op sequence.
         attention_layers: GDP: attention layers.
         max_devices: GDP: size of its per-op device output (graphs may use up to this many devices).
+        random_features: DOPPLER: columns of uniform noise appended to every op's static features, drawn anew for every
+            rollout from the rollout's generator (random node initialisation, Abboud et al., IJCAI 2021), so the encoder
+            can tell identical components apart; greedy placements differ per draw, and best-of-K inference takes K draws.
+            0: off.
+        capacity_features: DOPPLER: add each device's assigned compute against its balanced share and the end of
+            its committed work to PLC's device features (``features.CAPACITY_FEATURES``).
     """
 
     method: str = "doppler"
@@ -90,6 +96,9 @@ class PolicyConfig:
     attention_heads: int = 4
     attention_layers: int = 2
     max_devices: int = 16
+    # plateau options
+    random_features: int = 0
+    capacity_features: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "head_hidden", tuple(int(h) for h in self.head_hidden))
@@ -102,6 +111,10 @@ class PolicyConfig:
         for name in ("width", "message_passing_steps", "edge_hidden", "attention_heads", "attention_layers", "max_devices"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if int(self.random_features) < 0:
+            raise ValueError(f"random_features must be >= 0, got {self.random_features}")
+        if (self.random_features or self.capacity_features) and METHODS[self.method][0] != "workbench.learn.doppler":
+            raise ValueError(f"random_features and capacity_features are inputs of the doppler policies, not of {self.method!r}")
         if self.width % self.attention_heads:
             raise ValueError(f"width {self.width} must be divisible by attention_heads {self.attention_heads}")
 
@@ -185,11 +198,44 @@ class LearnedPolicy(nn.Module, ABC):
             raise ValueError(f"count must be >= 1, got {count}")
         check_mode(mode, epsilon)
         teacher = teacher or mode == "teacher"
-        encoded = self.encode(graph_tensors(graph, self.device))
+        draws = self.feature_draws(generator)
+        shared = None if self.config.random_features else self.encode(self.inputs(graph, draws))
         return [
-            self.play(PlacementState(graph, devices, guide), Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher, encoded)
+            self.play(
+                PlacementState(graph, devices, guide),
+                Chooser(mode, epsilon, 2 * graph.num_nodes, generator),
+                teacher,
+                shared if shared is not None else self.encode(self.inputs(graph, draws)),
+            )
             for _ in range(int(count))
         ]
+
+    def feature_draws(self, generator: torch.Generator | None) -> torch.Generator:
+        """Where random node features come from: ``generator``, or without one a generator seeded 0 (draw 0 is the greedy placement)."""
+        return generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
+
+    def inputs(self, graph: DataflowGraph, draws: torch.Generator) -> GraphTensors:
+        """The graph's input tensors, with ``random_features`` fresh noise columns from ``draws`` appended to the node features."""
+        inputs = graph_tensors(graph, self.device)
+        if not self.config.random_features:
+            return inputs
+        noise = random_node_features(graph.num_nodes, self.config.random_features, draws).to(self.device)
+        return dataclasses.replace(inputs, node=torch.cat([inputs.node, noise], dim=1))
+
+    def candidates(self, graph: DataflowGraph, devices: Devices, count: int, seed: int = 0) -> list[Rollout]:
+        """The ``count`` placements best-of-K inference chooses among, without gradients; the first is the greedy placement.
+
+        With random node features the rest are greedy placements under
+        further feature draws; otherwise they are samples from the policy.
+        Both are fixed by ``seed``.
+        """
+        with torch.no_grad():
+            found = [self.rollout(graph, devices, mode="greedy")]
+            if count > 1:
+                random = bool(self.config.random_features)  # the greedy placement took draw 0 of a generator seeded 0: start past it
+                generator = torch.Generator(device=self.device).manual_seed(seed + 1 if random else seed)
+                found += self.rollouts(graph, devices, count - 1, mode="greedy" if random else "sample", generator=generator)
+        return found
 
     @abstractmethod
     def encode(self, inputs: GraphTensors) -> SimpleNamespace:

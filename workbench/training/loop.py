@@ -53,7 +53,7 @@ from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, o
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
 from .resume import ResumeError, read_json_file, remove_stale_temporaries, resume_point
 from .rundir import MetricsWriter, RunDirectory
-from .search import policy_device, search
+from .search import candidates, search
 
 __all__ = ["train", "run_stage", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
 
@@ -293,6 +293,7 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
                 session.generator,
                 count,
                 elite,
+                linear_schedule(config.transfer_wait_weight, 0.0, episode - first, end - first),
             )
             state.baselines[name] = steps[-1]["new_baseline"]
             if self_imitation:
@@ -317,7 +318,7 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
         stage_done = session.episode == end
         if stage != "il" and config.greedy_every and (stage_done or _crossed(session.episode, len(steps), config.greedy_every)):
             state.selection = _select_greedy(
-                policy, graphs, config.devices, oracle, state.references, session.episode, state.selection, run.best_checkpoint(stage)
+                policy, graphs, config, oracle, state.references, session.episode, state.selection, run.best_checkpoint(stage)
             )
             run.update_meta(**{f"greedy_selection_{stage}": state.selection.to_meta()})
 
@@ -354,7 +355,7 @@ def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any
     state = StageState(optimizer, scheduler, references)
     if stage != "il" and config.greedy_every:  # the starting weights compete too: the stage never ends worse than it began
         state.selection = _select_greedy(
-            policy, session.graphs, config.devices, oracle, references, session.episode, state.selection, session.run.best_checkpoint(stage)
+            policy, session.graphs, config, oracle, references, session.episode, state.selection, session.run.best_checkpoint(stage)
         )
     return state
 
@@ -476,16 +477,15 @@ def _crossed(episode: int, steps: int, every: int) -> bool:
     return episode // every > (episode - steps) // every
 
 
-def _select_greedy(policy, graphs, devices, oracle, references, episode, selection: GreedySelection, path) -> GreedySelection:
-    """Place every graph greedily; when the mean makespan ÷ reference beats ``selection``'s, save the weights to ``path``."""
-    generator = torch.Generator(device=policy_device(policy)).manual_seed(0)
-    with torch.no_grad():
-        makespans = {
-            name: makespan_of(oracle, g, policy.rollout(g, devices, mode="greedy", generator=generator).assignment)
-            for name, g in graphs.items()
-        }
+def _select_greedy(policy, graphs, config, oracle, references, episode, selection: GreedySelection, path) -> GreedySelection:
+    """Score the reported placement (best of ``selection_samples``) of every graph; when the mean makespan ÷ reference beats
+    ``selection``'s, save the weights to ``path``."""
+    makespans = {
+        name: min(makespan_of(oracle, g, r.assignment) for r in candidates(policy, g, config.devices, config.selection_samples))
+        for name, g in graphs.items()
+    }
     score = float(np.mean([makespans[name] / references[name] for name in graphs]))
-    evaluations = selection.evaluations + len(graphs)
+    evaluations = selection.evaluations + len(graphs) * config.selection_samples
     if score < selection.score:
         save_checkpoint(policy, path, {"episode": episode, "greedy": makespans})
         return GreedySelection(score, episode, makespans, evaluations)
@@ -542,6 +542,9 @@ def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> 
     if config.init_checkpoint:
         policy, _ = load_checkpoint(library, config.init_checkpoint, map_location=device)
         return policy
+    inputs = {name: getattr(config, name) for name in ("random_features", "capacity_features") if getattr(config, name)}
+    if inputs:  # plateau options of the policy's inputs
+        return library.make_policy(config.method, library.PolicyConfig(method=config.method, **inputs))
     return library.make_policy(config.method)
 
 
