@@ -93,7 +93,8 @@ class DopplerPlacer(LearnedPlacer):
     this graph within ``budget`` simulator evaluations, starting from the greedy
     placement (EAS, Hottung et al., ICLR 2022; :mod:`workbench.learn.active_search`):
     ``rollouts`` per step, Adam at ``learning_rate``, imitation of the best so far
-    weighted ``imitation_weight``. Without it those four options are unused.
+    weighted ``imitation_weight``; ``polish`` leaves that fraction of the budget to a final
+    ``local_search`` from the best placement. Without it those five options are unused.
     """
 
     method = "doppler"
@@ -107,6 +108,7 @@ class DopplerPlacer(LearnedPlacer):
         rollouts: int = ActiveSearchConfig.rollouts,
         learning_rate: float = ActiveSearchConfig.learning_rate,
         imitation_weight: float = ActiveSearchConfig.imitation_weight,
+        polish: float = ActiveSearchConfig.polish,
     ) -> None:
         super().__init__(checkpoint, samples)
         if search not in SEARCHES:
@@ -114,7 +116,9 @@ class DopplerPlacer(LearnedPlacer):
         if search == "active" and self.samples > 1:
             raise PlacerError("samples and search='active' do not combine: active search's budget already counts every placement it tries")
         try:
-            self.search_config = ActiveSearchConfig(int(budget), int(rollouts), float(learning_rate), float(imitation_weight))
+            self.search_config = ActiveSearchConfig(
+                int(budget), int(rollouts), float(learning_rate), float(imitation_weight), float(polish)
+            )
         except ValueError as error:
             raise PlacerError(str(error)) from None
         self.search = search
@@ -130,6 +134,7 @@ class DopplerPlacer(LearnedPlacer):
             "steps": found.steps,
             "start_makespan": found.start_makespan,
             "found_at_evaluation": found.found_at,
+            "polished_evaluations": found.polished,
             **asdict(self.search_config),
         }
         return Decision(found.assignment, order=found.order, details=details)
