@@ -84,7 +84,7 @@ class PlacementState:
 
     def ready_ops(self) -> np.ndarray:
         """Ready op ids, ascending."""
-        return np.flatnonzero(self.ready)
+        return self.ready.nonzero()[0]
 
     def device_features(self, op: int, earliest_start: np.ndarray | None = None) -> np.ndarray:
         """``(devices, len(DEVICE_FEATURES))`` features for placing ``op`` next."""
