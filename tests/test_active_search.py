@@ -98,6 +98,7 @@ def test_active_search_leaves_the_policy_unchanged(checkpoint):
         ({"search": "active", "budget": 0}, "budget must be >= 1"),
         ({"search": "active", "rollouts": 0}, "rollouts must be >= 1"),
         ({"search": "active", "learning_rate": 0}, "learning_rate must be > 0"),
+        ({"search": "active", "polish": 1.0}, "polish must be in"),
     ],
 )
 def test_bad_search_options_are_refused(checkpoint, options, message):
@@ -110,3 +111,29 @@ def test_search_options_are_listed_by_the_registry():
 
     assert {"search", "budget", "rollouts", "learning_rate", "imitation_weight"} <= set(placer_options("doppler"))
     assert "search" not in placer_options("placeto")
+
+
+@pytest.mark.parametrize("budget", [2, 9, 40])
+def test_polished_active_search_honours_its_budget_and_never_loses_its_start(checkpoint, evaluations, budget, monkeypatch):
+    from workbench.placers.local_search import Moves
+
+    graph = wb.bundled_graph("ffnn")
+    greedy = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint)
+    traced = Moves.set_critical  # local search also simulates with a trace now and then (one evaluation each)
+    monkeypatch.setattr(Moves, "set_critical", lambda *a: evaluations.__setitem__(0, evaluations[0] + 1) or traced(*a))
+    evaluations[0] = 0
+    found = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, search="active", budget=budget, rollouts=4, polish=0.5)
+    assert evaluations[0] == budget and found.details["evaluations"] == budget
+    assert found.details["polished_evaluations"] == min(budget // 2, budget - 1)
+    assert found.makespan <= greedy.makespan
+
+
+def test_active_search_adapts_a_policy_with_random_features_from_its_greedy_draw(tmp_path, evaluations):
+    torch.manual_seed(1)
+    path = tmp_path / "noisy.safetensors"
+    make_policy("doppler", PolicyConfig(random_features=2, **{k: getattr(SMALL, k) for k in ("width", "message_passing_steps")})).save(path)
+    graph = wb.bundled_graph("chain_mm")
+    greedy = wb.place(graph, "doppler", devices=4, checkpoint=path)
+    evaluations[0] = 0
+    found = wb.place(graph, "doppler", devices=4, checkpoint=path, search="active", budget=12, rollouts=4)
+    assert evaluations[0] == 12 and found.details["start_makespan"] == greedy.makespan and found.makespan <= greedy.makespan

@@ -18,6 +18,10 @@ def register(sub) -> None:
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations (search methods)")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="wall-time limit (search and exact methods)")
     parser.add_argument("--checkpoint", help="checkpoint file (learned methods)")
+    parser.add_argument("--samples", type=positive_int, help="learned methods: best of the greedy placement and SAMPLES-1 further ones")
+    parser.add_argument(
+        "--search", help="doppler: 'active' adapts the policy to this graph within --budget simulator evaluations (EAS active search)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
@@ -34,9 +38,14 @@ def run(args) -> int:
         return 0
     if args.graph is None:
         raise CliError("GRAPH is required (or --list to see the methods)")
-    options = {
-        k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit), ("checkpoint", args.checkpoint)) if v is not None
+    given = {
+        "budget": args.budget,
+        "time_limit": args.time_limit,
+        "checkpoint": args.checkpoint,
+        "samples": args.samples,
+        "search": args.search,
     }
+    options = {k: v for k, v in given.items() if v is not None}
     if args.method == "local_search" and sys.stderr.isatty():
         options["progress"] = True  # a tqdm bar on the terminal; stdout stays clean for --json
     graph = load_graph_argument(args.graph)

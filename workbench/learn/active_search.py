@@ -13,6 +13,12 @@ the imitation weight 0.013 being rl4co's EAS default. Every rollout is one
 simulator evaluation, the greedy start included; the budget is honoured
 exactly (the last step samples fewer rollouts when fewer are left), and the
 result is the best placement seen, so it is never worse than the start.
+
+``polish`` > 0 spends that fraction of the budget, after the adaptation, on
+``local_search`` started from the best placement found: the policy steers a
+search that sees exact costs (as REGAL and EAS's successors do), and the
+evaluations still add up to the budget. A policy with random node features
+is adapted under its greedy draw (draw 0).
 """
 
 from __future__ import annotations
@@ -24,10 +30,10 @@ import torch
 
 from ..cluster import Devices
 from ..graph import DataflowGraph
+from ..placers import place
 from ..placers.anytime import BestSoFar
 from .choice import Chooser, Rollout
 from .env import Guide, PlacementState
-from .nets import graph_tensors
 from .policy import LearnedPolicy
 
 __all__ = ["ActiveSearchConfig", "SearchResult", "active_search"]
@@ -42,12 +48,14 @@ class ActiveSearchConfig:
         rollouts: placements sampled per step (K); they share the baseline.
         learning_rate: Adam's step size on the logit table.
         imitation_weight: weight of ``-log p`` of the best placement so far (lambda).
+        polish: fraction of the budget left, after the adaptation, to ``local_search`` from the best placement (0: none).
     """
 
     budget: int = 2_000
     rollouts: int = 16
     learning_rate: float = 0.05
     imitation_weight: float = 0.013
+    polish: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("budget", "rollouts"):
@@ -57,6 +65,8 @@ class ActiveSearchConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if not self.imitation_weight >= 0:
             raise ValueError(f"imitation_weight must be >= 0, got {self.imitation_weight}")
+        if not 0 <= self.polish < 1:
+            raise ValueError(f"polish must be in [0, 1), got {self.polish}")
 
 
 @dataclass(frozen=True)
@@ -65,23 +75,25 @@ class SearchResult:
 
     Attributes:
         assignment: device per op of the best placement seen.
-        order: the order its ops were placed in.
+        order: the order its ops were placed in (None when the final local search found it).
         makespan: its simulated makespan.
         start_makespan: the trained policy's greedy makespan (the first evaluation).
         evaluations: simulator evaluations made (equals the budget).
         steps: gradient steps taken.
-        found_at: the evaluation (1-based) that found the best placement.
+        found_at: the evaluation (1-based) that found the best placement (the last, when the final local search found it).
         anytime: ``[evaluation, best makespan so far]`` per improvement and at the last evaluation.
+        polished: evaluations spent in the final local search.
     """
 
     assignment: np.ndarray
-    order: np.ndarray
+    order: np.ndarray | None
     makespan: float
     start_makespan: float
     evaluations: int
     steps: int
     found_at: int
     anytime: list[list[float]]
+    polished: int = 0
 
 
 def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices, config: ActiveSearchConfig, seed: int = 0) -> SearchResult:
@@ -98,7 +110,7 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
     policy.requires_grad_(False)
     try:
         with torch.no_grad():
-            encoded = policy.encode(graph_tensors(graph, policy.device))
+            encoded = policy.encode(policy.inputs(graph, policy.feature_draws(None)))
         table = torch.zeros((graph.num_nodes, evaluator.devices), dtype=encoded.own.dtype, device=policy.device, requires_grad=True)
         encoded.plc_offset = table
         optimizer = torch.optim.Adam([table], lr=config.learning_rate)
@@ -113,15 +125,16 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
         start = best_makespan = float(evaluator(best.assignment))
         found_at, steps, anytime = 1, 0, BestSoFar()
         anytime.add([start])
-        while evaluator.evaluations < config.budget:
-            batch = [play("sample") for _ in range(min(config.rollouts, config.budget - evaluator.evaluations))]
+        adapt = config.budget - polish_budget(config)
+        while evaluator.evaluations < adapt:
+            batch = [play("sample") for _ in range(min(config.rollouts, adapt - evaluator.evaluations))]
             makespans = np.atleast_1d(evaluator(np.stack([r.assignment for r in batch])))
             anytime.add(makespans)
             winner = int(np.argmin(makespans))
             if makespans[winner] < best_makespan:
                 best, best_makespan = batch[winner], float(makespans[winner])
                 found_at = evaluator.evaluations - len(batch) + winner + 1
-            if evaluator.evaluations >= config.budget:
+            if evaluator.evaluations >= adapt:
                 break  # a step after the last evaluation could not be used
             relative = (makespans - makespans.mean()) / max(start, np.finfo(float).tiny)
             advantage = torch.as_tensor(relative, dtype=table.dtype, device=table.device)
@@ -134,4 +147,18 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
     finally:
         for parameter, flag in zip(policy.parameters(), frozen, strict=True):
             parameter.requires_grad_(flag)
-    return SearchResult(best.assignment, best.order, best_makespan, start, evaluator.evaluations, steps, found_at, anytime.points)
+    assignment, order, polished = best.assignment, best.order, polish_budget(config)
+    if polished:
+        local = place(graph, "local_search", devices, seed=seed, budget=polished, start=assignment)
+        for evaluation, makespan in local.details["anytime"]:
+            anytime.add([makespan], evaluator.evaluations + int(evaluation))
+        if local.makespan < best_makespan:
+            assignment, order, best_makespan = local.assignment, None, local.makespan
+            found_at = evaluator.evaluations + polished
+    evaluations = evaluator.evaluations + polished
+    return SearchResult(assignment, order, best_makespan, start, evaluations, steps, found_at, anytime.points, polished)
+
+
+def polish_budget(config: ActiveSearchConfig) -> int:
+    """Evaluations left to the final local search (none when the budget is too small to leave one to the adaptation)."""
+    return min(int(config.budget * config.polish), config.budget - 1)

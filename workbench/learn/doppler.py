@@ -12,6 +12,10 @@ Everything SEL sees is fixed for the episode, so its logits are computed once.
 PLC's first layer is linear, so its op and device-embedding-sum parts are
 precomputed per op and only the device-feature part is evaluated per step.
 
+With ``random_features`` the node features carry per-rollout noise columns;
+with ``capacity_features`` PLC's device features add each device's load
+against its balanced share and the end of its committed work (:mod:`.features`).
+
 An ``encoded.plc_offset`` tensor ``(ops, devices)``, when set, is added to
 PLC's logits (per-instance active search adapts only this table:
 :mod:`.active_search`).
@@ -36,7 +40,7 @@ from torch import nn
 
 from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softmax
 from .env import PlacementState
-from .features import DEVICE_FEATURES, NODE_FEATURES, traversal_order
+from .features import CAPACITY_FEATURES, DEVICE_FEATURES, NODE_FEATURES, capacity_features, traversal_order
 from .nets import Encoder, GraphTensors, ScoringHead, numpy_zscore, path_sum, sums_before, zscore
 from .policy import LearnedPolicy, PolicyConfig
 
@@ -45,7 +49,19 @@ __all__ = ["DopplerPolicy", "encoder"]
 
 def encoder(config: PolicyConfig) -> Encoder:
     """The MPNN encoder ``config`` describes."""
-    return Encoder(config.width, config.message_passing_steps, config.edge_hidden, config.aggregator, config.zscore_graph_features)
+    return Encoder(
+        config.width, config.message_passing_steps, config.edge_hidden, config.aggregator, config.zscore_graph_features, node_inputs(config)
+    )
+
+
+def node_inputs(config: PolicyConfig) -> int:
+    """Columns of the node features: the static ones plus ``random_features`` noise columns."""
+    return len(NODE_FEATURES) + config.random_features
+
+
+def device_inputs(config: PolicyConfig) -> int:
+    """Columns of PLC's device features: the dynamic ones plus, with ``capacity_features``, the capacity ones."""
+    return len(DEVICE_FEATURES) + (len(CAPACITY_FEATURES) if config.capacity_features else 0)
 
 
 class DopplerPolicy(LearnedPolicy):
@@ -61,15 +77,15 @@ class DopplerPolicy(LearnedPolicy):
         w = config.width
         if self.learn_select:
             self.sel_encoder = encoder(config)
-            self.sel_node = nn.Linear(len(NODE_FEATURES), w)
+            self.sel_node = nn.Linear(node_inputs(config), w)
             self.sel_head = ScoringHead(
                 {"node": w, "embedding": w, "down": w, "up": w}, config.head_hidden, config.activation, config.negative_slope
             )
         if self.learn_place:
             if not (config.share_encoder and self.learn_select):
                 self.plc_encoder = encoder(config)
-            self.plc_node = nn.Linear(len(NODE_FEATURES), w)
-            self.plc_device = nn.Linear(len(DEVICE_FEATURES), w)
+            self.plc_node = nn.Linear(node_inputs(config), w)
+            self.plc_device = nn.Linear(device_inputs(config), w)
             self.plc_head = ScoringHead(
                 {"device": w, "node": w, "embedding": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope
             )
@@ -217,7 +233,8 @@ class DopplerPolicy(LearnedPolicy):
             sums_width = e.plc_embedding_np.shape[1] if self.per_step_place and config.zscore_device_features else e.own.shape[1]
             device_sum = np.zeros((d, sums_width))
             sum_rows = e.plc_embedding_np if self.per_step_place and config.zscore_device_features else e.device_part_np
-            feats = np.zeros((n, d, len(DEVICE_FEATURES)), dtype=np.float32)
+            feats = np.zeros((n, d, device_inputs(config)), dtype=np.float32)
+            base = len(DEVICE_FEATURES)
         sel, plc = Decisions(), Decisions()
         devices_chosen = np.zeros(n, dtype=np.int64)
         agree = 0
@@ -238,7 +255,9 @@ class DopplerPolicy(LearnedPolicy):
             earliest = state.schedule.earliest_starts(op)
             teacher_devices = state.teacher_devices(op, earliest)
             if self.learn_place:
-                feats[t] = state.device_features(op, earliest)
+                feats[t, :, :base] = state.device_features(op, earliest)
+                if self.config.capacity_features:
+                    feats[t, :, base:] = capacity_features(state.schedule, state.features.time_scale)
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
                 if self.per_step_place:
                     logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])

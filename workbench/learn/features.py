@@ -16,7 +16,15 @@ times (an op waits for its device *and* its inputs; the paper's public code
 records start times that ignore waiting for inputs). They are divided by the
 graph's longest compute + communication path.
 
-``FEATURE_LAYOUT`` names every column; checkpoints store it and refuse to load
+Optional inputs (policy config switches, DOPPLER only): ``random_features``
+columns of uniform noise appended to every op's static features, drawn anew
+for every rollout (random node initialisation, Abboud et al., IJCAI 2021:
+it lets the encoder tell identical components apart); and the
+``CAPACITY_FEATURES`` appended to the device features: each device's
+assigned compute against its balanced share (total compute / devices) and
+the time its already committed work ends, scaled like the other times.
+
+``FEATURE_LAYOUT`` names every column of the base layout; checkpoints store it and refuse to load
 into a different layout.
 """
 
@@ -26,6 +34,7 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
@@ -38,6 +47,9 @@ __all__ = [
     "StaticFeatures",
     "static_features",
     "device_features",
+    "CAPACITY_FEATURES",
+    "capacity_features",
+    "random_node_features",
     "longest_path_members",
     "traversal_order",
 ]
@@ -45,6 +57,7 @@ __all__ = [
 NODE_FEATURES = ("compute", "bottom_level", "top_level", "comm_in", "comm_out")
 EDGE_FEATURES = ("comm", "reverse")
 DEVICE_FEATURES = ("device_compute", "input_compute", "input_earliest_start", "input_latest_end", "earliest_start")
+CAPACITY_FEATURES = ("load_vs_balanced_share", "committed_until")
 FEATURE_LAYOUT = {
     "version": 1,
     "node": list(NODE_FEATURES),
@@ -200,3 +213,15 @@ def traversal_order(graph: DataflowGraph, downward: bool) -> np.ndarray:
             order.append(op)
             stack.extend(reversed(children[op]))
     return np.asarray(order, dtype=np.int64)
+
+
+def capacity_features(schedule: PartialSchedule, time_scale: float) -> np.ndarray:
+    """``(devices, len(CAPACITY_FEATURES))`` float32: assigned compute ÷ balanced share, and when committed work ends ÷ ``time_scale``."""
+    share = schedule.graph.compute.sum() / schedule.num_devices
+    out = np.stack([schedule.device_compute / (share if share > 0 else 1.0), schedule.device_free / time_scale], axis=1)
+    return out.astype(np.float32)
+
+
+def random_node_features(num_nodes: int, columns: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``(num_nodes, columns)`` float32 uniform noise in [0, 1) from ``generator`` (random node initialisation)."""
+    return torch.rand((num_nodes, columns), generator=generator, dtype=torch.float32, device=generator.device if generator else "cpu")

@@ -303,17 +303,19 @@ def aggregate(messages: torch.Tensor, dst: torch.Tensor, num_nodes: int, aggrega
 
 
 class Encoder(nn.Module):
-    """MPNN: project node features, then ``steps`` rounds of NNConv + GRU at ``width``.
+    """MPNN: project node features (``node_inputs`` columns), then ``steps`` rounds of NNConv + GRU at ``width``.
 
     ``zscore_inputs`` z-scores node and edge features over the graph first (the paper's code).
     """
 
-    def __init__(self, width: int, steps: int, edge_hidden: int, aggregator: str, zscore_inputs: bool = False) -> None:
+    def __init__(
+        self, width: int, steps: int, edge_hidden: int, aggregator: str, zscore_inputs: bool = False, node_inputs: int = len(NODE_FEATURES)
+    ) -> None:
         super().__init__()
         self.width = width
         self.steps = steps
         self.zscore_inputs = zscore_inputs
-        self.project = nn.Linear(len(NODE_FEATURES), width)
+        self.project = nn.Linear(node_inputs, width)
         self.edge_net = nn.Sequential(nn.Linear(len(EDGE_FEATURES), edge_hidden), nn.ReLU())
         self.conv = EdgeConv(width, edge_hidden, aggregator)
         self.gru = nn.GRUCell(width, width)

@@ -1,8 +1,9 @@
 """Learned policies as registry placers: ``workbench.place(graph, method="doppler", checkpoint=PATH)``.
 
-``samples=1`` places greedily; ``samples=K > 1`` also samples K-1 placements
-(seeded) and keeps the one of the K with the smallest simulated makespan, so
-it is never worse than greedy. Without a
+``samples=1`` places greedily; ``samples=K > 1`` also makes K-1 further
+placements (seeded: greedy ones under other random-feature draws when the
+policy has random node features, else samples) and keeps the one of the K
+with the smallest simulated makespan, so it is never worse than greedy. Without a
 checkpoint a placer looks for ``datasets/pretrained/<graph name>/<method>.safetensors``. A checkpoint
 trained for another graph or device count is refused unless it is cross-graph.
 """
@@ -48,7 +49,7 @@ def pretrained_path(graph: DataflowGraph, method: str) -> Path:
 
 
 class LearnedPlacer(Placer):
-    """A trained policy's placement: greedy, or the best in the simulator of greedy and ``samples - 1`` sampled ones."""
+    """A trained policy's placement: greedy, or the best in the simulator of greedy and ``samples - 1`` further ones."""
 
     method = ""
 
@@ -71,20 +72,17 @@ class LearnedPlacer(Placer):
         from ..sim import Evaluator
 
         policy = self._policy(graph, devices)
-        with torch.no_grad():
-            rollouts = [policy.rollout(graph, devices, mode="greedy")]
-            if self.samples > 1:
-                generator = torch.Generator(device=policy.device).manual_seed(seed)
-                rollouts += policy.rollouts(graph, devices, self.samples - 1, mode="sample", generator=generator)
+        rollouts = policy.candidates(graph, devices, self.samples, seed)
         makespans = np.atleast_1d(Evaluator(graph, devices)(np.stack([r.assignment for r in rollouts])))
         best = int(np.argmin(makespans))  # the first minimum: greedy wins ties
         anytime = BestSoFar()
         anytime.add(makespans)
+        further = "draw" if policy.config.random_features else "sample"
         details = {
             "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
             "samples": self.samples,
             "evaluations": len(rollouts),
-            "winner": "greedy" if best == 0 else f"sample {best}",
+            "winner": "greedy" if best == 0 else f"{further} {best}",
             "anytime": anytime.points,
         }
         if self.samples > 1:
@@ -99,7 +97,8 @@ class DopplerPlacer(LearnedPlacer):
     this graph within ``budget`` simulator evaluations, starting from the greedy
     placement (EAS, Hottung et al., ICLR 2022; :mod:`workbench.learn.active_search`):
     ``rollouts`` per step, Adam at ``learning_rate``, imitation of the best so far
-    weighted ``imitation_weight``. Without it those four options are unused.
+    weighted ``imitation_weight``; ``polish`` leaves that fraction of the budget to a final
+    ``local_search`` from the best placement. Without it those five options are unused.
     """
 
     method = "doppler"
@@ -113,6 +112,7 @@ class DopplerPlacer(LearnedPlacer):
         rollouts: int = ActiveSearchConfig.rollouts,
         learning_rate: float = ActiveSearchConfig.learning_rate,
         imitation_weight: float = ActiveSearchConfig.imitation_weight,
+        polish: float = ActiveSearchConfig.polish,
     ) -> None:
         super().__init__(checkpoint, samples)
         if search not in SEARCHES:
@@ -120,7 +120,9 @@ class DopplerPlacer(LearnedPlacer):
         if search == "active" and self.samples > 1:
             raise PlacerError("samples and search='active' do not combine: active search's budget already counts every placement it tries")
         try:
-            self.search_config = ActiveSearchConfig(int(budget), int(rollouts), float(learning_rate), float(imitation_weight))
+            self.search_config = ActiveSearchConfig(
+                int(budget), int(rollouts), float(learning_rate), float(imitation_weight), float(polish)
+            )
         except ValueError as error:
             raise PlacerError(str(error)) from None
         self.search = search
@@ -137,6 +139,7 @@ class DopplerPlacer(LearnedPlacer):
             "start_makespan": found.start_makespan,
             "found_at_evaluation": found.found_at,
             "anytime": found.anytime,
+            "polished_evaluations": found.polished,
             **asdict(self.search_config),
         }
         return Decision(found.assignment, order=found.order, details=details)

@@ -33,7 +33,7 @@ from ..provenance import versions
 from .checkpoint import CheckpointError, TrainedFor, read_checkpoint, write_checkpoint
 from .choice import MODES, Chooser, Rollout, check_mode
 from .env import Guide, PlacementState
-from .features import FEATURE_LAYOUT
+from .features import FEATURE_LAYOUT, random_node_features
 from .nets import ACTIVATIONS, GraphTensors, graph_tensors
 
 __all__ = [
@@ -98,6 +98,12 @@ class PolicyConfig:
             ``traversal_order[i]`` (:func:`~.features.traversal_order`): the
             paper's ``compute_level_embedding`` stacks them in its path dict's
             key order and indexes the stack by op id.
+        random_features: DOPPLER: columns of uniform noise appended to every op's static features, drawn anew for every
+            rollout from the rollout's generator (random node initialisation, Abboud et al., IJCAI 2021), so the encoder
+            can tell identical components apart; greedy placements differ per draw, and best-of-K inference takes K draws.
+            0: off.
+        capacity_features: DOPPLER: add each device's assigned compute against its balanced share and the end of
+            its committed work to PLC's device features (``features.CAPACITY_FEATURES``).
     """
 
     method: str = "doppler"
@@ -119,6 +125,9 @@ class PolicyConfig:
     leaky_projections: bool = False
     critical_path_index_bug: bool = False
     path_sum_order_bug: bool = False
+    # plateau options
+    random_features: int = 0
+    capacity_features: bool = False
 
     @classmethod
     def paper(cls, method: str = "doppler") -> PolicyConfig:
@@ -160,6 +169,10 @@ class PolicyConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.path_sum_order_bug and not self.zscore_ready_inputs:
             raise ValueError("path_sum_order_bug needs zscore_ready_inputs (the paper's per-step SEL inputs)")
+        if int(self.random_features) < 0:
+            raise ValueError(f"random_features must be >= 0, got {self.random_features}")
+        if (self.random_features or self.capacity_features) and METHODS[self.method][0] != "workbench.learn.doppler":
+            raise ValueError(f"random_features and capacity_features are inputs of the doppler policies, not of {self.method!r}")
         if self.width % self.attention_heads:
             raise ValueError(f"width {self.width} must be divisible by attention_heads {self.attention_heads}")
 
@@ -250,11 +263,44 @@ class LearnedPolicy(nn.Module, ABC):
             raise ValueError(f"count must be >= 1, got {count}")
         check_mode(mode, epsilon)
         teacher = teacher or mode == "teacher"
-        encoded = self.encode(graph_tensors(graph, self.device))
+        draws = self.feature_draws(generator)
+        shared = None if self.config.random_features else self.encode(self.inputs(graph, draws))
         return [
-            self.play(PlacementState(graph, devices, guide), Chooser(mode, epsilon, 2 * graph.num_nodes, generator), teacher, encoded)
+            self.play(
+                PlacementState(graph, devices, guide),
+                Chooser(mode, epsilon, 2 * graph.num_nodes, generator),
+                teacher,
+                shared if shared is not None else self.encode(self.inputs(graph, draws)),
+            )
             for _ in range(int(count))
         ]
+
+    def feature_draws(self, generator: torch.Generator | None) -> torch.Generator:
+        """Where random node features come from: ``generator``, or without one a generator seeded 0 (draw 0 is the greedy placement)."""
+        return generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
+
+    def inputs(self, graph: DataflowGraph, draws: torch.Generator) -> GraphTensors:
+        """The graph's input tensors, with ``random_features`` fresh noise columns from ``draws`` appended to the node features."""
+        inputs = graph_tensors(graph, self.device)
+        if not self.config.random_features:
+            return inputs
+        noise = random_node_features(graph.num_nodes, self.config.random_features, draws).to(self.device)
+        return dataclasses.replace(inputs, node=torch.cat([inputs.node, noise], dim=1))
+
+    def candidates(self, graph: DataflowGraph, devices: Devices, count: int, seed: int = 0) -> list[Rollout]:
+        """The ``count`` placements best-of-K inference chooses among, without gradients; the first is the greedy placement.
+
+        With random node features the rest are greedy placements under
+        further feature draws; otherwise they are samples from the policy.
+        Both are fixed by ``seed``.
+        """
+        with torch.no_grad():
+            found = [self.rollout(graph, devices, mode="greedy")]
+            if count > 1:
+                random = bool(self.config.random_features)  # the greedy placement took draw 0 of a generator seeded 0: start past it
+                generator = torch.Generator(device=self.device).manual_seed(seed + 1 if random else seed)
+                found += self.rollouts(graph, devices, count - 1, mode="greedy" if random else "sample", generator=generator)
+        return found
 
     @abstractmethod
     def encode(self, inputs: GraphTensors) -> SimpleNamespace:

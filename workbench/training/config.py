@@ -94,7 +94,31 @@ class TrainConfig:
     eval_graphs: tuple[str, ...] = ()
     """Graphs never trained on, placed by the trained policy at the end (transfer), beside the training graphs."""
     search_samples: int = 16
-    """Inference-time search after training: sample this many placements per graph and keep the best (0 skips it)."""
+    """Inference-time search after training: this many placements per graph beyond the greedy one (greedy ones under further
+    random-feature draws when the policy has random node features, else samples), and keep the best (0 skips it).
+    """
+    # plateau options
+    random_features: int = 0
+    """The policy's ``random_features`` (``PolicyConfig``): columns of uniform noise appended to every op's features, drawn anew per
+    rollout (Abboud et al., IJCAI 2021), so FFNN's identical components look different; 0: off.
+    """
+    capacity_features: bool = False
+    """The policy's ``capacity_features`` (``PolicyConfig``): PLC also sees each device's load against its balanced share and the end of
+    its committed work.
+    """
+    transfer_wait_weight: float = 0.0
+    """Stages II/III: dense return ``−(makespan + λ·transfer wait) / reference``, λ this weight at the stage's first episode, annealed
+    linearly to 0 at its last; the transfer wait (simulator) sums, over ops, how long the last input took to arrive after the last
+    producer finished. Moves that keep the makespan but cut waiting then score (FFNN's flat plateau). 0: off.
+    """
+    rollout_baseline: str = "leave_one_out"
+    """Stages II/III with several rollouts per update: ``leave_one_out`` (each rollout's baseline is the others' mean reward) or
+    ``shared`` (POMO, Kwon et al. NeurIPS 2020: the mean of all K, its own included; the same direction, (K−1)/K the step).
+    """
+    selection_samples: int = 1
+    """``greedy_every`` selection scores the weights by the placement that is reported: the best of this many (the greedy one, then
+    greedy ones under further random-feature draws when the policy has random node features, else samples). 1: the greedy one.
+    """
     device: str = "auto"
     """Torch device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
     threads: int = 1
@@ -154,6 +178,14 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.greedy_every must be >= 0, got {self.greedy_every}")
         if self.rollouts_per_update < 1:
             raise ValueError(f"TrainConfig.rollouts_per_update must be >= 1, got {self.rollouts_per_update}")
+        if self.random_features < 0:
+            raise ValueError(f"TrainConfig.random_features must be >= 0, got {self.random_features}")
+        if self.transfer_wait_weight < 0:
+            raise ValueError(f"TrainConfig.transfer_wait_weight must be >= 0, got {self.transfer_wait_weight}")
+        if self.rollout_baseline not in ("leave_one_out", "shared"):
+            raise ValueError(f"TrainConfig.rollout_baseline: use leave_one_out or shared, got {self.rollout_baseline!r}")
+        if self.selection_samples < 1:
+            raise ValueError(f"TrainConfig.selection_samples must be >= 1, got {self.selection_samples}")
         if self.threads < 1:
             raise ValueError(f"TrainConfig.threads must be >= 1, got {self.threads}")
         if self.checkpoint_every < 1:

@@ -53,7 +53,7 @@ from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, o
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
 from .resume import ResumeError, read_json_file, remove_stale_temporaries, resume_point
 from .rundir import MetricsWriter, RunDirectory
-from .search import policy_device, search
+from .search import candidates, search
 
 __all__ = ["train", "run_stage", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
 
@@ -296,6 +296,7 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
                 count,
                 elite,
                 seen=(episode - first) // (group * len(names)),
+                wait_weight=linear_schedule(config.transfer_wait_weight, 0.0, episode - first, end - first),
             )
             state.baselines[name] = steps[-1]["new_baseline"]
             if self_imitation:
@@ -476,20 +477,19 @@ def _crossed(episode: int, steps: int, every: int) -> bool:
 
 
 def _select_greedy(session: Session, stage: str, oracle, references, selection: GreedySelection) -> GreedySelection:
-    """Place every graph greedily and log it (``greedy.csv``); when the mean makespan ÷ reference beats ``selection``'s, keep the weights.
+    """Score the reported placement (best of ``selection_samples`` candidates, the greedy one first) of every graph and log
+    it (``greedy.csv``); when the mean makespan ÷ reference beats ``selection``'s, keep the weights.
 
     The kept weights are the stage's ``<stage>-best`` checkpoint.
     """
-    policy, graphs, episode = session.policy, session.graphs, session.episode
-    generator = torch.Generator(device=policy_device(policy)).manual_seed(0)
-    with torch.no_grad():
-        makespans = {
-            name: makespan_of(oracle, g, policy.rollout(g, session.config.devices, mode="greedy", generator=generator).assignment)
-            for name, g in graphs.items()
-        }
+    policy, graphs, episode, config = session.policy, session.graphs, session.episode, session.config
+    makespans = {
+        name: min(makespan_of(oracle, g, r.assignment) for r in candidates(policy, g, config.devices, config.selection_samples))
+        for name, g in graphs.items()
+    }
     session.run.append_greedy(stage, episode, session.seconds, makespans)
     score = float(np.mean([makespans[name] / references[name] for name in graphs]))
-    evaluations = selection.evaluations + len(graphs)
+    evaluations = selection.evaluations + len(graphs) * config.selection_samples
     if score < selection.score:
         save_checkpoint(policy, session.run.best_checkpoint(stage), {"episode": episode, "greedy": makespans})
         return GreedySelection(score, episode, makespans, evaluations)
@@ -546,8 +546,11 @@ def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> 
     if config.init_checkpoint:
         policy, _ = load_checkpoint(library, config.init_checkpoint, map_location=device)
         return policy
+    inputs = {name: getattr(config, name) for name in ("random_features", "capacity_features") if getattr(config, name)}
     if config.policy_preset == "paper":  # paper preset switches
-        return library.make_policy(config.method, library.PolicyConfig.paper(config.method))
+        return library.make_policy(config.method, dataclasses.replace(library.PolicyConfig.paper(config.method), **inputs))
+    if inputs:  # plateau options of the policy's inputs
+        return library.make_policy(config.method, library.PolicyConfig(method=config.method, **inputs))
     return library.make_policy(config.method)
 
 
