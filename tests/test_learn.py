@@ -87,6 +87,16 @@ def test_device_features_match_hand_computed_values():
     np.testing.assert_allclose(state.device_features(3), np.array([[3, 1, 2, 3, 8], [3, 3, 3, 6, 6]]) / 13, rtol=1e-6)
 
 
+def test_an_op_fed_twice_by_one_producer_becomes_ready_once_that_producer_is_placed():
+    graph = wb.DataflowGraph(np.ones(3), np.array([0, 0, 1]), np.array([1, 1, 2]), np.array([1.0, 2.0, 1.0]))
+    state = PlacementState(graph, 2)
+    state.place(0, 0)
+    assert state.ready.tolist() == [False, True, False]  # both parallel edges 0 -> 1 are satisfied at once
+    torch.manual_seed(0)
+    placed = make_policy("doppler", PolicyConfig(width=8, message_passing_steps=1)).rollout(graph, 2, mode="greedy")
+    assert sorted(placed.order.tolist()) == [0, 1, 2]
+
+
 def test_teacher_counts_every_tied_best_action():
     graph = wb.DataflowGraph.from_edges([5, 5, 1], [])
     state = PlacementState(graph, 3)

@@ -100,7 +100,7 @@ class PlacementState:
         self.schedule.place(op, device, earliest_starts)
         self.ready[op] = False
         succ = self._succ[self._succ_ptr[op] : self._succ_ptr[op + 1]]
-        self._waiting[succ] -= 1
+        np.subtract.at(self._waiting, succ, 1)  # a successor listed twice (parallel edges) waits for both
         self.ready[succ[self._waiting[succ] == 0]] = True
 
     def teacher_ops(self, ready: np.ndarray) -> np.ndarray:
