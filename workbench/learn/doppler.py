@@ -16,6 +16,10 @@ With ``random_features`` the node features carry per-rollout noise columns;
 with ``capacity_features`` PLC's device features add each device's load
 against its balanced share and the end of its committed work (:mod:`.features`).
 
+With ``place_rule_weight`` β > 0, PLC's logits add ``−β · earliest start / time
+scale`` per device (critical_path's device rule); the learned logits are then
+a correction to that rule.
+
 An ``encoded.plc_offset`` tensor ``(ops, devices)``, when set, is added to
 PLC's logits (per-instance active search adapts only this table:
 :mod:`.active_search`).
@@ -45,6 +49,9 @@ from .nets import Encoder, GraphTensors, ScoringHead, numpy_zscore, path_sum, su
 from .policy import LearnedPolicy, PolicyConfig
 
 __all__ = ["DopplerPolicy", "encoder"]
+
+EARLIEST_START = DEVICE_FEATURES.index("earliest_start")
+"""PLC's device-feature column that ``place_rule_weight`` reads."""
 
 
 def encoder(config: PolicyConfig) -> Encoder:
@@ -263,6 +270,7 @@ class DopplerPolicy(LearnedPolicy):
                     logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])
                 else:
                     logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
+                logits = logits - config.place_rule_weight * earliest / state.features.time_scale
                 if offset is not None:
                     logits = logits + offset_np[op]
                 target = choose(softmax(logits), 2 * t + 1, plc_teacher)
@@ -288,5 +296,6 @@ class DopplerPolicy(LearnedPolicy):
                 logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
             else:
                 logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
+            logits = logits - config.place_rule_weight * feats_t[..., EARLIEST_START]
             heads.append(plc.terms(logits if offset is None else logits + offset[order]))
         return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)

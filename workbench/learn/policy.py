@@ -104,6 +104,8 @@ class PolicyConfig:
             0: off.
         capacity_features: DOPPLER: add each device's assigned compute against its balanced share and the end of
             its committed work to PLC's device features (``features.CAPACITY_FEATURES``).
+        place_rule_weight: DOPPLER: PLC's logits add −weight × each device's earliest start for the op (÷ the graph's
+            time scale): critical_path's device rule, which the learned logits then correct (a residual head). 0: off.
     """
 
     method: str = "doppler"
@@ -128,6 +130,7 @@ class PolicyConfig:
     # plateau options
     random_features: int = 0
     capacity_features: bool = False
+    place_rule_weight: float = 0.0
 
     @classmethod
     def paper(cls, method: str = "doppler") -> PolicyConfig:
@@ -173,6 +176,10 @@ class PolicyConfig:
             raise ValueError(f"random_features must be >= 0, got {self.random_features}")
         if (self.random_features or self.capacity_features) and METHODS[self.method][0] != "workbench.learn.doppler":
             raise ValueError(f"random_features and capacity_features are inputs of the doppler policies, not of {self.method!r}")
+        if self.place_rule_weight < 0:
+            raise ValueError(f"place_rule_weight must be >= 0, got {self.place_rule_weight}")
+        if self.place_rule_weight and METHODS[self.method][0] != "workbench.learn.doppler":
+            raise ValueError(f"place_rule_weight is an option of the doppler policies, not of {self.method!r}")
         if self.width % self.attention_heads:
             raise ValueError(f"width {self.width} must be divisible by attention_heads {self.attention_heads}")
 
