@@ -124,24 +124,26 @@ def test_stage_two_from_a_distilled_start_keeps_the_weights_that_win_most_often_
         )
 
 
+@pytest.mark.parametrize(("method", "select_rule"), [("doppler_plc_only", 0.0), ("doppler", 50.0)])
 @pytest.mark.parametrize("devices", [2, 4, 8])
-def test_the_residual_device_head_starts_as_critical_path(devices):
+def test_the_residual_heads_start_as_critical_path(devices, method, select_rule):
     torch.manual_seed(devices)
-    policy = corpus_training.residual_policy("doppler_plc_only", 50.0)
+    policy = corpus_training.residual_policy(method, 50.0, select_rule)
     graph = wb.generate("layered", layers=6, width=5, ccr=2.0, seed=devices)
     with torch.no_grad():
-        greedy = policy.rollout(graph, devices, mode="greedy").assignment
-    assert np.array_equal(greedy, wb.place(graph, "critical_path", devices=devices).assignment)
-    with torch.no_grad():  # the rule, not the untrained net, decides: without it the same net places otherwise
-        plain = make_policy("doppler_plc_only").rollout(graph, devices, mode="greedy").assignment
-    assert not np.array_equal(plain, greedy)
+        greedy = policy.rollout(graph, devices, mode="greedy")
+    critical = wb.place(graph, "critical_path", devices=devices)
+    assert np.array_equal(greedy.assignment, critical.assignment) and np.array_equal(greedy.order, critical.order)
+    with torch.no_grad():  # the rules, not the untrained net, decide: without them the same net places otherwise
+        plain = make_policy(method).rollout(graph, devices, mode="greedy").assignment
+    assert not np.array_equal(plain, greedy.assignment)
 
 
 def test_a_residual_run_trains_and_saves_the_rule_with_its_checkpoint(tmp_path):
     config = CorpusTrainConfig(method="doppler_plc_only", place_rule_weight=50.0, objective="reinforce", episodes=2, **FAST)
     last = train_on_corpus(tmp_path / "run", dataclasses.replace(config, rollouts_per_update=2), corpus=TINY)
     assert load_policy(last).config.place_rule_weight == 50.0
-    with pytest.raises(ValueError, match="place_rule_weight builds a fresh policy"):
+    with pytest.raises(ValueError, match="place_rule_weight and select_rule_weight build a fresh policy"):
         CorpusTrainConfig(place_rule_weight=1.0, start_from=str(last))
     with pytest.raises(ValueError, match="objective must be one of imitation, reinforce"):
         CorpusTrainConfig(objective="search")

@@ -17,8 +17,9 @@ with ``capacity_features`` PLC's device features add each device's load
 against its balanced share and the end of its committed work (:mod:`.features`).
 
 With ``place_rule_weight`` β > 0, PLC's logits add ``−β · earliest start / time
-scale`` per device (critical_path's device rule); the learned logits are then
-a correction to that rule.
+scale`` per device (critical_path's device rule), and with ``select_rule_weight``
+α > 0 SEL's add ``α · bottom level / largest bottom level`` per op (its op
+rule); the learned logits are then corrections to those rules.
 
 An ``encoded.plc_offset`` tensor ``(ops, devices)``, when set, is added to
 PLC's logits (per-instance active search adapts only this table:
@@ -243,6 +244,7 @@ class DopplerPolicy(LearnedPolicy):
             feats = np.zeros((n, d, device_inputs(config)), dtype=np.float32)
             base = len(DEVICE_FEATURES)
         sel, plc = Decisions(), Decisions()
+        select_rule = config.select_rule_weight * state.features.bottom_level / max(float(state.features.bottom_level.max()), 1e-300)
         devices_chosen = np.zeros(n, dtype=np.int64)
         agree = 0
         all_devices = np.arange(d)
@@ -254,6 +256,7 @@ class DopplerPolicy(LearnedPolicy):
             if self.learn_select:
                 sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
                 scores = self.numpy_ready_select_logits(e, ready, down_np, up_np) if self.per_step_select else e.sel_np[ready]
+                scores = scores + select_rule[ready]
                 pos = choose(softmax(scores), 2 * t, sel_teacher)
                 sel.add(ready, pos, sel_teacher)
                 op = int(ready[pos])
@@ -288,7 +291,7 @@ class DopplerPolicy(LearnedPolicy):
             index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
             heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
         elif self.learn_select:
-            heads.append(sel.terms(e.sel_logits))
+            heads.append(sel.terms(e.sel_logits + torch.as_tensor(select_rule, dtype=e.sel_logits.dtype, device=device)))
         if self.learn_place:
             order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
             feats_t = torch.from_numpy(feats).to(device)

@@ -108,6 +108,9 @@ class CorpusTrainConfig:
     place_rule_weight: float = 0.0
     """A fresh doppler policy's ``PolicyConfig.place_rule_weight`` β: PLC adds −β × earliest start to its logits, and its last layer
     starts at zero, so the greedy device choice starts as critical_path's (with ``doppler_plc_only``, the whole placement does)."""
+    select_rule_weight: float = 0.0
+    """A fresh doppler policy's ``PolicyConfig.select_rule_weight`` α: SEL adds α × bottom level (÷ the largest) to its logits, and its
+    last layer starts at zero; with ``place_rule_weight`` too, the whole greedy placement starts as critical_path's."""
     rollouts_per_update: int = 8
     """``reinforce``: samples of one graph per update; their mean reward is the shared baseline."""
     select_every: int = 0
@@ -133,8 +136,8 @@ class CorpusTrainConfig:
             raise ValueError(f"rollout must be one of {', '.join(ROLLOUTS)}, got {self.rollout!r}")
         if not self.devices or min(self.devices) < 1:
             raise ValueError(f"devices must be one or more counts >= 1, got {self.devices}")
-        if self.place_rule_weight and self.start_from:
-            raise ValueError("place_rule_weight builds a fresh policy; a start_from policy keeps its own")
+        if (self.place_rule_weight or self.select_rule_weight) and self.start_from:
+            raise ValueError("place_rule_weight and select_rule_weight build a fresh policy; a start_from policy keeps its own")
         if self.select_every < 0:
             raise ValueError(f"select_every must be >= 0, got {self.select_every}")
         for name in ("teacher_budget", "episodes", "checkpoint_every", "rollouts_per_update"):
@@ -221,8 +224,8 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
         policy = load_policy(config.start_from)
         if policy.method != config.method:
             raise ValueError(f"start_from {config.start_from} holds a {policy.method} policy, not {config.method}")
-    elif config.place_rule_weight:
-        policy = residual_policy(config.method, config.place_rule_weight)
+    elif config.place_rule_weight or config.select_rule_weight:
+        policy = residual_policy(config.method, config.place_rule_weight, config.select_rule_weight)
     else:
         policy = make_policy(config.method)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
@@ -287,18 +290,21 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     return best if held_out else last
 
 
-def residual_policy(method: str, place_rule_weight: float) -> Any:
-    """A fresh doppler ``method`` whose PLC adds −``place_rule_weight`` × earliest start and whose learned PLC logits start at zero.
+def residual_policy(method: str, place_rule_weight: float, select_rule_weight: float = 0.0) -> Any:
+    """A fresh doppler ``method`` on critical_path's rules (PLC adds −β × earliest start, SEL α × bottom level), learned logits at zero.
 
-    Its greedy device choice is critical_path's (the first device where the
-    op starts earliest); ``doppler_plc_only``'s whole greedy placement is.
+    With β > 0 its greedy device choice is critical_path's (the first device
+    where the op starts earliest); with α > 0 too (or ``doppler_plc_only``,
+    whose SEL is the rule itself) its whole greedy placement is.
     """
     from ..learn import make_policy
     from ..learn.policy import PolicyConfig
 
-    policy = make_policy(method, PolicyConfig(place_rule_weight=place_rule_weight))
-    torch.nn.init.zeros_(policy.plc_head.layers[-1].weight)
-    torch.nn.init.zeros_(policy.plc_head.layers[-1].bias)
+    policy = make_policy(method, PolicyConfig(place_rule_weight=place_rule_weight, select_rule_weight=select_rule_weight))
+    for weight, head in ((place_rule_weight, "plc_head"), (select_rule_weight, "sel_head")):
+        if weight and hasattr(policy, head):
+            torch.nn.init.zeros_(getattr(policy, head).layers[-1].weight)
+            torch.nn.init.zeros_(getattr(policy, head).layers[-1].bias)
     return policy
 
 
