@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -61,6 +62,10 @@ def test_an_interrupted_run_resumes_to_the_same_weights_and_refuses_other_settin
         CorpusTrainConfig(rollout="greedy")
     with pytest.raises(ValueError, match="other settings .*learning_rate"):
         train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, learning_rate=0.1, **FAST), corpus=TINY)
+    saved = json.loads((tmp_path / "resumed" / "config.json").read_text())
+    del saved["select_rule_weight"]  # a run saved before that setting existed resumes with it at its default
+    (tmp_path / "resumed" / "config.json").write_text(json.dumps(saved))
+    assert train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, **FAST), corpus=TINY) == resumed
 
 
 def test_imitating_the_search_teacher_lowers_the_imitation_loss(tmp_path):

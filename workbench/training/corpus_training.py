@@ -206,7 +206,10 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     chosen = entries(split, manifest=corpus)
     wanted = json.loads(json.dumps({**dataclasses.asdict(config), "split": split, "graphs": [e.name for e in chosen]}))
     if config_path.is_file():
-        held = json.loads(config_path.read_text())
+        held = {
+            **json.loads(json.dumps(dataclasses.asdict(CorpusTrainConfig()))),
+            **json.loads(config_path.read_text()),
+        }  # newer settings at their defaults
         differ = sorted(k for k in wanted.keys() | held.keys() if k not in RESUMABLE and wanted.get(k) != held.get(k))
         if differ:
             raise ValueError(f"{out} holds a run with other settings ({', '.join(differ)}); choose another folder or the same settings")
