@@ -213,22 +213,6 @@ def test_epsilon_modes(doppler):
         doppler.rollout(graph, 4, mode="best")
 
 
-def test_edge_conv_equals_dgl_nnconv():
-    import dgl
-
-    from workbench.learn.nets import EdgeConv, graph_tensors
-
-    inputs = graph_tensors(wb.bundled_graph("ffnn"), torch.device("cpu"))
-    torch.manual_seed(0)
-    for aggregator in ("mean", "sum"):
-        conv = EdgeConv(8, 3, aggregator)
-        torch.nn.init.normal_(conv.bias)
-        feat, edge = torch.randn(inputs.num_nodes, 8), torch.randn(inputs.graph.num_edges(), 3)
-        torch.testing.assert_close(
-            conv(inputs.graph, feat, edge), dgl.nn.NNConv.forward(conv, inputs.graph, feat, edge), rtol=1e-4, atol=1e-5
-        )
-
-
 def test_torch_aggregation_matches_dgl():
     """Where DGL has no CUDA support the encoder averages messages in torch: same numbers."""
     import dgl.function as fn

@@ -263,7 +263,7 @@ class DopplerPolicy(LearnedPolicy):
             else:
                 op = int(ready[0] if config.critical_path_index_bug else teacher_ops[0])
             earliest = state.schedule.earliest_starts(op)
-            teacher_devices = state.teacher_devices(op, earliest)
+            teacher_devices = state.teacher_devices(op, earliest) if teacher or not self.learn_place else None
             if self.learn_place:
                 feats[t, :, :base] = state.device_features(op, earliest)
                 if self.config.capacity_features:
@@ -284,7 +284,7 @@ class DopplerPolicy(LearnedPolicy):
             if teacher:
                 agree += bool(op in teacher_ops and target in teacher_devices)
             devices_chosen[t] = target
-            state.place(op, target)
+            state.place(op, target, earliest)
         heads = []
         if self.per_step_select:
             index, legal, _ = sel.padded()
