@@ -118,6 +118,9 @@ def test_stage_two_from_a_distilled_start_keeps_the_weights_that_win_most_often_
     best = max(range(len(rows)), key=lambda i: (scores[i], -i))  # the first of the best
     assert [int(r[3]) for r in rows][best] == 1 and not any(int(r[3]) for r in rows[best + 1 :])
     pairs = corpus_training._selection_pairs(config, TINY)
+    assert [key for key, *_ in pairs] == ["layered-d@2", "layered-d@4"]
+    wider = corpus_training._selection_pairs(dataclasses.replace(config, devices=(2,), select_devices=(4, 8)), TINY)
+    assert [key for key, *_ in wider] == ["layered-d@4"]  # the selection's own device counts, as far as the manifest lists them
     assert corpus_training.greedy_score(load_policy(chosen), pairs) == pytest.approx((scores[best][0], -scores[best][1]))
     metrics = (tmp_path / "rl" / "metrics.csv").read_text().splitlines()
     assert len(metrics) == 5 and all(float(line.split(",")[6]) > 0 for line in metrics[1:])  # makespan over critical_path logged

@@ -116,7 +116,9 @@ class CorpusTrainConfig:
     select_every: int = 0
     """``reinforce``: place the ``select_split`` greedily every this many episodes (and before the first), keep the best; 0: never."""
     select_split: str = "validation"
-    """Corpus split the selection places (at the training device counts)."""
+    """Corpus split the selection places."""
+    select_devices: tuple[int, ...] = ()
+    """Device counts the selection places its split at (every one its manifest entry lists); empty: the training ``devices``."""
     entropy_weight: float = 1e-3
     """Entropy bonus weight."""
     grad_clip: float = 1.0
@@ -128,6 +130,7 @@ class CorpusTrainConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "devices", tuple(int(d) for d in self.devices))
+        object.__setattr__(self, "select_devices", tuple(int(d) for d in self.select_devices))
         if self.method not in methods("learned"):
             raise ValueError(f"method must be a learned method ({', '.join(methods('learned'))}), got {self.method!r}")
         if self.objective not in OBJECTIVES:
@@ -136,6 +139,8 @@ class CorpusTrainConfig:
             raise ValueError(f"rollout must be one of {', '.join(ROLLOUTS)}, got {self.rollout!r}")
         if not self.devices or min(self.devices) < 1:
             raise ValueError(f"devices must be one or more counts >= 1, got {self.devices}")
+        if self.select_devices and min(self.select_devices) < 1:
+            raise ValueError(f"select_devices must be counts >= 1 (or none: the training devices), got {self.select_devices}")
         if (self.place_rule_weight or self.select_rule_weight) and self.start_from:
             raise ValueError("place_rule_weight and select_rule_weight build a fresh policy; a start_from policy keeps its own")
         if self.select_every < 0:
@@ -332,13 +337,14 @@ def _stage_two(config: CorpusTrainConfig, key: str, devices: int) -> TrainConfig
 
 
 def _selection_pairs(config: CorpusTrainConfig, corpus: list[CorpusEntry] | None) -> list[tuple[str, DataflowGraph, int, float]]:
-    """``(key, graph, devices, critical_path's makespan)`` of every ``select_split`` pair at the training device counts."""
+    """``(key, graph, devices, critical_path's makespan)`` of every ``select_split`` pair at the selection device counts."""
     from ..placers import place
 
     chosen = [(e, build(e)) for e in entries(config.select_split, manifest=corpus)]
-    pairs = [(pair_key(e, d), g, d) for e, g in chosen for d in config.devices if d in e.devices]
+    counts = config.select_devices or config.devices
+    pairs = [(pair_key(e, d), g, d) for e, g in chosen for d in counts if d in e.devices]
     if not pairs:
-        raise ValueError(f"select_split {config.select_split!r} has no graph at devices {config.devices}")
+        raise ValueError(f"select_split {config.select_split!r} has no graph at devices {counts}")
     return [(key, g, d, place(g, "critical_path", d).makespan) for key, g, d in pairs]
 
 
@@ -462,7 +468,7 @@ def main(argv: list[str] | None = None) -> None:
         help="device counts to evaluate at (default: --devices)",
     )
     for f in dataclasses.fields(CorpusTrainConfig):
-        kind = (lambda text: tuple(int(v) for v in text.split(","))) if f.name == "devices" else type(f.default)
+        kind = (lambda text: tuple(int(v) for v in text.split(",") if v)) if f.name in ("devices", "select_devices") else type(f.default)
         parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
