@@ -13,6 +13,8 @@ import workbench as wb
 from workbench.corpus import CorpusEntry
 from workbench.learn import load_policy, make_policy
 from workbench.learn.checkpoint import CheckpointError, TrainedFor
+from workbench.learn.doppler import place_rule_times
+from workbench.learn.policy import PolicyConfig
 from workbench.training import corpus_training
 from workbench.training.corpus_training import CorpusTrainConfig, teacher_guide, train_on_corpus
 
@@ -132,11 +134,13 @@ def test_stage_two_from_a_distilled_start_keeps_the_weights_that_win_most_often_
         )
 
 
-@pytest.mark.parametrize(("method", "select_rule"), [("doppler_plc_only", 0.0), ("doppler", 50.0)])
+@pytest.mark.parametrize(
+    ("method", "select_rule", "scale"), [("doppler_plc_only", 0.0, "graph"), ("doppler", 50.0, "graph"), ("doppler", 50.0, "op")]
+)
 @pytest.mark.parametrize("devices", [2, 4, 8])
-def test_the_residual_heads_start_as_critical_path(devices, method, select_rule):
+def test_the_residual_heads_start_as_critical_path(devices, method, select_rule, scale):
     torch.manual_seed(devices)
-    policy = corpus_training.residual_policy(method, 50.0, select_rule)
+    policy = corpus_training.residual_policy(method, 50.0, select_rule, scale)
     graph = wb.generate("layered", layers=6, width=5, ccr=2.0, seed=devices)
     with torch.no_grad():
         greedy = policy.rollout(graph, devices, mode="greedy")
@@ -155,3 +159,12 @@ def test_a_residual_run_trains_and_saves_the_rule_with_its_checkpoint(tmp_path):
         CorpusTrainConfig(place_rule_weight=1.0, start_from=str(last))
     with pytest.raises(ValueError, match="objective must be one of imitation, reinforce"):
         CorpusTrainConfig(objective="search")
+
+
+def test_the_op_scaled_place_rule_divides_by_each_ops_compute_time_with_the_smallest_positive_one_as_floor():
+    compute = np.array([0.0, 2.0, 8.0, 0.5])
+    assert place_rule_times(compute, 100.0, "op").tolist() == [0.5, 2.0, 8.0, 0.5]
+    assert place_rule_times(compute, 100.0, "graph").tolist() == [100.0] * 4
+    assert place_rule_times(np.zeros(3), 7.0, "op").tolist() == [7.0] * 3  # no op computes: the graph's time scale
+    with pytest.raises(ValueError, match="place_rule_scale must be one of graph, op"):
+        PolicyConfig(place_rule_scale="device")

@@ -16,8 +16,9 @@ With ``random_features`` the node features carry per-rollout noise columns;
 with ``capacity_features`` PLC's device features add each device's load
 against its balanced share and the end of its committed work (:mod:`.features`).
 
-With ``place_rule_weight`` β > 0, PLC's logits add ``−β · earliest start / time
-scale`` per device (critical_path's device rule), and with ``select_rule_weight``
+With ``place_rule_weight`` β > 0, PLC's logits add ``−β · (earliest start −
+the earliest) / time scale`` per device (critical_path's device rule; with
+``place_rule_scale="op"`` ÷ the op's compute time instead), and with ``select_rule_weight``
 α > 0 SEL's add ``α · bottom level / largest bottom level`` per op (its op
 rule); the learned logits are then corrections to those rules.
 
@@ -51,8 +52,6 @@ from .policy import LearnedPolicy, PolicyConfig
 
 __all__ = ["DopplerPolicy", "encoder"]
 
-EARLIEST_START = DEVICE_FEATURES.index("earliest_start")
-"""PLC's device-feature column that ``place_rule_weight`` reads."""
 
 
 def encoder(config: PolicyConfig) -> Encoder:
@@ -245,6 +244,8 @@ class DopplerPolicy(LearnedPolicy):
             base = len(DEVICE_FEATURES)
         sel, plc = Decisions(), Decisions()
         select_rule = config.select_rule_weight * state.features.bottom_level / max(float(state.features.bottom_level.max()), 1e-300)
+        place_rule = np.zeros((n, d))
+        rule_time = place_rule_times(state.graph.compute, state.features.time_scale, config.place_rule_scale)
         devices_chosen = np.zeros(n, dtype=np.int64)
         agree = 0
         all_devices = np.arange(d)
@@ -273,7 +274,8 @@ class DopplerPolicy(LearnedPolicy):
                     logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])
                 else:
                     logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
-                logits = logits - config.place_rule_weight * earliest / state.features.time_scale
+                place_rule[t] = config.place_rule_weight * (earliest - earliest.min()) / rule_time[op]
+                logits = logits - place_rule[t]
                 if offset is not None:
                     logits = logits + offset_np[op]
                 target = choose(softmax(logits), 2 * t + 1, plc_teacher)
@@ -299,6 +301,14 @@ class DopplerPolicy(LearnedPolicy):
                 logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
             else:
                 logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
-            logits = logits - config.place_rule_weight * feats_t[..., EARLIEST_START]
+            logits = logits - torch.as_tensor(place_rule, dtype=logits.dtype, device=device)
             heads.append(plc.terms(logits if offset is None else logits + offset[order]))
         return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)
+
+
+def place_rule_times(compute: np.ndarray, time_scale: float, scale: str) -> np.ndarray:
+    """Per op, the time PLC's rule divides a device's delay by (``PolicyConfig.place_rule_scale``)."""
+    if scale == "graph":
+        return np.full(compute.shape, time_scale)
+    positive = compute[compute > 0]
+    return np.maximum(compute, positive.min() if positive.size else time_scale)

@@ -57,6 +57,8 @@ METHODS: dict[str, tuple[str, str, dict[str, str]]] = {
     "gdp": ("workbench.learn.gdp", "GDPPolicy", {}),
     "joint": ("workbench.learn.joint", "JointPolicy", {}),
 }
+PLACE_RULE_SCALES = ("graph", "op")
+"""What ``PolicyConfig.place_rule_weight`` divides a device's delay by: the graph's time scale, or the op's compute time."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,10 @@ class PolicyConfig:
             its committed work to PLC's device features (``features.CAPACITY_FEATURES``).
         place_rule_weight: DOPPLER: PLC's logits add −weight × each device's earliest start for the op (÷ the graph's
             time scale): critical_path's device rule, which the learned logits then correct (a residual head). 0: off.
+        place_rule_scale: DOPPLER: the time ``place_rule_weight`` divides each device's delay (earliest start − the
+            earliest of all devices) by: ``graph`` (the graph's time scale) or ``op`` (the op's own compute time, at least
+            the graph's smallest positive one), so a learned correction can trade a delay that is small against the op
+            itself but not one that is only small against the whole graph (a late 1 MB op queued behind others).
         select_rule_weight: DOPPLER: SEL's logits add weight × each op's bottom level (÷ the graph's largest):
             critical_path's op rule, which the learned logits then correct. 0: off.
     """
@@ -133,6 +139,7 @@ class PolicyConfig:
     random_features: int = 0
     capacity_features: bool = False
     place_rule_weight: float = 0.0
+    place_rule_scale: str = "graph"
     select_rule_weight: float = 0.0
 
     @classmethod
@@ -184,6 +191,8 @@ class PolicyConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
             if getattr(self, name) and METHODS[self.method][0] != "workbench.learn.doppler":
                 raise ValueError(f"{name} is an option of the doppler policies, not of {self.method!r}")
+        if self.place_rule_scale not in PLACE_RULE_SCALES:
+            raise ValueError(f"place_rule_scale must be one of {', '.join(PLACE_RULE_SCALES)}, got {self.place_rule_scale!r}")
         if self.select_rule_weight and self.zscore_ready_inputs:
             raise ValueError("select_rule_weight adds to SEL's episode-wide logits; zscore_ready_inputs computes them per step")
         if self.width % self.attention_heads:

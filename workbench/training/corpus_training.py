@@ -108,6 +108,8 @@ class CorpusTrainConfig:
     place_rule_weight: float = 0.0
     """A fresh doppler policy's ``PolicyConfig.place_rule_weight`` β: PLC adds −β × earliest start to its logits, and its last layer
     starts at zero, so the greedy device choice starts as critical_path's (with ``doppler_plc_only``, the whole placement does)."""
+    place_rule_scale: str = "graph"
+    """A fresh doppler policy's ``PolicyConfig.place_rule_scale``: what PLC's rule divides a device's delay by (``graph`` or ``op``)."""
     select_rule_weight: float = 0.0
     """A fresh doppler policy's ``PolicyConfig.select_rule_weight`` α: SEL adds α × bottom level (÷ the largest) to its logits, and its
     last layer starts at zero; with ``place_rule_weight`` too, the whole greedy placement starts as critical_path's."""
@@ -233,7 +235,7 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
         if policy.method != config.method:
             raise ValueError(f"start_from {config.start_from} holds a {policy.method} policy, not {config.method}")
     elif config.place_rule_weight or config.select_rule_weight:
-        policy = residual_policy(config.method, config.place_rule_weight, config.select_rule_weight)
+        policy = residual_policy(config.method, config.place_rule_weight, config.select_rule_weight, config.place_rule_scale)
     else:
         policy = make_policy(config.method)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
@@ -298,7 +300,7 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     return best if held_out else last
 
 
-def residual_policy(method: str, place_rule_weight: float, select_rule_weight: float = 0.0) -> Any:
+def residual_policy(method: str, place_rule_weight: float, select_rule_weight: float = 0.0, place_rule_scale: str = "graph") -> Any:
     """A fresh doppler ``method`` on critical_path's rules (PLC adds −β × earliest start, SEL α × bottom level), learned logits at zero.
 
     With β > 0 its greedy device choice is critical_path's (the first device
@@ -308,7 +310,10 @@ def residual_policy(method: str, place_rule_weight: float, select_rule_weight: f
     from ..learn import make_policy
     from ..learn.policy import PolicyConfig
 
-    policy = make_policy(method, PolicyConfig(place_rule_weight=place_rule_weight, select_rule_weight=select_rule_weight))
+    policy = make_policy(
+        method,
+        PolicyConfig(place_rule_weight=place_rule_weight, place_rule_scale=place_rule_scale, select_rule_weight=select_rule_weight),
+    )
     for weight, head in ((place_rule_weight, "plc_head"), (select_rule_weight, "sel_head")):
         if weight and hasattr(policy, head):
             torch.nn.init.zeros_(getattr(policy, head).layers[-1].weight)
