@@ -53,7 +53,6 @@ from .policy import LearnedPolicy, PolicyConfig
 __all__ = ["DopplerPolicy", "encoder"]
 
 
-
 def encoder(config: PolicyConfig) -> Encoder:
     """The MPNN encoder ``config`` describes."""
     return Encoder(
