@@ -6,7 +6,10 @@ the lower bound. Clicking an op, or searching one by id or name, highlights
 it in every chart. The method list is computed for the current graph and
 device count in the same callback that draws, so a learned checkpoint is
 only ever applied to a graph it was trained on (or, for a cross-graph
-policy, labelled "trained on X; placed on Y"). Below, "makespan against
+policy, labelled "trained on X; placed on Y"). A checkpoint whose policy
+adapts itself per instance is offered a second time as its active search,
+which spends the search budget (within the time limit) like any search; a
+caption gives the evaluations a method spent. Below, "makespan against
 evaluations" draws any-time curves of searches and sampled policies on the
 same graph and devices (:mod:`workbench.dashboard.anytime`).
 """
@@ -190,6 +193,8 @@ def compare_view(
         gap = placement.makespan / bound - 1 if bound else 0.0
         makespan = format_time(placement.makespan, graph)
         caption = f"{label}: makespan {makespan} (+{gap:.1%} over the lower bound), placed in {placement.seconds:.2f} s"
+        if isinstance(evaluations := placement.details.get("evaluations"), int):
+            caption += f" with {evaluations:,} simulator evaluations"
         origin = checkpoint_origin(context, methods[index])
         short, detail = (origin.short, f"; {origin.detail(graph.name)}") if origin else (label, "")
         title = f"{short}: device timelines<br><sup>{graph.name}, {devices} devices, makespan {makespan}{detail}</sup>"
