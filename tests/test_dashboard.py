@@ -404,6 +404,8 @@ def test_compare_runs_a_checkpoints_active_search_within_the_search_budget(conte
     assert "with 24 simulator evaluations" in str(children) and "'gantt/1'" in str(children)
     kept, _ = compare.carry_selection(context, [active], compare.method_options(context, wb.bundled_graph("ffnn"), 4))
     assert kept == ["active|doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"]
+    kept, dropped = compare.carry_selection(context, [active], compare.method_options(context, wb.generate("chain_mm"), 4))
+    assert not kept and dropped == ["doppler active search (pretrained)"]
 
 
 def test_gantt_zoom_is_copied_to_every_other_gantt(context):
