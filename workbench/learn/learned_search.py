@@ -38,7 +38,7 @@ from torch import nn
 from ..cluster import Devices, num_devices
 from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
-from ..placers.local_search import LocalSearchPlacer, Moves
+from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
 from ..placers.registry import PlacerError
 from ..sim import Trace
 from .checkpoint import CheckpointError, read_checkpoint, write_checkpoint
@@ -311,6 +311,9 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         checkpoint: the scorer's checkpoint (default: the shipped one, ``datasets/pretrained/learned_search/``), or a loaded scorer.
         share: the fraction of proposals the scorer chooses (the rest are local_search's own moves).
         temperature: softness of the draw from the scorer's ranking (0.05: nearly its top moves).
+        refresh: evaluations between trace refreshes (each one counted evaluation that re-ranks the moves).
+        learned_start: refresh the trace before the first proposal, so the scorer's top moves of the
+            starting heuristic are tried first (one evaluation of the budget).
         search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
     """
 
@@ -319,9 +322,13 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         checkpoint: str | os.PathLike | MoveScorer | None = None,
         share: float = DEFAULT_SHARE,
         temperature: float = 0.05,
+        refresh: int = CRITICAL_REFRESH,
+        learned_start: bool = False,
         **search: Any,
     ) -> None:
         super().__init__(**search)
+        if not 1 <= refresh:
+            raise PlacerError(f"refresh must be >= 1 evaluation, got {refresh}")
         if not 0 <= share <= 1:
             raise PlacerError(f"share must be in [0, 1], got {share}")
         if not temperature > 0:
@@ -334,6 +341,7 @@ class LearnedSearchPlacer(LocalSearchPlacer):
             except CheckpointError as exc:
                 raise PlacerError(str(exc)) from None
         self.share, self.temperature = float(share), float(temperature)
+        self.refresh_every, self.refresh_at_start = int(refresh), bool(learned_start)
 
     def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
         if num_devices(devices) < 2:
