@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -136,3 +138,13 @@ def test_bad_search_options_are_refused(trained, graph, options):
     path, _ = trained
     with pytest.raises(PlacerError, match=next(iter(options))):
         wb.place(graph, "learned_search", devices=4, budget=50, checkpoint=path, **options)
+
+
+def test_tuning_reads_the_validation_split_and_a_scorer_with_no_share_is_local_search(tmp_path):
+    from workbench.bench.learned import validate
+
+    table = validate({"unsteered": {"share": 0.0}}, budget=10, seeds=1, root=tmp_path)
+    assert table.splitlines()[-1].endswith("| 1.000 | 1.000 |")
+    keys = json.loads((tmp_path / "validation.json").read_text())
+    graphs = {key.split("|")[0] for key in keys}
+    assert graphs == {e.name for e in corpus.entries("validation")}
