@@ -114,9 +114,12 @@ class _Observed(LearnedSearchPlacer):
 
 
 @pytest.mark.parametrize(("budget", "refresh", "learned_start"), [(9, 1, True), (10, 4, True), (137, 1, False), (200, 3, True)])
-def test_refresh_and_learned_start_honour_the_budget_and_never_end_worse_than_the_start(trained, graph, budget, refresh, learned_start):
+@pytest.mark.parametrize("screen", [0.0, 0.5])
+def test_refresh_learned_start_and_screen_honour_the_budget_and_never_end_worse_than_the_start(
+    trained, graph, budget, refresh, learned_start, screen
+):
     path, _ = trained
-    placer = _Observed(path, refresh=refresh, learned_start=learned_start, budget=budget)
+    placer = _Observed(path, refresh=refresh, learned_start=learned_start, screen=screen, budget=budget)
     decision = placer.place(graph, 4, seed=2)
     assert decision.details["evaluations"] == budget
     assert wb.simulate(graph, decision.assignment, 4).makespan <= decision.details["start_makespan"]
@@ -133,7 +136,7 @@ def test_a_learned_start_ranks_the_starting_heuristic_before_any_proposal_and_re
     assert len(often.seen) > len(rare.seen) >= 1
 
 
-@pytest.mark.parametrize("options", [{"refresh": 0}, {"refresh": -3}, {"share": 1.5}, {"temperature": 0}])
+@pytest.mark.parametrize("options", [{"refresh": 0}, {"refresh": -3}, {"share": 1.5}, {"temperature": 0}, {"screen": 1}, {"screen": -0.1}])
 def test_bad_search_options_are_refused(trained, graph, options):
     path, _ = trained
     with pytest.raises(PlacerError, match=next(iter(options))):
@@ -148,3 +151,16 @@ def test_tuning_reads_the_validation_split_and_a_scorer_with_no_share_is_local_s
     keys = json.loads((tmp_path / "validation.json").read_text())
     graphs = {key.split("|")[0] for key in keys}
     assert graphs == {e.name for e in corpus.entries("validation")}
+
+
+def test_screening_redraws_local_searchs_proposals_that_the_scorer_ranks_lowest(trained, graph):
+    scorer = load_scorer(trained[0])
+    assignment = np.random.default_rng(3).integers(0, 4, graph.num_nodes)
+    bad = {}
+    for screen in (0.0, 0.6):
+        moves = LearnedMoves(graph, 4, np.random.default_rng(0), scorer, 0.0, 0.05, screen=0.6)
+        moves.set_critical(assignment, wb.sim.Evaluator(graph, 4))
+        moves.screen = screen  # the same ranking and threshold; screening on or off
+        proposals = moves.propose(assignment, 400)
+        bad[screen] = np.mean([moves._screened_out(assignment, p) for p in proposals])
+    assert bad[0.0] > 0.2 and bad[0.6] < bad[0.0] / 3
