@@ -12,6 +12,9 @@ import workbench as wb
 from workbench import corpus
 from workbench.learn.learned_search import (
     FEATURES,
+    LARGE_BUDGET_STEERING,
+    SMALL_BUDGET,
+    SMALL_BUDGET_STEERING,
     LearnedMoves,
     LearnedSearchPlacer,
     MoveScorer,
@@ -19,6 +22,7 @@ from workbench.learn.learned_search import (
     move_features,
     save_scorer,
 )
+from workbench.placers.local_search import CRITICAL_REFRESH
 from workbench.placers.registry import PlacerError
 from workbench.training.learned_search import ScorerTrainConfig, train_scorer
 
@@ -146,7 +150,8 @@ def test_bad_search_options_are_refused(trained, graph, options):
 def test_tuning_reads_the_validation_split_and_a_scorer_with_no_share_is_local_search(tmp_path):
     from workbench.bench.learned import validate
 
-    table = validate({"unsteered": {"share": 0.0}}, budget=10, seeds=1, root=tmp_path)
+    unsteered = {"share": 0.0, "refresh": CRITICAL_REFRESH, "learned_start": False}
+    table = validate({"unsteered": unsteered}, budget=10, seeds=1, root=tmp_path)
     assert table.splitlines()[-1].endswith("| 1.000 | 1.000 |")
     keys = json.loads((tmp_path / "validation.json").read_text())
     graphs = {key.split("|")[0] for key in keys}
@@ -164,3 +169,13 @@ def test_screening_redraws_local_searchs_proposals_that_the_scorer_ranks_lowest(
         proposals = moves.propose(assignment, 400)
         bad[screen] = np.mean([moves._screened_out(assignment, p) for p in proposals])
     assert bad[0.0] > 0.2 and bad[0.6] < bad[0.0] / 3
+
+
+def test_the_steering_follows_the_budget_unless_given(trained):
+    path, _ = trained
+    for budget, steering in ((SMALL_BUDGET, SMALL_BUDGET_STEERING), (SMALL_BUDGET + 1, LARGE_BUDGET_STEERING)):
+        placer = LearnedSearchPlacer(path, budget=budget)
+        assert (placer.share, placer.refresh_every, placer.refresh_at_start) == (steering.share, steering.refresh, steering.learned_start)
+    assert SMALL_BUDGET_STEERING != LARGE_BUDGET_STEERING
+    given = LearnedSearchPlacer(path, share=0.2, refresh=3, learned_start=False, budget=100)
+    assert (given.share, given.refresh_every, given.refresh_at_start) == (0.2, 3, False)

@@ -135,16 +135,25 @@ def validate(variants: dict[str, dict[str, Any]], budget: int, seeds: int = 5, r
 
     Each variant (a name and learned_search's options) and local_search place every
     validation graph at 4 and 8 devices with seeds ``0 .. seeds-1`` at ``budget``
-    evaluations; cells are cached in ``root/validation.json``. Returns a markdown
-    table of each variant's makespan ÷ local_search's, mean over seeds then graphs.
+    evaluations; cells are cached in ``root/validation.json`` under the variant's
+    options completed with learned_search's defaults (a later change of defaults
+    does not reuse them). Returns a markdown table of each variant's makespan ÷
+    local_search's, mean over seeds then graphs.
     """
     from .. import corpus
+    from ..learn.learned_search import LearnedSearchPlacer
     from ..placers import place
     from ..sim import simulate
+
+    def resolved(options: dict[str, Any]) -> dict[str, Any]:
+        placer = LearnedSearchPlacer(budget=budget, **options)
+        steering = {"share": placer.share, "temperature": placer.temperature, "refresh": placer.refresh_every}
+        return options | steering | {"learned_start": placer.refresh_at_start, "screen": placer.screen}
 
     path = Path(root or ROOT) / "validation.json"
     cached: dict[str, float] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     runs = {LOCAL_SEARCH: (LOCAL_SEARCH, {})} | {name: (LEARNED_SEARCH, options) for name, options in variants.items()}
+    keys = {name: json.dumps(resolved(opts) if method == LEARNED_SEARCH else opts, sort_keys=True) for name, (method, opts) in runs.items()}
     means: dict[tuple[str, int, str], float] = {}
     for entry in corpus.entries("validation"):
         graph = corpus.build(entry)
@@ -152,7 +161,7 @@ def validate(variants: dict[str, dict[str, Any]], budget: int, seeds: int = 5, r
             for name, (method, options) in runs.items():
                 spans = []
                 for seed in range(seeds):
-                    key = "|".join([entry.name, str(devices), method, json.dumps(options, sort_keys=True), str(seed), str(budget)])
+                    key = "|".join([entry.name, str(devices), method, keys[name], str(seed), str(budget)])
                     if key not in cached:
                         placement = place(graph, method=method, devices=devices, budget=budget, seed=seed, **options)
                         cached[key] = float(simulate(graph, placement.assignment, devices).makespan)
