@@ -12,9 +12,6 @@ import workbench as wb
 from workbench import corpus
 from workbench.learn.learned_search import (
     FEATURES,
-    LARGE_BUDGET_STEERING,
-    SMALL_BUDGET,
-    SMALL_BUDGET_STEERING,
     LearnedMoves,
     LearnedSearchPlacer,
     MoveScorer,
@@ -169,13 +166,3 @@ def test_screening_redraws_local_searchs_proposals_that_the_scorer_ranks_lowest(
         proposals = moves.propose(assignment, 400)
         bad[screen] = np.mean([moves._screened_out(assignment, p) for p in proposals])
     assert bad[0.0] > 0.2 and bad[0.6] < bad[0.0] / 3
-
-
-def test_the_steering_follows_the_budget_unless_given(trained):
-    path, _ = trained
-    for budget, steering in ((SMALL_BUDGET, SMALL_BUDGET_STEERING), (SMALL_BUDGET + 1, LARGE_BUDGET_STEERING)):
-        placer = LearnedSearchPlacer(path, budget=budget)
-        assert (placer.share, placer.refresh_every, placer.refresh_at_start) == (steering.share, steering.refresh, steering.learned_start)
-    assert SMALL_BUDGET_STEERING != LARGE_BUDGET_STEERING
-    given = LearnedSearchPlacer(path, share=0.2, refresh=3, learned_start=False, budget=100)
-    assert (given.share, given.refresh_every, given.refresh_at_start) == (0.2, 3, False)

@@ -47,10 +47,6 @@ __all__ = [
     "FEATURES",
     "GROUP_LIMIT",
     "DEFAULT_SHARE",
-    "SMALL_BUDGET",
-    "SMALL_BUDGET_STEERING",
-    "LARGE_BUDGET_STEERING",
-    "Steering",
     "MoveScorer",
     "ScorerConfig",
     "Candidates",
@@ -64,24 +60,8 @@ __all__ = [
 
 METHOD = "learned_search"
 PRETRAINED_SCORER = DATASETS_DIR / "pretrained" / METHOD / f"{METHOD}.safetensors"
-# The fraction of proposals the scorer chooses by default (above SMALL_BUDGET evaluations).
+# The fraction of proposals the scorer chooses by default.
 DEFAULT_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class Steering:
-    """How much the scorer steers: its share of proposals, evaluations between re-rankings, and whether it ranks the start first."""
-
-    share: float
-    refresh: int
-    learned_start: bool
-
-
-# Budgets up to SMALL_BUDGET evaluations use SMALL_BUDGET_STEERING (chosen on the validation split at 200 and 500
-# evaluations, docs/results.md): with few evaluations a fresher ranking of more of the proposals pays; above it, LARGE.
-SMALL_BUDGET = 500
-SMALL_BUDGET_STEERING = Steering(share=0.75, refresh=4, learned_start=True)
-LARGE_BUDGET_STEERING = Steering(share=DEFAULT_SHARE, refresh=CRITICAL_REFRESH, learned_start=False)
 # The largest connected same-device group a group move takes along.
 GROUP_LIMIT = 4
 # How many times a screened-out proposal of local_search's is redrawn (the last draw stands).
@@ -358,9 +338,7 @@ class LearnedSearchPlacer(LocalSearchPlacer):
 
     Args:
         checkpoint: the scorer's checkpoint (default: the shipped one, ``datasets/pretrained/learned_search/``), or a loaded scorer.
-        share: the fraction of proposals the scorer chooses (the rest are local_search's own moves);
-            ``None``: by the budget (:data:`SMALL_BUDGET_STEERING` up to :data:`SMALL_BUDGET` evaluations, else
-            :data:`LARGE_BUDGET_STEERING`), as are ``refresh`` and ``learned_start``.
+        share: the fraction of proposals the scorer chooses (the rest are local_search's own moves).
         temperature: softness of the draw from the scorer's ranking (0.05: nearly its top moves).
         refresh: evaluations between trace refreshes (each one counted evaluation that re-ranks the moves).
         screen: the fraction of single-op moves, lowest-ranked by the scorer, that local_search's own proposals avoid
@@ -373,18 +351,14 @@ class LearnedSearchPlacer(LocalSearchPlacer):
     def __init__(
         self,
         checkpoint: str | os.PathLike | MoveScorer | None = None,
-        share: float | None = None,
+        share: float = DEFAULT_SHARE,
         temperature: float = 0.05,
-        refresh: int | None = None,
-        learned_start: bool | None = None,
+        refresh: int = CRITICAL_REFRESH,
+        learned_start: bool = False,
         screen: float = 0.0,
         **search: Any,
     ) -> None:
         super().__init__(**search)
-        steering = SMALL_BUDGET_STEERING if self.budget <= SMALL_BUDGET else LARGE_BUDGET_STEERING
-        share = steering.share if share is None else share
-        refresh = steering.refresh if refresh is None else refresh
-        learned_start = steering.learned_start if learned_start is None else learned_start
         if not 1 <= refresh:
             raise PlacerError(f"refresh must be >= 1 evaluation, got {refresh}")
         if not 0 <= screen < 1:
