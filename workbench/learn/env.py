@@ -84,20 +84,23 @@ class PlacementState:
 
     def ready_ops(self) -> np.ndarray:
         """Ready op ids, ascending."""
-        return np.flatnonzero(self.ready)
+        return self.ready.nonzero()[0]
 
     def device_features(self, op: int, earliest_start: np.ndarray | None = None) -> np.ndarray:
         """``(devices, len(DEVICE_FEATURES))`` features for placing ``op`` next."""
         return device_features(self.schedule, op, self.features.time_scale, earliest_start)
 
-    def place(self, op: int, device: int) -> None:
-        """Place a ready ``op`` on ``device``; raises ``ValueError`` on an illegal action."""
+    def place(self, op: int, device: int, earliest_starts: np.ndarray | None = None) -> None:
+        """Place a ready ``op`` on ``device``; raises ``ValueError`` on an illegal action.
+
+        ``earliest_starts`` is ``schedule.earliest_starts(op)`` when the caller has it already.
+        """
         if not (0 <= op < self.graph.num_nodes and self.ready[op]):
             raise ValueError(f"op {op} is not ready to place (placed already, unplaced inputs, or no such op)")
-        self.schedule.place(op, device)
+        self.schedule.place(op, device, earliest_starts)
         self.ready[op] = False
         succ = self._succ[self._succ_ptr[op] : self._succ_ptr[op + 1]]
-        self._waiting[succ] -= 1
+        np.subtract.at(self._waiting, succ, 1)  # a successor listed twice (parallel edges) waits for both
         self.ready[succ[self._waiting[succ] == 0]] = True
 
     def teacher_ops(self, ready: np.ndarray) -> np.ndarray:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numba import njit
 
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
@@ -170,19 +171,37 @@ def device_features(schedule: PartialSchedule, op: int, time_scale: float, earli
 
     ``earliest_start`` is ``schedule.earliest_starts(op)`` when the caller has it already.
     """
-    d = schedule.num_devices
-    preds = schedule.graph.predecessors(op)
-    out = np.zeros((d, len(DEVICE_FEATURES)))
-    out[:, 0] = schedule.device_compute
-    if preds.size:
-        where = schedule.device[preds]
-        out[:, 1] = np.bincount(where, weights=schedule.graph.compute[preds], minlength=d)
-        starts, ends = schedule.start[preds], schedule.end[preds]
-        for device in np.unique(where).tolist():
-            on = where == device
-            out[device, 2] = starts[on].min()
-            out[device, 3] = ends[on].max()
-    out[:, 4] = schedule.earliest_starts(op) if earliest_start is None else earliest_start
+    earliest = schedule.earliest_starts(op) if earliest_start is None else earliest_start
+    graph = schedule.graph
+    return _device_features(
+        graph.predecessors(op), schedule.device, graph.compute, schedule.start, schedule.end, schedule.device_compute, earliest, time_scale
+    )
+
+
+@njit(cache=True)
+def _device_features(
+    preds: np.ndarray,
+    device: np.ndarray,
+    compute: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    device_compute: np.ndarray,
+    earliest: np.ndarray,
+    time_scale: float,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`device_features` in one compiled loop over the inputs (called once per placement step)."""
+    out = np.zeros((device_compute.size, len(DEVICE_FEATURES)))
+    out[:, 0] = device_compute
+    holds = np.zeros(device_compute.size, dtype=np.bool_)
+    for p in preds:
+        where = device[p]
+        out[where, 1] += compute[p]
+        if not holds[where] or start[p] < out[where, 2]:
+            out[where, 2] = start[p]
+        if not holds[where] or end[p] > out[where, 3]:
+            out[where, 3] = end[p]
+        holds[where] = True
+    out[:, 4] = earliest
     return (out / time_scale).astype(np.float32)
 
 

@@ -104,6 +104,10 @@ class PolicyConfig:
             0: off.
         capacity_features: DOPPLER: add each device's assigned compute against its balanced share and the end of
             its committed work to PLC's device features (``features.CAPACITY_FEATURES``).
+        place_rule_weight: DOPPLER: PLC's logits add −weight × each device's earliest start for the op (÷ the graph's
+            time scale): critical_path's device rule, which the learned logits then correct (a residual head). 0: off.
+        select_rule_weight: DOPPLER: SEL's logits add weight × each op's bottom level (÷ the graph's largest):
+            critical_path's op rule, which the learned logits then correct. 0: off.
     """
 
     method: str = "doppler"
@@ -128,6 +132,8 @@ class PolicyConfig:
     # plateau options
     random_features: int = 0
     capacity_features: bool = False
+    place_rule_weight: float = 0.0
+    select_rule_weight: float = 0.0
 
     @classmethod
     def paper(cls, method: str = "doppler") -> PolicyConfig:
@@ -173,6 +179,13 @@ class PolicyConfig:
             raise ValueError(f"random_features must be >= 0, got {self.random_features}")
         if (self.random_features or self.capacity_features) and METHODS[self.method][0] != "workbench.learn.doppler":
             raise ValueError(f"random_features and capacity_features are inputs of the doppler policies, not of {self.method!r}")
+        for name in ("place_rule_weight", "select_rule_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+            if getattr(self, name) and METHODS[self.method][0] != "workbench.learn.doppler":
+                raise ValueError(f"{name} is an option of the doppler policies, not of {self.method!r}")
+        if self.select_rule_weight and self.zscore_ready_inputs:
+            raise ValueError("select_rule_weight adds to SEL's episode-wide logits; zscore_ready_inputs computes them per step")
         if self.width % self.attention_heads:
             raise ValueError(f"width {self.width} must be divisible by attention_heads {self.attention_heads}")
 
