@@ -27,9 +27,14 @@ from gymnasium import spaces
 from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
-from .features import device_features, static_features
+from .features import affinity_tables, device_features, static_features
 
-__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "MakespanFn"]
+__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "MakespanFn", "TEACHERS"]
+
+TEACHERS = ("critical_path", "affinity")
+"""Device rules of the imitation teacher: ``critical_path`` (the earliest-start device) or ``affinity`` (the device with the earliest
+finish plus the time the bytes of the op's already placed co-parents, the other inputs of its consumers, on other devices would take
+to reach it: it keeps ops that meet at a consumer together)."""
 
 MakespanFn = Callable[[np.ndarray], float]
 """The env's terminal cost: ``assignment -> makespan`` for its one graph (a cost oracle of
@@ -63,14 +68,18 @@ class Guide:
 class PlacementState:
     """A partial placement: which ops are placed where, when they could run, which are ready.
 
-    ``guide`` (a :class:`Guide`) replaces the critical-path teacher by a given placement.
+    ``guide`` (a :class:`Guide`) replaces the critical-path teacher by a given placement; ``teacher`` names the
+    teacher's device rule (:data:`TEACHERS`).
     """
 
-    def __init__(self, graph: DataflowGraph, devices: Devices, guide: Guide | None = None) -> None:
+    def __init__(self, graph: DataflowGraph, devices: Devices, guide: Guide | None = None, teacher: str = "critical_path") -> None:
         if guide is not None and guide.order.size != graph.num_nodes:
             raise ValueError(f"the guide places {guide.order.size} ops but the graph has {graph.num_nodes}")
+        if teacher not in TEACHERS:
+            raise ValueError(f"unknown teacher {teacher!r}; teachers: {', '.join(TEACHERS)}")
         self.graph = graph
         self.guide = guide
+        self.teacher = teacher
         self.features = static_features(graph)
         self.schedule = PartialSchedule(graph, devices)
         self.num_devices = self.schedule.num_devices
@@ -108,10 +117,26 @@ class PlacementState:
         return ready[level == level.max()]
 
     def teacher_devices(self, op: int, earliest_start: np.ndarray) -> np.ndarray:
-        """The devices the teacher could pick for ``op``: all where it starts earliest (the guide's: its device)."""
+        """The devices the teacher could pick for ``op``: where it starts earliest (the guide's: its device; ``affinity``: TEACHERS)."""
         if self.guide is not None:
             return self.guide.assignment[op : op + 1]
+        if self.teacher == "affinity":
+            cost = self.affinity_cost(op, earliest_start)
+            return np.flatnonzero(np.isclose(cost, cost.min(), rtol=1e-9, atol=0.0))
         return np.flatnonzero(earliest_start == earliest_start.min())
+
+    def affinity_cost(self, op: int, earliest_start: np.ndarray) -> np.ndarray:
+        """Per device: ``op``'s earliest finish there plus the transfer time of its placed co-parents' bytes from other devices."""
+        tables, schedule = affinity_tables(self.graph), self.schedule
+        lo, hi = tables.sibling_ptr[op], tables.sibling_ptr[op + 1]
+        where = schedule.device[tables.sibling_op[lo:hi]]
+        placed = where >= 0
+        where, comm = where[placed], tables.sibling_comm[lo:hi][placed]
+        cluster = schedule.cluster
+        bandwidth, latency = np.asarray(cluster.bandwidth), np.asarray(cluster.latency)
+        transfer = comm[:, None] / bandwidth[where] + latency[where]
+        transfer[where[:, None] == np.arange(self.num_devices)[None, :]] = 0.0
+        return earliest_start + self.graph.compute[op] / np.asarray(cluster.speeds) + transfer.sum(axis=0)
 
 
 @dataclass(frozen=True)
