@@ -66,10 +66,11 @@ def test_affinity_teacher_keeps_co_parents_together():
     state = PlacementState(HAND, 3, teacher="affinity")
     state.place(0, 1)
     state.place(2, 0)
-    earliest = state.schedule.earliest_starts(1)  # devices free at 3, 1, 0
-    # finish + the transfer of co-parents elsewhere: d0 3+2+4 = 9, d1 1+2+8 = 11, d2 0+2+12 = 14
-    np.testing.assert_allclose(state.affinity_cost(1, earliest), [9.0, 11.0, 14.0])
-    assert state.teacher_devices(1, earliest).tolist() == [0]
+    earliest = state.schedule.earliest_starts(1)  # devices free at 3, 1, 0: critical_path would take d2
+    # finish + per consumer the cheaper transfer, co-parents' bytes in or op 1's out: consumer 3 (0 on d1: 4 in, 6 out),
+    # consumer 4 (2 on d0: 8 in, 2 out): d0 3+2+4 = 9, d1 1+2+2 = 5, d2 0+2+4+2 = 8
+    np.testing.assert_allclose(state.affinity_cost(1, earliest), [9.0, 5.0, 8.0])
+    assert state.teacher_devices(1, earliest).tolist() == [1]
     assert PlacementState(HAND, 3).teacher == "critical_path"
     with pytest.raises(ValueError, match="unknown teacher 'nearest'"):
         PlacementState(HAND, 3, teacher="nearest")

@@ -33,8 +33,8 @@ __all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "MakespanFn",
 
 TEACHERS = ("critical_path", "affinity")
 """Device rules of the imitation teacher: ``critical_path`` (the earliest-start device) or ``affinity`` (the device with the earliest
-finish plus the time the bytes of the op's already placed co-parents, the other inputs of its consumers, on other devices would take
-to reach it: it keeps ops that meet at a consumer together)."""
+finish plus, per consumer with inputs placed already, the smaller of the transfers that op's device forces: the bytes of its
+co-parents elsewhere, or op's own bytes to them; it keeps ops that meet at a consumer together, :meth:`PlacementState.affinity_cost`)."""
 
 MakespanFn = Callable[[np.ndarray], float]
 """The env's terminal cost: ``assignment -> makespan`` for its one graph (a cost oracle of
@@ -126,17 +126,29 @@ class PlacementState:
         return np.flatnonzero(earliest_start == earliest_start.min())
 
     def affinity_cost(self, op: int, earliest_start: np.ndarray) -> np.ndarray:
-        """Per device: ``op``'s earliest finish there plus the transfer time of its placed co-parents' bytes from other devices."""
-        tables, schedule = affinity_tables(self.graph), self.schedule
+        """Per device: ``op``'s earliest finish there plus, per consumer, the smaller of two transfer times.
+
+        At a consumer that already has inputs placed, either those on other
+        devices move to ``op``'s device or ``op``'s output moves to theirs: the
+        cheaper of the two is counted (the co-parents' bytes summed over their
+        links, against ``op``'s bytes over its fastest link to one of them).
+        """
+        tables, schedule, d = affinity_tables(self.graph), self.schedule, self.num_devices
         lo, hi = tables.sibling_ptr[op], tables.sibling_ptr[op + 1]
         where = schedule.device[tables.sibling_op[lo:hi]]
         placed = where >= 0
         where, comm = where[placed], tables.sibling_comm[lo:hi][placed]
-        cluster = schedule.cluster
-        bandwidth, latency = np.asarray(cluster.bandwidth), np.asarray(cluster.latency)
-        transfer = comm[:, None] / bandwidth[where] + latency[where]
-        transfer[where[:, None] == np.arange(self.num_devices)[None, :]] = 0.0
-        return earliest_start + self.graph.compute[op] / np.asarray(cluster.speeds) + transfer.sum(axis=0)
+        consumer, own = tables.sibling_consumer[lo:hi][placed], tables.sibling_own[lo:hi][placed]
+        bandwidth, latency = np.asarray(schedule.cluster.bandwidth), np.asarray(schedule.cluster.latency)
+        elsewhere = where[:, None] != np.arange(d)[None, :]
+        inbound = np.where(elsewhere, comm[:, None] / bandwidth[where] + latency[where], 0.0)  # co-parent's bytes to each device
+        outbound = np.where(elsewhere, own[:, None] / bandwidth[:, where].T + latency[:, where].T, np.inf)  # op's bytes to it
+        penalty = np.zeros(d)
+        for s in np.unique(consumer).tolist():
+            at = consumer == s
+            others = inbound[at].sum(axis=0)
+            penalty += np.where(others > 0, np.minimum(others, outbound[at].min(axis=0)), 0.0)
+        return earliest_start + self.graph.compute[op] / np.asarray(schedule.cluster.speeds) + penalty
 
 
 @dataclass(frozen=True)

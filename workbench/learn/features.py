@@ -242,8 +242,8 @@ class AffinityTables:
     """Per-graph tables behind :func:`affinity_features` (computed once per graph object).
 
     Attributes:
-        sibling_ptr, sibling_op, sibling_comm: CSR by op: for each consumer ``s``
-            of op ``v`` and each other input ``p`` of ``s``, ``p`` and the bytes ``p → s``.
+        sibling_ptr, sibling_op, sibling_comm, sibling_consumer, sibling_own: CSR by op: for each consumer ``s``
+            of op ``v`` and each other input ``p`` of ``s``, ``p``, the bytes ``p → s``, ``s`` and the bytes ``v → s``.
         component: ``(n,)`` the id of each op's weakly connected component.
         component_compute: ``(components,)`` the total compute of each component.
         byte_scale: divisor of the byte columns (the largest total input of any op).
@@ -252,6 +252,8 @@ class AffinityTables:
     sibling_ptr: np.ndarray
     sibling_op: np.ndarray
     sibling_comm: np.ndarray
+    sibling_consumer: np.ndarray
+    sibling_own: np.ndarray
     component: np.ndarray
     component_compute: np.ndarray
     byte_scale: float
@@ -284,24 +286,27 @@ def affinity_tables(graph: DataflowGraph) -> AffinityTables:
     if cached is not None:
         return cached
     n = graph.num_nodes
-    succ_ptr, succ, _ = graph.succ_csr
+    succ_ptr, succ, succ_edge = graph.succ_csr
     pred_ptr, pred, pred_edge = graph.pred_csr
-    ops: list[list[int]] = [[] for _ in range(n)]
-    comms: list[list[float]] = [[] for _ in range(n)]
+    pairs: list[list[tuple[int, float, int, float]]] = [[] for _ in range(n)]
     for v in range(n):
-        for s in succ[succ_ptr[v] : succ_ptr[v + 1]].tolist():
+        for s, own in zip(
+            succ[succ_ptr[v] : succ_ptr[v + 1]].tolist(), graph.comm[succ_edge[succ_ptr[v] : succ_ptr[v + 1]]].tolist(), strict=True
+        ):
             lo, hi = pred_ptr[s], pred_ptr[s + 1]
-            for p, e in zip(pred[lo:hi].tolist(), pred_edge[lo:hi].tolist(), strict=True):
-                if p != v:
-                    ops[v].append(p)
-                    comms[v].append(float(graph.comm[e]))
+            pairs[v] += [
+                (p, float(graph.comm[e]), s, own) for p, e in zip(pred[lo:hi].tolist(), pred_edge[lo:hi].tolist(), strict=True) if p != v
+            ]
+    flat = [pair for per_op in pairs for pair in per_op]
     component = _weak_components(graph)
     comm_in = np.bincount(graph.dst, weights=graph.comm, minlength=n)
     peak = float(comm_in.max(initial=0.0))
     tables = AffinityTables(
-        sibling_ptr=np.concatenate([[0], np.cumsum([len(o) for o in ops])]).astype(np.int64),
-        sibling_op=np.fromiter((p for o in ops for p in o), dtype=np.int64),
-        sibling_comm=np.fromiter((c for cs in comms for c in cs), dtype=np.float64),
+        sibling_ptr=np.concatenate([[0], np.cumsum([len(per_op) for per_op in pairs])]).astype(np.int64),
+        sibling_op=np.array([pair[0] for pair in flat], dtype=np.int64),
+        sibling_comm=np.array([pair[1] for pair in flat], dtype=np.float64),
+        sibling_consumer=np.array([pair[2] for pair in flat], dtype=np.int64),
+        sibling_own=np.array([pair[3] for pair in flat], dtype=np.float64),
         component=component,
         component_compute=np.bincount(component, weights=graph.compute),
         byte_scale=peak if peak > 0 else 1.0,
