@@ -179,12 +179,15 @@ def _greedy(method: str, checkpoint: Path, graph_name: str) -> float:
 
 
 def baselines(graph_name: str, evaluations: int, seeds: tuple[int, ...]) -> dict[str, Any]:
-    """The heuristics' makespans and local_search's (mean, std, seconds) at ``evaluations`` simulator calls."""
+    """The heuristics', the affinity teacher's and local_search's makespans (mean, std, seconds) at ``evaluations`` simulator calls."""
     from ..datasets import bundled_graph
+    from ..learn.env import teacher_assignment
     from ..placers import place
+    from ..sim import simulate
 
     graph = bundled_graph(graph_name)
     out: dict[str, Any] = {m: place(graph, m, 4).makespan / UNIT for m in HEURISTICS}
+    out["affinity_teacher"] = simulate(graph, teacher_assignment(graph, 4, "affinity"), 4).makespan / UNIT
     found, seconds = [], []
     for seed in seeds:
         began = time.perf_counter()
@@ -334,6 +337,7 @@ def _plateau_markdown(runs, reference, variant: Variant) -> str:
         f"{variant.name} reported: best of {REPORTED}",
         "reported per seed",
         "best heuristic",
+        "Stage I teacher",
         f"target ≤ {PLATEAU_MARGIN} × best heuristic",
         "tuned doppler today (mean)",
         "training wall time",
@@ -357,6 +361,7 @@ def _plateau_markdown(runs, reference, variant: Variant) -> str:
             _stats(reported),
             " / ".join(f"{value:.1f}" for value in reported),
             f"{best:.1f}",
+            f"{ref[TEACHER] if variant.settings.get('il_teacher', TEACHER) == TEACHER else ref['affinity_teacher']:.1f}",
             f"{PLATEAU_MARGIN * best:.1f}",
             f"{TODAY[graph]}",
             _minutes([r["seconds"] for r in mine]),

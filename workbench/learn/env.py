@@ -29,7 +29,7 @@ from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .features import affinity_tables, device_features, static_features
 
-__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "MakespanFn", "TEACHERS"]
+__all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "MakespanFn", "TEACHERS", "teacher_assignment"]
 
 TEACHERS = ("critical_path", "affinity")
 """Device rules of the imitation teacher: ``critical_path`` (the earliest-start device) or ``affinity`` (the device with the earliest
@@ -149,6 +149,15 @@ class PlacementState:
             others = inbound[at].sum(axis=0)
             penalty += np.where(others > 0, np.minimum(others, outbound[at].min(axis=0)), 0.0)
         return earliest_start + self.graph.compute[op] / np.asarray(schedule.cluster.speeds) + penalty
+
+
+def teacher_assignment(graph: DataflowGraph, devices: Devices, teacher: str = "critical_path") -> np.ndarray:
+    """The device per op that the imitation ``teacher`` (:data:`TEACHERS`) gives, following its own choices (smallest id on ties)."""
+    state = PlacementState(graph, devices, teacher=teacher)
+    while not state.done:
+        op = int(state.teacher_ops(state.ready_ops())[0])
+        state.place(op, int(state.teacher_devices(op, state.schedule.earliest_starts(op))[0]))
+    return state.schedule.device.copy()
 
 
 @dataclass(frozen=True)
