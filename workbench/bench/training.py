@@ -308,7 +308,7 @@ def _markdown(runs, reference, variants, imitation, sims) -> str:
             met = f"missed ({np.mean(greedy) / BEST_KNOWN[graph]:.2f}× best known)"
         cells = [
             graph,
-            f"{imitation}+{sims[graph]}",
+            f"{imitation}+{variants[0].sim_episodes or sims[graph]}",
             str(max(of(main, graph, "evaluations"), default=0)),
             _stats(of(main, graph, "greedy_stage_1")),
             _stats(of(main, graph, "greedy_final_weights")),
