@@ -227,13 +227,22 @@ if HAVE_MODELS:
 # widths, a Llama-7B layer, BERT-base, ResNet-50, ViT-B/16), each at two
 # partitionings; graphs are rebuilt on demand (`build_entry`), and
 # `workbench import-model --zoo DIR` writes them all with their placement
-# table. `entries()` lists them with their parameters:
+# table. They are the `real` split of the benchmark corpus
+# (`workbench.corpus`, for learned placement): one entry per model and
+# partitioning, used at 4 and 8 devices, with its op count and a hash of
+# its costs and edges that `corpus.build` checks when it rebuilds it.
 
 # %%
 if HAVE_MODELS:
-    from workbench.importers.zoo import ZOO_TABLE_COLUMNS, build_entry, entries, placement_row
+    from workbench import corpus
+    from workbench.importers.zoo import ZOO_TABLE_COLUMNS, placement_row
 
-    display(pd.DataFrame(entries()).set_index(["name", "partitioning"]))
+    real = corpus.entries("real")
+    display(
+        pd.DataFrame(
+            [{"entry": e.name, "spec": e.params["spec"], "parts": e.params["parts"], "devices": e.devices, "nodes": e.nodes} for e in real]
+        ).set_index("entry")
+    )
 
 # %% [markdown]
 # Placement on the operator graph, on the sharded GPT-2 and on the zoo's
@@ -245,6 +254,6 @@ if HAVE_MODELS:
 
 # %%
 if HAVE_MODELS:
-    graphs = [coarsen(operators), sharded, build_entry("gpt2-small")]
+    graphs = [coarsen(operators), sharded, corpus.build(real[0])]  # zoo-gpt2-small-0: GPT-2 small at its default partitioning
     table = pd.DataFrame([placement_row(g, DEVICES, budget=LOCAL_SEARCH_BUDGET) for g in graphs]).set_index("graph")
     display(table[["nodes", "edges", "lower_bound", *ZOO_TABLE_COLUMNS, "local_search_gain"]])

@@ -26,8 +26,42 @@ def test_every_generated_entry_regenerates_bit_identically(manifest):
         assert first.num_nodes == entry.nodes
 
 
+def _planned(entry: corpus.CorpusEntry) -> dict:
+    return {k: v for k, v in entry.to_dict().items() if k not in ("nodes", "sha256")}
+
+
 def test_shipped_manifest_is_what_design_writes(manifest):
-    assert [e.to_dict() for e in corpus.design()] == [e.to_dict() for e in manifest]
+    """design() is plan() built and hashed; the hashes are checked by the rebuild tests (the zoo's needs [models])."""
+    assert [_planned(e) for e in corpus.plan()] == [_planned(e) for e in manifest]
+    assert all(e.sha256 and e.nodes > 0 for e in manifest)
+
+
+def test_the_real_split_is_the_whole_zoo_at_four_and_eight_devices(manifest):
+    from workbench.importers.zoo import ZOO, entries
+
+    real = corpus.entries("real", manifest=manifest)
+    assert [dict(e.params) for e in real] == entries()  # every model at both partitionings, as the zoo lists them
+    assert {e.params["name"] for e in real} == set(ZOO) and len(real) == 2 * len(ZOO)
+    assert all(e.family == "zoo" and e.devices == (4, 8) for e in real)
+    assert not [e for e in manifest if e.family == "zoo" and e.split != "real"]
+
+
+def _rebuilds_bit_for_bit(entry: corpus.CorpusEntry) -> None:
+    graph = corpus.build(entry)  # build() checks the hash too
+    assert corpus.content_hash(graph) == entry.sha256 and graph.num_nodes == entry.nodes, entry.name
+
+
+def test_a_real_split_entry_rebuilds_bit_for_bit(manifest):
+    pytest.importorskip("transformers")
+    _rebuilds_bit_for_bit(next(e for e in manifest if e.name == "zoo-gpt2-small-1"))  # the quickest to build
+
+
+@pytest.mark.slow
+def test_every_real_split_entry_rebuilds_bit_for_bit(manifest):
+    pytest.importorskip("transformers")
+    pytest.importorskip("torchvision")
+    for entry in corpus.entries("real", manifest=manifest):
+        _rebuilds_bit_for_bit(entry)
 
 
 def test_test_split_has_twenty_graphs_at_four_and_eight_devices_and_the_paper_graphs_only_there(manifest):
@@ -75,8 +109,17 @@ def test_entries_filters_by_split_devices_and_family(manifest):
         corpus.entries("holdout", manifest=manifest)
 
 
-def test_a_zoo_entry_without_the_models_extra_names_the_extra(manifest, monkeypatch):
-    monkeypatch.setitem(sys.modules, "workbench.importers.zoo", None)
-    entry = next(e for e in manifest if e.family == "zoo")
-    with pytest.raises(corpus.CorpusError, match=r"\[models\] extra"):
+@pytest.mark.parametrize("missing", ["transformers", "torch"])
+def test_a_zoo_entry_without_the_models_extra_names_the_extra(manifest, monkeypatch, missing):
+    """A clean clone without [models] (or without torch at all) that asks for the real split is told what to install."""
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails as if not installed
+    entry = next(e for e in manifest if e.family == "zoo" and e.params["spec"].startswith("hf:"))
+    with pytest.raises(corpus.CorpusError, match=rf"^corpus entry {entry.name}: .*doppler-workbench\[models\]"):
         corpus.build(entry)
+
+
+def test_a_zoo_entry_that_the_zoo_no_longer_lists_asks_for_a_new_manifest(manifest):
+    entry = next(e for e in manifest if e.family == "zoo")
+    changed = corpus.CorpusEntry(**{**entry.__dict__, "params": {**entry.params, "parts": "batch=8"}})
+    with pytest.raises(corpus.CorpusError, match="not the zoo's listing.*python -m workbench.corpus"):
+        corpus.build(changed)

@@ -14,12 +14,18 @@ bit for bit. Families:
 - the random DAG families (:mod:`workbench.generators.random_dags`) with
   communication-heavy costs (CCR 1–4);
 - ``paper``: the four bundled graphs of the paper, test only (never trained on);
-- ``zoo`` (split ``real``): real models rebuilt by :func:`workbench.importers.zoo.build_entry`
-  (needs the ``[models]`` extra; :func:`build` says so when it is missing).
+- ``zoo`` (split ``real``): every graph of the real-model zoo
+  (:func:`workbench.importers.zoo.entries`: six models at two partitionings,
+  used at 4 and 8 devices), rebuilt by :func:`workbench.importers.zoo.build_entry`
+  and hashed like the others. They need the ``[models]`` extra, whose pinned
+  torch, transformers and torchvision the hashes were taken with; :func:`build`
+  names the extra when it is missing.
 
 ``python -m workbench.corpus`` rewrites the manifest from :func:`design`
-(the sizes were chosen so that local_search clearly beats the heuristics; the
-measured gap per family is in ``docs/results.md``, issue 19).
+(with the ``[models]`` extra installed: it builds every graph, the zoo's
+included, in 6.5 s on a 2-core VM; the sizes were chosen so that
+local_search clearly beats the heuristics; the measured gap per family is in
+``docs/results.md``, issue 19).
 """
 
 from __future__ import annotations
@@ -37,7 +43,18 @@ from .datasets import DATASETS_DIR, PAPER_GRAPHS, bundled_graph
 from .generators import generate
 from .graph import DataflowGraph
 
-__all__ = ["SPLITS", "MANIFEST_PATH", "CorpusEntry", "load_manifest", "entries", "build", "content_hash", "design", "write_manifest"]
+__all__ = [
+    "SPLITS",
+    "MANIFEST_PATH",
+    "CorpusEntry",
+    "load_manifest",
+    "entries",
+    "build",
+    "content_hash",
+    "plan",
+    "design",
+    "write_manifest",
+]
 
 SPLITS = ("train", "validation", "test", "real")
 MANIFEST_PATH = DATASETS_DIR / "corpus" / "manifest.json"
@@ -56,13 +73,14 @@ class CorpusEntry:
     Attributes:
         name: unique, readable name (family and variant).
         family: a generator of :data:`workbench.generators.GENERATORS`, ``"paper"`` or ``"zoo"``.
-        params: the generator's parameters (``paper``: ``{"name": ...}``; ``zoo``: ``{"name", "partitioning"}``).
+        params: the generator's parameters (``paper``: ``{"name": ...}``; ``zoo``: the zoo's listing of the graph,
+            :func:`workbench.importers.zoo.entries`: ``name``, ``partitioning`` and what they stand for).
         seed: the random families' seed (also passed to the generator), ``None`` for deterministic ones.
         split: ``"train"``, ``"validation"``, ``"test"`` or ``"real"`` (real models: never trained on, reported apart).
         devices: the device counts the graph is used at.
         profile: the device profile its costs come from (``"paper"`` for the paper's cost convention, ``None`` for unit-free).
         nodes: op count.
-        sha256: :func:`content_hash` of the built graph (``None`` for zoo graphs, which depend on the installed torch).
+        sha256: :func:`content_hash` of the built graph (zoo graphs: with the ``[models]`` extra's pinned versions).
     """
 
     name: str
@@ -92,19 +110,54 @@ def build(entry: CorpusEntry) -> DataflowGraph:
     if entry.family == "paper":
         graph = bundled_graph(str(entry.params["name"]))
     elif entry.family == "zoo":
-        try:
-            from .importers.zoo import build_entry
-        except ImportError as exc:
-            raise CorpusError(f"corpus entry {entry.name}: zoo graphs need the [models] extra (pip install '.[models]'): {exc}") from None
-        graph = build_entry(str(entry.params["name"]), int(entry.params.get("partitioning", 0)))
+        graph = _build_zoo(entry)
     else:
         params = dict(entry.params)
         if entry.seed is not None:
             params["seed"] = entry.seed
         graph = generate(entry.family, **params)
     if entry.sha256 is not None and content_hash(graph) != entry.sha256:
-        raise CorpusError(f"corpus entry {entry.name}: the rebuilt graph differs from the manifest's (sha256 mismatch)")
+        versions = (
+            f" (zoo graphs are hashed with the [models] extra's pinned versions; installed: {_model_versions()})"
+            if entry.family == "zoo"
+            else ""
+        )
+        raise CorpusError(f"corpus entry {entry.name}: the rebuilt graph differs from the manifest's (sha256 mismatch){versions}")
     return graph.with_metadata(name=entry.name)
+
+
+def _build_zoo(entry: CorpusEntry) -> DataflowGraph:
+    """A zoo entry's graph, once its parameters are checked against the zoo's listing; a missing extra is named."""
+    from .importers.zoo import build_entry, entries as zoo_entries
+
+    name, partitioning = str(entry.params.get("name")), int(entry.params.get("partitioning", 0))
+    listed = next((item for item in zoo_entries() if (item["name"], item["partitioning"]) == (name, partitioning)), None)
+    if listed != dict(entry.params):
+        raise CorpusError(
+            f"corpus entry {entry.name}: its parameters are not the zoo's listing of {name!r} partitioning {partitioning} "
+            "(workbench/importers/zoo.py changed?); rewrite the manifest with python -m workbench.corpus"
+        )
+    try:
+        return build_entry(name, partitioning)
+    except ImportError as exc:
+        raise CorpusError(
+            f"corpus entry {entry.name}: zoo graphs need the [models] extra (pip install 'doppler-workbench[models]'): {exc}"
+        ) from None
+    except ValueError as exc:  # the spec's SpecError names the missing package and the extra
+        raise CorpusError(f"corpus entry {entry.name}: {exc}") from None
+
+
+def _model_versions() -> str:
+    """``"torch 2.2.1, transformers 4.44.2, torchvision 0.17.1"``: the installed packages a zoo graph depends on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "none"
+
+    return ", ".join(f"{package} {installed(package)}" for package in ("torch", "transformers", "torchvision"))
 
 
 def _entry(data: Mapping[str, Any], where: str) -> CorpusEntry:
@@ -202,7 +255,8 @@ _RANDOM_VARIANTS: tuple[tuple[str, dict[str, Any], range], ...] = (
     ("tree", {"shape": "fork_join", "branching": 2, "depth": 6, "ccr": 1.0}, range(0, 4)),
     ("tree", {"shape": "fork_join", "branching": 3, "depth": 4, "ccr": 2.0}, range(4, 8)),
 )
-_ZOO_ENTRIES = (("gpt2-small", 0), ("gpt2-small", 1))
+_ZOO_DEVICES = (4, 8)
+_ZOO_PROFILE = "V100"  # build_entry's costs: shard's roofline default
 
 
 def _split_of(index: int) -> str:
@@ -217,8 +271,10 @@ def _cost_signature(graph: DataflowGraph) -> tuple[Any, ...]:
     return graph.num_nodes, graph.num_edges, np.sort(graph.compute).tobytes(), np.sort(graph.comm).tobytes()
 
 
-def design() -> list[CorpusEntry]:
-    """The corpus the shipped manifest holds: built here once, hashed, and written by :func:`write_manifest`."""
+def plan() -> list[CorpusEntry]:
+    """The corpus's entries as designed, before building: their op counts and hashes are :func:`design`'s."""
+    from .importers.zoo import entries as zoo_entries
+
     planned: list[CorpusEntry] = []
     seen: dict[str, int] = {}
 
@@ -233,21 +289,24 @@ def design() -> list[CorpusEntry]:
     for family, params, seeds in _RANDOM_VARIANTS:
         for seed in seeds:
             add(family, dict(params), seed, None)
+    planned.extend(CorpusEntry(name, "paper", {"name": name}, None, "test", (4, 8), "paper") for name in PAPER_GRAPHS)
+    planned.extend(
+        CorpusEntry(f"zoo-{item['name']}-{item['partitioning']}", "zoo", item, None, "real", _ZOO_DEVICES, _ZOO_PROFILE)
+        for item in zoo_entries()
+    )
+    return planned
+
+
+def design() -> list[CorpusEntry]:
+    """:func:`plan`'s entries built, checked (no graph outside the test split has a paper graph's costs) and hashed:
+    the shipped manifest, written by :func:`write_manifest`."""
     paper = {_cost_signature(bundled_graph(name)): name for name in PAPER_GRAPHS}
     built = []
-    for entry in planned:
+    for entry in plan():
         graph = build(entry)
         if entry.split != "test" and _cost_signature(graph) in paper:
             raise CorpusError(f"{entry.name} has the costs of the paper's {paper[_cost_signature(graph)]}, which must stay out of training")
         built.append(CorpusEntry(**{**entry.__dict__, "nodes": graph.num_nodes, "sha256": content_hash(graph)}))
-    for signature, name in paper.items():
-        built.append(
-            CorpusEntry(name, "paper", {"name": name}, None, "test", (4, 8), "paper", signature[0], content_hash(bundled_graph(name)))
-        )
-    built.extend(
-        CorpusEntry(f"zoo-{model}-{part}", "zoo", {"name": model, "partitioning": part}, None, "real", (4, 8), "zoo")
-        for model, part in _ZOO_ENTRIES
-    )
     return built
 
 

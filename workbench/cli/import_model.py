@@ -58,6 +58,29 @@ def register(sub) -> None:
     )
     parser.add_argument("--shard-auto", action="store_true", help="shard, picking the parts that give at most --target-nodes nodes")
     parser.add_argument(
+        "--op-parts",
+        action="append",
+        default=[],
+        metavar="PATTERN:KIND=N,...",
+        help=(
+            "shard per op, as the paper's system does (repeatable): ops whose fx name fully matches the regular "
+            "expression PATTERN get these splits (reduced=N: their contracted dimensions), every other op keeps its "
+            "inputs' splits; --parts then splits the model's inputs. E.g. 'wq:hidden=2,reduced=2' 'w1|w3:hidden=4'"
+        ),
+    )
+    parser.add_argument(
+        "--op-share",
+        type=int,
+        metavar="N",
+        help="with --cost-model paper: charge every node its op's cost / N (the paper's transformer files: 4)",
+    )
+    parser.add_argument(
+        "--kernels",
+        choices=("torch", "einsum"),
+        default="torch",
+        help="sharded ops as one kernel per traced op and block (torch), or as the paper's system writes them (einsum)",
+    )
+    parser.add_argument(
         "--cost-model",
         choices=("roofline", "paper"),
         default="roofline",
@@ -92,6 +115,34 @@ def _inputs(args):
     return inputs
 
 
+def _op_parts(items: list[str]) -> dict[str, str] | None:
+    """``["wq:hidden=2,reduced=2", ...]`` -> ``{"wq": "hidden=2,reduced=2", ...}`` (``None`` when none is given)."""
+    if not items:
+        return None
+    parsed: dict[str, str] = {}
+    for item in items:
+        pattern, sep, parts = item.rpartition(":")
+        if not sep or not pattern or "=" not in parts:
+            raise CliError(f"--op-parts {item!r}: expected PATTERN:KIND=N,... such as 'wq:hidden=2,reduced=2'")
+        if pattern in parsed:
+            raise CliError(f"--op-parts: pattern {pattern!r} given twice")
+        parsed[pattern] = parts
+    return parsed
+
+
+def _sharding_options(args) -> dict:
+    """The options of --kernels, --op-parts and --op-share for shard() (only those given)."""
+    if args.op_share is not None and args.cost_model != "paper":
+        raise CliError("--op-share needs --cost-model paper")
+    options: dict = {"kernels": args.kernels} if args.kernels != "torch" else {}
+    op_parts = _op_parts(args.op_parts)
+    if op_parts is not None:
+        options["op_parts"] = op_parts
+    if args.op_share is not None:
+        options["op_share"] = args.op_share
+    return options
+
+
 def run(args) -> int:
     from ..generators.profiles import get_profile
     from .common import json_argument
@@ -110,10 +161,11 @@ def run(args) -> int:
         raise CliError("--shard-auto needs --target-nodes")
     profile = args.profile if not args.profile.endswith(".json") else json_argument(args.profile, "--profile")
     profile = get_profile(profile)
+    sharding = _sharding_options(args)
     if args.factory.startswith("zoo:"):
         from ..importers.zoo import build_entry
 
-        graph = build_entry(args.factory.removeprefix("zoo:"), profile=profile, cost_model=args.cost_model)
+        graph = build_entry(args.factory.removeprefix("zoo:"), profile=profile, cost_model=args.cost_model, **sharding)
         save_and_report(graph, args, f", {len(graph.metadata['unsharded'])} unsharded ops")
         return 0
     from ..importers.specs import build_model, default_inputs
@@ -124,7 +176,7 @@ def run(args) -> int:
     inputs = _inputs(args) or default_inputs(args.factory)
     device = "meta" if meta else None
     name = args.factory if named else None  # else the module's class name
-    if args.parts or args.shard_auto:
+    if args.parts or args.shard_auto or "op_parts" in sharding:
         from ..importers.sharding import shard
 
         if args.measure or args.fuse:
@@ -138,6 +190,7 @@ def run(args) -> int:
             profile=profile,
             device=device,
             name=name,
+            **sharding,
         )
         unsharded = graph.metadata["unsharded"]
         detail = f", parts {graph.metadata['parts']}, {len(unsharded)} unsharded ops" + (
@@ -145,6 +198,8 @@ def run(args) -> int:
         )
         save_and_report(graph, args, detail)
         return 0
+    if sharding:
+        raise CliError("--kernels, --op-share and --op-parts apply to sharded graphs: give --parts, --shard-auto or --op-parts")
     from ..importers.torch_fx import from_torch
 
     graph = from_torch(

@@ -8,8 +8,12 @@ way of writing ops (``kernels="einsum"``), at the paper's per-op partitions
 (:data:`PAPER_OP_PARTS`) and with its cost convention (``cost_model="paper"``,
 ``op_share=4``); :func:`compare` sets them side by side: nodes, edges, total
 compute, and the makespans and ranking of every registered heuristic on 4
-devices. ``python -m workbench.importers.paper_check``
-prints the table of docs/generators.md.
+devices. ``python -m workbench.importers.paper_check [DEVICES]``
+prints the table of docs/generators.md (4 devices unless given).
+
+The paper's file differs from the block in one edge (:data:`PAPER_FILE_EDGE`), a corruption of the file: the
+paper repository's own copy of the same graph for its GDP baseline (:data:`PAPER_GDP_COPY`, bundled beside it)
+has the block's edge, and so does the file as first published; :func:`paper_gdp_copy` loads that copy.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ..datasets import bundled_graph
+from ..datasets import DATASETS_DIR, bundled_graph
+from ..formats import load_graph
 from ..graph import DataflowGraph
 from ..placers.base import place
 from ..placers.registry import methods
@@ -30,6 +35,8 @@ __all__ = [
     "PAPER_OP_PARTS",
     "PAPER_OP_SHARE",
     "PAPER_FILE_EDGE",
+    "PAPER_GDP_COPY",
+    "paper_gdp_copy",
     "UNIFORM_PARTS",
     "TIE_TOLERANCE",
     "paper_block",
@@ -118,16 +125,31 @@ def ranking_text(groups: Sequence[frozenset[str]]) -> str:
 
 
 PAPER_FILE_EDGE = ((0, 7), (0, 18))
-"""The one edge where the paper's file and the sharded block differ: the file has ``0 -> 7`` (a cast block feeding
-another block's square; its line 4 reads ``4,7,`` where the pattern of its neighbours asks for ``4, 18,``), where
-the block has ``0 -> 18`` (that cast block feeding its own ``x * rsqrt``, as every other block does)."""
+"""The one edge where the paper's file and the sharded block differ: the file has ``0 -> 7`` (the first block's
+float32 cast feeding the fourth block's square, positions and features it does not hold), where the block has
+``0 -> 18`` (that cast feeding its own ``x * rsqrt``, as the other three blocks' casts do). A corruption of the
+file, not a different program: its fourth line starts ``4,7,`` where the paper repository's GDP copy
+(:data:`PAPER_GDP_COPY`) and the file's first published version (github.com/xinyuyao/Doppler, commit f7ac864)
+read ``4, 18,`` (docs/generators.md)."""
+
+PAPER_GDP_COPY = "gdp_transformer_block_215nodes"
+"""The paper repository's copy of the same graph for its GDP baseline (``compute_graph/`` of
+github.com/xinyuyao/Doppler, commit 04c66de, bundled in ``datasets/doppler-paper/``): the same 234 edges in the
+same order and the same costs, with each node's op type, and ``0 -> 18`` where the DOPPLER file has ``0 -> 7``."""
+
+
+def paper_gdp_copy() -> DataflowGraph:
+    """The GDP copy of the paper's graph (:data:`PAPER_GDP_COPY`)."""
+    return load_graph(DATASETS_DIR / "doppler-paper" / f"{PAPER_GDP_COPY}.txt")
 
 
 def compare(kernels: Sequence[str] = ("einsum",), devices: int = 4, budget: int = 2000) -> list[dict[str, Any]]:
-    """Rows: the paper's graph, the block at the paper's partitions (also with the file's edge), then uniform ones."""
+    """Rows: the paper's graph and its GDP copy, the block at the paper's partitions (also with the file's edge),
+    then uniform ones."""
     per_op = paper_block(None)
     graphs = [
         ("transformer_block_215nodes (paper)", bundled_graph(PAPER_GRAPH)),
+        (f"{PAPER_GDP_COPY} (the paper repository's copy for GDP)", paper_gdp_copy()),
         ("LlamaBlock, the paper's per-op partitions, einsum", per_op),
         ("the same with the file's edge 0 -> 7 for 0 -> 18", with_edge_moved(per_op, PAPER_FILE_EDGE[1], PAPER_FILE_EDGE[0])),
     ]
@@ -166,4 +188,6 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 if __name__ == "__main__":
-    print(_table(compare(kernels=("einsum", "torch"))))
+    import sys
+
+    print(_table(compare(kernels=("einsum", "torch"), devices=int(sys.argv[1]) if len(sys.argv) > 1 else 4)))

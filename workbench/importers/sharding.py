@@ -1104,6 +1104,14 @@ class _Walker:
         return _Value(tensor, reference.kinds, reference.groups)
 
 
+def _check_op_patterns(per_op: list[tuple[re.Pattern[str], dict[str, int]]] | None, op_names: Sequence[str]) -> None:
+    """Refuse ``op_parts`` patterns that match no op's whole fx name (a misspelt name would silently do nothing)."""
+    unmatched = [pattern.pattern for pattern, _ in per_op or () if not any(pattern.fullmatch(name) for name in op_names)]
+    if unmatched:
+        shown = ", ".join(op_names[:12]) + (f", ... ({len(op_names)} ops)" if len(op_names) > 12 else "")
+        raise PartsError(f"op_parts pattern(s) {', '.join(map(repr, unmatched))} match no op's whole fx name; the ops: {shown}")
+
+
 def shard_traced(
     traced: Traced,
     parts: str | Mapping[str, int] | None = None,
@@ -1125,6 +1133,7 @@ def shard_traced(
     sharder = _Sharder(program, parts, einsum_steps=kernels == "einsum", op_parts=per_op)
     walker = _Walker(traced, sharder)
     records = {r.node: r for r in op_records(traced)}
+    _check_op_patterns(per_op, [node.name for node in records])
     image_like = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in traced.gm.modules())
     for node in traced.gm.graph.nodes:
         shapes = traced.recorder.shapes.get(node)
