@@ -1,6 +1,9 @@
-"""Cross-graph training on the corpus: the teacher's replay, resuming, and policies placed on other device counts."""
+"""Cross-graph training on the corpus: the teacher's replay, resuming, Stage II, and policies placed on other device counts."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -13,10 +16,11 @@ from workbench.learn.checkpoint import CheckpointError, TrainedFor
 from workbench.training import corpus_training
 from workbench.training.corpus_training import CorpusTrainConfig, teacher_guide, train_on_corpus
 
-TINY = [  # two small training graphs and one held out, built like the shipped manifest's entries
+TINY = [  # two small training graphs, one to select on and one held out, built like the shipped manifest's entries
     CorpusEntry("layered-a", "layered", {"layers": 4, "width": 3, "ccr": 2.0}, seed=1, split="train", devices=(2, 4)),
     CorpusEntry("layered-b", "layered", {"layers": 3, "width": 4, "ccr": 1.0}, seed=2, split="train", devices=(2,)),
     CorpusEntry("layered-c", "layered", {"layers": 4, "width": 4, "ccr": 2.0}, seed=3, split="test", devices=(2, 4)),
+    CorpusEntry("layered-d", "layered", {"layers": 5, "width": 3, "ccr": 3.0}, seed=4, split="validation", devices=(2, 4)),
 ]
 FAST = {"teacher_budget": 40, "checkpoint_every": 2, "devices": (2, 4), "seed": 3}
 
@@ -58,6 +62,10 @@ def test_an_interrupted_run_resumes_to_the_same_weights_and_refuses_other_settin
         CorpusTrainConfig(rollout="greedy")
     with pytest.raises(ValueError, match="other settings .*learning_rate"):
         train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, learning_rate=0.1, **FAST), corpus=TINY)
+    saved = json.loads((tmp_path / "resumed" / "config.json").read_text())
+    del saved["select_rule_weight"]  # a run saved before that setting existed resumes with it at its default
+    (tmp_path / "resumed" / "config.json").write_text(json.dumps(saved))
+    assert train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, **FAST), corpus=TINY) == resumed
 
 
 def test_imitating_the_search_teacher_lowers_the_imitation_loss(tmp_path):
@@ -97,3 +105,50 @@ def test_a_gdp_policy_refuses_more_devices_than_it_was_trained_with(tmp_path):
     with pytest.raises(CheckpointError, match="trained with 4 devices; it scores devices by index, so it cannot place on 8"):
         wb.place(unseen, "gdp", devices=8, checkpoint=tmp_path / "gdp.safetensors")
     assert wb.place(unseen, "gdp", devices=4, checkpoint=tmp_path / "gdp.safetensors").assignment.max() <= 3
+
+
+def test_stage_two_from_a_distilled_start_keeps_the_weights_that_win_most_often_on_the_selection_split(tmp_path):
+    start = train_on_corpus(tmp_path / "il", CorpusTrainConfig(episodes=2, **FAST), corpus=TINY)
+    config = CorpusTrainConfig(objective="reinforce", start_from=str(start), episodes=4, rollouts_per_update=3, select_every=1, **FAST)
+    chosen = train_on_corpus(tmp_path / "rl", config, corpus=TINY)
+    assert chosen.name == "best.safetensors"
+    rows = [line.split(",") for line in (tmp_path / "rl" / "selection.csv").read_text().splitlines()[1:]]
+    assert [int(r[0]) for r in rows] == [0, 1, 2, 3, 4]  # the start, then after every update
+    scores = [(float(r[1]), -float(r[2])) for r in rows]
+    best = max(range(len(rows)), key=lambda i: (scores[i], -i))  # the first of the best
+    assert [int(r[3]) for r in rows][best] == 1 and not any(int(r[3]) for r in rows[best + 1 :])
+    pairs = corpus_training._selection_pairs(config, TINY)
+    assert corpus_training.greedy_score(load_policy(chosen), pairs) == pytest.approx((scores[best][0], -scores[best][1]))
+    metrics = (tmp_path / "rl" / "metrics.csv").read_text().splitlines()
+    assert len(metrics) == 5 and all(float(line.split(",")[6]) > 0 for line in metrics[1:])  # makespan over critical_path logged
+    placed = wb.place(corpus_training.build(TINY[2]), "doppler", devices=4, checkpoint=chosen)
+    assert placed.assignment.max() <= 3 and np.isfinite(placed.makespan)
+    with pytest.raises(ValueError, match="holds a doppler policy, not placeto"):
+        train_on_corpus(
+            tmp_path / "other", CorpusTrainConfig(objective="reinforce", start_from=str(start), method="placeto", **FAST), corpus=TINY
+        )
+
+
+@pytest.mark.parametrize(("method", "select_rule"), [("doppler_plc_only", 0.0), ("doppler", 50.0)])
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_the_residual_heads_start_as_critical_path(devices, method, select_rule):
+    torch.manual_seed(devices)
+    policy = corpus_training.residual_policy(method, 50.0, select_rule)
+    graph = wb.generate("layered", layers=6, width=5, ccr=2.0, seed=devices)
+    with torch.no_grad():
+        greedy = policy.rollout(graph, devices, mode="greedy")
+    critical = wb.place(graph, "critical_path", devices=devices)
+    assert np.array_equal(greedy.assignment, critical.assignment) and np.array_equal(greedy.order, critical.order)
+    with torch.no_grad():  # the rules, not the untrained net, decide: without them the same net places otherwise
+        plain = make_policy(method).rollout(graph, devices, mode="greedy").assignment
+    assert not np.array_equal(plain, greedy.assignment)
+
+
+def test_a_residual_run_trains_and_saves_the_rule_with_its_checkpoint(tmp_path):
+    config = CorpusTrainConfig(method="doppler_plc_only", place_rule_weight=50.0, objective="reinforce", episodes=2, **FAST)
+    last = train_on_corpus(tmp_path / "run", dataclasses.replace(config, rollouts_per_update=2), corpus=TINY)
+    assert load_policy(last).config.place_rule_weight == 50.0
+    with pytest.raises(ValueError, match="place_rule_weight and select_rule_weight build a fresh policy"):
+        CorpusTrainConfig(place_rule_weight=1.0, start_from=str(last))
+    with pytest.raises(ValueError, match="objective must be one of imitation, reinforce"):
+        CorpusTrainConfig(objective="search")

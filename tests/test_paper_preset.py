@@ -98,7 +98,7 @@ def test_sum_and_mean_aggregation_give_different_embeddings_from_the_same_weight
 
 
 @pytest.mark.parametrize("aggregator", ["sum", "mean"])
-def test_grouped_edge_conv_equals_the_outer_product_path(aggregator):
+def test_grouped_edge_conv_equals_the_sparse_path(aggregator):
     inputs = graph_tensors(wb.bundled_graph("transformer_block"), torch.device("cpu"))
     torch.manual_seed(1)
     conv = EdgeConv(16, 40, aggregator)

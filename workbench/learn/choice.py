@@ -84,13 +84,15 @@ class Chooser:
         """Index of the chosen candidate, given the candidates' probabilities (and the teacher's mask over them)."""
         if self.mode == "teacher":
             return int(np.flatnonzero(teacher)[0])
+        if self.mode == "greedy":
+            return int(probs.argmax())
         explore, which = self.draws[decision]
         if self.mode == "sample":
             cumulative = np.cumsum(probs)
             return min(int(np.searchsorted(cumulative, which * cumulative[-1], side="right")), probs.size - 1)
-        if self.mode == "epsilon" and explore < self.epsilon:
+        if explore < self.epsilon:  # epsilon mode
             return min(int(which * probs.size), probs.size - 1)
-        return int(np.argmax(probs))
+        return int(probs.argmax())
 
 
 def as_numpy(tensor: torch.Tensor) -> np.ndarray:

@@ -14,7 +14,14 @@ precomputed per op and only the device-feature part is evaluated per step.
 
 With ``random_features`` the node features carry per-rollout noise columns;
 with ``capacity_features`` PLC's device features add each device's load
-against its balanced share and the end of its committed work (:mod:`.features`).
+against its balanced share and the end of its committed work; with
+``affinity_features`` the bytes the op exchanges with its inputs and
+co-parents on each device and the share of its component there (:mod:`.features`).
+
+With ``place_rule_weight`` β > 0, PLC's logits add ``−β · earliest start / time
+scale`` per device (critical_path's device rule), and with ``select_rule_weight``
+α > 0 SEL's add ``α · bottom level / largest bottom level`` per op (its op
+rule); the learned logits are then corrections to those rules.
 
 An ``encoded.plc_offset`` tensor ``(ops, devices)``, when set, is added to
 PLC's logits (per-instance active search adapts only this table:
@@ -40,11 +47,22 @@ from torch import nn
 
 from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softmax
 from .env import PlacementState
-from .features import CAPACITY_FEATURES, DEVICE_FEATURES, NODE_FEATURES, capacity_features, traversal_order
+from .features import (
+    AFFINITY_FEATURES,
+    CAPACITY_FEATURES,
+    DEVICE_FEATURES,
+    NODE_FEATURES,
+    affinity_features,
+    capacity_features,
+    traversal_order,
+)
 from .nets import Encoder, GraphTensors, ScoringHead, numpy_zscore, path_sum, sums_before, zscore
 from .policy import LearnedPolicy, PolicyConfig
 
 __all__ = ["DopplerPolicy", "encoder"]
+
+EARLIEST_START = DEVICE_FEATURES.index("earliest_start")
+"""PLC's device-feature column that ``place_rule_weight`` reads."""
 
 
 def encoder(config: PolicyConfig) -> Encoder:
@@ -60,8 +78,9 @@ def node_inputs(config: PolicyConfig) -> int:
 
 
 def device_inputs(config: PolicyConfig) -> int:
-    """Columns of PLC's device features: the dynamic ones plus, with ``capacity_features``, the capacity ones."""
-    return len(DEVICE_FEATURES) + (len(CAPACITY_FEATURES) if config.capacity_features else 0)
+    """Columns of PLC's device features: the dynamic ones plus, when switched on, the capacity ones, then the affinity ones."""
+    capacity = len(CAPACITY_FEATURES) if config.capacity_features else 0
+    return len(DEVICE_FEATURES) + capacity + (len(AFFINITY_FEATURES) if config.affinity_features else 0)
 
 
 class DopplerPolicy(LearnedPolicy):
@@ -236,6 +255,7 @@ class DopplerPolicy(LearnedPolicy):
             feats = np.zeros((n, d, device_inputs(config)), dtype=np.float32)
             base = len(DEVICE_FEATURES)
         sel, plc = Decisions(), Decisions()
+        select_rule = config.select_rule_weight * state.features.bottom_level / max(float(state.features.bottom_level.max()), 1e-300)
         devices_chosen = np.zeros(n, dtype=np.int64)
         agree = 0
         all_devices = np.arange(d)
@@ -247,22 +267,26 @@ class DopplerPolicy(LearnedPolicy):
             if self.learn_select:
                 sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
                 scores = self.numpy_ready_select_logits(e, ready, down_np, up_np) if self.per_step_select else e.sel_np[ready]
+                scores = scores + select_rule[ready]
                 pos = choose(softmax(scores), 2 * t, sel_teacher)
                 sel.add(ready, pos, sel_teacher)
                 op = int(ready[pos])
             else:
                 op = int(ready[0] if config.critical_path_index_bug else teacher_ops[0])
             earliest = state.schedule.earliest_starts(op)
-            teacher_devices = state.teacher_devices(op, earliest)
+            teacher_devices = state.teacher_devices(op, earliest) if teacher or not self.learn_place else None
             if self.learn_place:
                 feats[t, :, :base] = state.device_features(op, earliest)
                 if self.config.capacity_features:
-                    feats[t, :, base:] = capacity_features(state.schedule, state.features.time_scale)
+                    feats[t, :, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
+                if self.config.affinity_features:
+                    feats[t, :, feats.shape[2] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
                 if self.per_step_place:
                     logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])
                 else:
                     logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
+                logits = logits - config.place_rule_weight * earliest / state.features.time_scale
                 if offset is not None:
                     logits = logits + offset_np[op]
                 target = choose(softmax(logits), 2 * t + 1, plc_teacher)
@@ -273,14 +297,14 @@ class DopplerPolicy(LearnedPolicy):
             if teacher:
                 agree += bool(op in teacher_ops and target in teacher_devices)
             devices_chosen[t] = target
-            state.place(op, target)
+            state.place(op, target, earliest)
         heads = []
         if self.per_step_select:
             index, legal, _ = sel.padded()
             index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
             heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
         elif self.learn_select:
-            heads.append(sel.terms(e.sel_logits))
+            heads.append(sel.terms(e.sel_logits + torch.as_tensor(select_rule, dtype=e.sel_logits.dtype, device=device)))
         if self.learn_place:
             order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
             feats_t = torch.from_numpy(feats).to(device)
@@ -288,5 +312,6 @@ class DopplerPolicy(LearnedPolicy):
                 logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
             else:
                 logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
+            logits = logits - config.place_rule_weight * feats_t[..., EARLIEST_START]
             heads.append(plc.terms(logits if offset is None else logits + offset[order]))
         return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)

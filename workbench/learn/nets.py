@@ -8,24 +8,26 @@ its ``width x width`` message matrix; its first layer runs once per forward
 pass, its last is NNConv's ``edge_func``.
 
 :class:`EdgeConv` is ``dgl.nn.NNConv`` with the same parameters and the same
-output (a test checks it against ``NNConv.forward``), computed about 10x
-faster on CPU: DGL's NNConv materialises every edge's message matrix and
-broadcasts source features against them into a ``(nodes, in, out)`` buffer
-per call; here all messages come from one dense matrix product and DGL only
-averages them. With a wide edge network (``edge_hidden`` >= ``GROUPED_EDGE_HIDDEN``,
-the paper's 128) the outer product grows with ``edge_hidden``; there
+output and gradients (tests check them against ``NNConv.forward``), computed
+without any per-edge ``width``-sized tensor: DGL's NNConv materialises every
+edge's message matrix. Each step aggregates the source features weighted by
+each edge-network column with one sparse product, then applies the edge
+network's last layer once per node (see :class:`EdgeConv`), so a step costs
+``nodes x (edge_hidden + 1) x width²`` plus ``edges x (edge_hidden + 1) x width``.
+With a wide edge network (``edge_hidden`` >= ``GROUPED_EDGE_HIDDEN``, the
+paper's 128) the per-node product grows with ``edge_hidden``; there
 :meth:`EdgeConv.grouped` builds the message matrix once per distinct edge
 feature row (a paper graph has 4 to 20) and multiplies each edge group by it.
 """
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass
 from itertools import pairwise
 
 import dgl
-import dgl.function as fn
 import numpy as np
 import torch
 from torch import nn
@@ -230,39 +232,99 @@ def numpy_zscore(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     return centred / (np.sqrt((centred * centred).sum(axis=0) * scale) + eps)
 
 
+@dataclass(frozen=True)
+class SpreadLayout:
+    """Where :meth:`EdgeConv.spread_matrix` puts each edge's weights: a CSR layout of one DGL graph for one edge-network width.
+
+    Edges are merged per (destination, source) pair (parallel edges add up);
+    row ``v * columns + k`` holds column ``k`` of the weights of ``v``'s pairs.
+    """
+
+    pair_of_edge: torch.Tensor
+    """``(edges,)``: the pair each edge adds into."""
+    edge_in_degree: torch.Tensor
+    """``(edges,)``: the in-degree of each edge's destination (the mean aggregator's divisor)."""
+    entry: torch.Tensor
+    """``(pairs * columns,)``: stored entry ``i`` is element ``entry[i]`` of the flattened ``(pairs, columns)`` weights."""
+    crow: torch.Tensor
+    """``(nodes * columns + 1,)``: the CSR row pointers."""
+    col: torch.Tensor
+    """``(pairs * columns,)``: each stored entry's source node."""
+
+
+_layout_cache: weakref.WeakKeyDictionary[dgl.DGLGraph, dict[tuple[str, int], SpreadLayout]] = weakref.WeakKeyDictionary()
+
+
+def spread_layout(graph: dgl.DGLGraph, columns: int, device: torch.device) -> SpreadLayout:
+    """The :class:`SpreadLayout` of ``graph`` for ``columns`` weights per edge, as tensors on ``device`` (cached per graph object)."""
+    per_key = _layout_cache.setdefault(graph, {})
+    key = (str(device), columns)
+    if key not in per_key:
+        n = graph.num_nodes()
+        src, dst = (ends.to(device) for ends in graph.edges())
+        pairs, pair_of_edge = torch.unique(dst * n + src, return_inverse=True)  # sorted by destination, then source
+        pair_dst = pairs // n
+        degree = torch.bincount(pair_dst, minlength=n)
+        first = torch.cumsum(degree, 0) - degree
+        row_start = columns * first.unsqueeze(1) + torch.arange(columns, device=device) * degree.unsqueeze(1)
+        rank = torch.arange(pairs.shape[0], device=device) - first[pair_dst]
+        position = (row_start[pair_dst] + rank.unsqueeze(1)).reshape(-1)  # where (pair, k) is stored
+        entry = torch.empty_like(position)
+        entry[position] = torch.arange(position.shape[0], device=device)
+        per_key[key] = SpreadLayout(
+            pair_of_edge=pair_of_edge,
+            edge_in_degree=torch.bincount(dst, minlength=n)[dst],
+            entry=entry,
+            crow=torch.cat([row_start.reshape(-1), position.new_full((1,), position.shape[0])]),
+            col=(pairs % n)[entry // columns],
+        )
+    return per_key[key]
+
+
 class EdgeConv(dgl.nn.NNConv):
     """``dgl.nn.NNConv`` whose ``edge_func`` is one linear layer, computed without per-edge matrices.
 
-    With ``edge_func(z) = A z + a``, an edge's message ``h_src @ W(z)`` equals
-    ``(h_src ⊗ [z, 1]) @ [A, a]`` rearranged: one dense matrix product over all
-    edges instead of a ``(width x width)`` matrix per edge.
+    With ``edge_func(z) = A z + a`` and ``A_k`` the ``(width x width)``
+    matrix of column ``k`` of ``A``, an edge's message is
+    ``h_src @ W(z) = sum_k z_k (h_src @ A_k) + h_src @ a``. Averaging (or
+    summing) over a node's incoming edges commutes with the ``A_k``: a step
+    aggregates ``z_k h_src`` per node and column ``k`` with one sparse
+    product (the matrix of :meth:`spread_matrix`, built once per encoder
+    pass), then applies every ``A_k`` and ``a`` in one dense product per
+    node (:meth:`propagate`). Nothing grows with edges x width.
     """
 
     def __init__(self, width: int, edge_hidden: int, aggregator: str) -> None:
         super().__init__(width, width, edge_func=nn.Linear(edge_hidden, width * width), aggregator_type=aggregator)
 
     def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, efeat: torch.Tensor) -> torch.Tensor:
+        return self.propagate(self.spread_matrix(graph, efeat), feat)
+
+    def spread_matrix(self, graph: dgl.DGLGraph, efeat: torch.Tensor) -> torch.Tensor:
+        """Sparse CSR ``(nodes * (edge_hidden + 1), nodes)``: row ``v * (edge_hidden + 1) + k``, column ``u`` holds column ``k``
+        of ``[efeat, 1]`` summed over the edges ``u -> v`` (divided by ``v``'s in-degree with the mean aggregator)."""
+        n, columns = graph.num_nodes(), efeat.shape[1] + 1
+        layout = spread_layout(graph, columns, efeat.device)
+        weights = torch.cat([efeat, efeat.new_ones(efeat.shape[0], 1)], dim=1)
+        if self._aggre_type == "mean":
+            weights = weights / layout.edge_in_degree.to(weights.dtype).unsqueeze(1)
+        pairs = layout.entry.shape[0] // columns
+        values = weights.new_zeros(pairs, columns).index_add_(0, layout.pair_of_edge, weights)
+        with warnings.catch_warnings():  # torch 2.2 calls its CSR support beta; products and their gradients are what a test checks
+            warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
+            return torch.sparse_csr_tensor(layout.crow, layout.col, values.reshape(-1)[layout.entry], (n * columns, n))
+
+    def propagate(self, spread: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
+        """One step's output from :meth:`spread_matrix`'s matrix and the node features ``feat``."""
         linear = self.edge_func
-        d_in, d_out, k = self._in_src_feats, self._out_feats, linear.in_features
-        table = (
+        n, d_in, d_out, columns = feat.shape[0], self._in_src_feats, self._out_feats, linear.in_features + 1
+        table = (  # row (k, i): row i of A_k, or of a for k = edge_hidden
             torch.cat([linear.weight, linear.bias.unsqueeze(1)], dim=1)
-            .view(d_in, d_out, k + 1)
-            .transpose(1, 2)
-            .reshape(d_in * (k + 1), d_out)
+            .view(d_in, d_out, columns)
+            .permute(2, 0, 1)
+            .reshape(columns * d_in, d_out)
         )
-        src, dst = graph.edges()
-        on_graph = src.device == feat.device
-        if not on_graph:  # a DGL build without CUDA keeps the graph on the CPU
-            src, dst = src.to(feat.device), dst.to(feat.device)
-        edge_inputs = torch.cat([efeat, efeat.new_ones(efeat.shape[0], 1)], dim=1)
-        outer = (feat[src].unsqueeze(2) * edge_inputs.unsqueeze(1)).reshape(efeat.shape[0], d_in * (k + 1))
-        messages = outer @ table
-        if not on_graph:
-            return aggregate(messages, dst, feat.shape[0], self._aggre_type) + self.bias
-        with graph.local_scope():
-            graph.edata["m"] = messages
-            graph.update_all(fn.copy_e("m", "m"), self.reducer("m", "neigh"))
-            return graph.dstdata["neigh"] + self.bias
+        return (spread @ feat).view(n, columns * d_in) @ table + self.bias
 
     # paper preset switches
     def grouped(self, graph: dgl.DGLGraph, feat: torch.Tensor, edge_hidden: torch.Tensor, groups: tuple) -> torch.Tensor:
@@ -331,6 +393,7 @@ class Encoder(nn.Module):
             for _ in range(self.steps):
                 hidden = self.gru(torch.relu(self.conv.grouped(inputs.graph, hidden, matrices, groups)), hidden)
             return hidden
+        spread = self.conv.spread_matrix(inputs.graph, edge_hidden)
         for _ in range(self.steps):
-            hidden = self.gru(torch.relu(self.conv(inputs.graph, hidden, edge_hidden)), hidden)
+            hidden = self.gru(torch.relu(self.conv.propagate(spread, hidden)), hidden)
         return hidden

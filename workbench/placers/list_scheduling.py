@@ -50,8 +50,8 @@ class InsertionSchedule(PartialSchedule):
         duration = self.graph.compute[op] / self._speeds
         return np.array([self._first_gap(d, arrival[d], duration[d]) for d in range(self.num_devices)])
 
-    def place(self, op: int, device: int) -> float:
-        begin = super().place(op, device)
+    def place(self, op: int, device: int, earliest_starts: np.ndarray | None = None) -> float:
+        begin = super().place(op, device, earliest_starts)
         interval = (begin, float(self.end[op]))
         index = bisect.bisect(self._busy[device], interval)
         self._busy[device].insert(index, interval)

@@ -14,12 +14,25 @@ first), in the teacher's own states (behaviour cloning) or in the learner's
 one-pass policy, as GO (Zhou et al., NeurIPS 2020) and REGAL (Paliwal et al.,
 ICLR 2020) train one policy across a family of graphs and apply it zero-shot.
 
+Stage II across graphs (``objective="reinforce"``), usually from a Stage I
+run's weights (``start_from``): REINFORCE over the training pairs, K samples
+of one graph per update with their mean as the shared baseline (POMO, Kwon et
+al., NeurIPS 2020), rewarded ``−makespan / critical_path's makespan`` on that
+graph, so the advantage is the gain over critical_path relative to the
+samples' mean and every graph's signal is on one scale
+(:func:`workbench.training.reinforce.reinforce_update`). With
+``select_every`` the greedy policy places the ``select_split`` graphs every
+that many updates (and before the first), and ``checkpoints/best.safetensors``
+keeps the weights that beat critical_path on the most of them (the
+zero-shot target's measure; ties broken by the mean makespan over critical_path's).
+
 A run directory holds ``config.json``, ``teachers.json`` (the teacher
 placements, written as they are found), ``metrics.csv`` (one row per
 episode) and ``checkpoints/last.safetensors`` (weights, optimizer state,
-episode); the same command resumes it, and a larger ``--episodes`` extends it. :func:`evaluate_split` places a split's
-graphs zero-shot, greedily and best of K, beside critical_path and the best
-heuristic.
+episode), with selection also ``selection.csv`` and
+``checkpoints/best.safetensors``; the same command resumes it, and a larger
+``--episodes`` extends it. :func:`evaluate_split` places a split's graphs
+zero-shot, greedily and best of K, beside critical_path and the best heuristic.
 """
 
 from __future__ import annotations
@@ -42,20 +55,38 @@ from ..fileio import atomic_write_json, atomic_write_text
 from ..graph import DataflowGraph
 from ..placers import methods
 from ..provenance import machine
+from .config import TrainConfig
 from .imitation import apply_gradient
+from .oracle import SimulatorOracle
+from .reinforce import reinforce_update
 
-__all__ = ["CorpusTrainConfig", "teacher_guide", "train_on_corpus", "evaluate_split", "summary", "main"]
+__all__ = ["CorpusTrainConfig", "teacher_guide", "train_on_corpus", "residual_policy", "greedy_score", "evaluate_split", "summary", "main"]
 
+OBJECTIVES = ("imitation", "reinforce")
 ROLLOUTS = ("teacher", "epsilon")
 RESUMABLE = ("episodes", "checkpoint_every")
 """Settings a resumed run may change: how long it trains and how often it saves."""
-METRICS = ("episode", "graph", "devices", "loss", "teacher_agreement", "makespan_over_teacher", "seconds")
+METRICS = (
+    "episode",
+    "graph",
+    "devices",
+    "loss",
+    "teacher_agreement",
+    "makespan_over_teacher",
+    "makespan_over_critical_path",
+    "seconds",
+)
+SELECTION = ("episode", "wins", "mean_over_critical_path", "best")
 
 
 @dataclass(frozen=True)
 class CorpusTrainConfig:
     """One cross-graph distillation run (saved as the run's ``config.json``)."""
 
+    objective: str = "imitation"
+    """``imitation`` (Stage I: replay the search teacher) or ``reinforce`` (Stage II: REINFORCE against critical_path's makespan)."""
+    start_from: str = ""
+    """A checkpoint whose weights (not optimizer state) a new run starts from, e.g. a Stage I run's ``last.safetensors``; empty: fresh."""
     method: str = "doppler"
     """Learned method to train (``workbench.learn.make_policy`` name): doppler, placeto, gdp, ..."""
     devices: tuple[int, ...] = (2, 4, 8)
@@ -63,7 +94,8 @@ class CorpusTrainConfig:
     teacher_budget: int = 2000
     """Simulator evaluations of the local_search run that makes each teacher placement."""
     episodes: int = 1500
-    """Imitation episodes in all, cycling over the (graph, devices) pairs in a seeded shuffled order."""
+    """Episodes in all (``reinforce``: updates of ``rollouts_per_update`` samples each), cycling over the (graph, devices) pairs in a
+    seeded shuffled order."""
     learning_rate: float = 1e-3
     """Adam's learning rate (constant)."""
     rollout: str = "teacher"
@@ -73,6 +105,18 @@ class CorpusTrainConfig:
     """
     epsilon: float = 0.2
     """``rollout="epsilon"``: probability of a uniform legal action in the learner's rollouts."""
+    place_rule_weight: float = 0.0
+    """A fresh doppler policy's ``PolicyConfig.place_rule_weight`` β: PLC adds −β × earliest start to its logits, and its last layer
+    starts at zero, so the greedy device choice starts as critical_path's (with ``doppler_plc_only``, the whole placement does)."""
+    select_rule_weight: float = 0.0
+    """A fresh doppler policy's ``PolicyConfig.select_rule_weight`` α: SEL adds α × bottom level (÷ the largest) to its logits, and its
+    last layer starts at zero; with ``place_rule_weight`` too, the whole greedy placement starts as critical_path's."""
+    rollouts_per_update: int = 8
+    """``reinforce``: samples of one graph per update; their mean reward is the shared baseline."""
+    select_every: int = 0
+    """``reinforce``: place the ``select_split`` greedily every this many episodes (and before the first), keep the best; 0: never."""
+    select_split: str = "validation"
+    """Corpus split the selection places (at the training device counts)."""
     entropy_weight: float = 1e-3
     """Entropy bonus weight."""
     grad_clip: float = 1.0
@@ -86,11 +130,17 @@ class CorpusTrainConfig:
         object.__setattr__(self, "devices", tuple(int(d) for d in self.devices))
         if self.method not in methods("learned"):
             raise ValueError(f"method must be a learned method ({', '.join(methods('learned'))}), got {self.method!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if self.rollout not in ROLLOUTS:
             raise ValueError(f"rollout must be one of {', '.join(ROLLOUTS)}, got {self.rollout!r}")
         if not self.devices or min(self.devices) < 1:
             raise ValueError(f"devices must be one or more counts >= 1, got {self.devices}")
-        for name in ("teacher_budget", "episodes", "checkpoint_every"):
+        if (self.place_rule_weight or self.select_rule_weight) and self.start_from:
+            raise ValueError("place_rule_weight and select_rule_weight build a fresh policy; a start_from policy keeps its own")
+        if self.select_every < 0:
+            raise ValueError(f"select_every must be >= 0, got {self.select_every}")
+        for name in ("teacher_budget", "episodes", "checkpoint_every", "rollouts_per_update"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
@@ -141,9 +191,13 @@ def _teachers(out: Path, pairs: list[tuple[CorpusEntry, int]], graphs: dict[str,
 
 
 def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "train", corpus: list[CorpusEntry] | None = None) -> Path:
-    """Train (or resume) the run in ``out`` on the ``split`` of ``corpus`` (default: the shipped manifest); the final checkpoint's path."""
+    """Train (or resume) the run in ``out`` on the ``split`` of ``corpus`` (default: the shipped manifest).
+
+    Returns the checkpoint to use: ``best.safetensors`` when the run selects, else ``last.safetensors``.
+    """
     from ..learn import Guide, load_policy, make_policy
     from ..learn.checkpoint import TrainedFor
+    from ..placers import place
     from ..sim import Evaluator
 
     out = Path(out)
@@ -152,71 +206,172 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     chosen = entries(split, manifest=corpus)
     wanted = json.loads(json.dumps({**dataclasses.asdict(config), "split": split, "graphs": [e.name for e in chosen]}))
     if config_path.is_file():
-        held = json.loads(config_path.read_text())
+        held = {
+            **json.loads(json.dumps(dataclasses.asdict(CorpusTrainConfig()))),
+            **json.loads(config_path.read_text()),
+        }  # newer settings at their defaults
         differ = sorted(k for k in wanted.keys() | held.keys() if k not in RESUMABLE and wanted.get(k) != held.get(k))
         if differ:
             raise ValueError(f"{out} holds a run with other settings ({', '.join(differ)}); choose another folder or the same settings")
     atomic_write_json(config_path, wanted)
     graphs = {e.name: build(e) for e in chosen}
     pairs = [(e, d) for e in chosen for d in config.devices if d in e.devices]
-    teachers = _teachers(out, pairs, graphs, config)
-    last = out / "checkpoints" / "last.safetensors"
+    imitation = config.objective == "imitation"
+    teachers = _teachers(out, pairs, graphs, config) if imitation else {}
+    critical = {pair_key(e, d): place(graphs[e.name], "critical_path", d).makespan for e, d in pairs}
+    last, best = out / "checkpoints" / "last.safetensors", out / "checkpoints" / "best.safetensors"
     torch.manual_seed(config.seed)
-    policy = load_policy(last) if last.is_file() else make_policy(config.method)
+    if last.is_file():
+        policy = load_policy(last)
+    elif config.start_from:
+        policy = load_policy(config.start_from)
+        if policy.method != config.method:
+            raise ValueError(f"start_from {config.start_from} holds a {policy.method} policy, not {config.method}")
+    elif config.place_rule_weight or config.select_rule_weight:
+        policy = residual_policy(config.method, config.place_rule_weight, config.select_rule_weight)
+    else:
+        policy = make_policy(config.method)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     generator = torch.Generator().manual_seed(config.seed)
     first = 0
     rows = _read_rows(out / "metrics.csv")
+    selections = _read_rows(out / "selection.csv", SELECTION)
     if last.is_file():
         extra = policy.checkpoint_extra
         optimizer.load_state_dict(extra["optimizer"])
         generator.set_state(extra["torch_rng"])
         first = int(extra["episode"])
         rows = [row for row in rows if int(row["episode"]) < first]
+        selections = [row for row in selections if int(row["episode"]) <= first]
     policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
     guides = {}
-    for entry, devices in pairs:
+    for entry, devices in pairs if imitation else []:
         key = pair_key(entry, devices)
         guides[key] = Guide(*teacher_guide(graphs[entry.name], devices, np.asarray(teachers[key]["assignment"])))
     evaluators = {pair_key(e, d): Evaluator(graphs[e.name], d) for e, d in pairs}
+    held_out = _selection_pairs(config, corpus) if config.select_every else []
+    if held_out and not selections:
+        _select(policy, held_out, 0, selections, best, out)
     for episode in range(first, config.episodes):
         epoch, index = divmod(episode, len(pairs))
         entry, devices = pairs[int(np.random.default_rng([config.seed, epoch]).permutation(len(pairs))[index])]
         key, graph = pair_key(entry, devices), graphs[entry.name]
         began = time.perf_counter()
-        rollout = policy.rollout(
-            graph, devices, mode=config.rollout, epsilon=config.epsilon, generator=generator, teacher=True, guide=guides[key]
-        )
-        loss = rollout.imitation_loss - config.entropy_weight * rollout.entropy
-        apply_gradient(policy, optimizer, loss, config.grad_clip)
-        makespan = float(evaluators[key](rollout.assignment))
+        if imitation:
+            rollout = policy.rollout(
+                graph, devices, mode=config.rollout, epsilon=config.epsilon, generator=generator, teacher=True, guide=guides[key]
+            )
+            loss = float(_imitation_step(policy, optimizer, rollout, config))
+            makespans = [float(evaluators[key](rollout.assignment))]
+            agreement, over_teacher = rollout.teacher_agreement, makespans[0] / teachers[key]["makespan"]
+        else:
+            steps = reinforce_update(
+                policy, optimizer, graph, SimulatorOracle(devices), critical[key], None, 0.0, _stage_two(config, key, devices), generator,
+                count=config.rollouts_per_update,
+            )  # fmt: skip
+            loss, makespans = sum(step["loss"] for step in steps), [step["makespan"] for step in steps]
+            agreement, over_teacher = "", ""
         rows.append(
             {
                 "episode": episode,
                 "graph": entry.name,
                 "devices": devices,
-                "loss": float(loss.detach()),
-                "teacher_agreement": rollout.teacher_agreement,
-                "makespan_over_teacher": makespan / teachers[key]["makespan"],
+                "loss": loss,
+                "teacher_agreement": agreement,
+                "makespan_over_teacher": over_teacher,
+                "makespan_over_critical_path": float(np.mean(makespans)) / critical[key],
                 "seconds": time.perf_counter() - began,
             }
         )
-        if (episode + 1) % config.checkpoint_every == 0 or episode + 1 == config.episodes:
-            extra = {"episode": episode + 1, "optimizer": optimizer.state_dict(), "torch_rng": generator.get_state()}
+        done = episode + 1
+        if held_out and done % config.select_every == 0:
+            _select(policy, held_out, done, selections, best, out)
+        if done % config.checkpoint_every == 0 or done == config.episodes:
+            extra = {"episode": done, "optimizer": optimizer.state_dict(), "torch_rng": generator.get_state()}
             policy.save(last, extra=extra)
-            _write_rows(out / "metrics.csv", rows)
-    return last
+            _write_rows(out / "metrics.csv", rows, METRICS)
+    return best if held_out else last
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
+def residual_policy(method: str, place_rule_weight: float, select_rule_weight: float = 0.0) -> Any:
+    """A fresh doppler ``method`` on critical_path's rules (PLC adds −β × earliest start, SEL α × bottom level), learned logits at zero.
+
+    With β > 0 its greedy device choice is critical_path's (the first device
+    where the op starts earliest); with α > 0 too (or ``doppler_plc_only``,
+    whose SEL is the rule itself) its whole greedy placement is.
+    """
+    from ..learn import make_policy
+    from ..learn.policy import PolicyConfig
+
+    policy = make_policy(method, PolicyConfig(place_rule_weight=place_rule_weight, select_rule_weight=select_rule_weight))
+    for weight, head in ((place_rule_weight, "plc_head"), (select_rule_weight, "sel_head")):
+        if weight and hasattr(policy, head):
+            torch.nn.init.zeros_(getattr(policy, head).layers[-1].weight)
+            torch.nn.init.zeros_(getattr(policy, head).layers[-1].bias)
+    return policy
+
+
+def _imitation_step(policy: Any, optimizer: torch.optim.Optimizer, rollout: Any, config: CorpusTrainConfig) -> torch.Tensor:
+    loss = rollout.imitation_loss - config.entropy_weight * rollout.entropy
+    apply_gradient(policy, optimizer, loss, config.grad_clip)
+    return loss.detach()
+
+
+def _stage_two(config: CorpusTrainConfig, key: str, devices: int) -> TrainConfig:
+    """The single-graph REINFORCE settings of one update: sampled rollouts, the shared (POMO) baseline."""
+    return TrainConfig(
+        graphs=(key,),
+        devices=devices,
+        method=config.method,
+        rl_mode="sample",
+        rollouts_per_update=config.rollouts_per_update,
+        rollout_baseline="shared",
+        entropy_weight=config.entropy_weight,
+        grad_clip=config.grad_clip,
+    )
+
+
+def _selection_pairs(config: CorpusTrainConfig, corpus: list[CorpusEntry] | None) -> list[tuple[str, DataflowGraph, int, float]]:
+    """``(key, graph, devices, critical_path's makespan)`` of every ``select_split`` pair at the training device counts."""
+    from ..placers import place
+
+    chosen = [(e, build(e)) for e in entries(config.select_split, manifest=corpus)]
+    pairs = [(pair_key(e, d), g, d) for e, g in chosen for d in config.devices if d in e.devices]
+    if not pairs:
+        raise ValueError(f"select_split {config.select_split!r} has no graph at devices {config.devices}")
+    return [(key, g, d, place(g, "critical_path", d).makespan) for key, g, d in pairs]
+
+
+def greedy_score(policy: Any, pairs: list[tuple[str, DataflowGraph, int, float]]) -> tuple[float, float]:
+    """The greedy policy's share of ``pairs`` where it beats critical_path strictly, and its mean makespan over critical_path's."""
+    from ..sim import simulate
+
+    with torch.no_grad():
+        ratios = np.array([simulate(g, policy.rollout(g, d, mode="greedy").assignment, d).makespan / c for _, g, d, c in pairs])
+    return float(np.mean(ratios < 1.0)), float(ratios.mean())
+
+
+def _select(policy: Any, pairs: list, episode: int, selections: list[dict[str, Any]], best: Path, out: Path) -> None:
+    """Score the greedy policy on ``pairs``; save it as ``best`` when it wins more often (or as often, closer to critical_path)."""
+    wins, mean = greedy_score(policy, pairs)
+    record = max(((float(r["wins"]), -float(r["mean_over_critical_path"])) for r in selections), default=None)
+    better = record is None or (wins, -mean) > record
+    if better:
+        policy.save(best)
+    selections.append({"episode": episode, "wins": wins, "mean_over_critical_path": mean, "best": int(better)})
+    _write_rows(out / "selection.csv", selections, SELECTION)
+
+
+def _read_rows(path: Path, fields: tuple[str, ...] = METRICS) -> list[dict[str, Any]]:
+    """The rows of a CSV this module wrote (columns added since are left empty)."""
     if not path.is_file():
         return []
-    return list(csv.DictReader(io.StringIO(path.read_text())))
+    return [{name: row.get(name, "") for name in fields} for row in csv.DictReader(io.StringIO(path.read_text()))]
 
 
-def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+def _write_rows(path: Path, rows: list[dict[str, Any]], fields: tuple[str, ...]) -> None:
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=METRICS)
+    writer = csv.DictWriter(text, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(path, text.getvalue())
