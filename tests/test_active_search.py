@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -137,3 +139,42 @@ def test_active_search_adapts_a_policy_with_random_features_from_its_greedy_draw
     evaluations[0] = 0
     found = wb.place(graph, "doppler", devices=4, checkpoint=path, search="active", budget=12, rollouts=4)
     assert evaluations[0] == 12 and found.details["start_makespan"] == greedy.makespan and found.makespan <= greedy.makespan
+
+
+def test_interleaved_polishing_splits_its_share_into_rounds_each_from_the_best_so_far(checkpoint, evaluations, monkeypatch):
+    from workbench.learn import active_search as module
+
+    graph, bursts = wb.bundled_graph("ffnn"), []
+    original = module.place
+
+    def recording(graph, method, devices, seed, budget, time_limit, start):
+        placement = original(graph, method, devices, seed=seed, budget=budget, time_limit=time_limit, start=start)
+        bursts.append((budget, float(Evaluator(graph, devices)(start)), placement.makespan))
+        return placement
+
+    monkeypatch.setattr(module, "place", recording)
+    found = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, search="active", budget=61, rollouts=4, polish=0.5, rounds=3)
+    assert [b[0] for b in bursts] == [10, 10, 10] and found.details["polished_evaluations"] == 30
+    assert found.details["evaluations"] == 61 and found.details["steps"] > 0
+    for (_, _, polished), (_, next_start, _) in itertools.pairwise(bursts):
+        assert next_start <= polished  # the next burst starts from the best so far, the polished placement included
+    assert found.makespan <= min(b[2] for b in bursts)
+
+
+def test_a_time_limit_stops_active_search_early_with_its_best_so_far(checkpoint, evaluations):
+    graph = wb.bundled_graph("chain_mm")
+    greedy = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint)
+    evaluations[0] = 0
+    found = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, search="active", budget=500, polish=0.5, time_limit=1e-9)
+    assert evaluations[0] == 1 and found.details["evaluations"] == 1 and found.makespan == greedy.makespan
+
+
+def test_place_cli_runs_active_search_with_a_polish_share(checkpoint, capsys):
+    import json
+
+    from workbench.cli import main
+
+    assert main(["place", "chain_mm", "--method", "doppler", "--checkpoint", str(checkpoint), "--search", "active"]
+                + ["--budget", "12", "--polish", "0.5", "--json"]) == 0  # fmt: skip
+    details = json.loads(capsys.readouterr().out)["details"]
+    assert details["evaluations"] == 12 and details["polished_evaluations"] == 6 and details["search"] == "active"

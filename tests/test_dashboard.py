@@ -391,6 +391,23 @@ def test_compare_refuses_another_graphs_checkpoint_and_names_the_checkpoint(cont
     assert "makespan 1.2001e13 (1,200.1 ÷1e10)" in str(children)
 
 
+def test_compare_runs_a_checkpoints_active_search_within_the_search_budget(context):
+    graph = wb.bundled_graph("chain_mm")
+    values = [o["value"] for o in compare.method_options(context, graph, 4)]
+    plain = "doppler@datasets:pretrained/chain_mm_112nodes/doppler.safetensors"
+    active = "active|" + plain
+    assert plain in values and active in values and not any(v.startswith("active|heft") for v in values)
+    assert parse_method(context, active)[1]["search"] == "active" and "search" not in parse_method(context, plain)[1]
+    key = "bundled:doppler-paper/chain_mm_112nodes.txt"
+    children, state = compare.compare_view(context, key, 4, [active, plain], 0, 24, 60)
+    assert state["labels"][0].startswith("doppler active search (pretrained, trained on chain_mm_112nodes")
+    assert "with 24 simulator evaluations" in str(children) and "'gantt/1'" in str(children)
+    kept, _ = compare.carry_selection(context, [active], compare.method_options(context, wb.bundled_graph("ffnn"), 4))
+    assert kept == ["active|doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"]
+    kept, dropped = compare.carry_selection(context, [active], compare.method_options(context, wb.generate("chain_mm"), 4))
+    assert not kept and dropped == ["doppler active search (pretrained)"]
+
+
 def test_gantt_zoom_is_copied_to_every_other_gantt(context):
     key = "bundled:doppler-paper/chain_mm_112nodes.txt"
     _, state = compare.compare_view(context, key, 4, ["critical_path", "round_robin"])

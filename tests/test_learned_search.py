@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
 import workbench as wb
 from workbench import corpus
-from workbench.learn.learned_search import FEATURES, LearnedMoves, MoveScorer, load_scorer, move_features, save_scorer
+from workbench.learn.learned_search import (
+    FEATURES,
+    LearnedMoves,
+    LearnedSearchPlacer,
+    MoveScorer,
+    load_scorer,
+    move_features,
+    save_scorer,
+)
+from workbench.placers.local_search import CRITICAL_REFRESH
 from workbench.placers.registry import PlacerError
 from workbench.training.learned_search import ScorerTrainConfig, train_scorer
 
@@ -85,3 +96,73 @@ def test_a_checkpoint_of_another_method_or_a_damaged_file_is_refused(trained, gr
     doppler = wb.datasets.DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.safetensors"
     with pytest.raises(PlacerError, match="not a learned_search scorer"):
         wb.place(graph, "learned_search", devices=4, budget=50, checkpoint=doppler)
+
+
+class _Observed(LearnedSearchPlacer):
+    """learned_search that records every placement whose trace it observes."""
+
+    def moves(self, graph, devices, rng):
+        moves = super().moves(graph, devices, rng)
+        seen = self.seen = []
+        observe = moves.observe
+
+        def record(assignment, trace):
+            seen.append(assignment.copy())
+            observe(assignment, trace)
+
+        moves.observe = record
+        return moves
+
+
+@pytest.mark.parametrize(("budget", "refresh", "learned_start"), [(9, 1, True), (10, 4, True), (137, 1, False), (200, 3, True)])
+@pytest.mark.parametrize("screen", [0.0, 0.5])
+def test_refresh_learned_start_and_screen_honour_the_budget_and_never_end_worse_than_the_start(
+    trained, graph, budget, refresh, learned_start, screen
+):
+    path, _ = trained
+    placer = _Observed(path, refresh=refresh, learned_start=learned_start, screen=screen, budget=budget)
+    decision = placer.place(graph, 4, seed=2)
+    assert decision.details["evaluations"] == budget
+    assert wb.simulate(graph, decision.assignment, 4).makespan <= decision.details["start_makespan"]
+
+
+def test_a_learned_start_ranks_the_starting_heuristic_before_any_proposal_and_refresh_sets_how_often(trained, graph):
+    path, _ = trained
+    start = _Observed(path, learned_start=True, budget=120)
+    decision = start.place(graph, 4, seed=0)
+    expected = wb.place(graph, decision.details["start_method"], devices=4).assignment
+    assert np.array_equal(start.seen[0], expected)
+    rare, often = _Observed(path, refresh=32, budget=300), _Observed(path, refresh=2, budget=300)
+    rare.place(graph, 4, seed=0), often.place(graph, 4, seed=0)
+    assert len(often.seen) > len(rare.seen) >= 1
+
+
+@pytest.mark.parametrize("options", [{"refresh": 0}, {"refresh": -3}, {"share": 1.5}, {"temperature": 0}, {"screen": 1}, {"screen": -0.1}])
+def test_bad_search_options_are_refused(trained, graph, options):
+    path, _ = trained
+    with pytest.raises(PlacerError, match=next(iter(options))):
+        wb.place(graph, "learned_search", devices=4, budget=50, checkpoint=path, **options)
+
+
+def test_tuning_reads_the_validation_split_and_a_scorer_with_no_share_is_local_search(tmp_path):
+    from workbench.bench.learned import validate
+
+    unsteered = {"share": 0.0, "refresh": CRITICAL_REFRESH, "learned_start": False}
+    table = validate({"unsteered": unsteered}, budget=10, seeds=1, root=tmp_path)
+    assert table.splitlines()[-1].endswith("| 1.000 | 1.000 |")
+    keys = json.loads((tmp_path / "validation.json").read_text())
+    graphs = {key.split("|")[0] for key in keys}
+    assert graphs == {e.name for e in corpus.entries("validation")}
+
+
+def test_screening_redraws_local_searchs_proposals_that_the_scorer_ranks_lowest(trained, graph):
+    scorer = load_scorer(trained[0])
+    assignment = np.random.default_rng(3).integers(0, 4, graph.num_nodes)
+    bad = {}
+    for screen in (0.0, 0.6):
+        moves = LearnedMoves(graph, 4, np.random.default_rng(0), scorer, 0.0, 0.05, screen=0.6)
+        moves.set_critical(assignment, wb.sim.Evaluator(graph, 4))
+        moves.screen = screen  # the same ranking and threshold; screening on or off
+        proposals = moves.propose(assignment, 400)
+        bad[screen] = np.mean([moves._screened_out(assignment, p) for p in proposals])
+    assert bad[0.0] > 0.2 and bad[0.6] < bad[0.0] / 3

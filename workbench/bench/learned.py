@@ -128,3 +128,61 @@ def _markdown(cells: list[tuple[str, int, str, int, int]], results: dict[str, di
         values += [_mean(results, g, d, m, b, seeds) for b in budgets for m in SEARCHES]
         lines.append(f"| {g} | {d} | " + " | ".join(f"{v / UNIT:.1f}" for v in values) + " |")
     return "\n".join(lines)
+
+
+def validate(variants: dict[str, dict[str, Any]], budget: int, seeds: int = 5, root: Path | None = None) -> str:
+    """learned_search's options tuned on the corpus's validation split only (never the test split).
+
+    Each variant (a name and learned_search's options) and local_search place every
+    validation graph at 4 and 8 devices with seeds ``0 .. seeds-1`` at ``budget``
+    evaluations; cells are cached in ``root/validation.json`` under the variant's
+    options completed with learned_search's defaults (a later change of defaults
+    does not reuse them). Returns a markdown table of each variant's makespan ÷
+    local_search's, mean over seeds then graphs.
+    """
+    from .. import corpus
+    from ..learn.learned_search import LearnedSearchPlacer
+    from ..placers import place
+    from ..sim import simulate
+
+    def resolved(options: dict[str, Any]) -> dict[str, Any]:
+        placer = LearnedSearchPlacer(budget=budget, **options)
+        steering = {"share": placer.share, "temperature": placer.temperature, "refresh": placer.refresh_every}
+        return options | steering | {"learned_start": placer.refresh_at_start, "screen": placer.screen}
+
+    path = Path(root or ROOT) / "validation.json"
+    cached: dict[str, float] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    runs = {LOCAL_SEARCH: (LOCAL_SEARCH, {})} | {name: (LEARNED_SEARCH, options) for name, options in variants.items()}
+    keys = {name: json.dumps(resolved(opts) if method == LEARNED_SEARCH else opts, sort_keys=True) for name, (method, opts) in runs.items()}
+    means: dict[tuple[str, int, str], float] = {}
+    for entry in corpus.entries("validation"):
+        graph = corpus.build(entry)
+        for devices in (d for d in DEVICES if d in entry.devices):
+            for name, (method, options) in runs.items():
+                spans = []
+                for seed in range(seeds):
+                    key = "|".join([entry.name, str(devices), method, keys[name], str(seed), str(budget)])
+                    if key not in cached:
+                        placement = place(graph, method=method, devices=devices, budget=budget, seed=seed, **options)
+                        cached[key] = float(simulate(graph, placement.assignment, devices).makespan)
+                        atomic_write_json(path, cached)
+                    spans.append(cached[key])
+                means[entry.name, devices, name] = float(np.mean(spans))
+    lines = ["| variant | options | " + " | ".join(f"{d} devices" for d in DEVICES) + " |", "|---|---|" + "---|" * len(DEVICES)]
+    for name in variants:
+        ratios = [np.mean([means[g, d, name] / means[g, d, LOCAL_SEARCH] for g, dd, n in means if dd == d and n == name]) for d in DEVICES]
+        lines.append(f"| {name} | {json.dumps(variants[name], sort_keys=True)} | " + " | ".join(f"{r:.3f}" for r in ratios) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Tune learned_search's options on the validation split (validate()).")
+    parser.add_argument(
+        "variants", help='JSON object: variant name -> learned_search options, e.g. \'{"default": {}, "r4": {"refresh": 4}}\''
+    )
+    parser.add_argument("--budget", type=int, default=200)
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args()
+    print(validate(json.loads(args.variants), args.budget, args.seeds))

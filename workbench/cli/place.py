@@ -22,6 +22,12 @@ def register(sub) -> None:
     parser.add_argument(
         "--search", help="doppler: 'active' adapts the policy to this graph within --budget simulator evaluations (EAS active search)"
     )
+    parser.add_argument(
+        "--polish",
+        type=float,
+        metavar="FRACTION",
+        help="active search: the share of --budget given to local_search from its best placement so far (0: pure EAS)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
@@ -44,6 +50,7 @@ def run(args) -> int:
         "checkpoint": args.checkpoint,
         "samples": args.samples,
         "search": args.search,
+        "polish": args.polish,
     }
     options = {k: v for k, v in given.items() if v is not None}
     if args.method == "local_search" and sys.stderr.isatty():

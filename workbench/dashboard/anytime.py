@@ -20,7 +20,7 @@ from workbench.viz import anytime_figure, anytime_frame
 
 from .components import figure_card, message
 from .context import DashboardContext
-from .learned import checkpoint_origin
+from .learned import ACTIVE, checkpoint_origin
 from .limits import LimitError
 from .sources import load_graph_key, parse_method
 from .work import GRACE, RUNNER
@@ -44,6 +44,8 @@ def anytime_options(context: DashboardContext, options: list[dict[str, str]]) ->
     out = []
     for option in options:
         value = option["value"]
+        if value.startswith(ACTIVE):
+            continue  # Compare's own active-search entry: offered below as this checkpoint's "active" series
         method = value.partition("@")[0]
         accepted = placer_options(method)
         if method in methods("search") and "budget" in accepted:
@@ -54,7 +56,7 @@ def anytime_options(context: DashboardContext, options: list[dict[str, str]]) ->
             if "samples" in accepted:
                 out.append({"label": label + MODES["samples"], "value": f"samples|{value}"})
             if "search" in accepted:
-                out.append({"label": label + MODES["active"], "value": f"active|{value}"})
+                out.append({"label": label + MODES["active"], "value": f"{ACTIVE}{value}"})
             elif "budget" in accepted and "samples" not in accepted:
                 out.append({"label": label, "value": f"search|{value}"})
     return out

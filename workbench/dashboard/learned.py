@@ -5,7 +5,8 @@ device count; a policy trained on several graphs (a cross-graph policy) is
 offered for any graph on its device count, and its caption then says
 "trained on X, placed on Y". The origin is read from the run directory the
 checkpoint sits in (``meta.json``; a shipped pretrained folder is one), so
-it does not depend on the checkpoint's file format.
+it does not depend on the checkpoint's file format. A value ``active|METHOD@REF``
+(:data:`ACTIVE`) is the same checkpoint run as per-instance active search.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from pathlib import Path
 from .context import DashboardContext
 from .runlist import read_json_object
 
-__all__ = ["Origin", "checkpoint_origin", "usable", "selection_key"]
+__all__ = ["ACTIVE", "Origin", "split_active", "checkpoint_origin", "usable", "selection_key"]
+
+ACTIVE = "active|"
+"""Prefix of a method value that runs the checkpoint's per-instance active search within the search budget."""
 
 STAGE_TITLES = {"il": "Stage I", "sim": "Stage II", "real": "Stage III"}
 
@@ -31,11 +35,13 @@ class Origin:
     graphs: tuple[str, ...]
     devices: int | None
     stage: str
+    search: str = ""  # "active" for the checkpoint's active search
 
     @property
     def short(self) -> str:
         """``doppler (pretrained)`` or ``doppler (run NAME)``."""
-        return f"{self.method} ({'pretrained' if self.kind == 'pretrained' else f'run {self.run}'})"
+        search = f" {self.search} search" if self.search else ""
+        return f"{self.method}{search} ({'pretrained' if self.kind == 'pretrained' else f'run {self.run}'})"
 
     def detail(self, placed_on: str | None = None) -> str:
         """``trained on chain_mm_112nodes, Stage II best greedy``, plus ``; placed on Y`` across graphs."""
@@ -55,8 +61,15 @@ def _stage(name: str) -> str:
     return f"{name} weights"
 
 
+def split_active(value: str) -> tuple[bool, str]:
+    """``(active search?, the method value without the prefix)`` of a method dropdown value."""
+    active = value.startswith(ACTIVE)
+    return active, value[len(ACTIVE) :] if active else value
+
+
 def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
-    """The origin of a method dropdown value's checkpoint (``method@root:path``), ``None`` for a method without one."""
+    """The origin of a method dropdown value's checkpoint (``[active|]method@root:path``), ``None`` for a method without one."""
+    active, value = split_active(value)
     method, _, ref = value.partition("@")
     root, _, relative = ref.partition(":")
     if root == "datasets":
@@ -80,7 +93,7 @@ def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
     if kind == "pretrained" and not graphs:
         graphs = (folder.name,)
     devices = meta.get("devices") if isinstance(meta.get("devices"), int) else None
-    return Origin(method, kind, run, graphs, devices, stage)
+    return Origin(method, kind, run, graphs, devices, stage, "active" if active else "")
 
 
 def usable(origin: Origin | None, graph_name: str, devices: int) -> bool:
@@ -97,4 +110,5 @@ def selection_key(ctx: DashboardContext, value: str) -> tuple[str, str]:
     origin = checkpoint_origin(ctx, value)
     if origin is None:
         return value, ""
-    return origin.method, "pretrained" if origin.kind == "pretrained" else origin.run
+    method = ACTIVE + origin.method if origin.search else origin.method
+    return method, "pretrained" if origin.kind == "pretrained" else origin.run

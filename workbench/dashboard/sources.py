@@ -7,7 +7,9 @@ A graph is named by a *key* the browser can hold:
 - ``generated:<JSON {"kind": ..., "params": {...}}>`` — ``workbench.generate``.
 
 Methods are the registry's names; a learned method carries its checkpoint as
-``method@datasets:<path>`` or ``method@runs:<path>``. Results are cached, so
+``method@datasets:<path>`` or ``method@runs:<path>``, and ``active|`` before it
+runs that checkpoint's per-instance active search (a policy whose placer takes
+``search``) within the search budget. Results are cached, so
 redrawing a chart (highlighting an op, switching pages) does not re-run a
 placer.
 """
@@ -29,6 +31,7 @@ from workbench.placers import methods, placer_options, placers as registered_pla
 from workbench.rundir import RunPaths, pretrained_checkpoint
 
 from .context import DashboardContext, PathError
+from .learned import ACTIVE, split_active
 from .work import check_generated
 
 __all__ = [
@@ -198,12 +201,14 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
 
 
 def method_choices(ctx: DashboardContext, graph_name: str) -> list[dict[str, str]]:
-    """Dropdown options: every registered non-learned method, then each usable learned checkpoint."""
+    """Dropdown options: every registered non-learned method, then each usable learned checkpoint (and its active search)."""
     registered, learned = registered_placers(), methods("learned")
     options = [{"label": f"{name} — {text}", "value": name} for name, text in registered.items() if name not in learned]
     for method, ref, label in _learned_checkpoints(ctx, graph_name):
         if method in registered:
             options.append({"label": label, "value": f"{method}@{ref}"})
+            if "search" in placer_options(method):
+                options.append({"label": f"{label}, active search", "value": f"{ACTIVE}{method}@{ref}"})
     return options
 
 
@@ -220,6 +225,7 @@ def method_label(value: str) -> str:
 
 def parse_method(ctx: DashboardContext, value: str) -> tuple[str, dict[str, Any]]:
     """``(method, options)`` for a dropdown value; the checkpoint must lie in datasets/ or runs/."""
+    active, value = split_active(value)
     method, _, ref = value.partition("@")
     if method not in registered_placers():
         raise ValueError(f"unknown method {method!r}")
@@ -236,7 +242,11 @@ def parse_method(ctx: DashboardContext, value: str) -> tuple[str, dict[str, Any]
         raise PathError(f"checkpoint {ref!r} is neither in datasets/ nor in runs/")
     if not path.is_file():
         raise ValueError(f"checkpoint {relative} does not exist")
-    return method, {"checkpoint": str(path)}
+    if not active:
+        return method, {"checkpoint": str(path)}
+    if "search" not in placer_options(method):
+        raise ValueError(f"{method} has no active search")
+    return method, {"checkpoint": str(path), "search": "active"}
 
 
 @lru_cache(maxsize=128)

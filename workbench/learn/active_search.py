@@ -9,20 +9,32 @@ scores them in the simulator and takes one Adam step on
     REINFORCE with the rollouts' mean makespan as shared baseline
     + ``imitation_weight`` x (-log p of the best placement so far),
 
-the imitation weight 0.013 being rl4co's EAS default. Every rollout is one
-simulator evaluation, the greedy start included; the budget is honoured
-exactly (the last step samples fewer rollouts when fewer are left), and the
-result is the best placement seen, so it is never worse than the start.
+with Adam at ``learning_rate`` on the table. Every rollout is one simulator
+evaluation, the greedy start included; the budget is honoured exactly (the
+last step samples fewer rollouts when fewer are left), and the result is the
+best placement seen, so it is never worse than the start.
 
-``polish`` > 0 spends that fraction of the budget, after the adaptation, on
-``local_search`` started from the best placement found: the policy steers a
-search that sees exact costs (as REGAL and EAS's successors do), and the
-evaluations still add up to the budget. A policy with random node features
-is adapted under its greedy draw (draw 0).
+``polish`` > 0 spends that fraction of the budget on ``local_search``
+started from the best placement found, in ``rounds`` equal bursts
+interleaved with the adaptation: the budget is cut into ``rounds`` rounds,
+each adapts the table for its share of ``1 - polish`` of the budget and then
+polishes the best placement so far for its share of ``polish``. A polished
+placement that is better becomes the one imitated (in the order of the
+rollout it came from), so the policy proposes, the search refines and the
+policy learns from the refinement; ``rounds=1`` polishes once, at the end.
+A burst gets at least :data:`MIN_BURST` evaluations (fewer rounds on a small
+budget). The defaults give local search half of the budget in ten bursts and
+weight the imitation 1.0 (rl4co's EAS default, 0.013, is for imitating its
+own samples; here the target is the refined placement); ``polish=0`` is the
+pure EAS, every evaluation a sample of the adapted policy.
+The evaluations of both parts add up to the budget exactly; with a
+``time_limit`` the search may stop earlier, after fewer. A policy with
+random node features is adapted under its greedy draw (draw 0).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +48,10 @@ from .choice import Chooser, Rollout
 from .env import Guide, PlacementState
 from .policy import LearnedPolicy
 
-__all__ = ["ActiveSearchConfig", "SearchResult", "active_search"]
+__all__ = ["ActiveSearchConfig", "SearchResult", "active_search", "MIN_BURST"]
+
+MIN_BURST = 10
+"""The fewest evaluations one local-search burst gets (a burst also re-evaluates its start)."""
 
 
 @dataclass(frozen=True)
@@ -48,23 +63,29 @@ class ActiveSearchConfig:
         rollouts: placements sampled per step (K); they share the baseline.
         learning_rate: Adam's step size on the logit table.
         imitation_weight: weight of ``-log p`` of the best placement so far (lambda).
-        polish: fraction of the budget left, after the adaptation, to ``local_search`` from the best placement (0: none).
+        polish: fraction of the budget given to ``local_search`` from the best placement so far (0: none).
+        rounds: bursts the polishing is split into, interleaved with the adaptation (1: one burst at the end).
+        time_limit: optional wall-time cap in seconds; the search stops at the first step or burst past it.
     """
 
     budget: int = 2_000
     rollouts: int = 16
     learning_rate: float = 0.05
-    imitation_weight: float = 0.013
-    polish: float = 0.0
+    imitation_weight: float = 1.0
+    polish: float = 0.5
+    rounds: int = 10
+    time_limit: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("budget", "rollouts"):
+        for name in ("budget", "rollouts", "rounds"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if not self.imitation_weight >= 0:
             raise ValueError(f"imitation_weight must be >= 0, got {self.imitation_weight}")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise ValueError(f"time_limit must be > 0 seconds, got {self.time_limit}")
         if not 0 <= self.polish < 1:
             raise ValueError(f"polish must be in [0, 1), got {self.polish}")
 
@@ -75,14 +96,14 @@ class SearchResult:
 
     Attributes:
         assignment: device per op of the best placement seen.
-        order: the order its ops were placed in (None when the final local search found it).
+        order: the order its ops were placed in (None when local search found it).
         makespan: its simulated makespan.
         start_makespan: the trained policy's greedy makespan (the first evaluation).
-        evaluations: simulator evaluations made (equals the budget).
+        evaluations: simulator evaluations made (the budget, unless the time limit stopped the search).
         steps: gradient steps taken.
-        found_at: the evaluation (1-based) that found the best placement (the last, when the final local search found it).
+        found_at: the evaluation (1-based) that found the best placement (a burst's last, when local search found it).
         anytime: ``[evaluation, best makespan so far]`` per improvement and at the last evaluation.
-        polished: evaluations spent in the final local search.
+        polished: evaluations spent in local search.
     """
 
     assignment: np.ndarray
@@ -102,6 +123,12 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
     ``policy`` must be a DOPPLER policy with a learned PLC; its weights are not changed.
     """
     from ..sim import Evaluator
+
+    began = time.perf_counter()
+
+    def left() -> float:
+        """Seconds left under the time limit (infinite without one)."""
+        return np.inf if config.time_limit is None else config.time_limit - (time.perf_counter() - began)
 
     if not getattr(policy, "learn_place", False):
         raise ValueError(f"active search adapts PLC's logits: it needs a doppler policy with a learned PLC, not {policy.method!r}")
@@ -123,42 +150,51 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
         with torch.no_grad():
             best = play("greedy")
         start = best_makespan = float(evaluator(best.assignment))
-        found_at, steps, anytime = 1, 0, BestSoFar()
+        assignment, order, guide_order = best.assignment, best.order, best.order
+        found_at, steps, polished, anytime = 1, 0, 0, BestSoFar()
         anytime.add([start])
-        adapt = config.budget - polish_budget(config)
-        while evaluator.evaluations < adapt:
-            batch = [play("sample") for _ in range(min(config.rollouts, adapt - evaluator.evaluations))]
-            makespans = np.atleast_1d(evaluator(np.stack([r.assignment for r in batch])))
-            anytime.add(makespans)
-            winner = int(np.argmin(makespans))
-            if makespans[winner] < best_makespan:
-                best, best_makespan = batch[winner], float(makespans[winner])
-                found_at = evaluator.evaluations - len(batch) + winner + 1
-            if evaluator.evaluations >= adapt:
-                break  # a step after the last evaluation could not be used
-            relative = (makespans - makespans.mean()) / max(start, np.finfo(float).tiny)
-            advantage = torch.as_tensor(relative, dtype=table.dtype, device=table.device)
-            reinforce = (advantage * torch.stack([r.log_prob for r in batch])).mean()
-            imitation = play("teacher", Guide(best.order, best.assignment)).imitation_loss
-            optimizer.zero_grad()
-            (reinforce + config.imitation_weight * imitation).backward()
-            optimizer.step()
-            steps += 1
+        total_polish = polish_budget(config)
+        adapt = config.budget - total_polish
+        rounds = max(1, min(config.rounds, total_polish // MIN_BURST))
+        for round_ in range(1, rounds + 1):
+            if left() <= 0:
+                break
+            while evaluator.evaluations < adapt * round_ // rounds and left() > 0:
+                batch = [play("sample") for _ in range(min(config.rollouts, adapt * round_ // rounds - evaluator.evaluations))]
+                makespans = np.atleast_1d(evaluator(np.stack([r.assignment for r in batch])))
+                anytime.add(makespans, evaluator.evaluations + polished)
+                winner = int(np.argmin(makespans))
+                if makespans[winner] < best_makespan:
+                    assignment, order, best_makespan = batch[winner].assignment, batch[winner].order, float(makespans[winner])
+                    guide_order = order
+                    found_at = evaluator.evaluations + polished - len(batch) + winner + 1
+                if evaluator.evaluations >= adapt and round_ == rounds:
+                    break  # a step after the last evaluation could not be used
+                relative = (makespans - makespans.mean()) / max(start, np.finfo(float).tiny)
+                advantage = torch.as_tensor(relative, dtype=table.dtype, device=table.device)
+                reinforce = (advantage * torch.stack([r.log_prob for r in batch])).mean()
+                imitation = play("teacher", Guide(guide_order, assignment)).imitation_loss
+                optimizer.zero_grad()
+                (reinforce + config.imitation_weight * imitation).backward()
+                optimizer.step()
+                steps += 1
+            burst = total_polish * round_ // rounds - polished
+            if burst and left() > 0:
+                limit = None if config.time_limit is None else left()
+                local = place(graph, "local_search", devices, seed=seed * 1_000 + round_, budget=burst, time_limit=limit, start=assignment)
+                for evaluation, makespan in local.details["anytime"]:
+                    anytime.add([makespan], evaluator.evaluations + polished + int(evaluation))
+                polished += int(local.details["evaluations"])
+                if local.makespan < best_makespan:
+                    assignment, order, best_makespan = local.assignment, None, local.makespan
+                    found_at = evaluator.evaluations + polished
     finally:
         for parameter, flag in zip(policy.parameters(), frozen, strict=True):
             parameter.requires_grad_(flag)
-    assignment, order, polished = best.assignment, best.order, polish_budget(config)
-    if polished:
-        local = place(graph, "local_search", devices, seed=seed, budget=polished, start=assignment)
-        for evaluation, makespan in local.details["anytime"]:
-            anytime.add([makespan], evaluator.evaluations + int(evaluation))
-        if local.makespan < best_makespan:
-            assignment, order, best_makespan = local.assignment, None, local.makespan
-            found_at = evaluator.evaluations + polished
     evaluations = evaluator.evaluations + polished
     return SearchResult(assignment, order, best_makespan, start, evaluations, steps, found_at, anytime.points, polished)
 
 
 def polish_budget(config: ActiveSearchConfig) -> int:
-    """Evaluations left to the final local search (none when the budget is too small to leave one to the adaptation)."""
+    """Evaluations given to local search (at most all but the greedy start)."""
     return min(int(config.budget * config.polish), config.budget - 1)

@@ -14,7 +14,9 @@ precomputed per op and only the device-feature part is evaluated per step.
 
 With ``random_features`` the node features carry per-rollout noise columns;
 with ``capacity_features`` PLC's device features add each device's load
-against its balanced share and the end of its committed work (:mod:`.features`).
+against its balanced share and the end of its committed work; with
+``affinity_features`` the bytes the op exchanges with its inputs and
+co-parents on each device and the share of its component there (:mod:`.features`).
 
 With ``place_rule_weight`` β > 0, PLC's logits add ``−β · (earliest start −
 the earliest) / time scale`` per device (critical_path's device rule; with
@@ -46,7 +48,15 @@ from torch import nn
 
 from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softmax
 from .env import PlacementState
-from .features import CAPACITY_FEATURES, DEVICE_FEATURES, NODE_FEATURES, capacity_features, traversal_order
+from .features import (
+    AFFINITY_FEATURES,
+    CAPACITY_FEATURES,
+    DEVICE_FEATURES,
+    NODE_FEATURES,
+    affinity_features,
+    capacity_features,
+    traversal_order,
+)
 from .nets import Encoder, GraphTensors, ScoringHead, numpy_zscore, path_sum, sums_before, zscore
 from .policy import LearnedPolicy, PolicyConfig
 
@@ -66,8 +76,9 @@ def node_inputs(config: PolicyConfig) -> int:
 
 
 def device_inputs(config: PolicyConfig) -> int:
-    """Columns of PLC's device features: the dynamic ones plus, with ``capacity_features``, the capacity ones."""
-    return len(DEVICE_FEATURES) + (len(CAPACITY_FEATURES) if config.capacity_features else 0)
+    """Columns of PLC's device features: the dynamic ones plus, when switched on, the capacity ones, then the affinity ones."""
+    capacity = len(CAPACITY_FEATURES) if config.capacity_features else 0
+    return len(DEVICE_FEATURES) + capacity + (len(AFFINITY_FEATURES) if config.affinity_features else 0)
 
 
 class DopplerPolicy(LearnedPolicy):
@@ -267,7 +278,9 @@ class DopplerPolicy(LearnedPolicy):
             if self.learn_place:
                 feats[t, :, :base] = state.device_features(op, earliest)
                 if self.config.capacity_features:
-                    feats[t, :, base:] = capacity_features(state.schedule, state.features.time_scale)
+                    feats[t, :, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
+                if self.config.affinity_features:
+                    feats[t, :, feats.shape[2] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
                 if self.per_step_place:
                     logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])

@@ -22,7 +22,13 @@ for every rollout (random node initialisation, Abboud et al., IJCAI 2021:
 it lets the encoder tell identical components apart); and the
 ``CAPACITY_FEATURES`` appended to the device features: each device's
 assigned compute against its balanced share (total compute / devices) and
-the time its already committed work ends, scaled like the other times.
+the time its already committed work ends, scaled like the other times;
+and the ``AFFINITY_FEATURES`` appended to the device features (placement
+affinity, so locality is visible even for an op without inputs): the bytes
+the op receives from its inputs already on ``d``, the bytes its co-parents
+on ``d`` (the other inputs of its consumers) send to those consumers, and
+the share of the compute of its weakly connected component already on
+``d``. Byte columns are divided by the largest total input of any op.
 
 ``FEATURE_LAYOUT`` names every column of the base layout; checkpoints store it and refuse to load
 into a different layout.
@@ -51,6 +57,9 @@ __all__ = [
     "CAPACITY_FEATURES",
     "capacity_features",
     "random_node_features",
+    "AFFINITY_FEATURES",
+    "affinity_features",
+    "affinity_tables",
     "longest_path_members",
     "traversal_order",
 ]
@@ -59,6 +68,7 @@ NODE_FEATURES = ("compute", "bottom_level", "top_level", "comm_in", "comm_out")
 EDGE_FEATURES = ("comm", "reverse")
 DEVICE_FEATURES = ("device_compute", "input_compute", "input_earliest_start", "input_latest_end", "earliest_start")
 CAPACITY_FEATURES = ("load_vs_balanced_share", "committed_until")
+AFFINITY_FEATURES = ("input_bytes", "sibling_bytes", "component_share")
 FEATURE_LAYOUT = {
     "version": 1,
     "node": list(NODE_FEATURES),
@@ -244,3 +254,102 @@ def capacity_features(schedule: PartialSchedule, time_scale: float) -> np.ndarra
 def random_node_features(num_nodes: int, columns: int, generator: torch.Generator | None) -> torch.Tensor:
     """``(num_nodes, columns)`` float32 uniform noise in [0, 1) from ``generator`` (random node initialisation)."""
     return torch.rand((num_nodes, columns), generator=generator, dtype=torch.float32, device=generator.device if generator else "cpu")
+
+
+@dataclass(frozen=True)
+class AffinityTables:
+    """Per-graph tables behind :func:`affinity_features` (computed once per graph object).
+
+    Attributes:
+        sibling_ptr, sibling_op, sibling_comm, sibling_consumer, sibling_own: CSR by op: for each consumer ``s``
+            of op ``v`` and each other input ``p`` of ``s``, ``p``, the bytes ``p → s``, ``s`` and the bytes ``v → s``.
+        component: ``(n,)`` the id of each op's weakly connected component.
+        component_compute: ``(components,)`` the total compute of each component.
+        byte_scale: divisor of the byte columns (the largest total input of any op).
+    """
+
+    sibling_ptr: np.ndarray
+    sibling_op: np.ndarray
+    sibling_comm: np.ndarray
+    sibling_consumer: np.ndarray
+    sibling_own: np.ndarray
+    component: np.ndarray
+    component_compute: np.ndarray
+    byte_scale: float
+
+
+_affinity_cache: weakref.WeakKeyDictionary[DataflowGraph, AffinityTables] = weakref.WeakKeyDictionary()
+
+
+def _weak_components(graph: DataflowGraph) -> np.ndarray:
+    """Each op's weakly connected component id (union-find over the edges; ids in order of first op)."""
+    parent = np.arange(graph.num_nodes)
+
+    def root(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = int(parent[v])
+        return v
+
+    for a, b in zip(graph.src.tolist(), graph.dst.tolist(), strict=True):
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    roots = np.array([root(v) for v in range(graph.num_nodes)], dtype=np.int64)
+    return np.unique(roots, return_inverse=True)[1].astype(np.int64)
+
+
+def affinity_tables(graph: DataflowGraph) -> AffinityTables:
+    """The graph's :class:`AffinityTables` (cached per graph object)."""
+    cached = _affinity_cache.get(graph)
+    if cached is not None:
+        return cached
+    n = graph.num_nodes
+    succ_ptr, succ, succ_edge = graph.succ_csr
+    pred_ptr, pred, pred_edge = graph.pred_csr
+    pairs: list[list[tuple[int, float, int, float]]] = [[] for _ in range(n)]
+    for v in range(n):
+        for s, own in zip(
+            succ[succ_ptr[v] : succ_ptr[v + 1]].tolist(), graph.comm[succ_edge[succ_ptr[v] : succ_ptr[v + 1]]].tolist(), strict=True
+        ):
+            lo, hi = pred_ptr[s], pred_ptr[s + 1]
+            pairs[v] += [
+                (p, float(graph.comm[e]), s, own) for p, e in zip(pred[lo:hi].tolist(), pred_edge[lo:hi].tolist(), strict=True) if p != v
+            ]
+    flat = [pair for per_op in pairs for pair in per_op]
+    component = _weak_components(graph)
+    comm_in = np.bincount(graph.dst, weights=graph.comm, minlength=n)
+    peak = float(comm_in.max(initial=0.0))
+    tables = AffinityTables(
+        sibling_ptr=np.concatenate([[0], np.cumsum([len(per_op) for per_op in pairs])]).astype(np.int64),
+        sibling_op=np.array([pair[0] for pair in flat], dtype=np.int64),
+        sibling_comm=np.array([pair[1] for pair in flat], dtype=np.float64),
+        sibling_consumer=np.array([pair[2] for pair in flat], dtype=np.int64),
+        sibling_own=np.array([pair[3] for pair in flat], dtype=np.float64),
+        component=component,
+        component_compute=np.bincount(component, weights=graph.compute),
+        byte_scale=peak if peak > 0 else 1.0,
+    )
+    _affinity_cache[graph] = tables
+    return tables
+
+
+def affinity_features(schedule: PartialSchedule, op: int) -> np.ndarray:
+    """``(devices, len(AFFINITY_FEATURES))`` float32 for placing ``op`` next: where its inputs, co-parents and component already are."""
+    graph, d = schedule.graph, schedule.num_devices
+    tables = affinity_tables(graph)
+    out = np.zeros((d, len(AFFINITY_FEATURES)))
+    ptr, pred, edge = graph.pred_csr
+    lo, hi = tables.sibling_ptr[op], tables.sibling_ptr[op + 1]
+    for column, (ops, comm) in enumerate(
+        ((pred[ptr[op] : ptr[op + 1]], graph.comm[edge[ptr[op] : ptr[op + 1]]]), (tables.sibling_op[lo:hi], tables.sibling_comm[lo:hi]))
+    ):
+        where = schedule.device[ops]
+        placed = where >= 0
+        out[:, column] = np.bincount(where[placed], weights=comm[placed], minlength=d)
+    out[:, :2] /= tables.byte_scale
+    component = tables.component[op]
+    members = (tables.component == component) & (schedule.device >= 0)
+    total = tables.component_compute[component]
+    out[:, 2] = np.bincount(schedule.device[members], weights=graph.compute[members], minlength=d) / (total if total > 0 else 1.0)
+    return out.astype(np.float32)

@@ -38,7 +38,7 @@ from torch import nn
 from ..cluster import Devices, num_devices
 from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
-from ..placers.local_search import LocalSearchPlacer, Moves
+from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
 from ..placers.registry import PlacerError
 from ..sim import Trace
 from .checkpoint import CheckpointError, read_checkpoint, write_checkpoint
@@ -64,6 +64,8 @@ PRETRAINED_SCORER = DATASETS_DIR / "pretrained" / METHOD / f"{METHOD}.safetensor
 DEFAULT_SHARE = 0.5
 # The largest connected same-device group a group move takes along.
 GROUP_LIMIT = 4
+# How many times a screened-out proposal of local_search's is redrawn (the last draw stands).
+SCREEN_TRIES = 4
 FEATURES = (
     "compute",  # the moved ops' compute / makespan
     "start",  # the op's start / makespan
@@ -273,34 +275,61 @@ def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: 
 
 
 class LearnedMoves(Moves):
-    """local_search's moves, a share of each batch replaced by the scorer's best-ranked moves of the last observed placement."""
+    """local_search's moves, a share of each batch replaced by the scorer's best-ranked moves of the last observed placement;
+    with ``screen`` > 0, local_search's own single-op moves that the scorer ranks in that lowest fraction are redrawn."""
 
     def __init__(
-        self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator, scorer: MoveScorer, share: float, temperature: float
+        self,
+        graph: DataflowGraph,
+        devices: Devices,
+        rng: np.random.Generator,
+        scorer: MoveScorer,
+        share: float,
+        temperature: float,
+        screen: float = 0.0,
     ) -> None:
         super().__init__(graph, devices, rng)
-        self.scorer, self.share, self.temperature = scorer, share, temperature
+        self.scorer, self.share, self.temperature, self.screen = scorer, share, temperature, screen
         self.candidates: Candidates | None = None
         self.ranking: list[int] = []
+        self.single_scores = np.zeros((graph.num_nodes, self.num_devices))  # the scorer's score of moving op i to device j
+        self.screen_below = -np.inf
 
     def observe(self, assignment: np.ndarray, trace: Trace) -> None:
-        if self.share == 0:  # local_search's own moves only: the ranking would go unused
+        if self.share == 0 and self.screen == 0:  # local_search's own moves only: the ranking would go unused
             return
         self.candidates = move_features(self, assignment, trace, self.critical)
-        scores = self.scorer.score(self.candidates.features) / self.temperature
+        raw = self.scorer.score(self.candidates.features)
+        scores = raw / self.temperature
         self.ranking = list(np.argsort(scores + self.rng.gumbel(size=scores.size)))  # popped from the end: best first
+        if self.screen > 0:
+            single = ~self.candidates.grouped
+            self.single_scores[self.candidates.ops[single], self.candidates.targets[single]] = raw[single]
+            self.screen_below = float(np.quantile(raw[single], self.screen))
+
+    def _screened_out(self, assignment: np.ndarray, proposal: np.ndarray) -> bool:
+        """Whether ``proposal`` moves one op to a device the scorer ranks in its lowest ``screen`` fraction."""
+        changed = np.flatnonzero(proposal != assignment)
+        return changed.size == 1 and self.single_scores[changed[0], proposal[changed[0]]] < self.screen_below
 
     def propose(self, assignment: np.ndarray, count: int) -> np.ndarray:
         out = super().propose(assignment, count)
         if self.candidates is None:
             return out
-        for row in np.flatnonzero(self.rng.random(count) < self.share):
+        steered = self.rng.random(count) < self.share
+        for row in np.flatnonzero(steered):
             while self.ranking:
                 k = self.ranking.pop()
                 moved = self.candidates.apply(assignment, k)
                 if not np.array_equal(moved, assignment):
                     out[row] = moved
                     break
+        if self.screen > 0:
+            for row in np.flatnonzero(~steered):
+                for _ in range(SCREEN_TRIES):
+                    if not self._screened_out(assignment, out[row]):
+                        break
+                    out[row] = super().propose(assignment, 1)[0]
         return out
 
 
@@ -311,6 +340,11 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         checkpoint: the scorer's checkpoint (default: the shipped one, ``datasets/pretrained/learned_search/``), or a loaded scorer.
         share: the fraction of proposals the scorer chooses (the rest are local_search's own moves).
         temperature: softness of the draw from the scorer's ranking (0.05: nearly its top moves).
+        refresh: evaluations between trace refreshes (each one counted evaluation that re-ranks the moves).
+        screen: the fraction of single-op moves, lowest-ranked by the scorer, that local_search's own proposals avoid
+            (such a proposal is redrawn up to ``SCREEN_TRIES`` times; 0: none).
+        learned_start: refresh the trace before the first proposal, so the scorer's top moves of the
+            starting heuristic are tried first (one evaluation of the budget).
         search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
     """
 
@@ -319,9 +353,16 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         checkpoint: str | os.PathLike | MoveScorer | None = None,
         share: float = DEFAULT_SHARE,
         temperature: float = 0.05,
+        refresh: int = CRITICAL_REFRESH,
+        learned_start: bool = False,
+        screen: float = 0.0,
         **search: Any,
     ) -> None:
         super().__init__(**search)
+        if not 1 <= refresh:
+            raise PlacerError(f"refresh must be >= 1 evaluation, got {refresh}")
+        if not 0 <= screen < 1:
+            raise PlacerError(f"screen must be in [0, 1), got {screen}")
         if not 0 <= share <= 1:
             raise PlacerError(f"share must be in [0, 1], got {share}")
         if not temperature > 0:
@@ -334,11 +375,12 @@ class LearnedSearchPlacer(LocalSearchPlacer):
             except CheckpointError as exc:
                 raise PlacerError(str(exc)) from None
         self.share, self.temperature = float(share), float(temperature)
+        self.refresh_every, self.refresh_at_start, self.screen = int(refresh), bool(learned_start), float(screen)
 
     def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
         if num_devices(devices) < 2:
             return Moves(graph, devices, rng)
-        return LearnedMoves(graph, devices, rng, self.scorer, self.share, self.temperature)
+        return LearnedMoves(graph, devices, rng, self.scorer, self.share, self.temperature, self.screen)
 
 
 def save_scorer(path: str | os.PathLike, scorer: MoveScorer, training: Mapping[str, Any]) -> Path:

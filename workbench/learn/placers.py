@@ -97,8 +97,9 @@ class DopplerPlacer(LearnedPlacer):
     this graph within ``budget`` simulator evaluations, starting from the greedy
     placement (EAS, Hottung et al., ICLR 2022; :mod:`workbench.learn.active_search`):
     ``rollouts`` per step, Adam at ``learning_rate``, imitation of the best so far
-    weighted ``imitation_weight``; ``polish`` leaves that fraction of the budget to a final
-    ``local_search`` from the best placement. Without it those five options are unused.
+    weighted ``imitation_weight``; ``polish`` gives that fraction of the budget to
+    ``local_search`` from the best placement so far, in ``rounds`` bursts interleaved
+    with the adaptation; ``time_limit`` caps its wall time. Without it those seven options are unused.
     """
 
     method = "doppler"
@@ -113,6 +114,8 @@ class DopplerPlacer(LearnedPlacer):
         learning_rate: float = ActiveSearchConfig.learning_rate,
         imitation_weight: float = ActiveSearchConfig.imitation_weight,
         polish: float = ActiveSearchConfig.polish,
+        rounds: int = ActiveSearchConfig.rounds,
+        time_limit: float | None = ActiveSearchConfig.time_limit,
     ) -> None:
         super().__init__(checkpoint, samples)
         if search not in SEARCHES:
@@ -121,7 +124,13 @@ class DopplerPlacer(LearnedPlacer):
             raise PlacerError("samples and search='active' do not combine: active search's budget already counts every placement it tries")
         try:
             self.search_config = ActiveSearchConfig(
-                int(budget), int(rollouts), float(learning_rate), float(imitation_weight), float(polish)
+                int(budget),
+                int(rollouts),
+                float(learning_rate),
+                float(imitation_weight),
+                float(polish),
+                int(rounds),
+                None if time_limit is None else float(time_limit),
             )
         except ValueError as error:
             raise PlacerError(str(error)) from None

@@ -114,6 +114,10 @@ class PolicyConfig:
             itself but not one that is only small against the whole graph (a late 1 MB op queued behind others).
         select_rule_weight: DOPPLER: SEL's logits add weight × each op's bottom level (÷ the graph's largest):
             critical_path's op rule, which the learned logits then correct. 0: off.
+        affinity_features: DOPPLER: add placement affinity to PLC's device features (``features.AFFINITY_FEATURES``):
+            per device the bytes the op receives from its inputs there, the bytes its co-parents there (the other
+            inputs of its consumers) send to those consumers, and the share of its weakly connected component's
+            compute already there, so locality is visible for ops without placed inputs (FFNN's entry ops).
     """
 
     method: str = "doppler"
@@ -141,6 +145,7 @@ class PolicyConfig:
     place_rule_weight: float = 0.0
     place_rule_scale: str = "graph"
     select_rule_weight: float = 0.0
+    affinity_features: bool = False
 
     @classmethod
     def paper(cls, method: str = "doppler") -> PolicyConfig:
@@ -184,8 +189,9 @@ class PolicyConfig:
             raise ValueError("path_sum_order_bug needs zscore_ready_inputs (the paper's per-step SEL inputs)")
         if int(self.random_features) < 0:
             raise ValueError(f"random_features must be >= 0, got {self.random_features}")
-        if (self.random_features or self.capacity_features) and METHODS[self.method][0] != "workbench.learn.doppler":
-            raise ValueError(f"random_features and capacity_features are inputs of the doppler policies, not of {self.method!r}")
+        inputs = ("random_features", "capacity_features", "affinity_features")
+        if any(getattr(self, name) for name in inputs) and METHODS[self.method][0] != "workbench.learn.doppler":
+            raise ValueError(f"{', '.join(inputs)} are inputs of the doppler policies, not of {self.method!r}")
         for name in ("place_rule_weight", "select_rule_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -246,6 +252,7 @@ class LearnedPolicy(nn.Module, ABC):
         generator: torch.Generator | None = None,
         teacher: bool = False,
         guide: Guide | None = None,
+        teacher_rule: str = "critical_path",
     ) -> Rollout:
         """Place every op of ``graph`` on ``devices``.
 
@@ -261,8 +268,9 @@ class LearnedPolicy(nn.Module, ABC):
                 critical-path teacher; with ``mode="teacher"`` the rollout
                 replays it, and ``imitation_loss`` is its mean ``-log``
                 probability per step (self-imitation).
+            teacher_rule: the teacher's device rule (``env.TEACHERS``): ``critical_path`` or ``affinity``.
         """
-        return self.rollouts(graph, devices, 1, mode, epsilon, generator, teacher, guide)[0]
+        return self.rollouts(graph, devices, 1, mode, epsilon, generator, teacher, guide, teacher_rule)[0]
 
     def rollouts(
         self,
@@ -274,6 +282,7 @@ class LearnedPolicy(nn.Module, ABC):
         generator: torch.Generator | None = None,
         teacher: bool = False,
         guide: Guide | None = None,
+        teacher_rule: str = "critical_path",
     ) -> list[Rollout]:
         """``count`` episodes that share one encoder pass (cheaper than ``count`` calls of :meth:`rollout`).
 
@@ -289,7 +298,7 @@ class LearnedPolicy(nn.Module, ABC):
         shared = None if self.config.random_features else self.encode(self.inputs(graph, draws))
         return [
             self.play(
-                PlacementState(graph, devices, guide),
+                PlacementState(graph, devices, guide, teacher_rule),
                 Chooser(mode, epsilon, 2 * graph.num_nodes, generator),
                 teacher,
                 shared if shared is not None else self.encode(self.inputs(graph, draws)),

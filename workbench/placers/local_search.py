@@ -99,6 +99,10 @@ class LocalSearchPlacer(Placer):
         self.progress = progress
         self.start = start
 
+    # Evaluations between trace refreshes, and whether the first refresh precedes any proposal (a steered subclass may change both).
+    refresh_every: int = CRITICAL_REFRESH
+    refresh_at_start: bool = False
+
     def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
         """The proposal generator of one run (a subclass may steer the proposals, under the same loop and acceptance rule)."""
         return Moves(graph, devices, rng)
@@ -127,7 +131,7 @@ class LocalSearchPlacer(Placer):
         current, current_makespan = starts[first].copy(), float(start_makespans[first])
         best, best_makespan = current.copy(), current_makespan
         scale = max(current_makespan, float(np.finfo(float).tiny))
-        acceptance, since_refresh, stale = 0.5, 0, True
+        acceptance, since_refresh, stale = 0.5, self.refresh_every if self.refresh_at_start else 0, True
         bar = _progress_bar(self.budget, self.progress)
         while evaluator.evaluations < self.budget and graph.num_nodes and moves.num_devices > 1:
             elapsed = time.perf_counter() - began
@@ -137,7 +141,7 @@ class LocalSearchPlacer(Placer):
             if self.time_limit is not None:
                 done = max(done, elapsed / self.time_limit)
             temperature = scale * self.initial_temperature * (self.final_temperature / self.initial_temperature) ** done
-            if stale and since_refresh >= CRITICAL_REFRESH and evaluator.evaluations < self.budget - 1:
+            if stale and since_refresh >= self.refresh_every and evaluator.evaluations < self.budget - 1:
                 moves.set_critical(current, evaluator)
                 stale, since_refresh = False, 0
             size = int(min(self.max_batch, self.budget - evaluator.evaluations, max(1, round(1 / max(acceptance, 1e-3)))))

@@ -115,6 +115,16 @@ class TrainConfig:
     """Stages II/III with several rollouts per update: ``leave_one_out`` (each rollout's baseline is the others' mean reward) or
     ``shared`` (POMO, Kwon et al. NeurIPS 2020: the mean of all K, its own included; the same direction, (K−1)/K the step).
     """
+    affinity_features: bool = False
+    """The policy's ``affinity_features`` (``PolicyConfig``): PLC also sees, per device, the bytes the op receives from its inputs
+    there, the bytes its co-parents there (the other inputs of its consumers) send to those consumers, and the share of its weakly
+    connected component's compute already there, so locality is visible for ops without placed inputs.
+    """
+    il_teacher: str = "critical_path"
+    """Stage I's teacher device rule: ``critical_path`` (the earliest-start device, the paper) or ``affinity`` (the earliest finish
+    plus the transfer time of the op's placed co-parents' bytes from other devices, so ops that meet at a consumer stay together;
+    ``learn.env.TEACHERS``). The op order stays critical_path's (largest bottom level first).
+    """
     selection_samples: int = 1
     """``greedy_every`` selection scores the weights by the placement that is reported: the best of this many (the greedy one, then
     greedy ones under further random-feature draws when the policy has random node features, else samples). 1: the greedy one.
@@ -184,6 +194,10 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.transfer_wait_weight must be >= 0, got {self.transfer_wait_weight}")
         if self.rollout_baseline not in ("leave_one_out", "shared"):
             raise ValueError(f"TrainConfig.rollout_baseline: use leave_one_out or shared, got {self.rollout_baseline!r}")
+        if self.il_teacher not in ("critical_path", "affinity"):
+            raise ValueError(f"TrainConfig.il_teacher: use critical_path or affinity, got {self.il_teacher!r}")
+        if self.il_teacher != "critical_path" and self.method == "gdp":
+            raise ValueError("TrainConfig.il_teacher: gdp imitates critical_path only (it follows the teacher's own schedule)")
         if self.selection_samples < 1:
             raise ValueError(f"TrainConfig.selection_samples must be >= 1, got {self.selection_samples}")
         if self.threads < 1:

@@ -1,4 +1,4 @@
-"""Stage I: imitate the critical_path teacher on the learner's own ε-greedy rollouts.
+"""Stage I: imitate the critical_path teacher (or ``il_teacher``'s rule) on the learner's own ε-greedy rollouts.
 
 DOPPLER (Yao et al., ICLR 2026, Sec. 4.1): both heads are trained to pick
 the teacher's choice in every state the learner visits (DAgger-style: the
@@ -32,7 +32,8 @@ def imitation_episode(
     ``epsilon``: this episode's exploration (default ``config.il_epsilon``; ``il_epsilon_decay`` schedules it).
     """
     epsilon = config.il_epsilon if epsilon is None else epsilon
-    rollout = policy.rollout(graph, config.devices, mode="epsilon", epsilon=epsilon, generator=generator, teacher=True)
+    rule = {} if config.il_teacher == "critical_path" else {"teacher_rule": config.il_teacher}  # policy libraries without teacher rules
+    rollout = policy.rollout(graph, config.devices, mode="epsilon", epsilon=epsilon, generator=generator, teacher=True, **rule)
     if rollout.imitation_loss is None:
         raise RuntimeError(f"{type(policy).__name__}.rollout(teacher=True) returned no imitation_loss")
     loss_entropy = -config.il_entropy_weight * rollout.entropy

@@ -42,7 +42,7 @@ from ..learn.learned_search import (
     move_features,
     save_scorer,
 )
-from ..placers.local_search import Moves
+from ..placers.local_search import CRITICAL_REFRESH, Moves
 from ..provenance import machine, now
 from ..sim import Evaluator, Trace
 
@@ -112,7 +112,8 @@ class _RecordingSearch(LearnedSearchPlacer):
     """learned_search (``share=0``: local_search's own moves only) that records the states it observes."""
 
     def __init__(self, scorer: MoveScorer, share: float, budget: int) -> None:
-        super().__init__(scorer, share=share, budget=budget)
+        # local_search's refresh and start, as when the shipped scorer was trained
+        super().__init__(scorer, share=share, refresh=CRITICAL_REFRESH, learned_start=False, budget=budget)
         self.history: list[tuple[np.ndarray, Trace, np.ndarray, Moves]] = []
 
     def moves(self, graph: Any, devices: Any, rng: np.random.Generator) -> Moves:

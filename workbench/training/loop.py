@@ -546,7 +546,9 @@ def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> 
     if config.init_checkpoint:
         policy, _ = load_checkpoint(library, config.init_checkpoint, map_location=device)
         return policy
-    inputs = {name: getattr(config, name) for name in ("random_features", "capacity_features") if getattr(config, name)}
+    inputs = {
+        name: getattr(config, name) for name in ("random_features", "capacity_features", "affinity_features") if getattr(config, name)
+    }
     if config.policy_preset == "paper":  # paper preset switches
         return library.make_policy(config.method, dataclasses.replace(library.PolicyConfig.paper(config.method), **inputs))
     if inputs:  # plateau options of the policy's inputs

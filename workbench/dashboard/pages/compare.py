@@ -6,7 +6,10 @@ the lower bound. Clicking an op, or searching one by id or name, highlights
 it in every chart. The method list is computed for the current graph and
 device count in the same callback that draws, so a learned checkpoint is
 only ever applied to a graph it was trained on (or, for a cross-graph
-policy, labelled "trained on X; placed on Y"). Below, "makespan against
+policy, labelled "trained on X; placed on Y"). A checkpoint whose policy
+adapts itself per instance is offered a second time as its active search,
+which spends the search budget (within the time limit) like any search; a
+caption gives the evaluations a method spent. Below, "makespan against
 evaluations" draws any-time curves of searches and sampled policies on the
 same graph and devices (:mod:`workbench.dashboard.anytime`).
 """
@@ -36,7 +39,7 @@ from workbench.viz import (
 from ..anytime import MAX_SEEDS, anytime_options, anytime_view, default_series
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
-from ..learned import checkpoint_origin, selection_key, usable
+from ..learned import checkpoint_origin, selection_key, split_active, usable
 from ..limits import LimitError
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices
@@ -83,7 +86,9 @@ def carry_selection(context, selected: list[str] | None, options: list[dict[str,
             if by_key[key] not in kept:
                 kept.append(by_key[key])
         else:
-            dropped.append(value.partition("@")[0] + (" (pretrained)" if "@datasets:" in value else " (run)" if "@runs:" in value else ""))
+            active, plain = split_active(value)
+            name = plain.partition("@")[0] + (" active search" if active else "")
+            dropped.append(name + (" (pretrained)" if "@datasets:" in value else " (run)" if "@runs:" in value else ""))
     return kept, dropped
 
 
@@ -190,6 +195,8 @@ def compare_view(
         gap = placement.makespan / bound - 1 if bound else 0.0
         makespan = format_time(placement.makespan, graph)
         caption = f"{label}: makespan {makespan} (+{gap:.1%} over the lower bound), placed in {placement.seconds:.2f} s"
+        if isinstance(evaluations := placement.details.get("evaluations"), int):
+            caption += f" with {evaluations:,} simulator evaluations"
         origin = checkpoint_origin(context, methods[index])
         short, detail = (origin.short, f"; {origin.detail(graph.name)}") if origin else (label, "")
         title = f"{short}: device timelines<br><sup>{graph.name}, {devices} devices, makespan {makespan}{detail}</sup>"
