@@ -62,7 +62,7 @@ def reference_encoder(self: Encoder, inputs: GraphTensors) -> torch.Tensor:
 # The full transformer layer is left out: its greedy placement turns on near-tied decisions (top two
 # probabilities within 1e-5) that float rounding decides, so the torch thread count alone moves it
 # (164.4 / 185.0 with the encoder before this one at 2 / 1 threads).
-SHIPPED = [("chain_mm", 12001000000000.0), ("ffnn", 841835872256.0), ("transformer_block", 1943705788416.0)]
+SHIPPED = [("chain_mm", 12001000000000.0), ("ffnn", 566959013888.0), ("transformer_block", 1943705788416.0)]
 
 
 @pytest.mark.slow
