@@ -145,3 +145,12 @@ def test_bench_affinity_variant_builds_and_its_table_checks_the_ffnn_target():
 
     assert table([56.7, 56.7, 60.0]).endswith("| 84.2 | 56.7 | 80.0 | 84.2 | 60 s | met |")  # best heuristic, the teacher, target
     assert table([56.7, 76.0, 76.0]).endswith("| missed |")  # mean 69.6 is under 80.0, but only one seed reaches 75
+
+
+def test_every_policy_input_option_has_a_training_field_of_its_name():
+    from dataclasses import fields
+
+    from workbench.learn import INPUT_OPTIONS
+
+    assert set(INPUT_OPTIONS) <= {f.name for f in fields(PolicyConfig)}
+    assert set(INPUT_OPTIONS) <= {f.name for f in fields(TrainConfig)}  # _initial_policy passes each one on by name

@@ -123,7 +123,7 @@ def tiny_load_policy(path, map_location=None):
     return policy
 
 
-TINY = types.SimpleNamespace(make_policy=lambda method, config=None: TinyPolicy(), load_policy=tiny_load_policy)
+TINY = types.SimpleNamespace(make_policy=lambda method, config=None: TinyPolicy(), load_policy=tiny_load_policy, INPUT_OPTIONS=())
 
 
 def tiny_config(**changes) -> TrainConfig:

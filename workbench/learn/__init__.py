@@ -33,6 +33,7 @@ _EXPORTS = {
     "EnvConfig": ".env",
     "FEATURE_LAYOUT": ".features",
     "METHODS": ".policy",
+    "INPUT_OPTIONS": ".policy",
     "CheckpointError": ".policy",
     "LearnedPolicy": ".policy",
     "PolicyConfig": ".policy",

@@ -42,6 +42,7 @@ __all__ = [
     "LearnedPolicy",
     "CheckpointError",
     "METHODS",
+    "INPUT_OPTIONS",
     "MODES",
     "make_policy",
     "load_policy",
@@ -57,6 +58,8 @@ METHODS: dict[str, tuple[str, str, dict[str, str]]] = {
     "gdp": ("workbench.learn.gdp", "GDPPolicy", {}),
     "joint": ("workbench.learn.joint", "JointPolicy", {}),
 }
+INPUT_OPTIONS = ("random_features", "capacity_features", "affinity_features")
+"""``PolicyConfig`` fields that add inputs to the doppler policies; ``TrainConfig`` has a field of the same name for each."""
 PLACE_RULE_SCALES = ("graph", "op")
 """What ``PolicyConfig.place_rule_weight`` divides a device's delay by: the graph's time scale, or the op's compute time."""
 
@@ -189,9 +192,8 @@ class PolicyConfig:
             raise ValueError("path_sum_order_bug needs zscore_ready_inputs (the paper's per-step SEL inputs)")
         if int(self.random_features) < 0:
             raise ValueError(f"random_features must be >= 0, got {self.random_features}")
-        inputs = ("random_features", "capacity_features", "affinity_features")
-        if any(getattr(self, name) for name in inputs) and METHODS[self.method][0] != "workbench.learn.doppler":
-            raise ValueError(f"{', '.join(inputs)} are inputs of the doppler policies, not of {self.method!r}")
+        if any(getattr(self, name) for name in INPUT_OPTIONS) and METHODS[self.method][0] != "workbench.learn.doppler":
+            raise ValueError(f"{', '.join(INPUT_OPTIONS)} are inputs of the doppler policies, not of {self.method!r}")
         for name in ("place_rule_weight", "select_rule_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -145,7 +145,7 @@ def train(
     Args:
         oracle: the Stage III cost oracle (an object with ``measure(graph, assignment)``
             or such a callable); default: built from ``config.oracle``.
-        library: where policies come from (``make_policy``, ``load_policy``); default
+        library: where policies come from (``make_policy``, ``load_policy``, ``INPUT_OPTIONS``); default
             :mod:`workbench.learn`.
         callback: called with each episode's metrics row after it is written.
         progress: show a tqdm progress bar.
@@ -546,9 +546,7 @@ def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> 
     if config.init_checkpoint:
         policy, _ = load_checkpoint(library, config.init_checkpoint, map_location=device)
         return policy
-    inputs = {
-        name: getattr(config, name) for name in ("random_features", "capacity_features", "affinity_features") if getattr(config, name)
-    }
+    inputs = {name: getattr(config, name) for name in library.INPUT_OPTIONS if getattr(config, name)}
     if config.policy_preset == "paper":  # paper preset switches
         return library.make_policy(config.method, dataclasses.replace(library.PolicyConfig.paper(config.method), **inputs))
     if inputs:  # plateau options of the policy's inputs
