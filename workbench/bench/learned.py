@@ -69,9 +69,8 @@ def run(quick: bool = False, root: Path | None = None) -> dict[str, Any]:
     """Measure every cell not cached under ``root`` yet, then tabulate."""
     import tempfile
 
-    from tqdm.auto import tqdm
-
     from .. import corpus
+    from ..progress import progress_bar
 
     root = Path(root or (tempfile.mkdtemp(prefix="bench-learned-") if quick else ROOT))
     path = root / "cells.json"
@@ -80,7 +79,7 @@ def run(quick: bool = False, root: Path | None = None) -> dict[str, Any]:
     entries = {e.name: e for e in corpus.entries("test")}
     graphs: dict[str, Any] = {}
     todo = [c for c in cells if _key(c) not in cached]
-    for cell in tqdm(todo, desc="bench learned", unit="cell"):
+    for cell in progress_bar(todo, desc="bench learned", unit="cell"):
         name = cell[0]
         if name not in graphs:
             graphs[name] = corpus.build(entries[name])

@@ -92,10 +92,9 @@ def seed_table(quick: bool, devices: int = 4) -> list[dict[str, Any]]:
 
 def stg_table(quick: bool) -> dict[str, Any]:
     """Per method: mean and worst gap to the best known makespan over every STG graph and processor count."""
-    from tqdm.auto import tqdm
-
     from ..datasets import stg_graphs
     from ..formats import load_graph
+    from ..progress import progress_bar
 
     optima = stg_optima()
     graphs = stg_graphs()[::18] if quick else stg_graphs()
@@ -103,7 +102,7 @@ def stg_table(quick: bool) -> dict[str, Any]:
     gaps: dict[str, list[float]] = {m: [] for m in STG_METHODS}
     seconds: dict[str, float] = {m: 0.0 for m in STG_METHODS}
     impossible: list[str] = []
-    with tqdm(total=len(graphs) * len(PROCESSORS), desc="STG", unit="instance") as bar:
+    with progress_bar(total=len(graphs) * len(PROCESSORS), desc="STG", unit="instance") as bar:
         for path in graphs:
             graph = load_graph(path)
             key = f"{path.parent.name}/{path.name}"

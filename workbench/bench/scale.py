@@ -163,10 +163,10 @@ def _exponent(sizes: list[int], seconds: list[float]) -> float | None:
 def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]:
     sizes = QUICK_SIZES if quick else SIZES
     graphs = {n: _graph(n) for n in sizes}
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     rows: list[dict[str, Any]] = []
-    bar = tqdm(desc="bench scale", unit="measurement")
+    bar = progress_bar(desc="bench scale", unit="measurement")
     for devices in DEVICES:
         timed = _methods(devices)
         bar.total = len(DEVICES) * len(timed) * len(sizes)
