@@ -166,3 +166,23 @@ def test_screening_redraws_local_searchs_proposals_that_the_scorer_ranks_lowest(
         proposals = moves.propose(assignment, 400)
         bad[screen] = np.mean([moves._screened_out(assignment, p) for p in proposals])
     assert bad[0.0] > 0.2 and bad[0.6] < bad[0.0] / 3
+
+
+def test_a_start_policy_joins_the_starting_candidates_within_the_budget(trained, graph):
+    path, _ = trained
+    ffnn = wb.bundled_graph("ffnn")
+    shipped = wb.datasets.DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.safetensors"
+    greedy = wb.place(ffnn, "doppler", devices=4, checkpoint=shipped).makespan
+    plain = wb.place(ffnn, "learned_search", devices=4, budget=60, checkpoint=path, seed=0)
+    steered = wb.place(ffnn, "learned_search", devices=4, budget=60, checkpoint=path, seed=0, start_policy=shipped)
+    assert steered.details["evaluations"] == 60  # the policy's start is one of the 60
+    assert greedy < plain.details["start_makespan"]  # the shipped policy beats every heuristic on FFNN ...
+    assert steered.details["start_method"] == "start_policy" and steered.details["start_makespan"] == greedy  # ... so it is the start
+    assert wb.simulate(ffnn, steered.assignment, 4).makespan <= greedy
+    starts = len(wb.placers.methods("heuristic", "baseline"))
+    with pytest.raises(PlacerError, match=f"at least {starts + 1} evaluations with a start_policy"):
+        wb.place(ffnn, "learned_search", devices=4, budget=starts, checkpoint=path, start_policy=shipped)
+    with pytest.raises(PlacerError, match="not for graph 'layered-00'.*not a cross-graph policy"):
+        wb.place(graph, "learned_search", devices=4, budget=60, checkpoint=path, start_policy=shipped)
+    with pytest.raises(PlacerError, match="start_policy: .*does not exist"):
+        wb.place(ffnn, "learned_search", devices=4, budget=60, checkpoint=path, start_policy=shipped.with_name("missing.safetensors"))

@@ -38,7 +38,7 @@ from torch import nn
 from ..cluster import Devices, num_devices
 from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
-from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
+from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves, start_methods
 from ..placers.registry import PlacerError
 from ..sim import Trace
 from .checkpoint import CheckpointError, read_checkpoint, write_checkpoint
@@ -345,6 +345,8 @@ class LearnedSearchPlacer(LocalSearchPlacer):
             (such a proposal is redrawn up to ``SCREEN_TRIES`` times; 0: none).
         learned_start: refresh the trace before the first proposal, so the scorer's top moves of the
             starting heuristic are tried first (one evaluation of the budget).
+        start_policy: a constructive policy's checkpoint (:func:`workbench.learn.load_policy`, e.g. one trained across
+            the corpus): its greedy placement joins the heuristics as a starting candidate (one more evaluation of the budget).
         search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
     """
 
@@ -356,9 +358,12 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         refresh: int = CRITICAL_REFRESH,
         learned_start: bool = False,
         screen: float = 0.0,
+        start_policy: str | os.PathLike | None = None,
         **search: Any,
     ) -> None:
         super().__init__(**search)
+        if start_policy is not None and self.start is None and self.budget < len(start_methods()) + 1:
+            raise PlacerError(f"budget must be at least {len(start_methods()) + 1} evaluations with a start_policy, got {self.budget}")
         if not 1 <= refresh:
             raise PlacerError(f"refresh must be >= 1 evaluation, got {refresh}")
         if not 0 <= screen < 1:
@@ -376,6 +381,25 @@ class LearnedSearchPlacer(LocalSearchPlacer):
                 raise PlacerError(str(exc)) from None
         self.share, self.temperature = float(share), float(temperature)
         self.refresh_every, self.refresh_at_start, self.screen = int(refresh), bool(learned_start), float(screen)
+        self.start_policy = start_policy
+        if start_policy is not None:
+            self._load_start_policy()  # a missing or damaged file is refused before any placement
+
+    def _load_start_policy(self, graph: DataflowGraph | None = None, devices: Devices | None = None) -> Any:
+        from .policy import load_policy
+
+        assert self.start_policy is not None
+        try:
+            return load_policy(self.start_policy, graph=graph, devices=devices)
+        except (CheckpointError, OSError) as exc:
+            raise PlacerError(f"start_policy: {exc}") from None
+
+    def extra_starts(self, graph: DataflowGraph, devices: Devices) -> dict[str, np.ndarray]:
+        """The start policy's greedy placement (no simulation to make it), when there is one; a policy not made for the graph is refused."""
+        if self.start_policy is None:
+            return {}
+        with torch.no_grad():
+            return {"start_policy": self._load_start_policy(graph, devices).rollout(graph, devices, mode="greedy").assignment}
 
     def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
         if num_devices(devices) < 2:

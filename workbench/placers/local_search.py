@@ -107,6 +107,10 @@ class LocalSearchPlacer(Placer):
         """The proposal generator of one run (a subclass may steer the proposals, under the same loop and acceptance rule)."""
         return Moves(graph, devices, rng)
 
+    def extra_starts(self, graph: DataflowGraph, devices: Devices) -> dict[str, np.ndarray]:
+        """Starting assignments, by name, that join the heuristics' (one counted evaluation each; a subclass may add some)."""
+        return {}
+
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         from ..sim import AssignmentError, Evaluator, check_assignment
 
@@ -122,7 +126,9 @@ class LocalSearchPlacer(Placer):
                     f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}"
                 ) from None
         else:
-            starts = np.array([get_placer(name).place(graph, devices).assignment for name in names])
+            extra = self.extra_starts(graph, devices)
+            starts = np.array([get_placer(name).place(graph, devices).assignment for name in names] + list(extra.values()))
+            names += list(extra)
         start_makespans = np.atleast_1d(evaluator(starts))
         anytime = BestSoFar()
         anytime.add(start_makespans)
