@@ -15,7 +15,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import workbench as wb
 from workbench.learn import PolicyConfig, load_policy, make_policy
 from workbench.learn.env import TEACHERS, PlacementState, teacher_assignment
-from workbench.learn.features import AFFINITY_FEATURES, DEVICE_FEATURES, affinity_features
+from workbench.learn.features import AFFINITY_FEATURES, DEVICE_FEATURES, affinity_cost, affinity_delay, affinity_features
 from workbench.schedule import PartialSchedule
 from workbench.training import TrainConfig, train
 
@@ -69,7 +69,8 @@ def test_affinity_teacher_keeps_co_parents_together():
     earliest = state.schedule.earliest_starts(1)  # devices free at 3, 1, 0: critical_path would take d2
     # finish + per consumer the cheaper transfer, co-parents' bytes in or op 1's out: consumer 3 (0 on d1: 4 in, 6 out),
     # consumer 4 (2 on d0: 8 in, 2 out): d0 3+2+4 = 9, d1 1+2+2 = 5, d2 0+2+4+2 = 8
-    np.testing.assert_allclose(state.affinity_cost(1, earliest), [9.0, 5.0, 8.0])
+    np.testing.assert_allclose(affinity_cost(state.schedule, 1, earliest), [9.0, 5.0, 8.0])
+    np.testing.assert_allclose(affinity_delay(state.schedule, 1, earliest), [4.0, 0.0, 3.0])
     assert state.teacher_devices(1, earliest).tolist() == [1]
     assert PlacementState(HAND, 3).teacher == "critical_path"
     with pytest.raises(ValueError, match="unknown teacher 'nearest'"):

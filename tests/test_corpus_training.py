@@ -14,6 +14,7 @@ from workbench.corpus import CorpusEntry
 from workbench.learn import load_policy, make_policy
 from workbench.learn.checkpoint import CheckpointError, TrainedFor
 from workbench.learn.doppler import place_rule_times
+from workbench.learn.env import teacher_assignment
 from workbench.learn.policy import PolicyConfig
 from workbench.training import corpus_training
 from workbench.training.corpus_training import CorpusTrainConfig, teacher_guide, train_on_corpus
@@ -149,6 +150,29 @@ def test_the_residual_heads_start_as_critical_path(devices, method, select_rule,
     with torch.no_grad():  # the rules, not the untrained net, decide: without them the same net places otherwise
         plain = make_policy(method).rollout(graph, devices, mode="greedy").assignment
     assert not np.array_equal(plain, greedy.assignment)
+
+
+@pytest.mark.parametrize(
+    ("method", "select_rule", "scale"), [("doppler_plc_only", 0.0, "graph"), ("doppler", 50.0, "graph"), ("doppler", 50.0, "op")]
+)
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_the_residual_heads_on_the_affinity_rule_start_as_the_affinity_teacher(devices, method, select_rule, scale):
+    torch.manual_seed(devices)
+    policy = corpus_training.residual_policy(method, 50.0, select_rule, scale, place_rule="affinity")
+    graph = wb.generate("layered", layers=6, width=5, ccr=2.0, seed=devices)
+    with torch.no_grad():
+        greedy = policy.rollout(graph, devices, mode="greedy").assignment
+    assert np.array_equal(greedy, teacher_assignment(graph, devices, "affinity"))
+    assert not np.array_equal(greedy, wb.place(graph, "critical_path", devices=devices).assignment)  # the rule is not critical_path's
+
+
+def test_an_unknown_place_rule_or_one_without_its_weight_is_refused():
+    with pytest.raises(ValueError, match="place_rule must be one of earliest_start, affinity, got 'nearest'"):
+        PolicyConfig(place_rule="nearest", place_rule_weight=1.0)
+    with pytest.raises(ValueError, match="place_rule 'affinity' needs a place_rule_weight > 0"):
+        PolicyConfig(place_rule="affinity")
+    with pytest.raises(ValueError, match="place_rule 'affinity' needs a place_rule_weight > 0"):
+        CorpusTrainConfig(place_rule="affinity", select_rule_weight=50.0)
 
 
 def test_a_residual_run_trains_and_saves_the_rule_with_its_checkpoint(tmp_path):

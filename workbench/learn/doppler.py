@@ -20,7 +20,9 @@ co-parents on each device and the share of its component there (:mod:`.features`
 
 With ``place_rule_weight`` β > 0, PLC's logits add ``−β · (earliest start −
 the earliest) / time scale`` per device (critical_path's device rule; with
-``place_rule_scale="op"`` ÷ the op's compute time instead), and with ``select_rule_weight``
+``place_rule_scale="op"`` ÷ the op's compute time instead; with
+``place_rule="affinity"`` the affinity cost − the cheapest instead of the
+earliest start, :func:`.features.affinity_delay`), and with ``select_rule_weight``
 α > 0 SEL's add ``α · bottom level / largest bottom level`` per op (its op
 rule); the learned logits are then corrections to those rules.
 
@@ -53,6 +55,7 @@ from .features import (
     CAPACITY_FEATURES,
     DEVICE_FEATURES,
     NODE_FEATURES,
+    affinity_delay,
     affinity_features,
     capacity_features,
     traversal_order,
@@ -286,7 +289,11 @@ class DopplerPolicy(LearnedPolicy):
                     logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])
                 else:
                     logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
-                place_rule[t] = config.place_rule_weight * (earliest - earliest.min()) / rule_time[op]
+                if config.place_rule == "affinity":
+                    delay = affinity_delay(state.schedule, op, earliest)
+                else:
+                    delay = earliest - earliest.min()
+                place_rule[t] = config.place_rule_weight * delay / rule_time[op]
                 logits = logits - place_rule[t]
                 if offset is not None:
                     logits = logits + offset_np[op]

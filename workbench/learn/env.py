@@ -27,14 +27,14 @@ from gymnasium import spaces
 from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
-from .features import affinity_tables, device_features, static_features
+from .features import affinity_delay, device_features, static_features
 
 __all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "MakespanFn", "TEACHERS", "teacher_assignment"]
 
 TEACHERS = ("critical_path", "affinity")
 """Device rules of the imitation teacher: ``critical_path`` (the earliest-start device) or ``affinity`` (the device with the earliest
 finish plus, per consumer with inputs placed already, the smaller of the transfers that op's device forces: the bytes of its
-co-parents elsewhere, or op's own bytes to them; it keeps ops that meet at a consumer together, :meth:`PlacementState.affinity_cost`)."""
+co-parents elsewhere, or op's own bytes to them; it keeps ops that meet at a consumer together, :func:`.features.affinity_cost`)."""
 
 MakespanFn = Callable[[np.ndarray], float]
 """The env's terminal cost: ``assignment -> makespan`` for its one graph (a cost oracle of
@@ -124,34 +124,8 @@ class PlacementState:
         if self.guide is not None:
             return self.guide.assignment[op : op + 1]
         if self.teacher == "affinity":
-            cost = self.affinity_cost(op, earliest_start)
-            return np.flatnonzero(np.isclose(cost, cost.min(), rtol=1e-9, atol=0.0))
+            return np.flatnonzero(affinity_delay(self.schedule, op, earliest_start) == 0)
         return np.flatnonzero(earliest_start == earliest_start.min())
-
-    def affinity_cost(self, op: int, earliest_start: np.ndarray) -> np.ndarray:
-        """Per device: ``op``'s earliest finish there plus, per consumer, the smaller of two transfer times.
-
-        At a consumer that already has inputs placed, either those on other
-        devices move to ``op``'s device or ``op``'s output moves to theirs: the
-        cheaper of the two is counted (the co-parents' bytes summed over their
-        links, against ``op``'s bytes over its fastest link to one of them).
-        """
-        tables, schedule, d = affinity_tables(self.graph), self.schedule, self.num_devices
-        lo, hi = tables.sibling_ptr[op], tables.sibling_ptr[op + 1]
-        where = schedule.device[tables.sibling_op[lo:hi]]
-        placed = where >= 0
-        where, comm = where[placed], tables.sibling_comm[lo:hi][placed]
-        consumer, own = tables.sibling_consumer[lo:hi][placed], tables.sibling_own[lo:hi][placed]
-        bandwidth, latency = np.asarray(schedule.cluster.bandwidth), np.asarray(schedule.cluster.latency)
-        elsewhere = where[:, None] != np.arange(d)[None, :]
-        inbound = np.where(elsewhere, comm[:, None] / bandwidth[where] + latency[where], 0.0)  # co-parent's bytes to each device
-        outbound = np.where(elsewhere, own[:, None] / bandwidth[:, where].T + latency[:, where].T, np.inf)  # op's bytes to it
-        penalty = np.zeros(d)
-        for s in np.unique(consumer).tolist():
-            at = consumer == s
-            others = inbound[at].sum(axis=0)
-            penalty += np.where(others > 0, np.minimum(others, outbound[at].min(axis=0)), 0.0)
-        return earliest_start + self.graph.compute[op] / np.asarray(schedule.cluster.speeds) + penalty
 
 
 def teacher_assignment(graph: DataflowGraph, devices: Devices, teacher: str = "critical_path") -> np.ndarray:

@@ -60,6 +60,8 @@ __all__ = [
     "AFFINITY_FEATURES",
     "affinity_features",
     "affinity_tables",
+    "affinity_cost",
+    "affinity_delay",
     "longest_path_members",
     "traversal_order",
 ]
@@ -353,3 +355,41 @@ def affinity_features(schedule: PartialSchedule, op: int) -> np.ndarray:
     total = tables.component_compute[component]
     out[:, 2] = np.bincount(schedule.device[members], weights=graph.compute[members], minlength=d) / (total if total > 0 else 1.0)
     return out.astype(np.float32)
+
+
+AFFINITY_TIE_RTOL = 1e-9
+"""Affinity costs within this relative distance of the cheapest are ties (sums of transfer times differ by rounding alone)."""
+
+
+def affinity_cost(schedule: PartialSchedule, op: int, earliest_start: np.ndarray) -> np.ndarray:
+    """Per device: ``op``'s earliest finish there plus, per consumer, the smaller of two transfer times.
+
+    At a consumer that already has inputs placed, either those on other
+    devices move to ``op``'s device or ``op``'s output moves to theirs: the
+    cheaper of the two is counted (the co-parents' bytes summed over their
+    links, against ``op``'s bytes over its fastest link to one of them).
+    ``earliest_start`` is ``schedule.earliest_starts(op)``.
+    """
+    tables, d = affinity_tables(schedule.graph), schedule.num_devices
+    lo, hi = tables.sibling_ptr[op], tables.sibling_ptr[op + 1]
+    where = schedule.device[tables.sibling_op[lo:hi]]
+    placed = where >= 0
+    where, comm = where[placed], tables.sibling_comm[lo:hi][placed]
+    consumer, own = tables.sibling_consumer[lo:hi][placed], tables.sibling_own[lo:hi][placed]
+    bandwidth, latency = np.asarray(schedule.cluster.bandwidth), np.asarray(schedule.cluster.latency)
+    elsewhere = where[:, None] != np.arange(d)[None, :]
+    inbound = np.where(elsewhere, comm[:, None] / bandwidth[where] + latency[where], 0.0)  # co-parent's bytes to each device
+    outbound = np.where(elsewhere, own[:, None] / bandwidth[:, where].T + latency[:, where].T, np.inf)  # op's bytes to it
+    penalty = np.zeros(d)
+    for s in np.unique(consumer).tolist():
+        at = consumer == s
+        others = inbound[at].sum(axis=0)
+        penalty += np.where(others > 0, np.minimum(others, outbound[at].min(axis=0)), 0.0)
+    return earliest_start + schedule.graph.compute[op] / np.asarray(schedule.cluster.speeds) + penalty
+
+
+def affinity_delay(schedule: PartialSchedule, op: int, earliest_start: np.ndarray) -> np.ndarray:
+    """Per device: :func:`affinity_cost` minus the cheapest, 0 on the cheapest and its ties (``AFFINITY_TIE_RTOL``)."""
+    cost = affinity_cost(schedule, op, earliest_start)
+    cheapest = cost.min()
+    return np.where(np.isclose(cost, cheapest, rtol=AFFINITY_TIE_RTOL, atol=0.0), 0.0, cost - cheapest)

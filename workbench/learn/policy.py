@@ -62,6 +62,8 @@ INPUT_OPTIONS = ("random_features", "capacity_features", "affinity_features")
 """``PolicyConfig`` fields that add inputs to the doppler policies; ``TrainConfig`` has a field of the same name for each."""
 PLACE_RULE_SCALES = ("graph", "op")
 """What ``PolicyConfig.place_rule_weight`` divides a device's delay by: the graph's time scale, or the op's compute time."""
+PLACE_RULES = ("earliest_start", "affinity")
+"""The device rule PLC's residual term follows (``PolicyConfig.place_rule``): critical_path's or the affinity teacher's."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,12 @@ class PolicyConfig:
             0: off.
         capacity_features: DOPPLER: add each device's assigned compute against its balanced share and the end of
             its committed work to PLC's device features (``features.CAPACITY_FEATURES``).
-        place_rule_weight: DOPPLER: PLC's logits add −weight × each device's earliest start for the op (÷ the graph's
-            time scale): critical_path's device rule, which the learned logits then correct (a residual head). 0: off.
+        place_rule_weight: DOPPLER: PLC's logits add −weight × each device's delay under ``place_rule`` (÷ the time of
+            ``place_rule_scale``): a device rule, which the learned logits then correct (a residual head). 0: off.
+        place_rule: DOPPLER: the device rule of ``place_rule_weight``: ``earliest_start`` (critical_path's: the delay is the
+            op's earliest start there − the earliest of all devices) or ``affinity`` (the affinity teacher's,
+            ``env.TEACHERS``: its earliest finish plus the cheaper transfer per consumer whose co-parents are placed, −
+            the cheapest, ``features.affinity_delay``).
         place_rule_scale: DOPPLER: the time ``place_rule_weight`` divides each device's delay (earliest start − the
             earliest of all devices) by: ``graph`` (the graph's time scale) or ``op`` (the op's own compute time, at least
             the graph's smallest positive one), so a learned correction can trade a delay that is small against the op
@@ -146,6 +152,7 @@ class PolicyConfig:
     random_features: int = 0
     capacity_features: bool = False
     place_rule_weight: float = 0.0
+    place_rule: str = "earliest_start"
     place_rule_scale: str = "graph"
     select_rule_weight: float = 0.0
     affinity_features: bool = False
@@ -199,6 +206,10 @@ class PolicyConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
             if getattr(self, name) and METHODS[self.method][0] != "workbench.learn.doppler":
                 raise ValueError(f"{name} is an option of the doppler policies, not of {self.method!r}")
+        if self.place_rule not in PLACE_RULES:
+            raise ValueError(f"place_rule must be one of {', '.join(PLACE_RULES)}, got {self.place_rule!r}")
+        if self.place_rule != PLACE_RULES[0] and not self.place_rule_weight:
+            raise ValueError(f"place_rule {self.place_rule!r} needs a place_rule_weight > 0 (without it PLC follows no rule)")
         if self.place_rule_scale not in PLACE_RULE_SCALES:
             raise ValueError(f"place_rule_scale must be one of {', '.join(PLACE_RULE_SCALES)}, got {self.place_rule_scale!r}")
         if self.select_rule_weight and self.zscore_ready_inputs:

@@ -106,8 +106,12 @@ class CorpusTrainConfig:
     epsilon: float = 0.2
     """``rollout="epsilon"``: probability of a uniform legal action in the learner's rollouts."""
     place_rule_weight: float = 0.0
-    """A fresh doppler policy's ``PolicyConfig.place_rule_weight`` β: PLC adds −β × earliest start to its logits, and its last layer
-    starts at zero, so the greedy device choice starts as critical_path's (with ``doppler_plc_only``, the whole placement does)."""
+    """A fresh doppler policy's ``PolicyConfig.place_rule_weight`` β: PLC adds −β × each device's delay under ``place_rule`` to its
+    logits, and its last layer starts at zero, so the greedy device choice starts as the rule's (with ``doppler_plc_only``, the whole
+    placement does)."""
+    place_rule: str = "earliest_start"
+    """A fresh doppler policy's ``PolicyConfig.place_rule``: the device rule β weighs, ``earliest_start`` (critical_path's) or
+    ``affinity`` (the affinity teacher's: earliest finish plus the cheaper transfer per consumer whose co-parents are placed)."""
     place_rule_scale: str = "graph"
     """A fresh doppler policy's ``PolicyConfig.place_rule_scale``: what PLC's rule divides a device's delay by (``graph`` or ``op``)."""
     select_rule_weight: float = 0.0
@@ -145,6 +149,8 @@ class CorpusTrainConfig:
             raise ValueError(f"select_devices must be counts >= 1 (or none: the training devices), got {self.select_devices}")
         if (self.place_rule_weight or self.select_rule_weight) and self.start_from:
             raise ValueError("place_rule_weight and select_rule_weight build a fresh policy; a start_from policy keeps its own")
+        if self.place_rule != "earliest_start" and not self.place_rule_weight:
+            raise ValueError(f"place_rule {self.place_rule!r} needs a place_rule_weight > 0 (the rule is PLC's residual term)")
         if self.select_every < 0:
             raise ValueError(f"select_every must be >= 0, got {self.select_every}")
         for name in ("teacher_budget", "episodes", "checkpoint_every", "rollouts_per_update"):
@@ -235,7 +241,9 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
         if policy.method != config.method:
             raise ValueError(f"start_from {config.start_from} holds a {policy.method} policy, not {config.method}")
     elif config.place_rule_weight or config.select_rule_weight:
-        policy = residual_policy(config.method, config.place_rule_weight, config.select_rule_weight, config.place_rule_scale)
+        policy = residual_policy(
+            config.method, config.place_rule_weight, config.select_rule_weight, config.place_rule_scale, config.place_rule
+        )
     else:
         policy = make_policy(config.method)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
@@ -300,19 +308,32 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     return best if held_out else last
 
 
-def residual_policy(method: str, place_rule_weight: float, select_rule_weight: float = 0.0, place_rule_scale: str = "graph") -> Any:
-    """A fresh doppler ``method`` on critical_path's rules (PLC adds −β × earliest start, SEL α × bottom level), learned logits at zero.
+def residual_policy(
+    method: str,
+    place_rule_weight: float,
+    select_rule_weight: float = 0.0,
+    place_rule_scale: str = "graph",
+    place_rule: str = "earliest_start",
+) -> Any:
+    """A fresh doppler ``method`` on a teacher's rules (PLC adds −β × the device's delay, SEL α × bottom level), learned logits at zero.
 
-    With β > 0 its greedy device choice is critical_path's (the first device
-    where the op starts earliest); with α > 0 too (or ``doppler_plc_only``,
-    whose SEL is the rule itself) its whole greedy placement is.
+    With β > 0 its greedy device choice is the rule's: critical_path's (the
+    first device where the op starts earliest) or, with ``place_rule="affinity"``,
+    the affinity teacher's; with α > 0 too (or ``doppler_plc_only``, whose SEL
+    is the rule itself) its whole greedy placement is the rule's: critical_path's,
+    or ``teacher_assignment(graph, devices, "affinity")``.
     """
     from ..learn import make_policy
     from ..learn.policy import PolicyConfig
 
     policy = make_policy(
         method,
-        PolicyConfig(place_rule_weight=place_rule_weight, place_rule_scale=place_rule_scale, select_rule_weight=select_rule_weight),
+        PolicyConfig(
+            place_rule_weight=place_rule_weight,
+            place_rule=place_rule,
+            place_rule_scale=place_rule_scale,
+            select_rule_weight=select_rule_weight,
+        ),
     )
     for weight, head in ((place_rule_weight, "plc_head"), (select_rule_weight, "sel_head")):
         if weight and hasattr(policy, head):
