@@ -90,11 +90,11 @@ def test_the_derived_method_lists_follow_the_registry():
     from workbench.placers.local_search import start_methods
     from workbench.training.config import METHODS as TRAINABLE
 
-    assert list(HEURISTICS) == list(PAPER_METHODS) == methods("baseline", "heuristic")
+    assert list(HEURISTICS) == list(PAPER_METHODS) == methods("baseline", "heuristic", "rule")
     assert list(SEARCH) == methods("search", "exact") and list(LEARNED) == list(TRAINABLE) == methods("learned")
     assert set(STG_METHODS) == set(methods()) - set(methods("random", "learned"))
-    assert sorted(start_methods()) == sorted(HEURISTICS) and start_methods()[0] == methods("heuristic")[0]
-    assert parse_methods(None) == methods("baseline", "heuristic", "search")
+    assert sorted(start_methods()) == sorted(methods("baseline", "heuristic")) and start_methods()[0] == methods("heuristic")[0]
+    assert parse_methods(None) == methods("baseline", "heuristic", "rule", "search")
     assert "random" not in parse_methods(None) and "cpsat" not in parse_methods(None)
 
 

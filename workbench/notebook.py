@@ -44,8 +44,8 @@ __all__ = [
     "compare_panel",
 ]
 
-HEURISTICS = tuple(methods("baseline", "heuristic"))
-"""Constructive heuristics, in the order the tables list them."""
+HEURISTICS = tuple(methods("baseline", "heuristic", "rule"))
+"""Constructive heuristics and rules, in the order the tables list them."""
 SEARCH = tuple(methods("search", "exact"))
 """Search methods: simulated annealing and the time-limited exact CP-SAT model."""
 LEARNED = tuple(methods("learned"))

@@ -19,9 +19,9 @@ import numpy as np
 
 from ..placers import methods
 
-PAPER_METHODS = tuple(methods("baseline", "heuristic"))
+PAPER_METHODS = tuple(methods("baseline", "heuristic", "rule"))
 """Run with their defaults on the paper graphs (local search and CP-SAT get their own rows)."""
-STG_METHODS = tuple(methods("baseline", "heuristic", "search", "exact"))
+STG_METHODS = tuple(methods("baseline", "heuristic", "rule", "search", "exact"))
 PROCESSORS = (2, 4, 8, 16)
 UNIT = 1e10
 

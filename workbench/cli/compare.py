@@ -6,7 +6,7 @@ from ..placers import methods as registered
 from . import CliError
 from .common import add_graph_argument, load_graph_argument, positive_int, print_json
 
-DEFAULT_KINDS = ("baseline", "heuristic", "search")
+DEFAULT_KINDS = ("baseline", "heuristic", "rule", "search")
 """The kinds of method compared by default: all but random, exact (slow) and learned (need checkpoints)."""
 
 

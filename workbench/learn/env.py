@@ -28,13 +28,10 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .features import affinity_delay, device_features, static_features
+from .registry import TEACHERS
 
 __all__ = ["EnvConfig", "PlacementEnv", "PlacementState", "Guide", "MakespanFn", "TEACHERS", "teacher_assignment"]
 
-TEACHERS = ("critical_path", "affinity")
-"""Device rules of the imitation teacher: ``critical_path`` (the earliest-start device) or ``affinity`` (the device with the earliest
-finish plus, per consumer with inputs placed already, the smaller of the transfers that op's device forces: the bytes of its
-co-parents elsewhere, or op's own bytes to them; it keeps ops that meet at a consumer together, :func:`.features.affinity_cost`)."""
 
 MakespanFn = Callable[[np.ndarray], float]
 """The env's terminal cost: ``assignment -> makespan`` for its one graph (a cost oracle of

@@ -115,7 +115,7 @@ class PolicyConfig:
             ``place_rule_scale``): a device rule, which the learned logits then correct (a residual head). 0: off.
         place_rule: DOPPLER: the device rule of ``place_rule_weight``: ``earliest_start`` (critical_path's: the delay is the
             op's earliest start there − the earliest of all devices) or ``affinity`` (the affinity teacher's,
-            ``env.TEACHERS``: its earliest finish plus the cheaper transfer per consumer whose co-parents are placed, −
+            ``registry.TEACHERS``: its earliest finish plus the cheaper transfer per consumer whose co-parents are placed, −
             the cheapest, ``features.affinity_delay``).
         place_rule_scale: DOPPLER: the time ``place_rule_weight`` divides each device's delay (earliest start − the
             earliest of all devices) by: ``graph`` (the graph's time scale) or ``op`` (the op's own compute time, at least
@@ -281,7 +281,7 @@ class LearnedPolicy(nn.Module, ABC):
                 critical-path teacher; with ``mode="teacher"`` the rollout
                 replays it, and ``imitation_loss`` is its mean ``-log``
                 probability per step (self-imitation).
-            teacher_rule: the teacher's device rule (``env.TEACHERS``): ``critical_path`` or ``affinity``.
+            teacher_rule: the teacher's device rule (``registry.TEACHERS``): ``critical_path`` or ``affinity``.
         """
         return self.rollouts(graph, devices, 1, mode, epsilon, generator, teacher, guide, teacher_rule)[0]
 

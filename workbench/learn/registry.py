@@ -11,6 +11,11 @@ from ..placers.registry import register_placer
 
 _PLACERS = "workbench.learn.placers"
 
+TEACHERS = ("critical_path", "affinity")
+"""Device rules of the imitation teacher, each the step-by-step form of the registered placer of that name: ``critical_path`` (the
+earliest-start device) or ``affinity`` (the smallest affinity cost: earliest finish plus the transfer the choice forces at consumers
+whose other inputs are placed, :mod:`workbench.placers.affinity`)."""
+
 register_placer(
     "doppler",
     _PLACERS,

@@ -39,6 +39,7 @@ KINDS: dict[str, str] = {
     "baseline": "a fixed rule that ignores the costs",
     "random": "a seeded random placement",
     "heuristic": "a list-scheduling heuristic from the literature",
+    "rule": "a list-scheduling rule of this workbench (not from the literature; never a search's starting heuristic)",
     "search": "a search scored by the simulator, within an evaluation budget",
     "exact": "an exact solver, time-limited; reports a proven lower bound",
     "learned": "a trained policy; needs a checkpoint",
@@ -104,6 +105,13 @@ register_placer(
 )
 register_placer(
     "etf", "workbench.placers.etf", "EtfPlacer", "ETF (Hwang et al. 1989): ready op and device with the earliest start", "heuristic"
+)
+register_placer(
+    "affinity",
+    "workbench.placers.affinity",
+    "AffinityPlacer",
+    "this workbench's affinity rule: largest bottom level first, earliest finish plus the transfer it forces at shared consumers",
+    "rule",
 )
 register_placer(
     "local_search",

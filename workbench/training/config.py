@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from itertools import pairwise
 from typing import Any
 
+from ..learn.registry import TEACHERS
 from ..placers import methods
 
 __all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs", "parse_overrides"]
@@ -123,7 +124,7 @@ class TrainConfig:
     il_teacher: str = "critical_path"
     """Stage I's teacher device rule: ``critical_path`` (the earliest-start device, the paper) or ``affinity`` (the earliest finish
     plus the transfer time of the op's placed co-parents' bytes from other devices, so ops that meet at a consumer stay together;
-    ``learn.env.TEACHERS``). The op order stays critical_path's (largest bottom level first).
+    ``learn.registry.TEACHERS``, the registered ``affinity`` placer). The op order stays critical_path's (largest bottom level first).
     """
     selection_samples: int = 1
     """``greedy_every`` selection scores the weights by the placement that is reported: the best of this many (the greedy one, then
@@ -194,7 +195,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.transfer_wait_weight must be >= 0, got {self.transfer_wait_weight}")
         if self.rollout_baseline not in ("leave_one_out", "shared"):
             raise ValueError(f"TrainConfig.rollout_baseline: use leave_one_out or shared, got {self.rollout_baseline!r}")
-        if self.il_teacher not in ("critical_path", "affinity"):
+        if self.il_teacher not in TEACHERS:
             raise ValueError(f"TrainConfig.il_teacher: use critical_path or affinity, got {self.il_teacher!r}")
         if self.il_teacher != "critical_path" and self.method == "gdp":
             raise ValueError("TrainConfig.il_teacher: gdp imitates critical_path only (it follows the teacher's own schedule)")
