@@ -185,6 +185,20 @@ def test_a_residual_run_trains_and_saves_the_rule_with_its_checkpoint(tmp_path):
         CorpusTrainConfig(objective="search")
 
 
+def test_a_run_written_before_place_rule_existed_resumes_with_the_rule_at_its_default(tmp_path):
+    config = CorpusTrainConfig(
+        method="doppler_plc_only", place_rule_weight=50.0, objective="reinforce", episodes=1, rollouts_per_update=2, **FAST
+    )
+    train_on_corpus(tmp_path / "run", config, corpus=TINY)
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    del saved["place_rule"]  # an older run's config.json
+    (tmp_path / "run" / "config.json").write_text(json.dumps(saved))
+    train_on_corpus(tmp_path / "run", dataclasses.replace(config, episodes=2), corpus=TINY)
+    assert load_policy(tmp_path / "run" / "checkpoints" / "last.safetensors").checkpoint_extra["episode"] == 2
+    with pytest.raises(ValueError, match="holds a run with other settings \\(place_rule\\)"):
+        train_on_corpus(tmp_path / "run", dataclasses.replace(config, episodes=3, place_rule="affinity"), corpus=TINY)
+
+
 def test_the_op_scaled_place_rule_divides_by_each_ops_compute_time_with_the_smallest_positive_one_as_floor():
     compute = np.array([0.0, 2.0, 8.0, 0.5])
     assert place_rule_times(compute, 100.0, "op").tolist() == [0.5, 2.0, 8.0, 0.5]
