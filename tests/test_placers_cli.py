@@ -29,6 +29,15 @@ def test_place_local_search_json_reports_its_budget(capsys):
     assert {"method", "assignment", "makespan", "lower_bound", "seconds"} <= set(data)
 
 
+def test_place_learned_search_starts_from_a_given_policy(capsys):
+    shipped = "datasets/pretrained/ffnn_192nodes/doppler.safetensors"
+    assert main(["place", "ffnn", "--method", "learned_search", "--budget", "40", "--start-policy", shipped, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["details"]["start_method"] == "start_policy" and data["details"]["evaluations"] == 40
+    assert main(["place", "ffnn", "--method", "heft", "--start-policy", shipped]) == 2
+    assert "does not take option(s) start_policy" in capsys.readouterr().err
+
+
 def test_compare_json_has_one_row_per_method_and_gaps_to_the_best_bound(capsys):
     assert main(["compare", "chain_mm", "--devices", "4", "--methods", "single,heft,local_search", "--budget", "300", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

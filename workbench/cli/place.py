@@ -28,6 +28,11 @@ def register(sub) -> None:
         metavar="FRACTION",
         help="active search: the share of --budget given to local_search from its best placement so far (0: pure EAS)",
     )
+    parser.add_argument(
+        "--start-policy",
+        metavar="CHECKPOINT",
+        help="learned_search: a constructive policy whose greedy placement joins the starting heuristics (one more evaluation)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
@@ -51,6 +56,7 @@ def run(args) -> int:
         "samples": args.samples,
         "search": args.search,
         "polish": args.polish,
+        "start_policy": args.start_policy,
     }
     options = {k: v for k, v in given.items() if v is not None}
     if args.method == "local_search" and sys.stderr.isatty():
