@@ -28,6 +28,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .base import Decision, Placer
+from .critical_path import critical_path_op
 from .list_scheduling import schedule_decision
 
 __all__ = ["AFFINITY_TIE_RTOL", "AffinityTables", "affinity_tables", "affinity_cost", "affinity_delay", "AffinityPlacer"]
@@ -156,8 +157,7 @@ class AffinityPlacer(Placer):
         schedule = PartialSchedule(graph, devices)
         level = graph.bottom_level(with_comm=True)
         while not schedule.done:
-            ready = schedule.ready_ops
-            op = int(ready[int(np.argmax(level[ready]))])
+            op = critical_path_op(schedule, level)
             delay = affinity_delay(schedule, op, schedule.earliest_starts(op))
             schedule.place(op, int(np.flatnonzero(delay == 0)[0]))
         return schedule_decision(schedule)

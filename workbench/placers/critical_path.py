@@ -22,10 +22,15 @@ from .base import Decision, Placer
 from .list_scheduling import schedule_decision
 
 
+def critical_path_op(schedule: PartialSchedule, bottom_level: np.ndarray) -> int:
+    """The ready op with the largest bottom level (the smallest id on ties)."""
+    ready = schedule.ready_ops
+    return int(ready[int(np.argmax(bottom_level[ready]))])
+
+
 def critical_path_choice(schedule: PartialSchedule, bottom_level: np.ndarray) -> tuple[int, int]:
     """The teacher's (op, device) for the schedule's current state."""
-    ready = schedule.ready_ops
-    op = ready[int(np.argmax(bottom_level[ready]))]
+    op = critical_path_op(schedule, bottom_level)
     return op, int(np.argmin(schedule.earliest_starts(op)))
 
 
