@@ -14,7 +14,7 @@ from workbench.learn import load_policy, make_policy
 from workbench.learn.env import teacher_assignment
 from workbench.learn.features import GRAPH_STATISTICS, earliest_start_scores, graph_statistics
 from workbench.learn.policy import PolicyConfig
-from workbench.training.corpus_training import residual_policy
+from workbench.training.corpus_training import evaluate_split, residual_policy
 from workbench.training.gate_training import GateTrainConfig, gated_policy, rule_costs, train_gate
 
 from .test_corpus_training import TINY
@@ -126,6 +126,8 @@ def test_the_trained_gate_keeps_the_selection_pairs_best_choice_and_places_with_
     assert np.mean(np.array(placed) < 1.0) == float(chosen["wins"])
     assert np.isclose(np.mean(placed), float(chosen["mean_over_critical_path"]))
     assert all(min(abs(p - c) for c in row) < 1e-12 for p, row in zip(placed, costs, strict=True))  # each is one rule pair's placement
+    frame = evaluate_split(best, "test", (2, 4), samples=2, corpus=TINY)
+    assert set(frame["greedy_rule"]) <= set(PAIRS) and len(frame) == 2
     with pytest.raises(ValueError, match="holds a gate run with other settings"):
         train_gate(tmp_path / "gate", dataclasses.replace(config, steps=61), corpus=TINY)
 

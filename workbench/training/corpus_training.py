@@ -428,7 +428,8 @@ def evaluate_split(
 
     Columns: critical_path's makespan, the best heuristic's, the policy's greedy
     one and the best of greedy + ``samples - 1`` samples (seeded), each
-    also over critical_path's, and the greedy placement's inference seconds.
+    also over critical_path's, the greedy placement's inference seconds and, for a policy with a rule gate, the
+    rule pair it chose (``greedy_rule``; empty without a gate).
     """
     import pandas as pd
 
@@ -468,6 +469,7 @@ def evaluate_split(
                     f"best_of_{samples}_over_critical_path": float(makespans.min()) / critical,
                     "best_heuristic_over_critical_path": heuristics[best] / critical,
                     "greedy_seconds": seconds,
+                    "greedy_rule": greedy.rule or "",
                 }
             )
     return pd.DataFrame(rows)
