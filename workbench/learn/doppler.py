@@ -310,6 +310,7 @@ class DopplerPolicy(LearnedPolicy):
         if select_by == "earliest_start":
             static_level = state.graph.bottom_level(with_comm=False)
             select_rule_rows = []
+            arrival = np.full((n, d), np.nan)  # a ready op's input arrivals per device: fixed once it is ready
         select_rule = config.select_rule_weight * state.features.bottom_level / max(float(state.features.bottom_level.max()), 1e-300)
         place_rule = np.zeros((n, d))
         rule_time = place_rule_times(state.graph.compute, state.features.time_scale, config.place_rule_scale)
@@ -322,7 +323,9 @@ class DopplerPolicy(LearnedPolicy):
             ready = state.ready_ops()
             teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
             if select_by == "earliest_start":
-                starts = np.stack([state.schedule.earliest_starts(int(op)) for op in ready])
+                for op in ready[np.isnan(arrival[ready, 0])].tolist():
+                    arrival[op] = state.schedule.arrival_times(op)
+                starts = np.maximum(state.schedule.device_free, arrival[ready])  # each ready op's earliest_starts
                 rule_scores = earliest_start_scores(starts.min(axis=1), static_level[ready], state.features.time_scale)
             if self.learn_select:
                 sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
