@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
 
 SIZES = (100, 300, 1_000, 2_000, 10_000)
@@ -39,6 +40,7 @@ DENSE_GRAPH = {"layers": 40, "width": 50}
 and 39,577 edges (about 20 inputs per op, seven times the scaling graphs' density)."""
 DENSE_TARGET_S = 1.0  # issue 19: "Placing a 2,000-op graph takes under 1 s of inference"
 DENSE_REPEATS = 5
+ZERO_SHOT_POLICY = DATASETS_DIR / "pretrained" / "zero_shot" / "doppler_gate.safetensors"
 
 
 GRAPH_SOURCE = "workbench.generate('layered', layers=w, width=w, width_jitter=0, edge_prob=1/w) with w = round(sqrt(n))"
@@ -107,15 +109,15 @@ def _per_evaluation(graph: DataflowGraph, devices: int, short: int = 200, extra:
     return call
 
 
-def _policy_inference(devices: int) -> Callable[[DataflowGraph], Callable[[], Any]] | None:
-    """A greedy rollout of an untrained Doppler policy (same cost as a trained one), on CPU."""
+def _policy_inference(devices: int, checkpoint: Path | None = None) -> Callable[[DataflowGraph], Callable[[], Any]] | None:
+    """A greedy rollout of an untrained Doppler policy (same cost as a trained one), or of a checkpoint's policy, on CPU."""
     try:
         import torch
 
-        from ..learn import make_policy
+        from ..learn import load_policy, make_policy
     except ImportError:  # torch and DGL are an optional extra
         return None
-    policy = make_policy("doppler")
+    policy = make_policy("doppler") if checkpoint is None else load_policy(checkpoint)
 
     def build(g: DataflowGraph) -> Callable[[], Any]:
         def call():
@@ -127,10 +129,11 @@ def _policy_inference(devices: int) -> Callable[[DataflowGraph], Callable[[], An
     return build
 
 
-def _dense_inference() -> dict[str, Any] | None:
+def _dense_inference(checkpoint: Path | None = None) -> dict[str, Any] | None:
     """Median wall and CPU seconds of :data:`DENSE_REPEATS` greedy Doppler placements of :data:`DENSE_GRAPH` on 4 devices,
-    on one torch thread (on a shared 2-core machine a second thread waits on the first and costs several times more)."""
-    build = _policy_inference(4)
+    on one torch thread (on a shared 2-core machine a second thread waits on the first and costs several times more);
+    an untrained policy, or ``checkpoint``'s (the shipped zero-shot policy, whose rules add per-step work)."""
+    build = _policy_inference(4, checkpoint)
     if build is None:
         return None
     import torch
@@ -204,7 +207,7 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
                 if (time.perf_counter() - began) / (repeats + 1) > SKIP_AFTER_SECONDS:  # wall per call, traced one included
                     too_slow_at = n
     bar.close()
-    dense = _dense_inference()
+    dense = [found for found in (_dense_inference(), _dense_inference(ZERO_SHOT_POLICY)) if found is not None]
     growth = {}
     for name in dict.fromkeys(r["method"] for r in rows):
         for devices in DEVICES:
@@ -261,11 +264,11 @@ def _markdown(rows, growth, sizes, source, figure_path, dense) -> str:
         measured = "not measured" if t["measured_s"] is None else f"{t['measured_s']:.3g} s"
         met = "–" if t["met"] is None else ("yes" if t["met"] else "no")
         lines.append(f"| {t['method']} on {t['nodes']:,} ops < {t['target_s']} s | {measured} | {met} |")
-    if dense is not None:
+    for found, policy in zip(dense, ("doppler", "the zero-shot policy's"), strict=False):
         lines.append(
-            f"| doppler inference on issue 19's {dense['ops']:,}-op graph ({dense['edges']:,} edges, 4 devices, 1 torch thread, "
-            f"median of {DENSE_REPEATS}) < {dense['target_s']} s | {dense['wall_s']:.3g} s (CPU {dense['cpu_s']:.3g} s) | "
-            f"{'yes' if dense['met'] else 'no'} |"
+            f"| {policy} inference on issue 19's {found['ops']:,}-op graph ({found['edges']:,} edges, 4 devices, 1 torch thread, "
+            f"median of {DENSE_REPEATS}) < {found['target_s']} s | {found['wall_s']:.3g} s (CPU {found['cpu_s']:.3g} s) | "
+            f"{'yes' if found['met'] else 'no'} |"
         )
     if not any(r["method"] == "doppler inference" for r in rows):
         lines.append("\nNot measured: doppler inference (torch and DGL, the `learn` extra, are not installed).")

@@ -47,6 +47,7 @@ class Rollout:
         steps: decisions made (ops placed).
         step_log_prob: per placement step, log pi of its actions (all learned
             heads; ``log_prob`` is its sum), differentiable, for discounted returns.
+        rule: the ``select_rule/place_rule`` pair a DOPPLER rule gate chose (``PolicyConfig.gate_rules``); None without a gate.
     """
 
     assignment: np.ndarray
@@ -58,6 +59,7 @@ class Rollout:
     steps: int
     # paper preset switches
     step_log_prob: torch.Tensor | None = None
+    rule: str | None = None
 
 
 def check_mode(mode: str, epsilon: float) -> None:

@@ -26,6 +26,12 @@ earliest start, :func:`.features.affinity_delay`), and with ``select_rule_weight
 α > 0 SEL's add ``α · bottom level / largest bottom level`` per op (its op
 rule); the learned logits are then corrections to those rules.
 
+With ``select_rule="earliest_start"`` SEL's term is ETF's op rule instead, per step
+(:func:`.features.earliest_start_scores`): with PLC on ``earliest_start`` too, a fresh policy is the ``etf``
+placer. With ``gate_rules`` a linear gate on the pooled node embeddings and :func:`.features.graph_statistics`
+picks one ``select_rule/place_rule`` pair per placement (greedy: its argmax; sampled: a draw), which then
+drives both terms; :meth:`DopplerPolicy.rule_policy` is the same policy fixed on one pair.
+
 An ``encoded.plc_offset`` tensor ``(ops, devices)``, when set, is added to
 PLC's logits (per-instance active search adapts only this table:
 :mod:`.active_search`).
@@ -42,26 +48,32 @@ earliest-start device) and only the other is learned.
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..cluster import Devices
+from ..graph import DataflowGraph
 from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softmax
 from .env import PlacementState
 from .features import (
     AFFINITY_FEATURES,
     CAPACITY_FEATURES,
     DEVICE_FEATURES,
+    GRAPH_STATISTICS,
     NODE_FEATURES,
     affinity_delay,
     affinity_features,
     capacity_features,
+    earliest_start_scores,
+    graph_statistics,
     traversal_order,
 )
 from .nets import Encoder, GraphTensors, ScoringHead, numpy_zscore, path_sum, sums_before, zscore
-from .policy import LearnedPolicy, PolicyConfig
+from .policy import LearnedPolicy, PolicyConfig, rule_pair
 
 __all__ = ["DopplerPolicy", "encoder"]
 
@@ -109,6 +121,36 @@ class DopplerPolicy(LearnedPolicy):
             self.plc_head = ScoringHead(
                 {"device": w, "node": w, "embedding": w, "device_sum": w}, config.head_hidden, config.activation, config.negative_slope
             )
+        self.rule_pairs = [rule_pair(rule) for rule in config.gate_rules] or [(config.select_rule, config.place_rule)]
+        if config.gate_rules:
+            self.gate_head = nn.Linear(2 * w + len(GRAPH_STATISTICS), len(self.rule_pairs))
+            nn.init.zeros_(self.gate_head.weight)  # a fresh gate picks the first pair
+            nn.init.zeros_(self.gate_head.bias)
+
+    def decisions(self, graph: DataflowGraph) -> int:
+        """Two per op, and the gate's choice after them."""
+        return 2 * graph.num_nodes + bool(self.config.gate_rules)
+
+    def rule_policy(self, pair: int) -> DopplerPolicy:
+        """This policy without its gate, fixed on ``gate_rules[pair]``; it shares this policy's heads and encoders (not copies)."""
+        if not self.config.gate_rules:
+            raise ValueError("rule_policy needs a policy with gate_rules")
+        select, place = self.rule_pairs[pair]
+        fixed = DopplerPolicy(
+            dataclasses.replace(self.config, gate_rules=(), select_rule=select, place_rule=place),
+            "learned" if self.learn_select else "critical_path",
+            "learned",
+        )
+        for name, module in self.named_children():
+            if name != "gate_head":
+                setattr(fixed, name, module)
+        fixed.trained_for = self.trained_for
+        return fixed
+
+    def gate_input(self, encoded: SimpleNamespace, graph: DataflowGraph, devices: Devices) -> torch.Tensor:
+        """What the gate reads for placing ``graph`` on ``devices``: mean and max pool of the node embeddings, graph statistics."""
+        stats = torch.as_tensor(graph_statistics(graph, devices), dtype=encoded.gate_pool.dtype, device=encoded.gate_pool.device)
+        return torch.cat([encoded.gate_pool, stats])
 
     # ------------------------------------------------------------ networks
     def select_logits(self, inputs: GraphTensors, embedding: torch.Tensor) -> torch.Tensor:
@@ -231,6 +273,10 @@ class DopplerPolicy(LearnedPolicy):
                 encoded.sel_np = as_numpy(encoded.sel_logits)
         if self.learn_place:
             plc_embedding = self.activate(self.plc_encoder(inputs)) if hasattr(self, "plc_encoder") else sel_embedding
+            if self.config.gate_rules:  # the gate reads the embeddings but does not train the encoders
+                pooled = (sel_embedding if self.learn_select else plc_embedding).detach()
+                empty = pooled.new_zeros(2 * pooled.shape[1])
+                encoded.gate_pool = torch.cat([pooled.mean(0), pooled.max(0).values]) if len(pooled) else empty
             if self.per_step_place:
                 self.encode_paper_place(inputs, plc_embedding, encoded)
                 return encoded
@@ -256,6 +302,15 @@ class DopplerPolicy(LearnedPolicy):
             feats = np.zeros((n, d, device_inputs(config)), dtype=np.float32)
             base = len(DEVICE_FEATURES)
         sel, plc = Decisions(), Decisions()
+        pair = 0
+        if config.gate_rules:  # the last of the episode's decisions; a teacher replay takes the gate's most probable pair
+            gate_probs = softmax(as_numpy(self.gate_head(self.gate_input(e, state.graph, state.schedule.cluster))))
+            pair = int(gate_probs.argmax()) if choose.mode == "teacher" else choose(gate_probs, 2 * n)
+        select_by, place_by = self.rule_pairs[pair]
+        if select_by == "earliest_start":
+            static_level = state.graph.bottom_level(with_comm=False)
+            select_rule_rows = []
+            arrival = np.full((n, d), np.nan)  # a ready op's input arrivals per device: fixed once it is ready
         select_rule = config.select_rule_weight * state.features.bottom_level / max(float(state.features.bottom_level.max()), 1e-300)
         place_rule = np.zeros((n, d))
         rule_time = place_rule_times(state.graph.compute, state.features.time_scale, config.place_rule_scale)
@@ -267,16 +322,28 @@ class DopplerPolicy(LearnedPolicy):
         for t in range(n):
             ready = state.ready_ops()
             teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
+            if select_by == "earliest_start":
+                for op in ready[np.isnan(arrival[ready, 0])].tolist():
+                    arrival[op] = state.schedule.arrival_times(op)
+                starts = np.maximum(state.schedule.device_free, arrival[ready])  # each ready op's earliest_starts
+                rule_scores = earliest_start_scores(starts.min(axis=1), static_level[ready], state.features.time_scale)
             if self.learn_select:
                 sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
                 scores = self.numpy_ready_select_logits(e, ready, down_np, up_np) if self.per_step_select else e.sel_np[ready]
-                scores = scores + select_rule[ready]
+                if select_by == "earliest_start":
+                    select_rule_rows.append(config.select_rule_weight * rule_scores)
+                    scores = scores + select_rule_rows[-1]
+                else:
+                    scores = scores + select_rule[ready]
                 pos = choose(softmax(scores), 2 * t, sel_teacher)
                 sel.add(ready, pos, sel_teacher)
                 op = int(ready[pos])
+            elif select_by == "earliest_start":
+                pos = int(np.argmax(rule_scores))
+                op = int(ready[pos])
             else:
                 op = int(ready[0] if config.critical_path_index_bug else teacher_ops[0])
-            earliest = state.schedule.earliest_starts(op)
+            earliest = starts[pos] if select_by == "earliest_start" else state.schedule.earliest_starts(op)
             teacher_devices = state.teacher_devices(op, earliest) if teacher or not self.learn_place else None
             if self.learn_place:
                 feats[t, :, :base] = state.device_features(op, earliest)
@@ -289,7 +356,7 @@ class DopplerPolicy(LearnedPolicy):
                     logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])
                 else:
                     logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
-                if config.place_rule == "affinity":
+                if place_by == "affinity":
                     delay = affinity_delay(state.schedule, op, earliest)
                 else:
                     delay = earliest - earliest.min()
@@ -311,6 +378,13 @@ class DopplerPolicy(LearnedPolicy):
             index, legal, _ = sel.padded()
             index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
             heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
+        elif self.learn_select and select_by == "earliest_start":
+            index, legal, _ = sel.padded()
+            rule = np.zeros(index.shape)
+            for row, values in zip(rule, select_rule_rows, strict=True):
+                row[: values.size] = values
+            scores = e.sel_logits[torch.from_numpy(index).to(device)] + torch.as_tensor(rule, dtype=e.sel_logits.dtype, device=device)
+            heads.append(sel.terms_at(scores))
         elif self.learn_select:
             heads.append(sel.terms(e.sel_logits + torch.as_tensor(select_rule, dtype=e.sel_logits.dtype, device=device)))
         if self.learn_place:
@@ -322,7 +396,8 @@ class DopplerPolicy(LearnedPolicy):
                 logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
             logits = logits - torch.as_tensor(place_rule, dtype=logits.dtype, device=device)
             heads.append(plc.terms(logits if offset is None else logits + offset[order]))
-        return finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)
+        rollout = finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)
+        return dataclasses.replace(rollout, rule=config.gate_rules[pair]) if config.gate_rules else rollout
 
 
 def place_rule_times(compute: np.ndarray, time_scale: float, scale: str) -> np.ndarray:

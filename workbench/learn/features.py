@@ -30,6 +30,10 @@ on ``d`` (the other inputs of its consumers) send to those consumers, and
 the share of the compute of its weakly connected component already on
 ``d``. Byte columns are divided by the largest total input of any op.
 
+Rule and gate inputs (DOPPLER only): :func:`earliest_start_scores`, SEL's ETF rule over the ready ops, and
+:func:`graph_statistics`, the cheap per-(graph, devices) numbers ``GRAPH_STATISTICS`` the rule gate reads
+beside the pooled node embeddings.
+
 ``FEATURE_LAYOUT`` names every column of the base layout; checkpoints store it and refuse to load
 into a different layout.
 """
@@ -43,8 +47,10 @@ import numpy as np
 import torch
 from numba import njit
 
+from ..cluster import Devices, num_devices
 from ..graph import DataflowGraph
 from ..placers.affinity import affinity_cost, affinity_delay, affinity_tables
+from ..placers.list_scheduling import mean_costs, upward_rank
 from ..schedule import PartialSchedule
 
 __all__ = [
@@ -65,6 +71,9 @@ __all__ = [
     "affinity_delay",
     "longest_path_members",
     "traversal_order",
+    "earliest_start_scores",
+    "GRAPH_STATISTICS",
+    "graph_statistics",
 ]
 
 NODE_FEATURES = ("compute", "bottom_level", "top_level", "comm_in", "comm_out")
@@ -278,3 +287,58 @@ def affinity_features(schedule: PartialSchedule, op: int) -> np.ndarray:
     total = tables.component_compute[component]
     out[:, 2] = np.bincount(schedule.device[members], weights=graph.compute[members], minlength=d) / (total if total > 0 else 1.0)
     return out.astype(np.float32)
+
+
+def earliest_start_scores(earliest: np.ndarray, static_level: np.ndarray, time_scale: float) -> np.ndarray:
+    """ETF's op rule as scores over the ready ops (Hwang et al., SIAM J. Computing 1989), given each one's earliest start over the devices.
+
+    The ops that can start earliest score ½ · static level ÷ the largest (in [0, ½]); every other op
+    −1 − (its earliest start − the earliest) ÷ ``time_scale`` (below −1), so the best score is ETF's op: the
+    earliest start, ties to the larger static level, then (``argmax``) the smaller id.
+    """
+    delay = earliest - earliest.min()
+    tied = delay == 0
+    top = float(static_level.max())
+    return np.where(tied, 0.5 * static_level / (top if top > 0 else 1.0), -1.0 - delay / time_scale)
+
+
+GRAPH_STATISTICS = (
+    "log2_devices",
+    "log_ops",
+    "edges_per_op",
+    "log_communication_to_computation",
+    "log_path_communication_share",
+    "log_parallelism_per_device",
+    "entry_share",
+    "depth_per_op",
+    "compute_variation",
+)
+"""What :func:`graph_statistics` returns, in order (the rule gate's graph-level inputs beside the pooled embeddings)."""
+
+
+def graph_statistics(graph: DataflowGraph, devices: Devices) -> np.ndarray:
+    """``GRAPH_STATISTICS`` of ``graph`` on ``devices``: cheap, unit-free numbers of order 1, from the devices' mean costs.
+
+    Communication to computation: all transfer time ÷ all compute time; path communication share: the longest
+    compute + transfer path ÷ the longest compute path; parallelism per device: all compute ÷ the longest compute
+    path ÷ devices (below 1: the devices cannot all be busy); depth: topological levels.
+    """
+    compute, comm = mean_costs(graph, devices)
+    n, tiny = max(graph.num_nodes, 1), 1e-300
+    total = max(float(compute.sum()), tiny)
+    path = max(float(upward_rank(graph, compute, np.zeros_like(comm)).max(initial=0.0)), tiny)
+    path_with_comm = max(float(upward_rank(graph, compute, comm).max(initial=0.0)), tiny)
+    mean = float(compute.mean()) if graph.num_nodes else 0.0
+    return np.array(
+        [
+            np.log2(num_devices(devices)),
+            np.log(n),
+            graph.num_edges / n,
+            np.log1p(float(comm.sum()) / total),
+            np.log(path_with_comm / path),
+            np.log(total / path / num_devices(devices)),
+            float((graph.in_degree == 0).sum()) / n,
+            (int(graph.depth.max(initial=0)) + 1) / n,
+            float(compute.std()) / mean if mean > 0 else 0.0,
+        ]
+    )

@@ -64,6 +64,19 @@ PLACE_RULE_SCALES = ("graph", "op")
 """What ``PolicyConfig.place_rule_weight`` divides a device's delay by: the graph's time scale, or the op's compute time."""
 PLACE_RULES = ("earliest_start", "affinity")
 """The device rule PLC's residual term follows (``PolicyConfig.place_rule``): critical_path's or the affinity teacher's."""
+SELECT_RULES = ("bottom_level", "earliest_start")
+"""The op rule SEL's residual term follows (``PolicyConfig.select_rule``): critical_path's or ETF's."""
+
+
+def rule_pair(text: str) -> tuple[str, str]:
+    """``"select_rule/place_rule"`` (a ``PolicyConfig.gate_rules`` entry) as ``(select_rule, place_rule)``; bad names are refused."""
+    select, _, place = str(text).partition("/")
+    if select not in SELECT_RULES or place not in PLACE_RULES:
+        raise ValueError(
+            f"a gate rule is 'select_rule/place_rule' with select_rule in {', '.join(SELECT_RULES)} and place_rule in "
+            f"{', '.join(PLACE_RULES)}, got {text!r}"
+        )
+    return select, place
 
 
 @dataclass(frozen=True)
@@ -121,8 +134,18 @@ class PolicyConfig:
             earliest of all devices) by: ``graph`` (the graph's time scale) or ``op`` (the op's own compute time, at least
             the graph's smallest positive one), so a learned correction can trade a delay that is small against the op
             itself but not one that is only small against the whole graph (a late 1 MB op queued behind others).
-        select_rule_weight: DOPPLER: SEL's logits add weight × each op's bottom level (÷ the graph's largest):
-            critical_path's op rule, which the learned logits then correct. 0: off.
+        select_rule_weight: DOPPLER: SEL's logits add weight × the score ``select_rule`` gives each ready op: the op rule, which
+            the learned logits then correct. 0: off.
+        select_rule: DOPPLER: the op rule of ``select_rule_weight`` (and, where SEL is not learned, the op choice itself):
+            ``bottom_level`` (critical_path's: bottom level ÷ the graph's largest) or ``earliest_start`` (ETF's, Hwang et al.
+            1989: per step, ½ · static level ÷ the largest for the ready ops whose earliest start over the devices is the
+            earliest, and −1 − (earliest start − the earliest) ÷ the time scale for the others, so the greedy op is ETF's,
+            ties to the larger static level, then the smaller id; ``features.earliest_start_scores``).
+        gate_rules: DOPPLER: rule pairs ``"select_rule/place_rule"`` a learned per-graph gate chooses between; the chosen pair
+            replaces ``select_rule`` and ``place_rule`` for the whole placement. The gate is one linear layer on the mean and
+            max pool of the node embeddings (detached) and ``features.GRAPH_STATISTICS``; it starts at zero (the first pair)
+            and trains on its own objective (``workbench.training.gate_training``); its choice is not part of a rollout's
+            ``log_prob``. Empty: no gate.
         affinity_features: DOPPLER: add placement affinity to PLC's device features (``features.AFFINITY_FEATURES``):
             per device the bytes the op receives from its inputs there, the bytes its co-parents there (the other
             inputs of its consumers) send to those consumers, and the share of its weakly connected component's
@@ -156,6 +179,8 @@ class PolicyConfig:
     place_rule_scale: str = "graph"
     select_rule_weight: float = 0.0
     affinity_features: bool = False
+    select_rule: str = "bottom_level"
+    gate_rules: tuple[str, ...] = ()
 
     @classmethod
     def paper(cls, method: str = "doppler") -> PolicyConfig:
@@ -186,6 +211,7 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "head_hidden", tuple(int(h) for h in self.head_hidden))
+        object.__setattr__(self, "gate_rules", tuple(str(rule) for rule in self.gate_rules))
         if self.method not in METHODS:
             raise ValueError(f"unknown learned method {self.method!r}; known: {', '.join(METHODS)}")
         if self.activation not in ACTIVATIONS:
@@ -210,12 +236,30 @@ class PolicyConfig:
             raise ValueError(f"place_rule must be one of {', '.join(PLACE_RULES)}, got {self.place_rule!r}")
         if self.place_rule != PLACE_RULES[0] and not self.place_rule_weight:
             raise ValueError(f"place_rule {self.place_rule!r} needs a place_rule_weight > 0 (without it PLC follows no rule)")
+        if self.select_rule not in SELECT_RULES:
+            raise ValueError(f"select_rule must be one of {', '.join(SELECT_RULES)}, got {self.select_rule!r}")
+        self._check_rules()
         if self.place_rule_scale not in PLACE_RULE_SCALES:
             raise ValueError(f"place_rule_scale must be one of {', '.join(PLACE_RULE_SCALES)}, got {self.place_rule_scale!r}")
         if self.select_rule_weight and self.zscore_ready_inputs:
             raise ValueError("select_rule_weight adds to SEL's episode-wide logits; zscore_ready_inputs computes them per step")
         if self.width % self.attention_heads:
             raise ValueError(f"width {self.width} must be divisible by attention_heads {self.attention_heads}")
+
+    def _check_rules(self) -> None:
+        """Every rule in use has its term: a learned SEL needs ``select_rule_weight``, PLC ``place_rule_weight``; a gate needs both."""
+        module, _, heads = METHODS[self.method]
+        learned_select = heads.get("select", "learned") == "learned"
+        pairs = [rule_pair(rule) for rule in self.gate_rules]
+        if pairs and (module != "workbench.learn.doppler" or heads.get("place", "learned") != "learned"):
+            raise ValueError(f"gate_rules needs a doppler policy with a learned PLC, not {self.method!r}")
+        if len(set(pairs)) != len(pairs) or len(pairs) == 1:
+            raise ValueError(f"gate_rules must name two or more different rule pairs, got {', '.join(self.gate_rules)}")
+        selects = {select for select, _ in pairs} | {self.select_rule}
+        if learned_select and selects != {SELECT_RULES[0]} and not self.select_rule_weight:
+            raise ValueError("select_rule 'earliest_start' needs a select_rule_weight > 0 (without it SEL follows no rule)")
+        if pairs and not self.place_rule_weight:
+            raise ValueError("gate_rules needs a place_rule_weight > 0 (without it PLC follows no rule)")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
@@ -312,12 +356,16 @@ class LearnedPolicy(nn.Module, ABC):
         return [
             self.play(
                 PlacementState(graph, devices, guide, teacher_rule),
-                Chooser(mode, epsilon, 2 * graph.num_nodes, generator),
+                Chooser(mode, epsilon, self.decisions(graph), generator),
                 teacher,
                 shared if shared is not None else self.encode(self.inputs(graph, draws)),
             )
             for _ in range(int(count))
         ]
+
+    def decisions(self, graph: DataflowGraph) -> int:
+        """Choices an episode on ``graph`` makes (the :class:`~.choice.Chooser` draws their randomness up front): two per op."""
+        return 2 * graph.num_nodes
 
     def feature_draws(self, generator: torch.Generator | None) -> torch.Generator:
         """Where random node features come from: ``generator``, or without one a generator seeded 0 (draw 0 is the greedy placement)."""

@@ -23,6 +23,7 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ..cluster import Devices
 from ..graph import DataflowGraph
@@ -83,27 +84,30 @@ def affinity_tables(graph: DataflowGraph) -> AffinityTables:
     if cached is not None:
         return cached
     n = graph.num_nodes
-    succ_ptr, succ, succ_edge = graph.succ_csr
+    _, _, succ_edge = graph.succ_csr
     pred_ptr, pred, pred_edge = graph.pred_csr
-    pairs: list[list[tuple[int, float, int, float]]] = [[] for _ in range(n)]
-    for v in range(n):
-        for s, own in zip(
-            succ[succ_ptr[v] : succ_ptr[v + 1]].tolist(), graph.comm[succ_edge[succ_ptr[v] : succ_ptr[v + 1]]].tolist(), strict=True
-        ):
-            lo, hi = pred_ptr[s], pred_ptr[s + 1]
-            pairs[v] += [
-                (p, float(graph.comm[e]), s, own) for p, e in zip(pred[lo:hi].tolist(), pred_edge[lo:hi].tolist(), strict=True) if p != v
-            ]
-    flat = [pair for per_op in pairs for pair in per_op]
+    # every pair of in-edges (own: v -> s, other: p -> s) of a consumer s, with p != v
+    degree = np.diff(pred_ptr)
+    consumer_of = np.repeat(np.arange(n), degree)  # the consumer of each pred-CSR position
+    own = np.repeat(np.arange(pred.size), degree[consumer_of])
+    group_start = np.repeat(np.cumsum(degree[consumer_of]) - degree[consumer_of], degree[consumer_of])
+    other = pred_ptr[consumer_of[own]] + np.arange(own.size) - group_start
+    keep = pred[own] != pred[other]
+    own, other = own[keep], other[keep]
+    succ_position = np.empty(succ_edge.size, dtype=np.int64)
+    succ_position[succ_edge] = np.arange(succ_edge.size)
+    # by op, then consumer, then the op's edge to it (its order among the op's out-edges), then the other input's order
+    order = np.lexsort((other, succ_position[pred_edge[own]], consumer_of[own], pred[own]))
+    own, other = own[order], other[order]
     component = _weak_components(graph)
     comm_in = np.bincount(graph.dst, weights=graph.comm, minlength=n)
     peak = float(comm_in.max(initial=0.0))
     tables = AffinityTables(
-        sibling_ptr=np.concatenate([[0], np.cumsum([len(per_op) for per_op in pairs])]).astype(np.int64),
-        sibling_op=np.array([pair[0] for pair in flat], dtype=np.int64),
-        sibling_comm=np.array([pair[1] for pair in flat], dtype=np.float64),
-        sibling_consumer=np.array([pair[2] for pair in flat], dtype=np.int64),
-        sibling_own=np.array([pair[3] for pair in flat], dtype=np.float64),
+        sibling_ptr=np.concatenate([[0], np.cumsum(np.bincount(pred[own], minlength=n))]).astype(np.int64),
+        sibling_op=pred[other].astype(np.int64),
+        sibling_comm=graph.comm[pred_edge[other]].astype(np.float64),
+        sibling_consumer=consumer_of[own].astype(np.int64),
+        sibling_own=graph.comm[pred_edge[own]].astype(np.float64),
         component=component,
         component_compute=np.bincount(component, weights=graph.compute),
         byte_scale=peak if peak > 0 else 1.0,
@@ -125,29 +129,62 @@ def affinity_cost(schedule: PartialSchedule, op: int, earliest_start: np.ndarray
     links, against ``op``'s bytes over its fastest link to one of them).
     ``earliest_start`` is ``schedule.earliest_starts(op)``.
     """
-    tables, d = affinity_tables(schedule.graph), schedule.num_devices
-    lo, hi = tables.sibling_ptr[op], tables.sibling_ptr[op + 1]
-    where = schedule.device[tables.sibling_op[lo:hi]]
-    placed = where >= 0
-    where, comm = where[placed], tables.sibling_comm[lo:hi][placed]
-    consumer, own = tables.sibling_consumer[lo:hi][placed], tables.sibling_own[lo:hi][placed]
-    bandwidth, latency = np.asarray(schedule.cluster.bandwidth), np.asarray(schedule.cluster.latency)
-    elsewhere = where[:, None] != np.arange(d)[None, :]
-    inbound = np.where(elsewhere, comm[:, None] / bandwidth[where] + latency[where], 0.0)  # co-parent's bytes to each device
-    outbound = np.where(elsewhere, own[:, None] / bandwidth[:, where].T + latency[:, where].T, np.inf)  # op's bytes to it
-    penalty = np.zeros(d)
-    for s in np.unique(consumer).tolist():
-        at = consumer == s
-        others = inbound[at].sum(axis=0)
-        penalty += np.where(others > 0, np.minimum(others, outbound[at].min(axis=0)), 0.0)
+    tables = affinity_tables(schedule.graph)
+    lo, hi = int(tables.sibling_ptr[op]), int(tables.sibling_ptr[op + 1])
+    penalty = _affinity_penalty(
+        tables.sibling_op[lo:hi],
+        tables.sibling_comm[lo:hi],
+        tables.sibling_consumer[lo:hi],
+        tables.sibling_own[lo:hi],
+        schedule.device,
+        np.asarray(schedule.cluster.bandwidth, dtype=np.float64),
+        np.asarray(schedule.cluster.latency, dtype=np.float64),
+    )
     return earliest_start + schedule.graph.compute[op] / np.asarray(schedule.cluster.speeds) + penalty
+
+
+@njit(cache=True)
+def _affinity_penalty(
+    sibling: np.ndarray,
+    comm: np.ndarray,
+    consumer: np.ndarray,
+    own: np.ndarray,
+    device: np.ndarray,
+    bandwidth: np.ndarray,
+    latency: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per device, the summed forced-transfer terms of :func:`affinity_cost` over one op's consumers (entries grouped by
+    consumer): one compiled loop, as the per-consumer numpy version spent most of a large graph's placement time."""
+    d = bandwidth.shape[0]
+    penalty = np.zeros(d)
+    inbound = np.zeros(d)
+    outbound = np.zeros(d)
+    i = 0
+    while i < consumer.size:
+        inbound[:] = 0.0
+        outbound[:] = np.inf
+        j = i
+        while j < consumer.size and consumer[j] == consumer[i]:
+            where = device[sibling[j]]
+            if where >= 0:
+                for k in range(d):
+                    if k != where:
+                        inbound[k] += comm[j] / bandwidth[where, k] + latency[where, k]  # the co-parent's bytes to k
+                        outbound[k] = min(outbound[k], own[j] / bandwidth[k, where] + latency[k, where])  # op's bytes to it
+            j += 1
+        for k in range(d):
+            if inbound[k] > 0:
+                penalty[k] += min(inbound[k], outbound[k])
+        i = j
+    return penalty
 
 
 def affinity_delay(schedule: PartialSchedule, op: int, earliest_start: np.ndarray) -> np.ndarray:
     """Per device: :func:`affinity_cost` minus the cheapest, 0 on the cheapest and its ties (``AFFINITY_TIE_RTOL``)."""
     cost = affinity_cost(schedule, op, earliest_start)
     cheapest = cost.min()
-    return np.where(np.isclose(cost, cheapest, rtol=AFFINITY_TIE_RTOL, atol=0.0), 0.0, cost - cheapest)
+    delay = cost - cheapest
+    return np.where(delay <= AFFINITY_TIE_RTOL * abs(cheapest), 0.0, delay)  # np.isclose's test at atol 0, for finite costs
 
 
 class AffinityPlacer(Placer):

@@ -43,6 +43,7 @@ import dataclasses
 import io
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -314,6 +315,8 @@ def residual_policy(
     select_rule_weight: float = 0.0,
     place_rule_scale: str = "graph",
     place_rule: str = "earliest_start",
+    select_rule: str = "bottom_level",
+    gate_rules: tuple[str, ...] = (),
 ) -> Any:
     """A fresh doppler ``method`` on a teacher's rules (PLC adds −β × the device's delay, SEL α × bottom level), learned logits at zero.
 
@@ -321,7 +324,8 @@ def residual_policy(
     first device where the op starts earliest) or, with ``place_rule="affinity"``,
     the affinity teacher's; with α > 0 too (or ``doppler_plc_only``, whose SEL
     is the rule itself) its whole greedy placement is the rule's: critical_path's,
-    or ``teacher_assignment(graph, devices, "affinity")``.
+    or ``teacher_assignment(graph, devices, "affinity")``; with ``select_rule="earliest_start"`` and PLC on
+    ``earliest_start``, the ``etf`` placer's. ``gate_rules`` adds a fresh gate between rule pairs (it picks the first).
     """
     from ..learn import make_policy
     from ..learn.policy import PolicyConfig
@@ -329,10 +333,13 @@ def residual_policy(
     policy = make_policy(
         method,
         PolicyConfig(
+            method=method,
             place_rule_weight=place_rule_weight,
             place_rule=place_rule,
             place_rule_scale=place_rule_scale,
             select_rule_weight=select_rule_weight,
+            select_rule=select_rule,
+            gate_rules=gate_rules,
         ),
     )
     for weight, head in ((place_rule_weight, "plc_head"), (select_rule_weight, "sel_head")):
@@ -421,7 +428,8 @@ def evaluate_split(
 
     Columns: critical_path's makespan, the best heuristic's, the policy's greedy
     one and the best of greedy + ``samples - 1`` samples (seeded), each
-    also over critical_path's, and the greedy placement's inference seconds.
+    also over critical_path's, the greedy placement's inference seconds and, for a policy with a rule gate, the
+    rule pair it chose (``greedy_rule``; empty without a gate).
     """
     import pandas as pd
 
@@ -461,6 +469,7 @@ def evaluate_split(
                     f"best_of_{samples}_over_critical_path": float(makespans.min()) / critical,
                     "best_heuristic_over_critical_path": heuristics[best] / critical,
                     "greedy_seconds": seconds,
+                    "greedy_rule": greedy.rule or "",
                 }
             )
     return pd.DataFrame(rows)
@@ -482,6 +491,32 @@ def summary(frame):
     return table.round(3)
 
 
+def device_counts(text: str) -> tuple[int, ...]:
+    """A command line's comma-separated device counts (``2,4,8``)."""
+    return tuple(int(v) for v in text.split(",") if v)
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, parsers: dict[str, Callable[[str], Any]]) -> None:
+    """One ``--field-name`` option per field of the dataclass ``config_class``, parsed by ``parsers[field]`` or the default's type."""
+    for f in dataclasses.fields(config_class):
+        parser.add_argument("--" + f.name.replace("_", "-"), type=parsers.get(f.name, type(f.default)), default=f.default)
+
+
+def train_from_arguments(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, config_class: type, train: Callable[[Any, Any], Path]
+) -> tuple[Any, Path]:
+    """``train(args.out, config)`` on one thread with the config the options give; a bad setting is the parser's error."""
+    torch.set_num_threads(1)
+    began = time.process_time()
+    try:
+        config = config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)})
+        path = train(args.out, config)
+    except ValueError as error:
+        parser.error(str(error))
+    print(f"trained {path} ({time.process_time() - began:.0f} CPU s in this process; {machine()})")
+    return config, path
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m workbench.training.corpus_training --out runs/corpus-doppler [--method gdp] [--evaluate test]``."""
     parser = argparse.ArgumentParser(prog="python -m workbench.training.corpus_training", description=__doc__.splitlines()[0])
@@ -493,18 +528,9 @@ def main(argv: list[str] | None = None) -> None:
         type=lambda text: tuple(int(v) for v in text.split(",")),
         help="device counts to evaluate at (default: --devices)",
     )
-    for f in dataclasses.fields(CorpusTrainConfig):
-        kind = (lambda text: tuple(int(v) for v in text.split(",") if v)) if f.name in ("devices", "select_devices") else type(f.default)
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default)
+    add_config_arguments(parser, CorpusTrainConfig, {"devices": device_counts, "select_devices": device_counts})
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    began = time.process_time()
-    try:
-        config = CorpusTrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(CorpusTrainConfig)})
-        last = train_on_corpus(args.out, config)
-    except ValueError as error:
-        parser.error(str(error))
-    print(f"trained {last} ({time.process_time() - began:.0f} CPU s in this process; {machine()})")
+    config, last = train_from_arguments(parser, args, CorpusTrainConfig, train_on_corpus)
     if args.evaluate:
         frame = evaluate_split(last, args.evaluate, args.evaluate_devices or config.devices, args.samples, config.seed)
         atomic_write_text(Path(args.out) / f"eval-{args.evaluate}.csv", frame.to_csv(index=False))

@@ -1,0 +1,199 @@
+"""Train a DOPPLER policy's per-graph rule gate (``PolicyConfig.gate_rules``) across the corpus's training split.
+
+No single rule pair wins everywhere: the affinity device rule with critical_path's op order beats
+critical_path on the paper families but loses by 9–46% on dense random layered DAGs, where ETF (op and device
+chosen together by earliest start; Hwang et al., SIAM J. Computing 1989) wins. The gate is one linear layer on
+the pooled node embeddings and cheap graph statistics (:func:`workbench.learn.features.graph_statistics`) that
+picks one pair per (graph, devices), as a per-instance algorithm selector (Rice 1976; Kotthoff, AI Magazine 2014).
+
+With few arms the gate's objective needs no sampling: every training pair is placed greedily once per rule pair
+(:meth:`~workbench.learn.doppler.DopplerPolicy.rule_policy`, the policy's own heads on that pair's rules), and
+the gate minimises the exact expectation over its softmax of makespan ÷ critical_path's (REINFORCE over the same
+choice would estimate this gradient with noise). The encoders stay as they are: the gate reads their embeddings
+detached. Every ``select_every`` steps the gate's greedy choice is scored on the ``select_split`` pairs (strict
+wins over critical_path, ties broken by the mean ratio) and ``checkpoints/best.safetensors`` keeps the best.
+
+A run directory holds ``config.json``, ``costs.csv`` (per pair and rule pair, makespan ÷ critical_path's),
+``selection.csv`` and ``checkpoints/best.safetensors``. ``python -m workbench.training.gate_training --out DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..corpus import CorpusEntry, build, entries
+from ..fileio import atomic_write_json
+from .corpus_training import _write_rows, add_config_arguments, device_counts, pair_key, residual_policy, train_from_arguments
+
+__all__ = ["GateTrainConfig", "gated_policy", "rule_costs", "train_gate", "main"]
+
+SELECTION = ("step", "wins", "mean_over_critical_path", "best")
+
+
+@dataclass(frozen=True)
+class GateTrainConfig:
+    """One gate training run (saved as the run's ``config.json``)."""
+
+    gate_rules: tuple[str, ...] = ("bottom_level/affinity", "earliest_start/earliest_start")
+    """The ``select_rule/place_rule`` pairs the gate chooses between (the first is a fresh gate's choice)."""
+    method: str = "doppler_plc_only"
+    """A doppler policy with a learned PLC: ``doppler`` or ``doppler_plc_only`` (SEL is the pair's op rule itself); ignored with
+    ``start_from``."""
+    start_from: str = ""
+    """A doppler checkpoint (without a gate) whose heads the rule pairs use, e.g. a Stage II run's; empty: fresh residual heads,
+    learned logits at zero, so each pair places exactly as its rules."""
+    place_rule_weight: float = 50.0
+    """Fresh heads: ``PolicyConfig.place_rule_weight`` β."""
+    place_rule_scale: str = "op"
+    """Fresh heads: ``PolicyConfig.place_rule_scale``."""
+    select_rule_weight: float = 50.0
+    """Fresh heads, ``method="doppler"``: ``PolicyConfig.select_rule_weight`` α (unused by ``doppler_plc_only``)."""
+    devices: tuple[int, ...] = (2, 4, 8)
+    """Device counts of the training pairs (each training graph at every one its manifest entry lists)."""
+    select_split: str = "validation"
+    """Corpus split whose pairs choose the gate's weights."""
+    select_devices: tuple[int, ...] = (2, 4, 8)
+    """Device counts of the selection pairs."""
+    steps: int = 2000
+    """Full-batch Adam steps on the gate."""
+    learning_rate: float = 1e-2
+    """Adam's learning rate."""
+    weight_decay: float = 1e-2
+    """AdamW's decoupled weight decay on the gate."""
+    select_every: int = 50
+    """Score the gate on the selection pairs every this many steps (and before the first)."""
+    seed: int = 0
+    """Seed of the fresh encoders' weights (the gate starts at zero)."""
+
+    def __post_init__(self) -> None:
+        for name in ("gate_rules", "devices", "select_devices"):
+            kind = str if name == "gate_rules" else int
+            object.__setattr__(self, name, tuple(kind(value) for value in getattr(self, name)))
+        from ..learn.policy import PolicyConfig
+
+        PolicyConfig(  # the fresh policy's config: refuses a method without a learned PLC, bad rule pairs, a weight of 0
+            method=self.method,
+            place_rule_weight=self.place_rule_weight,
+            place_rule_scale=self.place_rule_scale,
+            select_rule_weight=self.select_rule_weight,
+            gate_rules=self.gate_rules,
+        )
+        for name in ("steps", "select_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.devices or not self.select_devices or min(self.devices + self.select_devices) < 1:
+            raise ValueError("devices and select_devices must be one or more counts >= 1")
+
+
+def gated_policy(config: GateTrainConfig) -> Any:
+    """The policy to train: fresh residual heads, or ``start_from``'s weights, with a fresh gate over ``config.gate_rules``."""
+    from ..learn import load_policy, make_policy
+
+    if not config.start_from:
+        torch.manual_seed(config.seed)
+        select_weight = config.select_rule_weight if config.method == "doppler" else 0.0
+        return residual_policy(
+            config.method, config.place_rule_weight, select_weight, config.place_rule_scale, gate_rules=config.gate_rules
+        )
+    start = load_policy(config.start_from)
+    if start.config.gate_rules or not hasattr(start, "rule_pairs"):
+        raise ValueError(f"start_from {config.start_from} must hold a doppler policy without a gate, not {start.method!r}")
+    policy = make_policy(start.method, dataclasses.replace(start.config, gate_rules=config.gate_rules))
+    missing, unexpected = policy.load_state_dict(start.state_dict(), strict=False)
+    if unexpected or any(not key.startswith("gate_head.") for key in missing):
+        raise ValueError(f"start_from {config.start_from} does not fit a gated {start.method} policy")
+    return policy
+
+
+def rule_costs(policy: Any, pairs: list[tuple[str, Any, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per ``(key, graph, devices)`` pair: the gate's inputs, and each rule pair's greedy makespan ÷ critical_path's."""
+    from ..placers import place
+    from ..sim import simulate
+
+    fixed = [policy.rule_policy(k) for k in range(len(policy.rule_pairs))]
+    inputs, costs = [], []
+    with torch.no_grad():
+        for _, graph, devices in pairs:
+            encoded = policy.encode(policy.inputs(graph, policy.feature_draws(None)))
+            stats = policy.gate_input(encoded, graph, devices)
+            critical = place(graph, "critical_path", devices).makespan
+            inputs.append(stats.numpy())
+            costs.append([simulate(graph, f.rollout(graph, devices, mode="greedy").assignment, devices).makespan / critical for f in fixed])
+    return np.array(inputs), np.array(costs)
+
+
+def _pairs(split: str, devices: tuple[int, ...], corpus: list[CorpusEntry] | None) -> list[tuple[str, Any, int]]:
+    found = [(pair_key(e, d), g, d) for e, g in ((e, build(e)) for e in entries(split, manifest=corpus)) for d in devices if d in e.devices]
+    if not found:
+        raise ValueError(f"split {split!r} has no graph at devices {devices}")
+    return found
+
+
+def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntry] | None = None) -> Path:
+    """Train the gate of ``config`` on the training split of ``corpus`` (default: the shipped manifest); returns the best checkpoint."""
+    from ..learn.checkpoint import TrainedFor
+
+    out = Path(out)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    wanted = json.loads(json.dumps(dataclasses.asdict(config)))
+    config_path = out / "config.json"
+    if config_path.is_file() and json.loads(config_path.read_text()) != wanted:
+        raise ValueError(f"{out} holds a gate run with other settings; choose another folder")
+    atomic_write_json(config_path, wanted)
+    policy = gated_policy(config)
+    train, held_out = _pairs("train", config.devices, corpus), _pairs(config.select_split, config.select_devices, corpus)
+    train_x, train_c = rule_costs(policy, train)
+    held_x, held_c = rule_costs(policy, held_out)
+    rows = [
+        {"split": split, "pair": key, **{rule: float(c) for rule, c in zip(config.gate_rules, cost, strict=True)}}
+        for split, pairs, costs in (("train", train, train_c), (config.select_split, held_out, held_c))
+        for (key, _, _), cost in zip(pairs, costs, strict=True)
+    ]
+    _write_rows(out / "costs.csv", rows, ("split", "pair", *config.gate_rules))
+    gate = policy.gate_head
+    optimizer = torch.optim.AdamW(gate.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    x, c, held = (torch.as_tensor(a, dtype=torch.float32) for a in (train_x, train_c, held_x))
+    selections: list[dict[str, Any]] = []
+    best = out / "checkpoints" / "best.safetensors"
+    policy.trained_for = TrainedFor.of([g for _, g, _ in train], max(config.devices), cross_graph=True)
+    for step in range(config.steps + 1):
+        if step % config.select_every == 0:
+            with torch.no_grad():
+                chosen = held_c[np.arange(len(held_c)), gate(held).argmax(1).numpy()]
+            score = (float(np.mean(chosen < 1.0)), -float(chosen.mean()))
+            better = not selections or score > max((r["wins"], -r["mean_over_critical_path"]) for r in selections)
+            if better:
+                policy.save(best, extra={"step": step})
+            selections.append({"step": step, "wins": score[0], "mean_over_critical_path": -score[1], "best": int(better)})
+        if step == config.steps:
+            break
+        loss = (torch.softmax(gate(x), dim=1) * c).sum(1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    _write_rows(out / "selection.csv", selections, SELECTION)
+    return best
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(v for v in text.split(",") if v)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m workbench.training.gate_training --out runs/gate [--start-from CKPT]``."""
+    parser = argparse.ArgumentParser(prog="python -m workbench.training.gate_training", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="run directory")
+    add_config_arguments(parser, GateTrainConfig, {"gate_rules": _names, "devices": device_counts, "select_devices": device_counts})
+    train_from_arguments(parser, parser.parse_args(argv), GateTrainConfig, train_gate)
+
+
+if __name__ == "__main__":
+    main()
