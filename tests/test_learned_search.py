@@ -21,7 +21,7 @@ from workbench.learn.learned_search import (
 )
 from workbench.placers.local_search import CRITICAL_REFRESH
 from workbench.placers.registry import PlacerError
-from workbench.training.learned_search import ScorerTrainConfig, train_scorer
+from workbench.training.learned_search import ScorerTrainConfig, _loss, collect_states, train_scorer, transfer_wait
 
 TINY = ScorerTrainConfig(
     devices=(4,), rounds=1, trajectory_budget=80, states_per_run=4, candidates_per_state=48, epochs=25, batch_states=4, max_graphs=1, seed=0
@@ -153,6 +153,8 @@ def test_tuning_reads_the_validation_split_and_a_scorer_with_no_share_is_local_s
     keys = json.loads((tmp_path / "validation.json").read_text())
     graphs = {key.split("|")[0] for key in keys}
     assert graphs == {e.name for e in corpus.entries("validation")}
+    with pytest.raises(ValueError, match="never tuned on"):
+        validate({"unsteered": unsteered}, budget=10, seeds=1, root=tmp_path, split="test")
 
 
 def test_screening_redraws_local_searchs_proposals_that_the_scorer_ranks_lowest(trained, graph):
@@ -186,3 +188,23 @@ def test_a_start_policy_joins_the_starting_candidates_within_the_budget(trained,
         wb.place(graph, "learned_search", devices=4, budget=60, checkpoint=path, start_policy=shipped)
     with pytest.raises(PlacerError, match="start_policy: .*does not exist"):
         wb.place(ffnn, "learned_search", devices=4, budget=60, checkpoint=path, start_policy=shipped.with_name("missing.safetensors"))
+
+
+def test_the_dense_term_counts_the_time_ops_wait_for_inputs_in_transfer():
+    g = wb.DataflowGraph.from_edges([2.0, 5.0, 1.0], [(0, 2, 4.0), (1, 2, 1.0)])
+    evaluator = wb.Evaluator(g, 2)
+    # op 2 on device 1 with op 1: it waits 4 for op 0's output (ends 2, arrives 6) after op 1 ends at 5
+    ready, end = evaluator.times(np.array([[0, 1, 1], [0, 0, 0]]))
+    assert transfer_wait(g, ready, end).tolist() == [1.0, 0.0]
+
+
+def test_the_transfer_weight_reorders_moves_that_leave_the_makespan_as_it_is():
+    config = ScorerTrainConfig(**{**TINY.__dict__, "epochs": 1})
+    states, _ = collect_states(config, "train", MoveScorer(), False, 0)
+    neutral = states.mask & (np.abs(states.decrease) < 1e-12)
+    assert neutral.any() and np.any(np.abs(states.wait_decrease[neutral]) > 0)
+    torch.manual_seed(0)
+    scorer = MoveScorer()  # untrained: scores that are not uniform
+    tensors = [torch.as_tensor(x) for x in states.arrays()]
+    losses = [float(_loss(scorer, tensors, ScorerTrainConfig(transfer_weight=w))) for w in (0.0, 1.0)]
+    assert losses[0] != losses[1]

@@ -84,6 +84,22 @@ def test_engines_agree_and_schedules_are_valid(case):
     assert fast.makespan >= wb.lower_bound(graph, devices) * (1 - 1e-12)
 
 
+@settings(max_examples=60, deadline=None)
+@given(simulation_cases().filter(lambda case: case[3] in ("fifo", "blevel")), st.integers(1, 3))
+def test_the_evaluators_op_times_are_the_traces_and_count_as_evaluations(case, rows):
+    graph, assignment, devices, priority = case
+    n_dev = devices if isinstance(devices, int) else devices.num_devices
+    batch = np.array([assignment] + [list(np.roll(assignment, k) % n_dev) for k in range(1, rows)])
+    evaluator = wb.Evaluator(graph, devices, priority)
+    ready, end = evaluator.times(batch)
+    assert evaluator.evaluations == rows
+    for row, a in enumerate(batch):
+        trace = wb.simulate(graph, a, devices, priority=priority).trace
+        assert np.array_equal(ready[row], trace.ready) and np.array_equal(end[row], trace.end)
+    with pytest.raises(wb.AssignmentError, match="entries but the graph has"):
+        evaluator.times(batch[:, :-1] if graph.num_nodes else np.zeros((1, 1), int))
+
+
 @settings(max_examples=120, deadline=None)
 @given(random_dags(), st.integers(1, 3), st.data())
 def test_link_contention_is_valid_and_never_faster(graph, devices, data):

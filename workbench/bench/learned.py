@@ -129,11 +129,11 @@ def _markdown(cells: list[tuple[str, int, str, int, int]], results: dict[str, di
     return "\n".join(lines)
 
 
-def validate(variants: dict[str, dict[str, Any]], budget: int, seeds: int = 5, root: Path | None = None) -> str:
-    """learned_search's options tuned on the corpus's validation split only (never the test split).
+def validate(variants: dict[str, dict[str, Any]], budget: int, seeds: int = 5, root: Path | None = None, split: str = "validation") -> str:
+    """learned_search's options tuned on the corpus's validation split (or the training split), never the test split.
 
     Each variant (a name and learned_search's options) and local_search place every
-    validation graph at 4 and 8 devices with seeds ``0 .. seeds-1`` at ``budget``
+    graph of ``split`` at 4 and 8 devices with seeds ``0 .. seeds-1`` at ``budget``
     evaluations; cells are cached in ``root/validation.json`` under the variant's
     options completed with learned_search's defaults (a later change of defaults
     does not reuse them). Returns a markdown table of each variant's makespan ÷
@@ -149,12 +149,14 @@ def validate(variants: dict[str, dict[str, Any]], budget: int, seeds: int = 5, r
         steering = {"share": placer.share, "temperature": placer.temperature, "refresh": placer.refresh_every}
         return options | steering | {"learned_start": placer.refresh_at_start, "screen": placer.screen}
 
+    if split not in ("validation", "train"):
+        raise ValueError(f"split must be 'validation' or 'train' (the test split is never tuned on), got {split!r}")
     path = Path(root or ROOT) / "validation.json"
     cached: dict[str, float] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     runs = {LOCAL_SEARCH: (LOCAL_SEARCH, {})} | {name: (LEARNED_SEARCH, options) for name, options in variants.items()}
     keys = {name: json.dumps(resolved(opts) if method == LEARNED_SEARCH else opts, sort_keys=True) for name, (method, opts) in runs.items()}
     means: dict[tuple[str, int, str], float] = {}
-    for entry in corpus.entries("validation"):
+    for entry in (e for e in corpus.entries(split) if e.family != "zoo"):
         graph = corpus.build(entry)
         for devices in (d for d in DEVICES if d in entry.devices):
             for name, (method, options) in runs.items():
@@ -183,5 +185,6 @@ if __name__ == "__main__":
     )
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--split", default="validation", choices=("validation", "train"))
     args = parser.parse_args()
-    print(validate(json.loads(args.variants), args.budget, args.seeds))
+    print(validate(json.loads(args.variants), args.budget, args.seeds, split=args.split))

@@ -232,17 +232,34 @@ class Evaluator:
     def __call__(self, assignments: Sequence[Sequence[int]] | Sequence[int] | np.ndarray) -> np.ndarray | float:
         from .fast import simulate_batch
 
-        batch = np.asarray(assignments)
-        single = batch.ndim == 1
-        batch = np.atleast_2d(batch)
+        single = np.asarray(assignments).ndim == 1
+        batch = self._checked(assignments)
+        out = simulate_batch(*self._compiled, self._keys, *self._cluster, batch)
+        self.evaluations += batch.shape[0]
+        return float(out[0]) if single else out
+
+    def _checked(self, assignments: Sequence[Sequence[int]] | Sequence[int] | np.ndarray) -> np.ndarray:
+        """``assignments`` as a contiguous 2-D array of device ids, or an error naming what is wrong."""
+        batch = np.atleast_2d(np.asarray(assignments))
         if batch.shape[1] != self.graph.num_nodes:
             raise AssignmentError(f"assignments have {batch.shape[1]} entries but the graph has {self.graph.num_nodes} ops")
         batch = _device_ids(batch)
         if batch.size and (batch.min() < 0 or batch.max() >= self.devices):
             raise AssignmentError(f"device ids must be in 0..{self.devices - 1}")
-        out = simulate_batch(*self._compiled, self._keys, *self._cluster, np.ascontiguousarray(batch, dtype=np.int64))
+        return np.ascontiguousarray(batch, dtype=np.int64)
+
+    def times(self, assignments: Sequence[Sequence[int]] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each op's ready and end times (rows as ``assignments``, columns as ops) of a 2-D array of assignments;
+        counted as evaluations like ``__call__``."""
+        from .fast import simulate_one
+
+        batch = self._checked(assignments)
         self.evaluations += batch.shape[0]
-        return float(out[0]) if single else out
+        ready, end = np.zeros(batch.shape, dtype=float), np.zeros(batch.shape, dtype=float)
+        start = np.zeros(self.graph.num_nodes)
+        for row, assignment in enumerate(batch):
+            simulate_one(*self._compiled, self._keys, *self._cluster, assignment, ready[row], start, end[row])
+        return ready, end
 
 
 def simulate_many(

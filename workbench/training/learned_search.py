@@ -23,7 +23,7 @@ import io
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,9 @@ class ScorerTrainConfig:
         batch_states: states per gradient step.
         learning_rate: Adam's step size.
         reward_temperature: the target ranking's softness, in fractions of the makespan.
+        transfer_weight: the dense term: the target ranks moves by makespan decrease plus this weight times the
+            decrease of the total transfer wait (each op's ready time minus its last input's end, summed), both as
+            fractions of the state's makespan; 0: makespan only.
         hidden: the scorer's hidden width.
         layers: its hidden layers.
         max_graphs: use only the first this many training graphs (0: all; small values for tests).
@@ -71,13 +74,14 @@ class ScorerTrainConfig:
 
     devices: tuple[int, ...] = (2, 4, 8)
     rounds: int = 2
-    trajectory_budget: int = 600
-    states_per_run: int = 6
-    candidates_per_state: int = 256
+    trajectory_budget: int = 200
+    states_per_run: int = 8
+    candidates_per_state: int = 768
     epochs: int = 30
     batch_states: int = 32
     learning_rate: float = 1e-3
     reward_temperature: float = 0.01
+    transfer_weight: float = 0.0
     hidden: int = 64
     layers: int = 2
     max_graphs: int = 0
@@ -86,14 +90,16 @@ class ScorerTrainConfig:
 
 @dataclass
 class States:
-    """Sampled states: ``features[s, k]`` of move ``k`` of state ``s`` (``mask`` marks real moves) and its makespan decrease."""
+    """Sampled states: ``features[s, k]`` of move ``k`` of state ``s`` (``mask`` marks real moves), its makespan decrease
+    and its total transfer wait's decrease (fractions of the state's makespan)."""
 
     features: np.ndarray
     decrease: np.ndarray
+    wait_decrease: np.ndarray
     mask: np.ndarray
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.features, self.decrease, self.mask
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.features, self.decrease, self.wait_decrease, self.mask
 
 
 class _RecordingMoves(LearnedMoves):
@@ -127,7 +133,7 @@ def collect_states(config: ScorerTrainConfig, split: str, scorer: MoveScorer, le
     graphs = [e for e in corpus.entries(split) if e.family not in ("paper", "zoo")]
     if config.max_graphs:
         graphs = graphs[: config.max_graphs]
-    features, decreases = [], []
+    features, decreases, wait_decreases = [], [], []
     simulated = 0
     for entry in graphs:
         graph = corpus.build(entry)
@@ -143,18 +149,28 @@ def collect_states(config: ScorerTrainConfig, split: str, scorer: MoveScorer, le
                 assignment, trace, critical, moves = seen[int(index)]
                 candidates = move_features(moves, assignment, trace, critical)
                 pick = rng.choice(len(candidates.targets), size=min(config.candidates_per_state, len(candidates.targets)), replace=False)
-                makespans = np.atleast_1d(evaluator(np.array([candidates.apply(assignment, int(k)) for k in pick])))
+                ready, end = evaluator.times(np.array([candidates.apply(assignment, int(k)) for k in pick]))
                 simulated += pick.size
                 features.append(candidates.features[pick])
-                decreases.append((trace.makespan - makespans) / trace.makespan)
-    return _padded(features, decreases, config.candidates_per_state), simulated
+                decreases.append((trace.makespan - end.max(axis=1)) / trace.makespan)
+                wait = transfer_wait(graph, trace.ready[None], trace.end[None])[0]
+                wait_decreases.append((wait - transfer_wait(graph, ready, end)) / trace.makespan)
+    return _padded(features, decreases, wait_decreases, config.candidates_per_state), simulated
 
 
-def _padded(features: list[np.ndarray], decreases: list[np.ndarray], width: int) -> States:
+def transfer_wait(graph: Any, ready: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per row of ``ready`` / ``end`` (op times of one schedule each): the summed time ops waited for an input in transfer."""
+    latest_input = np.zeros_like(end)
+    np.maximum.at(latest_input.T, graph.dst, end[:, graph.src].T)
+    return np.maximum(ready - latest_input, 0.0).sum(axis=1)
+
+
+def _padded(features: list[np.ndarray], decreases: list[np.ndarray], wait_decreases: list[np.ndarray], width: int) -> States:
     s = len(features)
-    out = States(np.zeros((s, width, len(FEATURES)), np.float32), np.zeros((s, width), np.float32), np.zeros((s, width), bool))
-    for i, (x, r) in enumerate(zip(features, decreases, strict=True)):
-        out.features[i, : len(r)], out.decrease[i, : len(r)], out.mask[i, : len(r)] = x, r, True
+    moves = np.zeros((s, width), np.float32)
+    out = States(np.zeros((s, width, len(FEATURES)), np.float32), moves.copy(), moves.copy(), np.zeros((s, width), bool))
+    for i, (x, r, w) in enumerate(zip(features, decreases, wait_decreases, strict=True)):
+        out.features[i, : len(r)], out.decrease[i, : len(r)], out.wait_decrease[i, : len(r)], out.mask[i, : len(r)] = x, r, w, True
     return out
 
 
@@ -182,8 +198,8 @@ def ranking_quality(scorer: MoveScorer, states: States) -> dict[str, float]:
 
 
 def _loss(scorer: MoveScorer, tensors: list[torch.Tensor], config: ScorerTrainConfig) -> torch.Tensor:
-    features, decrease, mask = tensors
-    return listwise_loss(scorer(features), decrease, mask, config.reward_temperature)
+    features, decrease, wait_decrease, mask = tensors
+    return listwise_loss(scorer(features), decrease + config.transfer_weight * wait_decrease, mask, config.reward_temperature)
 
 
 def _row(scorer: MoveScorer, data: States, validation: States, round_: int, epoch: int, loss: Any, began: float) -> dict[str, Any]:
@@ -234,13 +250,17 @@ def train_scorer(config: ScorerTrainConfig, log: Any = None) -> tuple[MoveScorer
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for learned_search.safetensors, metrics.csv, meta.json")
-    parser.add_argument("--epochs", type=int, default=ScorerTrainConfig.epochs)
-    parser.add_argument("--rounds", type=int, default=ScorerTrainConfig.rounds)
-    parser.add_argument("--max-graphs", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=0)
+    scalars = [f for f in fields(ScorerTrainConfig) if f.name != "devices"]
+    for f in scalars:
+        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default, help=f"ScorerTrainConfig.{f.name}")
+    parser.add_argument("--devices", default=",".join(map(str, ScorerTrainConfig.devices)), help="device counts, comma-separated")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    config = ScorerTrainConfig(epochs=args.epochs, rounds=args.rounds, max_graphs=args.max_graphs, seed=args.seed)
+    try:
+        devices = tuple(int(d) for d in args.devices.split(","))
+    except ValueError:
+        parser.error(f"--devices must be comma-separated integers, got {args.devices!r}")
+    config = ScorerTrainConfig(devices=devices, **{f.name: getattr(args, f.name) for f in scalars})
     scorer, rows, costs = train_scorer(config, log=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
