@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from workbench.dashboard.context import PathError, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.runs import read_metrics, read_run, references
-from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, parse_method, save_upload
+from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, method_label, parse_method, save_upload
 from workbench.rundir import GREEDY_COLUMNS
 from workbench.viz.training import GREEDY_PERIODIC
 
@@ -380,6 +381,26 @@ def test_compare_offers_a_checkpoint_only_for_its_graph_and_carries_the_selectio
     kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], compare.method_options(context, generated, 4))
     assert kept == ["heft"] and dropped == ["doppler (pretrained)"]
     assert not any(o["value"].startswith("doppler@") for o in compare.method_options(context, chain, 8))  # trained on 4 devices
+
+
+ZERO_SHOT = "doppler_plc_only@datasets:pretrained/zero_shot/doppler_gate.safetensors"
+
+
+def test_compare_offers_the_shipped_zero_shot_policy_on_every_graph_and_device_count_under_its_own_name(context):
+    ffnn, generated = wb.bundled_graph("ffnn"), wb.generate("chain_mm")
+    for graph, devices in ((ffnn, 4), (ffnn, 8), (generated, 2)):
+        offered = {o["value"]: o["label"] for o in compare.method_options(context, graph, devices)}
+        assert offered[ZERO_SHOT].startswith("doppler_plc_only (pretrained zero_shot, trained on 39 graphs (chain_mm-00, ")
+        assert "active|" + ZERO_SHOT not in offered  # doppler_plc_only has no active search
+    own = "doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"
+    kept, dropped = compare.carry_selection(context, [ZERO_SHOT, own], compare.method_options(context, generated, 2))
+    assert kept == [ZERO_SHOT] and dropped == ["doppler (pretrained)"]
+    assert method_label(ZERO_SHOT) == "doppler_plc_only (pretrained zero_shot)"
+    key = "bundled:doppler-paper/ffnn_192nodes.txt"
+    children, state = compare.compare_view(context, key, 8, [ZERO_SHOT, "critical_path"])
+    assert state["labels"][0].endswith("rule gate on Stage II heads; placed on ffnn_192nodes)")
+    spans = [float(m) for m in re.findall(r"makespan ([0-9.e+]+) \(", str(children))]
+    assert len(spans) == 2 and spans[0] < spans[1]  # it beats critical_path on FFNN at 8 devices (0.769 of it)
 
 
 def test_compare_refuses_another_graphs_checkpoint_and_names_the_checkpoint(context):

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.datasets import DATASETS_DIR
 from workbench.learn import load_policy, make_policy
 from workbench.learn.env import teacher_assignment
 from workbench.learn.features import GRAPH_STATISTICS, earliest_start_scores, graph_statistics
 from workbench.learn.policy import PolicyConfig
+from workbench.rundir import zero_shot_checkpoint
 from workbench.training.corpus_training import evaluate_split, residual_policy
 from workbench.training.gate_training import GateTrainConfig, gated_policy, rule_costs, train_gate
 
@@ -143,7 +143,7 @@ def test_a_gate_run_refuses_a_policy_without_a_learned_plc_or_bad_rule_pairs():
 
 
 def test_the_shipped_zero_shot_policy_beats_critical_path_on_each_paper_graph_at_four_devices():
-    policy = load_policy(DATASETS_DIR / "pretrained" / "zero_shot" / "doppler_gate.safetensors")
+    policy = load_policy(zero_shot_checkpoint())
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as measured: ChainMM's win is 0.0006%, within reach of another thread count's rounding
     try:

@@ -23,7 +23,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import njit
 
 from .fileio import atomic_write_text
 
@@ -239,13 +238,25 @@ class DataflowGraph:
     # ---------------------------------------------------------------- levels
     def bottom_level(self, with_comm: bool = True) -> np.ndarray:
         """Longest path from each op to an exit, the op's own cost included."""
+        comm = self.comm if with_comm else np.zeros_like(self.comm)
+        level = self.compute.copy()
         ptr, succ, edge = self.succ_csr
-        return _bottom_levels(ptr, succ, (self.comm if with_comm else np.zeros_like(self.comm))[edge], self.compute, self.topological_order)
+        for u in self.topological_order[::-1]:
+            lo, hi = ptr[u], ptr[u + 1]
+            if hi > lo:
+                level[u] = self.compute[u] + np.max(comm[edge[lo:hi]] + level[succ[lo:hi]])
+        return level
 
     def top_level(self, with_comm: bool = True) -> np.ndarray:
         """Longest path from an entry to each op, the op's own cost excluded."""
+        comm = self.comm if with_comm else np.zeros_like(self.comm)
+        level = np.zeros(self.num_nodes)
         ptr, pred, edge = self.pred_csr
-        return _top_levels(ptr, pred, (self.comm if with_comm else np.zeros_like(self.comm))[edge], self.compute, self.topological_order)
+        for v in self.topological_order:
+            lo, hi = ptr[v], ptr[v + 1]
+            if hi > lo:
+                level[v] = np.max(level[pred[lo:hi]] + self.compute[pred[lo:hi]] + comm[edge[lo:hi]])
+        return level
 
     @cached_property
     def _paths(self) -> dict[str, float]:
@@ -395,34 +406,3 @@ class DataflowGraph:
         else:
             costs = np.array(comm, dtype=np.float64)
         return cls(compute=np.array(compute, dtype=np.float64), src=src, dst=dst, comm=costs, **kwargs)
-
-
-@njit(cache=True)
-def _bottom_levels(
-    ptr: np.ndarray, succ: np.ndarray, comm: np.ndarray, compute: np.ndarray, order: np.ndarray
-) -> np.ndarray:  # pragma: no cover - compiled
-    """:meth:`DataflowGraph.bottom_level` over the successor CSR (``comm`` in CSR order), in one compiled loop."""
-    level = compute.copy()
-    for i in range(order.size - 1, -1, -1):
-        u = order[i]
-        if ptr[u + 1] > ptr[u]:
-            best = -np.inf
-            for k in range(ptr[u], ptr[u + 1]):
-                best = max(best, comm[k] + level[succ[k]])
-            level[u] = compute[u] + best
-    return level
-
-
-@njit(cache=True)
-def _top_levels(
-    ptr: np.ndarray, pred: np.ndarray, comm: np.ndarray, compute: np.ndarray, order: np.ndarray
-) -> np.ndarray:  # pragma: no cover - compiled
-    """:meth:`DataflowGraph.top_level` over the predecessor CSR (``comm`` in CSR order), in one compiled loop."""
-    level = np.zeros(compute.size)
-    for v in order:
-        if ptr[v + 1] > ptr[v]:
-            best = -np.inf
-            for k in range(ptr[v], ptr[v + 1]):
-                best = max(best, level[pred[k]] + compute[pred[k]] + comm[k])
-            level[v] = best
-    return level

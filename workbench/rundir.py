@@ -38,6 +38,8 @@ __all__ = [
     "RunPaths",
     "checkpoint_file",
     "pretrained_checkpoint",
+    "ZERO_SHOT_FOLDER",
+    "zero_shot_checkpoint",
     "shipped_training_runs",
     "complete_lines",
     "read_metrics",
@@ -83,6 +85,9 @@ def checkpoint_file(directory: str | os.PathLike, name: str) -> Path:
     return Path(directory) / f"{name}{CHECKPOINT_SUFFIX}"
 
 
+ZERO_SHOT_FOLDER = "zero_shot"
+
+
 def pretrained_checkpoint(graph: str, method: str, root: str | os.PathLike | None = None) -> Path:
     """Where a shipped policy of ``method`` for the graph named ``graph`` is (``datasets/pretrained/<graph>/<method>``)."""
     if root is None:
@@ -90,6 +95,16 @@ def pretrained_checkpoint(graph: str, method: str, root: str | os.PathLike | Non
 
         root = DATASETS_DIR / "pretrained"
     return checkpoint_file(Path(root) / graph, method)
+
+
+def zero_shot_checkpoint(root: str | os.PathLike | None = None) -> Path:
+    """The shipped cross-graph policy (``datasets/pretrained/zero_shot/``): trained across the corpus, it places any graph
+    at any device count; its ``meta.json`` names the graphs it was trained on."""
+    if root is None:
+        from .datasets import DATASETS_DIR
+
+        root = DATASETS_DIR / "pretrained"
+    return Path(root) / ZERO_SHOT_FOLDER / "doppler_gate.safetensors"
 
 
 def shipped_training_runs(root: str | os.PathLike | None = None) -> list[Path]:

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
+from ..rundir import zero_shot_checkpoint
 
 SIZES = (100, 300, 1_000, 2_000, 10_000)
 QUICK_SIZES = (100, 1_000)
@@ -40,7 +40,6 @@ DENSE_GRAPH = {"layers": 40, "width": 50}
 and 39,577 edges (about 20 inputs per op, seven times the scaling graphs' density)."""
 DENSE_TARGET_S = 1.0  # issue 19: "Placing a 2,000-op graph takes under 1 s of inference"
 DENSE_REPEATS = 5
-ZERO_SHOT_POLICY = DATASETS_DIR / "pretrained" / "zero_shot" / "doppler_gate.safetensors"
 
 
 GRAPH_SOURCE = "workbench.generate('layered', layers=w, width=w, width_jitter=0, edge_prob=1/w) with w = round(sqrt(n))"
@@ -207,7 +206,7 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
                 if (time.perf_counter() - began) / (repeats + 1) > SKIP_AFTER_SECONDS:  # wall per call, traced one included
                     too_slow_at = n
     bar.close()
-    dense = [found for found in (_dense_inference(), _dense_inference(ZERO_SHOT_POLICY)) if found is not None]
+    dense = [found for found in (_dense_inference(), _dense_inference(zero_shot_checkpoint())) if found is not None]
     growth = {}
     for name in dict.fromkeys(r["method"] for r in rows):
         for devices in DEVICES:

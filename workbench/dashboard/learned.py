@@ -14,15 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..datasets import PAPER_GRAPHS
 from .context import DashboardContext
 from .runlist import read_json_object
 
-__all__ = ["ACTIVE", "Origin", "split_active", "checkpoint_origin", "usable", "selection_key"]
+__all__ = ["ACTIVE", "Origin", "split_active", "checkpoint_origin", "usable", "selection_key", "pretrained_name"]
 
 ACTIVE = "active|"
 """Prefix of a method value that runs the checkpoint's per-instance active search within the search budget."""
 
 STAGE_TITLES = {"il": "Stage I", "sim": "Stage II", "real": "Stage III"}
+GRAPHS_NAMED = 3
+"""A caption names at most this many training graphs (a cross-graph policy's: their count and the first ones)."""
 
 
 @dataclass(frozen=True)
@@ -39,18 +42,27 @@ class Origin:
 
     @property
     def short(self) -> str:
-        """``doppler (pretrained)`` or ``doppler (run NAME)``."""
+        """``doppler (pretrained)``, ``doppler_plc_only (pretrained zero_shot)`` (a shipped cross-graph policy) or
+        ``doppler (run NAME)``."""
         search = f" {self.search} search" if self.search else ""
-        return f"{self.method}{search} ({'pretrained' if self.kind == 'pretrained' else f'run {self.run}'})"
+        return f"{self.method}{search} ({'run ' + self.run if self.kind == 'run' else pretrained_name(self.run)})"
 
     def detail(self, placed_on: str | None = None) -> str:
-        """``trained on chain_mm_112nodes, Stage II best greedy``, plus ``; placed on Y`` across graphs."""
-        text = f"trained on {', '.join(self.graphs) or 'unknown graphs'}, {self.stage}"
+        """``trained on chain_mm_112nodes, Stage II best greedy``, plus ``; placed on Y`` across graphs (more than
+        :data:`GRAPHS_NAMED` graphs: their count and the first ones)."""
+        named = ", ".join(self.graphs[:GRAPHS_NAMED]) + (", …" if len(self.graphs) > GRAPHS_NAMED else "")
+        graphs = f"{len(self.graphs)} graphs ({named})" if len(self.graphs) > GRAPHS_NAMED else named
+        text = f"trained on {graphs or 'unknown graphs'}, {self.stage}"
         return text + (f"; placed on {placed_on}" if placed_on is not None and placed_on not in self.graphs else "")
 
     def label(self, placed_on: str | None = None) -> str:
         """``doppler (pretrained, trained on chain_mm_112nodes, Stage II best greedy)``, plus ``; placed on Y`` across graphs."""
         return f"{self.short[:-1]}, {self.detail(placed_on)})"
+
+
+def pretrained_name(folder: str) -> str:
+    """``pretrained`` for a graph's shipped policy (its folder is named after the graph), ``pretrained FOLDER`` otherwise."""
+    return "pretrained" if folder in PAPER_GRAPHS else f"pretrained {folder}"
 
 
 def _stage(name: str) -> str:
@@ -76,7 +88,7 @@ def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
         folder = ctx.in_datasets(relative).parent
         kind, run = "pretrained", folder.name
         exported = str(read_json_object(folder / "export.json").get("exported_from", ""))
-        stage = _stage(Path(exported).stem) if exported else "shipped weights"
+        stage = _stage(Path(exported).stem) if exported else str(read_json_object(folder / "meta.json").get("stage", "shipped weights"))
     elif root == "runs":
         checkpoint = ctx.in_runs(relative)
         folder = checkpoint.parent.parent
@@ -111,4 +123,4 @@ def selection_key(ctx: DashboardContext, value: str) -> tuple[str, str]:
     if origin is None:
         return value, ""
     method = ACTIVE + origin.method if origin.search else origin.method
-    return method, "pretrained" if origin.kind == "pretrained" else origin.run
+    return method, origin.run if origin.kind == "run" else pretrained_name(origin.run)

@@ -22,16 +22,17 @@ import hashlib
 import json
 import re
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import workbench as wb
 from workbench.fileio import atomic_write_bytes
 from workbench.placers import methods, placer_options, placers as registered_placers
-from workbench.rundir import RunPaths, pretrained_checkpoint
+from workbench.rundir import RunPaths, pretrained_checkpoint, zero_shot_checkpoint
 
 from .context import DashboardContext, PathError
-from .learned import ACTIVE, split_active
+from .learned import ACTIVE, pretrained_name, split_active
+from .runlist import read_json_object
 from .work import check_generated
 
 __all__ = [
@@ -180,7 +181,8 @@ def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
 
 # --------------------------------------------------------------- methods
 def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[str, str, str]]:
-    """``(method, checkpoint ref, label)`` for pretrained files and runs that have a checkpoint."""
+    """``(method, checkpoint ref, label)`` for pretrained files (the graph's own, the shipped cross-graph policy) and runs
+    that have a checkpoint."""
     from .runs import list_runs
 
     found = []
@@ -190,6 +192,10 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
         if pretrained.is_file():
             ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()
             found.append((method, ref, f"{method} (pretrained for {graph_name})"))
+    zero_shot = zero_shot_checkpoint(ctx.datasets_dir / "pretrained")
+    method = str(read_json_object(zero_shot.parent / "meta.json").get("method", ""))
+    if zero_shot.is_file() and method in learned:
+        found.append((method, "datasets:" + zero_shot.relative_to(ctx.datasets_dir).as_posix(), f"{method} (pretrained zero-shot)"))
     for run in list_runs(ctx.runs_dir):
         checkpoint = RunPaths(run.path).last_checkpoint
         method = str(run.meta.get("method", "")) if run.meta else ""
@@ -213,11 +219,14 @@ def method_choices(ctx: DashboardContext, graph_name: str) -> list[dict[str, str
 
 
 def method_label(value: str) -> str:
-    """A short label for a method dropdown value: ``doppler (pretrained)``, ``gdp (run NAME)``, ``heft``."""
+    """A short label for a method dropdown value: ``doppler (pretrained)``, ``doppler_plc_only (pretrained zero_shot)``,
+    ``gdp (run NAME)``, ``heft``; ``doppler active search (pretrained)`` for an active search value."""
+    active, value = split_active(value)
     method, _, ref = value.partition("@")
+    method += " active search" if active else ""
     root, _, relative = ref.partition(":")
     if root == "datasets":
-        return f"{method} (pretrained)"
+        return f"{method} ({pretrained_name(PurePosixPath(relative).parent.name)})"
     if root == "runs":
         return f"{method} (run {relative.split('/')[0]})"
     return method

@@ -39,10 +39,10 @@ from workbench.viz import (
 from ..anytime import MAX_SEEDS, anytime_options, anytime_view, default_series
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
-from ..learned import checkpoint_origin, selection_key, split_active, usable
+from ..learned import checkpoint_origin, selection_key, usable
 from ..limits import LimitError
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
-from ..sources import graph_label, load_graph_key, method_choices
+from ..sources import graph_label, load_graph_key, method_choices, method_label
 from ..work import run_placement, simulate_placement
 from .whatif import editor, register_whatif_callbacks
 
@@ -86,9 +86,7 @@ def carry_selection(context, selected: list[str] | None, options: list[dict[str,
             if by_key[key] not in kept:
                 kept.append(by_key[key])
         else:
-            active, plain = split_active(value)
-            name = plain.partition("@")[0] + (" active search" if active else "")
-            dropped.append(name + (" (pretrained)" if "@datasets:" in value else " (run)" if "@runs:" in value else ""))
+            dropped.append(method_label(value))
     return kept, dropped
 
 
