@@ -37,9 +37,12 @@ class PartialSchedule:
         ptr, pred, edge = graph.pred_csr
         self._pred = [pred[ptr[v] : ptr[v + 1]] for v in range(n)]
         self._pred_comm = [graph.comm[edge[ptr[v] : ptr[v + 1]]] for v in range(n)]
-        self._speeds = np.asarray(self.cluster.speeds)
-        self._bandwidth = np.asarray(self.cluster.bandwidth)
-        self._latency = np.asarray(self.cluster.latency)
+        self.speeds = np.asarray(self.cluster.speeds)
+        """Per device, its compute speed (the cluster's, as an array made once)."""
+        self.bandwidth = np.asarray(self.cluster.bandwidth)
+        """Per ordered device pair, its link bandwidth."""
+        self.latency = np.asarray(self.cluster.latency)
+        """Per ordered device pair, its link latency."""
 
     @property
     def ready_ops(self) -> list[int]:
@@ -55,7 +58,7 @@ class PartialSchedule:
         preds = self._pred[op]
         if preds.size == 0:
             return np.zeros(self.num_devices)
-        arrival = _arrival_times(preds, self._pred_comm[op], self.device, self.end, self._bandwidth, self._latency)
+        arrival = _arrival_times(preds, self._pred_comm[op], self.device, self.end, self.bandwidth, self.latency)
         if arrival.size == 0:
             raise ValueError(f"op {op} has unplaced predecessors")
         return arrival
@@ -65,7 +68,7 @@ class PartialSchedule:
         return np.maximum(self.device_free, self.arrival_times(op))
 
     def earliest_finishes(self, op: int) -> np.ndarray:
-        return self.earliest_starts(op) + self.graph.compute[op] / self._speeds
+        return self.earliest_starts(op) + self.graph.compute[op] / self.speeds
 
     def place(self, op: int, device: int, earliest_starts: np.ndarray | None = None) -> float:
         """Append ``op`` to ``device``; returns its estimated start time.
@@ -79,7 +82,7 @@ class PartialSchedule:
         begin = float((self.earliest_starts(op) if earliest_starts is None else earliest_starts)[device])
         self.device[op] = device
         self.start[op] = begin
-        self.end[op] = begin + self.graph.compute[op] / self._speeds[device]
+        self.end[op] = begin + self.graph.compute[op] / self.speeds[device]
         self.device_free[device] = self.end[op]
         self.device_compute[device] += self.graph.compute[op]
         self.order.append(op)

@@ -137,10 +137,10 @@ def affinity_cost(schedule: PartialSchedule, op: int, earliest_start: np.ndarray
         tables.sibling_consumer[lo:hi],
         tables.sibling_own[lo:hi],
         schedule.device,
-        np.asarray(schedule.cluster.bandwidth, dtype=np.float64),
-        np.asarray(schedule.cluster.latency, dtype=np.float64),
+        schedule.bandwidth,
+        schedule.latency,
     )
-    return earliest_start + schedule.graph.compute[op] / np.asarray(schedule.cluster.speeds) + penalty
+    return earliest_start + schedule.graph.compute[op] / schedule.speeds + penalty
 
 
 @njit(cache=True)

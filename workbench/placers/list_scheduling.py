@@ -47,7 +47,7 @@ class InsertionSchedule(PartialSchedule):
     def earliest_starts(self, op: int) -> np.ndarray:
         """Per device: the earliest start in a gap long enough for ``op``, once its inputs are there."""
         arrival = self.arrival_times(op)
-        duration = self.graph.compute[op] / self._speeds
+        duration = self.graph.compute[op] / self.speeds
         return np.array([self._first_gap(d, arrival[d], duration[d]) for d in range(self.num_devices)])
 
     def place(self, op: int, device: int, earliest_starts: np.ndarray | None = None) -> float:
