@@ -9,11 +9,12 @@ github.com/xinyuyao/Doppler) instead; ``docs/paper-preset.md`` compares the two.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from itertools import pairwise
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from ..learn.registry import TEACHERS
 from ..placers import methods
 
-__all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs", "parse_overrides"]
+__all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs", "parse_overrides", "add_config_arguments", "device_counts"]
 
 STAGES = ("il", "sim", "real")
 METHODS = tuple(methods("learned"))
@@ -283,6 +284,18 @@ class TrainConfig:
 
     def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
+
+
+def device_counts(text: str) -> tuple[int, ...]:
+    """A command line's comma-separated device counts (``2,4,8``)."""
+    return tuple(int(v) for v in text.split(",") if v)
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, parsers: dict[str, Callable[[str], Any]]) -> None:
+    """One ``--field-name`` option per field of the dataclass ``config_class``, parsed by ``parsers[field]`` or the default's type."""
+    for f in fields(config_class):
+        kind = parsers.get(f.name, type(f.default))
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=f"{config_class.__name__}.{f.name}")
 
 
 def field_docs() -> dict[str, str]:

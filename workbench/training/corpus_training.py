@@ -56,7 +56,7 @@ from ..fileio import atomic_write_json, atomic_write_text
 from ..graph import DataflowGraph
 from ..placers import methods
 from ..provenance import machine
-from .config import TrainConfig
+from .config import TrainConfig, add_config_arguments, device_counts
 from .imitation import apply_gradient
 from .oracle import SimulatorOracle
 from .reinforce import reinforce_update
@@ -489,17 +489,6 @@ def summary(frame):
     table = wins.groupby("devices")[columns].mean()
     table.insert(0, "graphs", wins.groupby("devices").size())
     return table.round(3)
-
-
-def device_counts(text: str) -> tuple[int, ...]:
-    """A command line's comma-separated device counts (``2,4,8``)."""
-    return tuple(int(v) for v in text.split(",") if v)
-
-
-def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, parsers: dict[str, Callable[[str], Any]]) -> None:
-    """One ``--field-name`` option per field of the dataclass ``config_class``, parsed by ``parsers[field]`` or the default's type."""
-    for f in dataclasses.fields(config_class):
-        parser.add_argument("--" + f.name.replace("_", "-"), type=parsers.get(f.name, type(f.default)), default=f.default)
 
 
 def train_from_arguments(

@@ -31,7 +31,8 @@ import torch
 
 from ..corpus import CorpusEntry, build, entries
 from ..fileio import atomic_write_json
-from .corpus_training import _write_rows, add_config_arguments, device_counts, pair_key, residual_policy, train_from_arguments
+from .config import add_config_arguments, device_counts
+from .corpus_training import _write_rows, pair_key, residual_policy, train_from_arguments
 
 __all__ = ["GateTrainConfig", "gated_policy", "rule_costs", "train_gate", "main"]
 

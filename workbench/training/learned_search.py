@@ -45,6 +45,7 @@ from ..learn.learned_search import (
 from ..placers.local_search import CRITICAL_REFRESH, Moves
 from ..provenance import machine, now
 from ..sim import Evaluator, Trace
+from .config import add_config_arguments, device_counts
 
 __all__ = ["ScorerTrainConfig", "collect_states", "train_scorer", "main"]
 
@@ -86,6 +87,10 @@ class ScorerTrainConfig:
     layers: int = 2
     max_graphs: int = 0
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.devices or min(self.devices) < 1:
+            raise ValueError(f"devices must be one or more counts >= 1, got {self.devices}")
 
 
 @dataclass
@@ -250,17 +255,13 @@ def train_scorer(config: ScorerTrainConfig, log: Any = None) -> tuple[MoveScorer
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for learned_search.safetensors, metrics.csv, meta.json")
-    scalars = [f for f in fields(ScorerTrainConfig) if f.name != "devices"]
-    for f in scalars:
-        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default, help=f"ScorerTrainConfig.{f.name}")
-    parser.add_argument("--devices", default=",".join(map(str, ScorerTrainConfig.devices)), help="device counts, comma-separated")
+    add_config_arguments(parser, ScorerTrainConfig, {"devices": device_counts})
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     try:
-        devices = tuple(int(d) for d in args.devices.split(","))
-    except ValueError:
-        parser.error(f"--devices must be comma-separated integers, got {args.devices!r}")
-    config = ScorerTrainConfig(devices=devices, **{f.name: getattr(args, f.name) for f in scalars})
+        config = ScorerTrainConfig(**{f.name: getattr(args, f.name) for f in fields(ScorerTrainConfig)})
+    except ValueError as error:
+        parser.error(str(error))
     scorer, rows, costs = train_scorer(config, log=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
