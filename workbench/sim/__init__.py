@@ -232,8 +232,9 @@ class Evaluator:
     def __call__(self, assignments: Sequence[Sequence[int]] | Sequence[int] | np.ndarray) -> np.ndarray | float:
         from .fast import simulate_batch
 
-        single = np.asarray(assignments).ndim == 1
-        batch = self._checked(assignments)
+        given = np.asarray(assignments)
+        single = given.ndim == 1
+        batch = self._checked(given)
         out = simulate_batch(*self._compiled, self._keys, *self._cluster, batch)
         self.evaluations += batch.shape[0]
         return float(out[0]) if single else out
