@@ -117,6 +117,7 @@ def test_the_trained_gate_keeps_the_selection_pairs_best_choice_and_places_with_
     chosen = max(rows, key=lambda r: (float(r["wins"]), -float(r["mean_over_critical_path"])))
     policy = load_policy(best)
     assert policy.checkpoint_extra["step"] == int(chosen["step"]) and policy.trained_for.cross_graph
+    assert [g.name for g in policy.trained_for.graphs] == [e.name for e in TINY if e.split == "train"]  # each once, at 2 and 4 devices
     held = [(f"{e.name}@{d}", wb.corpus.build(e), d) for e in TINY if e.split == "validation" for d in (2, 4)]
     _, costs = rule_costs(gated_policy(config), held)
     with torch.no_grad():  # the checkpoint's own greedy placements score what selection recorded

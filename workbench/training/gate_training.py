@@ -164,7 +164,8 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
     x, c, held = (torch.as_tensor(a, dtype=torch.float32) for a in (train_x, train_c, held_x))
     selections: list[dict[str, Any]] = []
     best = out / "checkpoints" / "best.safetensors"
-    policy.trained_for = TrainedFor.of([g for _, g, _ in train], max(config.devices), cross_graph=True)
+    graphs = {id(g): g for _, g, _ in train}  # a graph is one object at every device count (``_pairs``)
+    policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
     for step in range(config.steps + 1):
         if step % config.select_every == 0:
             with torch.no_grad():
