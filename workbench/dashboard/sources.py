@@ -195,7 +195,8 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
     zero_shot = zero_shot_checkpoint(ctx.datasets_dir / "pretrained")
     method = str(read_json_object(zero_shot.parent / "meta.json").get("method", ""))
     if zero_shot.is_file() and method in learned:
-        found.append((method, "datasets:" + zero_shot.relative_to(ctx.datasets_dir).as_posix(), f"{method} (pretrained zero-shot)"))
+        ref = "datasets:" + zero_shot.relative_to(ctx.datasets_dir).as_posix()
+        found.append((method, ref, f"{method} ({pretrained_name(zero_shot.parent.name)})"))
     for run in list_runs(ctx.runs_dir):
         checkpoint = RunPaths(run.path).last_checkpoint
         method = str(run.meta.get("method", "")) if run.meta else ""
