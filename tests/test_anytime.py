@@ -21,7 +21,8 @@ def test_best_so_far_matches_the_running_minimum_of_every_evaluation(batches):
     points = np.asarray(record.points)
     assert points[-1, 0] == flat.size and points[0, 0] == 1
     assert np.all(np.diff(points[:, 0]) > 0) and np.all(np.diff(points[:, 1]) <= 0)
-    for evaluation, best in points:
+    assert np.all(np.diff(points[:, 2]) >= 0) and np.all(points[:, 2] >= 0)  # CPU seconds since the record began
+    for evaluation, best, _ in points:
         assert best == flat[: int(evaluation)].min()
 
 
@@ -29,7 +30,7 @@ def test_best_so_far_counts_evaluations_that_scored_no_candidate():
     record = BestSoFar()
     record.add([5.0, 4.0])
     record.add([3.0], evaluations=4)  # one evaluation (a critical-chain refresh) in between
-    assert record.points == [[1, 5.0], [2, 4.0], [4, 3.0]]
+    assert [point[:2] for point in record.points] == [[1, 5.0], [2, 4.0], [4, 3.0]]
 
 
 def test_local_search_records_its_best_so_far_against_the_evaluations_it_counts():
@@ -79,5 +80,19 @@ def test_sampled_and_searched_learned_placements_record_their_anytime_curve():
     assert points[0, 1] == sampled.details["makespans"][0] and points[-1, 1] == pytest.approx(sampled.makespan)
     searched = wb.place(graph, method="doppler", devices=4, search="active", budget=20, rollouts=4, seed=0)
     points = np.asarray(searched.details["anytime"])
-    assert points[0].tolist() == [1, searched.details["start_makespan"]] and points[-1, 0] == 20
+    assert points[0, :2].tolist() == [1, searched.details["start_makespan"]] and points[-1, 0] == 20
     assert points[-1, 1] == pytest.approx(searched.makespan)
+
+
+def test_the_same_records_chart_against_cpu_seconds_and_records_without_them_are_refused():
+    records = {"search": [[[1, 10.0, 0.1], [5, 8.0, 0.4], [20, 8.0, 1.0]], [[2, 9.0, 0.2], [7, 6.0, 0.3], [30, 6.0, 0.9]]]}
+    by_time = anytime_frame(records, x="cpu_seconds")
+    assert by_time["cpu_seconds"].tolist() == [0.2, 0.3, 0.4, 0.9]  # from the later first point to the earlier last one
+    assert by_time["mean"].tolist() == [9.5, 8.0, 7.0, 7.0]
+    assert anytime_frame(records)["evaluation"].tolist() == [2, 5, 7, 20]  # the same records, by evaluations
+    figure = anytime_figure(records, x="cpu_seconds")
+    assert figure.layout.xaxis.title.text == "CPU seconds (log scale)"
+    with pytest.raises(ValueError, match="without CPU seconds"):
+        anytime_frame({"old": [[[1, 10.0], [5, 8.0]]]}, x="cpu_seconds")
+    with pytest.raises(ValueError, match="x must be one of"):
+        anytime_frame(records, x="wall")

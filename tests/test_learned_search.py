@@ -181,8 +181,8 @@ def test_a_start_policy_joins_the_starting_candidates_within_the_budget(trained,
     assert greedy < plain.details["start_makespan"]  # the shipped policy beats every heuristic on FFNN ...
     assert steered.details["start_method"] == "start_policy" and steered.details["start_makespan"] == greedy  # ... so it is the start
     assert wb.simulate(ffnn, steered.assignment, 4).makespan <= greedy
-    starts = len(wb.placers.methods("heuristic", "baseline"))
-    with pytest.raises(PlacerError, match=f"at least {starts + 1} evaluations with a start_policy"):
+    starts = len(wb.placers.methods("heuristic", "rule", "baseline"))
+    with pytest.raises(PlacerError, match=f"at least {starts + 1} evaluations"):
         wb.place(ffnn, "learned_search", devices=4, budget=starts, checkpoint=path, start_policy=shipped)
     with pytest.raises(PlacerError, match="not for graph 'layered-00'.*not a cross-graph policy"):
         wb.place(graph, "learned_search", devices=4, budget=60, checkpoint=path, start_policy=shipped)
@@ -208,3 +208,24 @@ def test_the_transfer_weight_reorders_moves_that_leave_the_makespan_as_it_is():
     tensors = [torch.as_tensor(x) for x in states.arrays()]
     losses = [float(_loss(scorer, tensors, ScorerTrainConfig(transfer_weight=w))) for w in (0.0, 1.0)]
     assert losses[0] != losses[1]
+
+
+def test_a_start_policy_with_a_given_start_tries_both_and_counts_both(trained):
+    path, _ = trained
+    ffnn = wb.bundled_graph("ffnn")
+    shipped = wb.datasets.DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "doppler.safetensors"
+    greedy = wb.place(ffnn, "doppler", devices=4, checkpoint=shipped).makespan
+    single = np.zeros(ffnn.num_nodes, dtype=np.int64)
+    both = wb.place(ffnn, "learned_search", devices=4, budget=2, checkpoint=path, start=single, start_policy=shipped)
+    assert both.details["evaluations"] == 2  # the given start and the policy's greedy placement, nothing else
+    assert both.details["start_method"] == "start_policy" and both.makespan == greedy  # the policy beats everything on one device
+    given = wb.place(ffnn, "learned_search", devices=4, budget=1, checkpoint=path, start=single)
+    assert given.details["start_method"] == "given" and given.details["evaluations"] == 1
+    with pytest.raises(PlacerError, match="at least 2 evaluations"):
+        wb.place(ffnn, "learned_search", devices=4, budget=1, checkpoint=path, start=single, start_policy=shipped)
+
+
+def test_a_move_scorer_given_as_start_policy_is_named_as_the_wrong_kind_of_file(trained):
+    path, _ = trained
+    with pytest.raises(PlacerError, match="start_policy: .*holds a 'learned_search' file, not a placement policy"):
+        LearnedSearchPlacer(checkpoint=path, budget=60, start_policy=path)

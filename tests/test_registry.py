@@ -87,13 +87,14 @@ def test_the_derived_method_lists_follow_the_registry():
     from workbench.bench.placers import PAPER_METHODS, STG_METHODS
     from workbench.cli.compare import parse_methods
     from workbench.notebook import HEURISTICS, LEARNED, SEARCH
-    from workbench.placers.local_search import start_methods
+    from workbench.placers.best_constructive import constructive_methods
     from workbench.training.config import METHODS as TRAINABLE
 
     assert list(HEURISTICS) == list(PAPER_METHODS) == methods("baseline", "heuristic", "rule")
     assert list(SEARCH) == methods("search", "exact") and list(LEARNED) == list(TRAINABLE) == methods("learned")
     assert set(STG_METHODS) == set(methods()) - set(methods("random", "learned"))
-    assert sorted(start_methods()) == sorted(methods("baseline", "heuristic")) and start_methods()[0] == methods("heuristic")[0]
+    assert constructive_methods() == methods("heuristic") + methods("rule") + methods("baseline") and "affinity" in constructive_methods()
+    assert constructive_methods("literature") == methods("heuristic") + methods("baseline")
     assert parse_methods(None) == methods("baseline", "heuristic", "rule", "search")
     assert "random" not in parse_methods(None) and "cpsat" not in parse_methods(None)
 

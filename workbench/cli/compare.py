@@ -57,6 +57,8 @@ def run(args) -> int:
             "makespan": p.makespan,
             "gap": optimality_gap(p.makespan, bound),
             "seconds": p.seconds,
+            "cpu_seconds": p.cpu_seconds,
+            "evaluations": p.evaluations,
             "lower_bound": p.lower_bound,
         }
         for p in placements
@@ -66,8 +68,9 @@ def run(args) -> int:
         return 0
     width = max(len("method"), *(len(r["method"]) for r in rows))
     print(f"{graph.name} on {args.devices} devices; best lower bound {bound:,.6g}")
-    print(f"{'method':<{width}}  {'makespan':>14}  {'gap':>7}  {'seconds':>8}")
+    print(f"{'method':<{width}}  {'makespan':>14}  {'gap':>7}  {'evaluations':>11}  {'seconds':>8}  {'CPU s':>8}")
     for r in rows:
         gap = "n/a" if r["gap"] is None else format(r["gap"], ".1%")
-        print(f"{r['method']:<{width}}  {r['makespan']:>14,.6g}  {gap:>7}  {r['seconds']:>8.3f}")
+        times = f"{r['seconds']:>8.3f}  {r['cpu_seconds']:>8.3f}"
+        print(f"{r['method']:<{width}}  {r['makespan']:>14,.6g}  {gap:>7}  {r['evaluations']:>11,}  {times}")
     return 0

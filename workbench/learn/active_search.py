@@ -102,7 +102,7 @@ class SearchResult:
         evaluations: simulator evaluations made (the budget, unless the time limit stopped the search).
         steps: gradient steps taken.
         found_at: the evaluation (1-based) that found the best placement (a burst's last, when local search found it).
-        anytime: ``[evaluation, best makespan so far]`` per improvement and at the last evaluation.
+        anytime: ``[evaluation, best makespan so far, CPU seconds]`` per improvement and at the last evaluation.
         polished: evaluations spent in local search.
     """
 
@@ -124,7 +124,7 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
     """
     from ..sim import Evaluator
 
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
 
     def left() -> float:
         """Seconds left under the time limit (infinite without one)."""
@@ -151,7 +151,7 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
             best = play("greedy")
         start = best_makespan = float(evaluator(best.assignment))
         assignment, order, guide_order = best.assignment, best.order, best.order
-        found_at, steps, polished, anytime = 1, 0, 0, BestSoFar()
+        found_at, steps, polished, anytime = 1, 0, 0, BestSoFar(began_cpu)
         anytime.add([start])
         total_polish = polish_budget(config)
         adapt = config.budget - total_polish
@@ -182,7 +182,7 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
             if burst and left() > 0:
                 limit = None if config.time_limit is None else left()
                 local = place(graph, "local_search", devices, seed=seed * 1_000 + round_, budget=burst, time_limit=limit, start=assignment)
-                for evaluation, makespan in local.details["anytime"]:
+                for evaluation, makespan, *_ in local.details["anytime"]:
                     anytime.add([makespan], evaluator.evaluations + polished + int(evaluation))
                 polished += int(local.details["evaluations"])
                 if local.makespan < best_makespan:

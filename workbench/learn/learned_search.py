@@ -38,7 +38,8 @@ from torch import nn
 from ..cluster import Devices, num_devices
 from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
-from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves, start_methods
+from ..placers.best_constructive import constructive_methods
+from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
 from ..placers.registry import PlacerError
 from ..sim import Trace
 from .checkpoint import CheckpointError, read_checkpoint, write_checkpoint
@@ -346,7 +347,8 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         learned_start: refresh the trace before the first proposal, so the scorer's top moves of the
             starting heuristic are tried first (one evaluation of the budget).
         start_policy: a constructive policy's checkpoint (:func:`workbench.learn.load_policy`, e.g. one trained across
-            the corpus): its greedy placement joins the heuristics as a starting candidate (one more evaluation of the budget).
+            the corpus): its greedy placement joins the one-pass methods, or the given ``start``, as a starting candidate
+            (one more evaluation of the budget).
         search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
     """
 
@@ -362,8 +364,9 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         **search: Any,
     ) -> None:
         super().__init__(**search)
-        if start_policy is not None and self.start is None and self.budget < len(start_methods()) + 1:
-            raise PlacerError(f"budget must be at least {len(start_methods()) + 1} evaluations with a start_policy, got {self.budget}")
+        starts_needed = (1 if self.start is not None else len(constructive_methods(self.starts))) + (start_policy is not None)
+        if self.budget < starts_needed:
+            raise PlacerError(f"budget must be at least {starts_needed} evaluations (one per starting assignment), got {self.budget}")
         if not 1 <= refresh:
             raise PlacerError(f"refresh must be >= 1 evaluation, got {refresh}")
         if not 0 <= screen < 1:

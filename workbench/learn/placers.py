@@ -11,6 +11,7 @@ trained for another graph or device count is refused unless it is cross-graph.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -71,11 +72,12 @@ class LearnedPlacer(Placer):
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         from ..sim import Evaluator
 
+        began = time.process_time()
         policy = self._policy(graph, devices)
         rollouts = policy.candidates(graph, devices, self.samples, seed)
         makespans = np.atleast_1d(Evaluator(graph, devices)(np.stack([r.assignment for r in rollouts])))
         best = int(np.argmin(makespans))  # the first minimum: greedy wins ties
-        anytime = BestSoFar()
+        anytime = BestSoFar(began)
         anytime.add(makespans)
         further = "draw" if policy.config.random_features else "sample"
         details = {

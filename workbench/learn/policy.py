@@ -458,6 +458,8 @@ def load_policy(
     missing = [k for k in ("method", "config", "feature_layout") if k not in header]
     if missing:
         raise CheckpointError(f"{where} lacks {', '.join(missing)}")
+    if header["method"] not in METHODS:
+        raise CheckpointError(f"{where} holds a {header['method']!r} file, not a placement policy ({', '.join(METHODS)})")
     if header["feature_layout"] != FEATURE_LAYOUT:
         raise CheckpointError(
             f"{where} was made for another feature layout ({_layout_summary(header['feature_layout'])}); "

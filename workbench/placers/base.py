@@ -63,6 +63,8 @@ class Placement:
         lower_bound: the best known lower bound on any schedule's makespan.
         seconds: wall time the placer took.
         devices: number of devices.
+        cpu_seconds: process CPU time (every thread) the placer took.
+        evaluations: simulator evaluations the placer counted (0 for a one-pass method; the final simulation is not counted).
         details: method-specific facts.
         order: the order in which ops were placed, when known.
     """
@@ -75,6 +77,8 @@ class Placement:
     devices: int
     details: Mapping[str, Any] = field(default_factory=dict)
     order: np.ndarray | None = None
+    cpu_seconds: float = 0.0
+    evaluations: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +87,8 @@ class Placement:
             "makespan": self.makespan,
             "lower_bound": self.lower_bound,
             "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "evaluations": self.evaluations,
             "devices": self.devices,
             "details": _plain(dict(self.details)),
             "order": None if self.order is None else self.order.tolist(),
@@ -118,9 +124,9 @@ def place(
     from ..sim import check_assignment, lower_bound, simulate
 
     placer = get_placer(method, **options)
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     decision = placer.place(graph, devices, seed=seed)
-    seconds = time.perf_counter() - began
+    seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
     assignment = check_assignment(graph, decision.assignment, devices)
     result = simulate(graph, assignment, devices, priority=priority)
     bound = lower_bound(graph, devices)
@@ -136,4 +142,6 @@ def place(
         devices=num_devices(devices),
         details=dict(decision.details),
         order=None if decision.order is None else np.asarray(decision.order, dtype=np.int64),
+        cpu_seconds=cpu_seconds,
+        evaluations=int(decision.details.get("evaluations", 0)),
     )

@@ -1,7 +1,10 @@
 """Simulated annealing over assignments, scored by the simulator itself (Kirkpatrick, Gelatt, Vecchi, Science 1983).
 
-The strong non-learned baseline. It starts from the best of the classic
-heuristics (every one evaluated in the simulator) and anneals: propose a
+The strong non-learned baseline. It starts from the best of every one-pass
+method, the literature heuristics, this workbench's rules (``affinity``) and
+the baselines, each one counted evaluation (the fair start,
+:mod:`workbench.placers.best_constructive`; ``starts="literature"`` leaves
+the rules out, for the paper comparison only), and anneals: propose a
 small change of the current assignment, simulate it, keep it when it is
 better or, with probability ``exp(-increase / temperature)``, when it is
 worse. The temperature falls geometrically from ``initial_temperature`` to
@@ -39,7 +42,8 @@ from ..cluster import Devices, as_cluster, num_devices
 from ..graph import DataflowGraph
 from .anytime import BestSoFar
 from .base import Decision, Placer
-from .registry import PlacerError, get_placer, methods
+from .best_constructive import constructive_methods, constructive_starts
+from .registry import PlacerError
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -53,13 +57,8 @@ _CUMULATIVE_WEIGHTS = np.cumsum(MOVE_WEIGHTS[:-1]) / np.sum(MOVE_WEIGHTS)
 CRITICAL_REFRESH = 8
 
 
-def start_methods() -> list[str]:
-    """The registered heuristics, then the baselines: the candidate starting assignments (on a tie the first wins)."""
-    return methods("heuristic") + methods("baseline")
-
-
 class LocalSearchPlacer(Placer):
-    """Simulated annealing from the best heuristic with structure-aware moves.
+    """Simulated annealing from the best one-pass method with structure-aware moves.
 
     Args:
         budget: simulator evaluations, the starting heuristics included.
@@ -68,8 +67,11 @@ class LocalSearchPlacer(Placer):
         final_temperature: final temperature as a fraction of the starting makespan.
         max_batch: the most proposals simulated together.
         progress: show a tqdm progress bar.
-        start: an assignment to start from instead of the best heuristic
-            (one evaluation instead of one per heuristic).
+        start: an assignment to start from instead of the best one-pass method
+            (one evaluation instead of one per method).
+        starts: the one-pass methods tried as starts when no ``start`` is given:
+            ``"all"`` (heuristics, rules and baselines: the fair start) or
+            ``"literature"`` (heuristics and baselines; the paper comparison).
     """
 
     def __init__(
@@ -81,8 +83,9 @@ class LocalSearchPlacer(Placer):
         max_batch: int = 16,
         progress: bool = False,
         start: np.ndarray | None = None,
+        starts: str = "all",
     ) -> None:
-        starts_needed = len(start_methods()) if start is None else 1
+        starts_needed = len(constructive_methods(starts)) if start is None else 1
         if int(budget) < starts_needed:
             raise PlacerError(f"budget must be at least {starts_needed} evaluations (one per starting assignment), got {budget}")
         if time_limit is not None and not time_limit > 0:
@@ -98,6 +101,7 @@ class LocalSearchPlacer(Placer):
         self.max_batch = int(max_batch)
         self.progress = progress
         self.start = start
+        self.starts = starts
 
     # Evaluations between trace refreshes, and whether the first refresh precedes any proposal (a steered subclass may change both).
     refresh_every: int = CRITICAL_REFRESH
@@ -108,29 +112,30 @@ class LocalSearchPlacer(Placer):
         return Moves(graph, devices, rng)
 
     def extra_starts(self, graph: DataflowGraph, devices: Devices) -> dict[str, np.ndarray]:
-        """Starting assignments, by name, that join the heuristics' (one counted evaluation each; a subclass may add some)."""
+        """Starting assignments, by name, that join the given start or the one-pass methods' (one counted evaluation each;
+        a subclass may add some)."""
         return {}
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         from ..sim import AssignmentError, Evaluator, check_assignment
 
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         rng = np.random.default_rng(seed)
         evaluator = Evaluator(graph, devices)
-        names = ["given"] if self.start is not None else start_methods()
         if self.start is not None:
             try:
-                starts = check_assignment(graph, self.start, devices)[None]
+                names, starts = ["given"], check_assignment(graph, self.start, devices)[None]
             except AssignmentError as exc:
                 raise PlacerError(
                     f"start must give each of the {graph.num_nodes} ops a device in 0..{num_devices(devices) - 1}: {exc}"
                 ) from None
         else:
-            extra = self.extra_starts(graph, devices)
-            starts = np.array([get_placer(name).place(graph, devices).assignment for name in names] + list(extra.values()))
-            names += list(extra)
+            names, starts = constructive_starts(graph, devices, self.starts)
+        extra = self.extra_starts(graph, devices)
+        if extra:
+            names, starts = names + list(extra), np.concatenate([starts, np.array(list(extra.values()), dtype=np.int64)])
         start_makespans = np.atleast_1d(evaluator(starts))
-        anytime = BestSoFar()
+        anytime = BestSoFar(began_cpu)
         anytime.add(start_makespans)
         first = int(np.argmin(start_makespans))
         moves = self.moves(graph, devices, rng)

@@ -39,7 +39,7 @@ KINDS: dict[str, str] = {
     "baseline": "a fixed rule that ignores the costs",
     "random": "a seeded random placement",
     "heuristic": "a list-scheduling heuristic from the literature",
-    "rule": "a list-scheduling rule of this workbench (not from the literature; never a search's starting heuristic)",
+    "rule": "a list-scheduling rule of this workbench (not from the literature)",
     "search": "a search scored by the simulator, within an evaluation budget",
     "exact": "an exact solver, time-limited; reports a proven lower bound",
     "learned": "a trained policy; needs a checkpoint",
@@ -114,10 +114,17 @@ register_placer(
     "rule",
 )
 register_placer(
+    "best_constructive",
+    "workbench.placers.best_constructive",
+    "BestConstructivePlacer",
+    "the fair baseline: every heuristic, rule and baseline once, the best simulated makespan kept (one evaluation each)",
+    "search",
+)
+register_placer(
     "local_search",
     "workbench.placers.local_search",
     "LocalSearchPlacer",
-    "simulated annealing from the best heuristic, structure-aware moves (budget in evaluations)",
+    "simulated annealing from the best one-pass method (rules included), structure-aware moves (budget in evaluations)",
     "search",
 )
 register_placer(

@@ -1,10 +1,12 @@
 """Any-time curves: the best makespan found so far against simulator evaluations, mean and spread over seeds.
 
 Input per method label: one record per seed, each the ``details["anytime"]``
-of a placement (``[evaluation, best so far]`` points of a step function, see
-:mod:`workbench.placers.anytime`). The curves are drawn where every seed has a
-value (from the latest first point to the earliest last evaluation), so each
-point averages all seeds; the band is the min..max over seeds or mean ± one
+of a placement (``[evaluation, best so far, CPU seconds]`` points of a step
+function, see :mod:`workbench.placers.anytime`). The x axis is the
+evaluations spent or the CPU seconds spent (``x="cpu_seconds"``), both
+recorded in the same run. The curves are drawn where every seed has a value
+(from the latest first point to the earliest last one), so each point
+averages all seeds; the band is the min..max over seeds or mean ± one
 standard deviation. The x axis is logarithmic.
 """
 
@@ -19,18 +21,30 @@ from plotly.colors import hex_to_rgb
 
 from .style import base_layout, device_color, time_axis
 
-__all__ = ["ANYTIME_COLUMNS", "SPREADS", "anytime_frame", "anytime_figure"]
+__all__ = ["ANYTIME_COLUMNS", "SPREADS", "X_AXES", "anytime_frame", "anytime_figure"]
 
 ANYTIME_COLUMNS = ["method", "evaluation", "mean", "low", "high", "std", "seeds"]
 SPREADS = ("minmax", "std")
 """Band kinds: ``minmax`` (min to max over seeds) or ``std`` (mean ± one standard deviation)."""
+X_AXES = {"evaluation": "simulator evaluations", "cpu_seconds": "CPU seconds"}
+"""What the x axis counts (a frame's x column is named after it)."""
 
 Records = Mapping[str, Sequence[Sequence[Sequence[float]]]]
 
 
-def _best_so_far(points: Sequence[Sequence[float]], grid: np.ndarray) -> np.ndarray:
-    """The step function ``points`` at each evaluation of ``grid`` (NaN before its first point)."""
-    table = np.asarray(points, dtype=float).reshape(-1, 2)
+def _table(points: Sequence[Sequence[float]], x: str) -> np.ndarray:
+    """``points`` as rows of (x, best so far); x the evaluation or the CPU seconds (a record without them is refused)."""
+    table = np.asarray(points, dtype=float)
+    table = table.reshape(len(points), -1) if table.size else np.zeros((0, 3))
+    if x == "evaluation":
+        return table[:, :2]
+    if table.shape[1] < 3:
+        raise ValueError("an any-time record without CPU seconds cannot be drawn against CPU time")
+    return np.column_stack([table[:, 2], table[:, 1]])  # process CPU time never decreases
+
+
+def _best_so_far(table: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The step function of ``table`` (rows of x, best so far) at each x of ``grid`` (NaN before its first point)."""
     index = np.searchsorted(table[:, 0], grid, side="right") - 1
     values = table[np.maximum(index, 0), 1]
     return np.where(index >= 0, values, np.nan)
@@ -41,13 +55,16 @@ def _steps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(x, 2)[1:], np.repeat(y, 2)[:-1]
 
 
-def anytime_frame(records: Records, spread: str = "minmax") -> pd.DataFrame:
-    """One row per method and evaluation where the best so far changes: mean, band (``low``, ``high``), std, seeds."""
+def anytime_frame(records: Records, spread: str = "minmax", x: str = "evaluation") -> pd.DataFrame:
+    """One row per method and x (evaluation, or CPU seconds) where the best so far changes: mean, band (``low``, ``high``), std, seeds."""
     if spread not in SPREADS:
         raise ValueError(f"spread must be one of {', '.join(SPREADS)}, got {spread!r}")
+    if x not in X_AXES:
+        raise ValueError(f"x must be one of {', '.join(X_AXES)}, got {x!r}")
+    columns = [x if c == "evaluation" else c for c in ANYTIME_COLUMNS]
     frames = []
     for label, seeds in records.items():
-        runs = [np.asarray(points, dtype=float).reshape(-1, 2) for points in seeds if len(points)]
+        runs = [_table(points, x) for points in seeds if len(points)]
         if not runs:
             continue
         first = max(run[0, 0] for run in runs)
@@ -59,27 +76,37 @@ def anytime_frame(records: Records, spread: str = "minmax") -> pd.DataFrame:
         low, high = (values.min(axis=0), values.max(axis=0)) if spread == "minmax" else (mean - std, mean + std)
         frames.append(
             pd.DataFrame(
-                {"method": label, "evaluation": grid.astype(int), "mean": mean, "low": low, "high": high, "std": std, "seeds": len(runs)}
+                {
+                    "method": label,
+                    x: grid.astype(int) if x == "evaluation" else grid,
+                    "mean": mean,
+                    "low": low,
+                    "high": high,
+                    "std": std,
+                    "seeds": len(runs),
+                }
             )
         )
     if not frames:
-        return pd.DataFrame(columns=ANYTIME_COLUMNS)
-    return pd.concat(frames, ignore_index=True)[ANYTIME_COLUMNS]
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]
 
 
-def anytime_figure(records: Records, title: str | None = None, graph: object = None, spread: str = "minmax") -> go.Figure:
-    """Best makespan so far against evaluations (log axis): per method a mean line and a shaded band over seeds."""
-    frame = anytime_frame(records, spread)
+def anytime_figure(
+    records: Records, title: str | None = None, graph: object = None, spread: str = "minmax", x: str = "evaluation"
+) -> go.Figure:
+    """Best makespan so far against evaluations or CPU seconds (log axis): per method a mean line and a shaded band over seeds."""
+    frame = anytime_frame(records, spread, x)
     fig = go.Figure()
     band = "min–max" if spread == "minmax" else "±1 std"
     for number, (label, rows) in enumerate(frame.groupby("method", sort=False)):
         color = device_color(number)
         seeds = int(rows["seeds"].iloc[0])
-        x, high = _steps(rows["evaluation"].to_numpy(), rows["high"].to_numpy())
-        _, low = _steps(rows["evaluation"].to_numpy(), rows["low"].to_numpy())
+        corners, high = _steps(rows[x].to_numpy(), rows["high"].to_numpy())
+        _, low = _steps(rows[x].to_numpy(), rows["low"].to_numpy())
         fig.add_trace(
             go.Scatter(
-                x=np.concatenate([x, x[::-1]]),
+                x=np.concatenate([corners, corners[::-1]]),
                 y=np.concatenate([high, low[::-1]]),
                 mode="lines",
                 fill="toself",
@@ -93,7 +120,7 @@ def anytime_figure(records: Records, title: str | None = None, graph: object = N
         )
         fig.add_trace(
             go.Scatter(
-                x=rows["evaluation"],
+                x=rows[x],
                 y=rows["mean"],
                 mode="lines+markers",
                 line=dict(color=color, shape="hv"),
@@ -102,12 +129,12 @@ def anytime_figure(records: Records, title: str | None = None, graph: object = N
                 name=f"{label} (mean of {seeds} seed{'s' if seeds > 1 else ''})",
                 customdata=np.stack([rows["low"], rows["high"]], axis=1),
                 hovertemplate=(
-                    f"{label}<br>evaluation %{{x}}<br>mean best %{{y:.6g}}<br>{band} %{{customdata[0]:.6g}} .. %{{customdata[1]:.6g}}"
+                    f"{label}<br>{X_AXES[x]} %{{x:.4g}}<br>mean best %{{y:.6g}}<br>{band} %{{customdata[0]:.6g}} .. %{{customdata[1]:.6g}}"
                     "<extra></extra>"
                 ),
             )
         )
-    fig.update_xaxes(type="log", title="simulator evaluations (log scale)")
+    fig.update_xaxes(type="log", title=f"{X_AXES[x]} (log scale)")
     fig.update_yaxes(**time_axis(graph, "best makespan so far"))
     fig.update_layout(
         legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom", title=dict(text=f"band: {band} over seeds")),
