@@ -14,6 +14,9 @@ bit for bit. Families:
 - the random DAG families (:mod:`workbench.generators.random_dags`) with
   communication-heavy costs (CCR 1–4);
 - ``paper``: the four bundled graphs of the paper, test only (never trained on);
+- split ``large``: paper families and random DAGs of 1,500–20,000 ops, used at
+  8 and 16 devices, test only (never trained on): where a one-pass policy and
+  a search limited by evaluations differ most (:data:`_LARGE_VARIANTS`);
 - ``zoo`` (split ``real``): every graph of the real-model zoo
   (:func:`workbench.importers.zoo.entries`: six models at two partitionings,
   used at 4 and 8 devices), rebuilt by :func:`workbench.importers.zoo.build_entry`
@@ -56,7 +59,7 @@ __all__ = [
     "write_manifest",
 ]
 
-SPLITS = ("train", "validation", "test", "real")
+SPLITS = ("train", "validation", "test", "real", "large")
 MANIFEST_PATH = DATASETS_DIR / "corpus" / "manifest.json"
 MANIFEST_VERSION = 1
 _FIELDS = ("name", "family", "params", "seed", "split", "devices", "profile", "nodes", "sha256")
@@ -76,7 +79,8 @@ class CorpusEntry:
         params: the generator's parameters (``paper``: ``{"name": ...}``; ``zoo``: the zoo's listing of the graph,
             :func:`workbench.importers.zoo.entries`: ``name``, ``partitioning`` and what they stand for).
         seed: the random families' seed (also passed to the generator), ``None`` for deterministic ones.
-        split: ``"train"``, ``"validation"``, ``"test"`` or ``"real"`` (real models: never trained on, reported apart).
+        split: ``"train"``, ``"validation"``, ``"test"``, ``"real"`` (real models: never trained on, reported apart) or
+            ``"large"`` (1,500–20,000 ops at 8 and 16 devices, never trained on).
         devices: the device counts the graph is used at.
         profile: the device profile its costs come from (``"paper"`` for the paper's cost convention, ``None`` for unit-free).
         nodes: op count.
@@ -255,6 +259,19 @@ _RANDOM_VARIANTS: tuple[tuple[str, dict[str, Any], range], ...] = (
     ("tree", {"shape": "fork_join", "branching": 2, "depth": 6, "ccr": 1.0}, range(0, 4)),
     ("tree", {"shape": "fork_join", "branching": 3, "depth": 4, "ccr": 2.0}, range(4, 8)),
 )
+# (family, parameters, seed) of the large split: 1,500-20,000 ops, used at 8 and 16 devices; each builds in under a second and
+# every one-pass method places it in seconds (the quadratic heuristics rule out larger paper families here, issue 32).
+_LARGE_VARIANTS: tuple[tuple[str, dict[str, Any], int | None], ...] = (
+    ("transformer_layer", {**_PAPER_COSTS, "layers": 16}, None),
+    ("transformer_block", {**_PAPER_COSTS, "batch_parts": 4, "seq_parts": 4, "hidden_parts": 2, "head_parts": 2}, None),
+    ("ffnn", {**_PAPER_COSTS, "batch_parts": 8, "hidden_parts": 8, "hidden_layers": 4}, None),
+    ("chain_mm", {**_PAPER_COSTS, "parts": "8x4x8x8+8x8x8"}, None),
+    ("layered", {"layers": 100, "width": 20, "ccr": 2.0}, 100),
+    ("erdos_renyi", {"nodes": 3000, "edge_prob": 0.001, "ccr": 2.0}, 100),
+    ("series_parallel", {"nodes": 10000, "ccr": 2.0}, 100),
+    ("series_parallel", {"nodes": 20000, "ccr": 1.0, "parallel_prob": 0.6}, 101),
+)
+_LARGE_DEVICES = (8, 16)
 _ZOO_DEVICES = (4, 8)
 _ZOO_PROFILE = "V100"  # build_entry's costs: shard's roofline default
 
@@ -290,6 +307,10 @@ def plan() -> list[CorpusEntry]:
         for seed in seeds:
             add(family, dict(params), seed, None)
     planned.extend(CorpusEntry(name, "paper", {"name": name}, None, "test", (4, 8), "paper") for name in PAPER_GRAPHS)
+    planned.extend(
+        CorpusEntry(f"{family}-large-{index:02d}", family, params, seed, "large", _LARGE_DEVICES, "paper" if seed is None else None)
+        for index, (family, params, seed) in enumerate(_LARGE_VARIANTS)
+    )
     planned.extend(
         CorpusEntry(f"zoo-{item['name']}-{item['partitioning']}", "zoo", item, None, "real", _ZOO_DEVICES, _ZOO_PROFILE)
         for item in zoo_entries()

@@ -1,131 +1,262 @@
-"""learned_search against local_search at equal evaluations, on the corpus's test split and the paper's four graphs.
+"""Learned placement against the fair baseline, at equal evaluations and at equal CPU time, measured in one run.
 
-Every test graph of the corpus manifest (``datasets/corpus/``; the paper's
-four graphs among them) at 4 and 8 devices; seeds 0–4; budgets of 200, 500
-and 2,000 simulator evaluations, the starting heuristics included. Both
-searches start from the best heuristic, which is reported too. Each cell
-(graph, devices, method, seed, budget) is cached in ``runs/bench-learned/cells.json``
-(rewritten atomically after each), so an interrupted run resumes where it
-stopped. The table gives, per budget, the mean over graphs of
-learned_search's mean makespan divided by local_search's (the issue-19
-targets: at most 0.95, 0.97 and 1.00 at 200, 500 and 2,000), with wins and
-losses, and the paper graphs' makespans (÷ 1e10).
+The fair baseline is local_search from the best of every one-pass method
+(the literature heuristics, this workbench's rules such as ``affinity``, the
+baselines; one counted evaluation each, :mod:`workbench.placers.best_constructive`),
+and ``best_constructive`` itself is reported. Graphs: the corpus's test split
+(generated graphs), the paper's four graphs, and the corpus's large split
+(1,500–20,000 ops); devices 4, 8 and 16 (the large split: 8 and 16).
+
+Per graph and device count, once: ``best_constructive`` and ``zero_shot``
+(the shipped zero-shot gate policy's greedy placement, one pass, no
+evaluation). Per seed (0–4) and budget (200, 500 and 2,000 evaluations, the
+starts included): ``local_search``, ``learned_search`` (the shipped move
+scorer) and ``learned_search+zs`` (the same, with the zero-shot policy's
+placement as one more start). The methods of one (graph, devices, seed,
+budget) run one after the other, so every comparison is measured in the same
+run on the same machine state. Each cell records the makespan, wall and
+process CPU seconds, the evaluations counted and the any-time curve
+(``[evaluation, best so far, CPU seconds]``), cached in
+``runs/bench-learned/fair.json`` (rewritten atomically after each), so an
+interrupted run resumes where it stopped.
+
+Tables: each learned method ÷ fair local_search at equal evaluations (mean
+over seeds, then mean, range and wins / ties / losses over graphs); at equal
+CPU time (each learned search's best so far at the CPU seconds local_search
+spent on its whole budget, ÷ local_search's makespan, per seed); the CPU
+cost ratio; and the zero-shot policy ÷ best_constructive.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..fileio import atomic_write_json
 
 ROOT = Path("runs") / "bench-learned"
+CACHE = "fair.json"
 BUDGETS = (200, 500, 2000)
 SEEDS = (0, 1, 2, 3, 4)
-DEVICES = (4, 8)
+SPLIT_DEVICES = {"test": (4, 8, 16), "paper": (4, 8, 16), "large": (8, 16)}
+"""The graph sets measured, each at its device counts: the corpus test split's generated graphs, the paper's four, the large split."""
 LOCAL_SEARCH = "local_search"
-LEARNED_SEARCH = "learned_search"
-SEARCHES = (LOCAL_SEARCH, LEARNED_SEARCH)
-BEST_HEURISTIC = "best_heuristic"
+BEST_CONSTRUCTIVE = "best_constructive"
+ZERO_SHOT = "zero_shot"
+LEARNED = ("learned_search", "learned_search+zs")
+SEARCHES = (LOCAL_SEARCH, *LEARNED)
+ONE_PASS = (BEST_CONSTRUCTIVE, ZERO_SHOT)
+CPU_BUDGET = 500
+"""The budget whose local_search CPU seconds set the equal-CPU comparison."""
 UNIT = 1e10
 
 
-def _cells(quick: bool) -> list[tuple[str, int, str, int, int]]:
-    """(graph, devices, method, seed, budget) of every cell: heuristics first, then by budget and seed (partial runs span all graphs)."""
+class Cell(NamedTuple):
+    """One measurement: a method on one graph at one device count, seed and budget (0 for the one-pass methods)."""
+
+    split: str
+    graph: str
+    devices: int
+    method: str
+    seed: int
+    budget: int
+
+    @property
+    def key(self) -> str:
+        return "|".join(map(str, self[1:]))
+
+
+def _graph_sets(quick: bool, splits: Iterable[str]) -> dict[str, list[Any]]:
+    """The corpus entries of each split measured (``paper``: the test split's paper family)."""
     from .. import corpus
 
-    tests = [e for e in corpus.entries("test") if e.family != "zoo"]
+    test = [e for e in corpus.entries("test") if e.family != "zoo"]
+    sets = {
+        "test": [e for e in test if e.family != "paper"],
+        "paper": [e for e in test if e.family == "paper"],
+        "large": corpus.entries("large"),
+    }
     if quick:
-        tests = [e for e in tests if e.family == "paper"][:1] + [e for e in tests if e.family != "paper"][:1]
+        sets = {"test": sets["test"][:1], "paper": sets["paper"][:1], "large": []}
+    return {name: sets[name] for name in splits}
+
+
+def cells(quick: bool = False, splits: Iterable[str] = tuple(SPLIT_DEVICES)) -> list[Cell]:
+    """Every cell, in the order measured: split by split, the one-pass methods first, then by budget and seed (a partial run
+    spans every graph of a split), the searches of one (graph, devices, seed, budget) together."""
     budgets, seeds = ((200,), (0,)) if quick else (BUDGETS, SEEDS)
-    cases = [(e.name, d) for e in tests for d in DEVICES if d in e.devices]
-    first = [(g, d, BEST_HEURISTIC, 0, 0) for g, d in cases]
-    return first + [(g, d, m, s, b) for b in budgets for s in seeds for g, d in cases for m in SEARCHES]
+    out: list[Cell] = []
+    for split, entries in _graph_sets(quick, splits).items():
+        devices = (4,) if quick else SPLIT_DEVICES[split]
+        cases = [(e.name, d) for e in entries for d in devices]
+        out += [Cell(split, g, d, m, 0, 0) for g, d in cases for m in ONE_PASS]
+        out += [Cell(split, g, d, m, s, b) for b in budgets for s in seeds for g, d in cases for m in SEARCHES]
+    return out
 
 
-def _key(cell: tuple[str, int, str, int, int]) -> str:
-    return "|".join(map(str, cell))
+def zero_shot_checkpoint() -> Path:
+    """The shipped zero-shot gate policy."""
+    from ..datasets import DATASETS_DIR
+
+    return DATASETS_DIR / "pretrained" / "zero_shot" / "doppler_gate.safetensors"
 
 
-def _measure(graph: Any, devices: int, method: str, seed: int, budget: int) -> dict[str, float]:
+def measure(graph: Any, cell: Cell) -> dict[str, Any]:
+    """Place ``graph`` as ``cell`` says; makespan, wall and CPU seconds, evaluations and the any-time curve."""
     from ..placers import place
-    from ..placers.local_search import start_methods
-    from ..sim import simulate
 
+    options: dict[str, Any] = {}
+    method = cell.method
+    if method == ZERO_SHOT:
+        method, options = "doppler_plc_only", {"checkpoint": zero_shot_checkpoint()}
+    elif method in SEARCHES:
+        options = {"budget": cell.budget}
+        if method == "learned_search+zs":
+            method, options["start_policy"] = "learned_search", zero_shot_checkpoint()
     began = time.perf_counter()
-    if method == BEST_HEURISTIC:
-        makespan = min(simulate(graph, place(graph, m, devices=devices).assignment, devices).makespan for m in start_methods())
-    else:
-        placement = place(graph, method=method, devices=devices, budget=budget, seed=seed)
-        makespan = simulate(graph, placement.assignment, devices).makespan
-    return {"makespan": float(makespan), "seconds": time.perf_counter() - began}
+    placement = place(graph, method=method, devices=cell.devices, seed=cell.seed, **options)
+    return {
+        "makespan": float(placement.makespan),
+        "seconds": time.perf_counter() - began,
+        "cpu_seconds": placement.cpu_seconds,
+        "evaluations": placement.evaluations,
+        "anytime": placement.details.get("anytime", []),
+    }
 
 
-def run(quick: bool = False, root: Path | None = None) -> dict[str, Any]:
-    """Measure every cell not cached under ``root`` yet, then tabulate."""
+def run(quick: bool = False, root: Path | None = None, splits: Iterable[str] = tuple(SPLIT_DEVICES)) -> dict[str, Any]:
+    """Measure every cell not cached under ``root`` yet (one thread: CPU seconds then mean one core), then tabulate."""
     import tempfile
 
     from .. import corpus
     from ..progress import progress_bar
 
+    _single_thread()
     root = Path(root or (tempfile.mkdtemp(prefix="bench-learned-") if quick else ROOT))
-    path = root / "cells.json"
-    cached: dict[str, dict[str, float]] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    cells = _cells(quick)
-    entries = {e.name: e for e in corpus.entries("test")}
+    path = root / CACHE
+    cached: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    chosen = cells(quick, splits)
+    entries = {e.name: e for e in corpus.entries()}
     graphs: dict[str, Any] = {}
-    todo = [c for c in cells if _key(c) not in cached]
+    todo = [c for c in chosen if c.key not in cached]
     for cell in progress_bar(todo, desc="bench learned", unit="cell"):
-        name = cell[0]
-        if name not in graphs:
-            graphs[name] = corpus.build(entries[name])
-        cached[_key(cell)] = _measure(graphs[name], *cell[1:])
+        if cell.graph not in graphs:
+            graphs[cell.graph] = corpus.build(entries[cell.graph])
+        cached[cell.key] = measure(graphs[cell.graph], cell)
         atomic_write_json(path, cached)
-    results = {_key(c): cached[_key(c)] for c in cells}
-    return {"benchmark": "learned", "quick": quick, "root": str(root), "cells": results, "markdown": _markdown(cells, results, entries)}
+    results = {c.key: cached[c.key] for c in chosen}
+    return {"benchmark": "learned", "quick": quick, "root": str(root), "cells": results, "markdown": markdown(chosen, results)}
 
 
-def _mean(results: dict[str, dict[str, float]], graph: str, devices: int, method: str, budget: int, seeds: list[int]) -> float:
-    return float(np.mean([results[_key((graph, devices, method, s, budget))]["makespan"] for s in seeds]))
+def _single_thread() -> None:
+    """Torch on one thread, so that CPU seconds and wall seconds tell the same story on a shared machine."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - the learn extra is required by the learned methods anyway
+        return
+    torch.set_num_threads(1)
 
 
-def _markdown(cells: list[tuple[str, int, str, int, int]], results: dict[str, dict[str, float]], entries: dict[str, Any]) -> str:
-    cases = sorted({(c[0], c[1]) for c in cells})
-    budgets = sorted({c[4] for c in cells if c[2] != BEST_HEURISTIC})
-    seeds = sorted({c[3] for c in cells if c[2] != BEST_HEURISTIC})
+def best_at(anytime: list[list[float]], cpu_seconds: float) -> float:
+    """The best makespan an any-time curve had reached by ``cpu_seconds`` (its first point when it had none yet: the
+    starts' evaluation is where every search begins)."""
+    points = np.asarray(anytime, dtype=float).reshape(len(anytime), -1)
+    reached = points[points[:, 2] <= cpu_seconds]
+    return float(reached[-1, 1] if reached.size else points[0, 1])
+
+
+class Table:
+    """The cached results grouped for the tables: per split and devices, the graphs measured."""
+
+    def __init__(self, chosen: list[Cell], results: dict[str, dict[str, Any]]) -> None:
+        self.results = results
+        self.cases: dict[tuple[str, int], list[str]] = {}
+        for c in chosen:
+            graphs = self.cases.setdefault((c.split, c.devices), [])
+            if c.graph not in graphs:
+                graphs.append(c.graph)
+        self.budgets = sorted({c.budget for c in chosen if c.budget})
+        self.seeds = sorted({c.seed for c in chosen if c.budget})
+
+    def value(self, graph: str, devices: int, method: str, seed: int = 0, budget: int = 0, field: str = "makespan") -> Any:
+        return self.results[Cell("", graph, devices, method, seed, budget).key][field]
+
+    def per_graph(self, graphs: list[str], per_seed: Callable[[str, int], float]) -> np.ndarray:
+        """``per_seed(graph, seed)`` averaged over the seeds, one value per graph."""
+        return np.array([np.mean([per_seed(g, s) for s in self.seeds]) for g in graphs])
+
+
+def _summary(ratios: np.ndarray) -> str:
+    wins, losses = int(np.sum(ratios < 1 - 1e-9)), int(np.sum(ratios > 1 + 1e-9))
+    return f"{ratios.mean():.3f} ({ratios.min():.2f}–{ratios.max():.2f}; {wins}/{ratios.size - wins - losses}/{losses})"
+
+
+def markdown(chosen: list[Cell], results: dict[str, dict[str, Any]]) -> str:
+    """The tables of the module docstring."""
+    t = Table(chosen, results)
+    seeds = f"seeds {t.seeds[0]}–{t.seeds[-1]}" if len(t.seeds) > 1 else f"seed {t.seeds[0]}"
     lines = [
-        f"learned_search / local_search, mean makespan over seeds {seeds[0]}–{seeds[-1]}, then mean (and range) over graphs; "
-        "wins / ties / losses count graphs",
+        f"Each learned search ÷ fair local_search (from the best one-pass method) at equal evaluations; mean over {seeds}, then "
+        "mean (min–max; wins/ties/losses) over graphs. best_constructive ÷ local_search for scale.",
         "",
-        "| graphs | devices | " + " | ".join(f"{b} evaluations" for b in budgets) + " |",
-        "|---|---|" + "---|" * len(budgets),
+        "| graphs | devices | method | " + " | ".join(f"{b} evaluations" for b in t.budgets) + " |",
+        "|---|---|---|" + "---|" * len(t.budgets),
     ]
-    for label, keep in (("test split", lambda e: e.family != "paper"), ("paper's four", lambda e: e.family == "paper")):
-        for devices in DEVICES:
-            chosen = [g for g, d in cases if d == devices and keep(entries[g])]
-            if not chosen:
-                continue
+    for (split, devices), graphs in t.cases.items():
+        for method in (*LEARNED, BEST_CONSTRUCTIVE):
             row = []
-            for b in budgets:
-                ratios = np.array(
-                    [_mean(results, g, devices, SEARCHES[1], b, seeds) / _mean(results, g, devices, SEARCHES[0], b, seeds) for g in chosen]
+            for b in t.budgets:
+
+                def ratio(g: str, seed: int, d: int = devices, m: str = method, b: int = b) -> float:
+                    mine = t.value(g, d, m) if m == BEST_CONSTRUCTIVE else t.value(g, d, m, seed, b)
+                    return mine / t.value(g, d, LOCAL_SEARCH, seed, b)
+
+                row.append(_summary(t.per_graph(graphs, ratio)))
+            lines.append(f"| {split} ({len(graphs)}) | {devices} | {method} | " + " | ".join(row) + " |")
+    if CPU_BUDGET in t.budgets:
+        lines += [
+            "",
+            f"Equal CPU time: each learned search's best so far at the CPU seconds fair local_search spent on {CPU_BUDGET} evaluations "
+            f"(its whole run), ÷ local_search's makespan; and its CPU seconds ÷ local_search's, both at {CPU_BUDGET} evaluations",
+            "",
+            "| graphs | devices | method | makespan at equal CPU | CPU cost |",
+            "|---|---|---|---|---|",
+        ]
+        for (split, devices), graphs in t.cases.items():
+            for method in LEARNED:
+
+                def at_cpu(g: str, seed: int, d: int = devices, m: str = method) -> float:
+                    limit = t.value(g, d, LOCAL_SEARCH, seed, CPU_BUDGET, "cpu_seconds")
+                    reached = best_at(t.value(g, d, m, seed, CPU_BUDGET, "anytime"), limit)
+                    return reached / t.value(g, d, LOCAL_SEARCH, seed, CPU_BUDGET)
+
+                def cost(g: str, seed: int, d: int = devices, m: str = method) -> float:
+                    return t.value(g, d, m, seed, CPU_BUDGET, "cpu_seconds") / t.value(g, d, LOCAL_SEARCH, seed, CPU_BUDGET, "cpu_seconds")
+
+                costs = t.per_graph(graphs, cost)
+                lines.append(
+                    f"| {split} ({len(graphs)}) | {devices} | {method} | {_summary(t.per_graph(graphs, at_cpu))} | {costs.mean():.2f}× |"
                 )
-                wins, losses = int(np.sum(ratios < 1 - 1e-9)), int(np.sum(ratios > 1 + 1e-9))
-                row.append(f"{ratios.mean():.3f} ({ratios.min():.2f}–{ratios.max():.2f}; {wins}/{ratios.size - wins - losses}/{losses})")
-            lines.append(f"| {label} ({len(chosen)}) | {devices} | " + " | ".join(row) + " |")
-    lines += ["", "Paper graphs, makespan ÷ 1e10 (mean over seeds)", ""]
-    header = ["graph", "devices", "best heuristic"] + [f"{m} {b}" for b in budgets for m in SEARCHES]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for g, d in cases:
-        if entries[g].family != "paper":
-            continue
-        values = [results[_key((g, d, BEST_HEURISTIC, 0, 0))]["makespan"]]
-        values += [_mean(results, g, d, m, b, seeds) for b in budgets for m in SEARCHES]
-        lines.append(f"| {g} | {d} | " + " | ".join(f"{v / UNIT:.1f}" for v in values) + " |")
+    lines += [
+        "",
+        "Zero-shot (one pass, no evaluation) ÷ best_constructive (one evaluation per one-pass method); the most CPU seconds of each",
+        "",
+        "| graphs | devices | zero_shot ÷ best_constructive | worst cell | zero_shot CPU s | best_constructive CPU s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (split, devices), graphs in t.cases.items():
+        ratios = np.array([t.value(g, devices, ZERO_SHOT) / t.value(g, devices, BEST_CONSTRUCTIVE) for g in graphs])
+        zero_shot_cpu = max(t.value(g, devices, ZERO_SHOT, field="cpu_seconds") for g in graphs)
+        constructive_cpu = max(t.value(g, devices, BEST_CONSTRUCTIVE, field="cpu_seconds") for g in graphs)
+        worst = f"{ratios.max():.3f} ({graphs[int(np.argmax(ratios))]})"
+        lines.append(
+            f"| {split} ({len(graphs)}) | {devices} | {_summary(ratios)} | {worst} | {zero_shot_cpu:.2f} | {constructive_cpu:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -144,21 +275,23 @@ def validate(variants: dict[str, dict[str, Any]], budget: int, seeds: int = 5, r
     from ..placers import place
     from ..sim import simulate
 
+    devices_measured = (4, 8)
+
     def resolved(options: dict[str, Any]) -> dict[str, Any]:
         placer = LearnedSearchPlacer(budget=budget, **options)
         steering = {"share": placer.share, "temperature": placer.temperature, "refresh": placer.refresh_every}
-        return options | steering | {"learned_start": placer.refresh_at_start, "screen": placer.screen}
+        return options | steering | {"learned_start": placer.refresh_at_start, "screen": placer.screen, "starts": placer.starts}
 
     if split not in ("validation", "train"):
         raise ValueError(f"split must be 'validation' or 'train' (the test split is never tuned on), got {split!r}")
     path = Path(root or ROOT) / "validation.json"
     cached: dict[str, float] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    runs = {LOCAL_SEARCH: (LOCAL_SEARCH, {})} | {name: (LEARNED_SEARCH, options) for name, options in variants.items()}
-    keys = {name: json.dumps(resolved(opts) if method == LEARNED_SEARCH else opts, sort_keys=True) for name, (method, opts) in runs.items()}
+    runs = {LOCAL_SEARCH: (LOCAL_SEARCH, {"starts": "all"})} | {name: ("learned_search", options) for name, options in variants.items()}
+    keys = {name: json.dumps(resolved(opts) if method != LOCAL_SEARCH else opts, sort_keys=True) for name, (method, opts) in runs.items()}
     means: dict[tuple[str, int, str], float] = {}
     for entry in (e for e in corpus.entries(split) if e.family != "zoo"):
         graph = corpus.build(entry)
-        for devices in (d for d in DEVICES if d in entry.devices):
+        for devices in (d for d in devices_measured if d in entry.devices):
             for name, (method, options) in runs.items():
                 spans = []
                 for seed in range(seeds):
@@ -169,9 +302,13 @@ def validate(variants: dict[str, dict[str, Any]], budget: int, seeds: int = 5, r
                         atomic_write_json(path, cached)
                     spans.append(cached[key])
                 means[entry.name, devices, name] = float(np.mean(spans))
-    lines = ["| variant | options | " + " | ".join(f"{d} devices" for d in DEVICES) + " |", "|---|---|" + "---|" * len(DEVICES)]
+    header = "| variant | options | " + " | ".join(f"{d} devices" for d in devices_measured) + " |"
+    lines = [header, "|---|---|" + "---|" * len(devices_measured)]
     for name in variants:
-        ratios = [np.mean([means[g, d, name] / means[g, d, LOCAL_SEARCH] for g, dd, n in means if dd == d and n == name]) for d in DEVICES]
+        ratios = [
+            np.mean([means[g, d, name] / means[g, d, LOCAL_SEARCH] for g, dd, n in means if dd == d and n == name])
+            for d in devices_measured
+        ]
         lines.append(f"| {name} | {json.dumps(variants[name], sort_keys=True)} | " + " | ".join(f"{r:.3f}" for r in ratios) + " |")
     return "\n".join(lines)
 
