@@ -183,3 +183,13 @@ def test_place_cli_runs_active_search_with_a_polish_share(checkpoint, capsys):
                 + ["--budget", "12", "--polish", "0.5", "--json"]) == 0  # fmt: skip
     details = json.loads(capsys.readouterr().out)["details"]
     assert details["evaluations"] == 12 and details["polished_evaluations"] == 6 and details["search"] == "active"
+
+
+def test_active_search_starts_from_the_zero_shot_policy_on_a_graph_it_never_saw():
+    from workbench.bench.learned import zero_shot_checkpoint
+
+    graph = wb.generate("layered", layers=4, width=5, ccr=2.0, seed=11)  # in no corpus split
+    greedy = wb.place(graph, "doppler_plc_only", devices=3, checkpoint=zero_shot_checkpoint())
+    searched = wb.place(graph, "doppler_plc_only", devices=3, checkpoint=zero_shot_checkpoint(), search="active", budget=30, seed=0)
+    assert searched.evaluations == 30 and searched.details["start_makespan"] == greedy.makespan  # the gate's greedy placement first
+    assert searched.makespan <= greedy.makespan

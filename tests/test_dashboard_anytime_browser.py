@@ -35,4 +35,8 @@ def test_anytime_chart_draws_each_series_over_the_budget_and_seeds_set_in_the_fo
         assert all(a >= b for a, b in zip(mean["y"], mean["y"][1:], strict=False))  # best so far never rises
     assert chart.evaluate("el => el._fullLayout.xaxis.type") == "log"
     assert "over 2 seed(s)" in page.locator(".wb-caption", has_text="Mean best makespan").inner_text()
+    by_cpu = page.locator(".js-plotly-plot").filter(has_text="best makespan against CPU seconds")  # the same runs, by CPU time
+    assert by_cpu.evaluate("el => el._fullLayout.xaxis.title.text") == "CPU seconds (log scale)"
+    cpu_means = {t["name"]: t for t in by_cpu.evaluate(TRACES) if t["fill"] != "toself"}
+    assert set(cpu_means) == set(means) and all(0 < min(t["x"]) <= max(t["x"]) for t in cpu_means.values())
     finish(page, errors, tmp_path / "compare-anytime.png", docs=True)

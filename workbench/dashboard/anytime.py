@@ -140,4 +140,19 @@ def anytime_view(
         f"Mean best makespan so far over {seeds} seed(s), shaded min–max; each series ran once per seed with a budget of {budget:,} "
         "evaluations (K = the budget for sampled policies), every evaluation counted as the method counts it."
     )
-    return [*notes, figure_card("compare", "anytime", anytime_figure(records, title, graph), anytime_frame(records), caption)]
+    cpu_title = title.replace("against evaluations", "against CPU seconds")
+    cpu_caption = (
+        "The same runs against the process CPU seconds each had spent when it found each improvement (one core, this machine "
+        "and its load at the time): a method that is better per evaluation can still be worse per second."
+    )
+    return [
+        *notes,
+        figure_card("compare", "anytime", anytime_figure(records, title, graph), anytime_frame(records), caption),
+        figure_card(
+            "compare",
+            "anytime-cpu",
+            anytime_figure(records, cpu_title, graph, x="cpu_seconds"),
+            anytime_frame(records, x="cpu_seconds"),
+            cpu_caption,
+        ),
+    ]

@@ -142,7 +142,7 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
         encoded.plc_offset = table
         optimizer = torch.optim.Adam([table], lr=config.learning_rate)
         generator = torch.Generator(device=policy.device).manual_seed(seed)
-        decisions = 2 * graph.num_nodes
+        decisions = policy.decisions(graph)
 
         def play(mode: str, guide: Guide | None = None) -> Rollout:
             return policy.play(PlacementState(graph, devices, guide), Chooser(mode, 0.0, decisions, generator), guide is not None, encoded)

@@ -162,8 +162,9 @@ class DopplerSelOnlyPlacer(LearnedPlacer):
     method = "doppler_sel_only"
 
 
-class DopplerPlcOnlyPlacer(LearnedPlacer):
-    """Ablation: critical-path op choice, learned PLC."""
+class DopplerPlcOnlyPlacer(DopplerPlacer):
+    """Ablation: critical-path op choice, learned PLC; the zero-shot policy's method. Active search adapts its PLC, so an unseen
+    graph gets per-instance search from the zero-shot checkpoint (``search="active"``, the options of :class:`DopplerPlacer`)."""
 
     method = "doppler_plc_only"
 
