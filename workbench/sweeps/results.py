@@ -20,7 +20,7 @@ from ..fileio import atomic_path
 __all__ = ["ResultsTable", "METRIC_COLUMNS", "read_results"]
 
 PARAMETER_COLUMNS = ("graph", "nodes", "edges", "devices", "method", "label", "seed", "options")
-METRIC_COLUMNS = ("makespan", "lower_bound", "gap", "seconds", "status", "error", "finished", "host")
+METRIC_COLUMNS = ("makespan", "lower_bound", "gap", "seconds", "cpu_seconds", "evaluations", "status", "error", "finished", "host")
 
 
 def read_results(path: str | Path) -> pd.DataFrame:

@@ -47,6 +47,7 @@ def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registry_entr
     except Exception as exc:  # a failed cell records its error and the sweep goes on
         message = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:MAX_ERROR_CHARS]
         row.update(makespan=None, lower_bound=None, gap=None, seconds=time.perf_counter() - began, status="error", error=message)
+        row.update(cpu_seconds=None, evaluations=None)
         row["traceback"] = traceback.format_exc(limit=-3)[-MAX_ERROR_CHARS:]
     else:
         row.update(
@@ -54,6 +55,8 @@ def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registry_entr
             lower_bound=placement.lower_bound,
             gap=placement.makespan / placement.lower_bound - 1 if placement.lower_bound > 0 else None,
             seconds=placement.seconds,
+            cpu_seconds=placement.cpu_seconds,
+            evaluations=placement.evaluations,
             status="ok",
             error=None,
         )
