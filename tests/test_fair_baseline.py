@@ -71,3 +71,25 @@ def test_every_placement_records_wall_and_cpu_seconds_and_the_evaluations_it_cou
         points = np.asarray(placement.details["anytime"])
         assert points.shape[1] == 3 and points[-1, 0] == placement.evaluations
         assert np.all(np.diff(points[:, 2]) >= 0) and 0 <= points[-1, 2] <= placement.cpu_seconds
+
+
+@given(graph=random_dags(max_nodes=10), devices=st.integers(2, 4))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_guarded_learned_placement_never_loses_to_the_best_one_pass_method_and_counts_what_it_spends(graph, devices):
+    from workbench.bench.learned import zero_shot_checkpoint
+
+    policy = {"method": "doppler_plc_only", "checkpoint": zero_shot_checkpoint(), "devices": devices}
+    plain = wb.place(graph, **policy)
+    guarded = wb.place(graph, guard=True, **policy)
+    best = wb.place(graph, method="best_constructive", devices=devices)
+    assert guarded.makespan <= min(best.makespan, plain.makespan)
+    assert guarded.evaluations == 1 + best.evaluations and plain.evaluations == 1
+    winner = guarded.details["winner"]
+    assert (winner == "greedy") == (plain.makespan <= best.makespan)  # the policy wins its ties with the rules
+    if winner != "greedy":
+        assert winner == f"guard {best.details['start_method']}" and guarded.makespan == best.makespan
+
+
+def test_guard_and_active_search_do_not_combine():
+    with pytest.raises(PlacerError, match="guard and search='active' do not combine"):
+        wb.place(small_dag("diamond"), method="doppler", devices=2, guard=True, search="active")

@@ -22,6 +22,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..placers.anytime import BestSoFar
 from ..placers.base import Decision, Placer
+from ..placers.best_constructive import constructive_starts
 from ..placers.registry import PlacerError
 from .active_search import ActiveSearchConfig, active_search
 from .policy import LearnedPolicy, load_policy
@@ -50,15 +51,21 @@ def pretrained_path(graph: DataflowGraph, method: str) -> Path:
 
 
 class LearnedPlacer(Placer):
-    """A trained policy's placement: greedy, or the best in the simulator of greedy and ``samples - 1`` further ones."""
+    """A trained policy's placement: greedy, or the best in the simulator of greedy and ``samples - 1`` further ones.
+
+    With ``guard``, every one-pass method's placement (:func:`~workbench.placers.best_constructive.constructive_starts`) is
+    evaluated too, one counted evaluation each, and the best of all wins: never worse than ``best_constructive``, at the
+    cost of the evaluations it spends.
+    """
 
     method = ""
 
-    def __init__(self, checkpoint: str | os.PathLike | None = None, samples: int = 1) -> None:
+    def __init__(self, checkpoint: str | os.PathLike | None = None, samples: int = 1, guard: bool = False) -> None:
         if int(samples) < 1:
             raise PlacerError(f"samples must be >= 1, got {samples}")
         self.checkpoint = checkpoint
         self.samples = int(samples)
+        self.guard = bool(guard)
 
     def _policy(self, graph: DataflowGraph, devices: Devices) -> LearnedPolicy:
         path = Path(self.checkpoint) if self.checkpoint is not None else pretrained_path(graph, self.method)
@@ -75,21 +82,29 @@ class LearnedPlacer(Placer):
         began = time.process_time()
         policy = self._policy(graph, devices)
         rollouts = policy.candidates(graph, devices, self.samples, seed)
-        makespans = np.atleast_1d(Evaluator(graph, devices)(np.stack([r.assignment for r in rollouts])))
-        best = int(np.argmin(makespans))  # the first minimum: greedy wins ties
+        further = "draw" if policy.config.random_features else "sample"
+        names = ["greedy"] + [f"{further} {k}" for k in range(1, len(rollouts))]
+        assignments = np.stack([r.assignment for r in rollouts])
+        if self.guard:
+            rules, rule_assignments = constructive_starts(graph, devices)
+            names += [f"guard {name}" for name in rules]
+            assignments = np.concatenate([assignments, rule_assignments])
+        makespans = np.atleast_1d(Evaluator(graph, devices)(assignments))
+        best = int(np.argmin(makespans))  # the first minimum: greedy wins ties, then the policy's samples
         anytime = BestSoFar(began)
         anytime.add(makespans)
-        further = "draw" if policy.config.random_features else "sample"
         details = {
             "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
             "samples": self.samples,
-            "evaluations": len(rollouts),
-            "winner": "greedy" if best == 0 else f"{further} {best}",
+            "guard": self.guard,
+            "evaluations": len(assignments),
+            "winner": names[best],
             "anytime": anytime.points,
         }
-        if self.samples > 1:
+        if len(assignments) > 1:
             details["makespans"] = makespans.tolist()
-        return Decision(rollouts[best].assignment, order=rollouts[best].order, details=details)
+        order = rollouts[best].order if best < len(rollouts) else None
+        return Decision(assignments[best], order=order, details=details)
 
 
 class DopplerPlacer(LearnedPlacer):
@@ -118,12 +133,15 @@ class DopplerPlacer(LearnedPlacer):
         polish: float = ActiveSearchConfig.polish,
         rounds: int = ActiveSearchConfig.rounds,
         time_limit: float | None = ActiveSearchConfig.time_limit,
+        guard: bool = False,
     ) -> None:
-        super().__init__(checkpoint, samples)
+        super().__init__(checkpoint, samples, guard)
         if search not in SEARCHES:
             raise PlacerError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
         if search == "active" and self.samples > 1:
             raise PlacerError("samples and search='active' do not combine: active search's budget already counts every placement it tries")
+        if search == "active" and self.guard:
+            raise PlacerError("guard and search='active' do not combine: give active search's result to best_constructive's comparison")
         try:
             self.search_config = ActiveSearchConfig(
                 int(budget),
