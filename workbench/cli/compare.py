@@ -28,9 +28,11 @@ def parse_methods(text: str | None) -> list[str]:
 
     if text is None:
         return registered(*DEFAULT_KINDS)
-    methods = [m.strip() for m in text.split(",") if m.strip()]
-    if not methods:
+    methods = [m.strip() for m in text.split(",")]
+    if not any(methods):
         raise CliError("--methods is empty; give comma-separated names")
+    if not all(methods):
+        raise CliError(f"--methods {text!r} has an empty name; give comma-separated names with nothing between two commas")
     unknown = [m for m in methods if m not in REGISTRY]
     if unknown:
         raise CliError(f"unknown method(s) {', '.join(unknown)}; registered: {', '.join(REGISTRY)}")
