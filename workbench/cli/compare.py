@@ -53,16 +53,7 @@ def run(args) -> int:
         options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit)) if v is not None and k in accepted}
         placements.append(place(graph, method=method, devices=args.devices, seed=args.seed, **options))
     bound = max(p.lower_bound for p in placements)
-    rows = [
-        {
-            "method": p.method,
-            "makespan": p.makespan,
-            "gap": optimality_gap(p.makespan, bound),
-            "seconds": p.seconds,
-            "lower_bound": p.lower_bound,
-        }
-        for p in placements
-    ]
+    rows = [{**p.to_dict(), "gap": optimality_gap(p.makespan, bound)} for p in placements]  # each row a placement file's form
     if args.json:
         print_json({"graph": graph.name, "devices": args.devices, "best_lower_bound": bound, "rows": rows})
         return 0
