@@ -63,7 +63,17 @@ def test_simulate_prints_the_reference_makespan(tmp_path):
     case = reference["cases"][5]
     trace_path = tmp_path / "t.json"
     result = run_cli(
-        "simulate", "ffnn", "--devices", "4", "--assignment", json.dumps(case["assignment"]), "--json", "--trace", str(trace_path)
+        "simulate",
+        "ffnn",
+        "--devices",
+        "4",
+        "--assignment",
+        json.dumps(case["assignment"]),
+        "--json",
+        "--trace",
+        str(trace_path),
+        "--trace-format",
+        "workbench",
     )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)

@@ -46,3 +46,10 @@ def test_jupyterlab_opens_without_a_build_dialog():
     assert page.get("buildCheck") is False and page.get("buildAvailable") is False, (
         "run `make setup` (it writes labconfig/page_config.json)"
     )
+
+
+def test_parquet_support_is_in_the_extra_that_names_it():
+    """docs/contracts.md names Parquet results tables; pyarrow writes them, so an extra installs it (the error names it: test_sweeps)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("pyarrow") for d in extras["sweeps"])
+    assert "Parquet needs pyarrow, in the `sweeps` extra" in " ".join((ROOT / "docs" / "contracts.md").read_text().split())

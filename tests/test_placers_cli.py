@@ -59,6 +59,10 @@ def test_compare_table_lists_methods_and_passes_options_only_where_accepted(caps
     [
         (["compare", "ffnn", "--methods", "heft,bogus"], "unknown method(s) bogus; registered: single"),
         (["compare", "ffnn", "--methods", ","], "--methods is empty"),
+        (["compare", "ffnn", "--methods", "heft,,local_search"], "--methods 'heft,,local_search' has an empty name"),
+        (["compare", "ffnn", "--methods", "heft,"], "has an empty name"),
+        (["import-model", "hf:gpt2", "--kwarg", "n_layer"], "--kwarg 'n_layer': expected KEY=VALUE"),
+        (["generate", "ffnn", "--param", "oops"], "--param 'oops': expected KEY=VALUE"),
         (["compare", "ffnn", "--time-limit", "0"], "--time-limit must be > 0"),
         (["place", "ffnn", "--method", "nope"], "registered: single"),
         (["place", "ffnn", "--method", "heft", "--budget", "5"], "does not take option(s) budget"),

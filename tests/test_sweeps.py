@@ -184,7 +184,9 @@ def test_generated_graphs_in_a_config(tmp_path):
 
 def test_parquet_output_needs_pyarrow_and_says_so(tmp_path):
     if importlib.util.find_spec("pyarrow") is None:
-        with pytest.raises(ValueError, match="Parquet needs pyarrow"):
+        with pytest.raises(
+            ValueError, match=r"Parquet needs pyarrow, which is not installed \(pip install 'doppler-workbench\[sweeps\]'\)"
+        ):
             sweep({**SMALL, "devices": 2, "seeds": 1}, out=tmp_path / "r.parquet", progress=False)
     else:
         frame = sweep({**SMALL, "devices": 2, "seeds": 1}, out=tmp_path / "r.parquet", progress=False)
@@ -215,3 +217,51 @@ def test_a_changed_file_option_makes_its_cells_run_again(test_placers, tmp_path)
     checkpoint.write_bytes(b"retrained weights")
     sweep(config, out=out, progress=False)
     assert log.read_text().split() == ["0", "0"]
+
+
+def test_cli_summary_keeps_option_grids_apart_and_says_where_the_table_is(tmp_path, capsys):
+    out = tmp_path / "grid.csv"
+    config = tmp_path / "c.json"
+    grid = {"method": "local_search", "options": {"budget": [20, 200]}}
+    config.write_text(json.dumps({**SMALL, "devices": 2, "seeds": 2, "methods": ["critical_path", grid], "out": str(out)}))
+    assert main(["sweep", str(config), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert f"6/6 cells ok; results in {out}" in text
+    lines = text.splitlines()
+    header = next(line for line in lines if "mean" in line)
+    assert "gap" in header.split() and "count" in header.split()
+    assert sum('{"budget": 20}' in line for line in lines) == 1 and sum('{"budget": 200}' in line for line in lines) == 1
+    frame = read_results(out)
+    bound = frame["lower_bound"].max()
+    for budget in (20, 200):
+        mean = frame[frame["option.budget"] == budget]["makespan"].mean()
+        row = next(line for line in lines if f'{{"budget": {budget}}}' in line)
+        assert row.split()[-2] == "2" and row.split()[-1] == f"{mean / bound - 1:.1%}"  # count over seeds, then the gap
+
+
+def test_a_resumed_sweep_says_how_many_cells_it_skipped(tmp_path, capsys):
+    config = {**SMALL, "devices": 2, "seeds": 1}
+    sweep(config, out=tmp_path / "r.csv", progress=False)
+    sweep({**config, "seeds": 2}, out=tmp_path / "r.csv", progress=True)
+    assert f"t: 2 of 4 cells already in {tmp_path / 'r.csv'}, skipped" in capsys.readouterr().err
+
+
+class InterruptedPlacer(Placer):
+    """Stands in for Ctrl-C during a cell."""
+
+    def place(self, graph, devices, seed=0):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_sweep_says_so_once_and_keeps_its_finished_cells(tmp_path, capsys):
+    REGISTRY["interrupted"] = PlacerEntry(__name__, "InterruptedPlacer", "Ctrl-C", "heuristic")
+    try:
+        config = tmp_path / "c.json"
+        config.write_text(
+            json.dumps({**SMALL, "devices": 2, "seeds": 1, "methods": ["critical_path", "interrupted"], "out": str(tmp_path / "r.csv")})
+        )
+        assert main(["sweep", str(config)]) == 130
+    finally:
+        del REGISTRY["interrupted"]
+    assert capsys.readouterr().err.count("interrupted") == 1
+    assert len(read_results(tmp_path / "r.csv")) == 1

@@ -126,3 +126,28 @@ def test_write_section_keeps_a_hand_written_notes_subsection(tmp_path):
     path.write_text(f"# R\n\n{SECTION}\n\nold table\n\n### Notes\n\nmy reading\n\n## B\n\nb\n")
     write_section(path, "new table")
     assert path.read_text() == f"# R\n\n{SECTION}\n\nnew table\n\n### Notes\n\nmy reading\n\n## B\n\nb\n"
+
+
+def test_reproduce_writes_outside_the_repository_unless_asked(tmp_path, monkeypatch, capsys):
+    """Its default report is under runs/ (ignored by git), never the tracked docs/results.md; it says where it wrote."""
+    import subprocess
+    from pathlib import Path
+
+    import workbench.sweeps.reproduce as module
+
+    asked = []
+
+    def fake(**kwargs):
+        asked.append(Path(kwargs["out"]))
+        return {"files": [str(kwargs["out"])], "summary": None, "unavailable": {}}
+
+    monkeypatch.setattr(module, "reproduce", fake)
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "--quick", "--no-progress"]) == 0
+    assert asked == [module.DEFAULT_OUT] == [Path("runs/reproduce/results.md")]
+    assert capsys.readouterr().out == "wrote runs/reproduce/results.md\n"
+    root = Path(module.__file__).resolve().parents[2]
+    if (root / ".git").exists():
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(module.DEFAULT_OUT)], cwd=root)
+        assert ignored.returncode == 0, "the default report must not be a tracked (or trackable) file"
+    assert main(["reproduce", "--quick", "--out", "docs/results.md"]) == 0 and asked[-1] == Path("docs/results.md")

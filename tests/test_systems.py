@@ -139,63 +139,58 @@ def test_executor_runs_each_paper_graph_and_its_trace_obeys_the_model(name, exec
     assert _workbench_threads() == []
 
 
+def _most_ops_at_once(trace, devices=None) -> int:
+    """The most ops (on ``devices`` when given) that run at one instant of ``trace``; an op ending as another starts does not overlap it."""
+    from workbench.sim.trace_events import busy_steps
+
+    mine = np.isin(trace.device, devices) if devices is not None else np.ones(trace.num_ops, bool)
+    return int(busy_steps(np.asarray(trace.start, float)[mine], np.asarray(trace.end, float)[mine])[1].max())
+
+
+def _overlapping_transfers(trace) -> int:
+    """The most transfers in flight at one instant of ``trace``."""
+    from workbench.sim.trace_events import busy_steps
+
+    return int(busy_steps(np.asarray(trace.transfer_start, float), np.asarray(trace.transfer_end, float))[1].max(initial=0))
+
+
 @pytest.mark.parametrize("method", ["round_robin", "critical_path", "random"])
 def test_dispatch_reproduces_the_simulated_runtime_when_op_times_are_exact(method):
+    """The mechanism, not a wall-clock ratio (a loaded machine stretches every wait): the measured trace obeys the model, and
+    ops and copies overlap as much as in the simulation (serialized devices or queued copies would overlap less).
+    The measured / simulated ratio is ``workbench bench systems``' fidelity table."""
     graph = wb.bundled_graph("chain_mm")
     executor = LocalExecutor(4, device="cpu", target_seconds=0.4, warmup=0, kernels=WaitKernels())
     assignment = wb.place(graph, method, 4).assignment
-    real = executor.measure(graph, assignment, repeats=2)
-    simulated = SimulatorOracle(4, executor.scale_for(graph)).measure(graph, assignment)
+    real = executor.measure(graph, assignment, repeats=1, trace=True)
+    simulated = wb.simulate(graph, assignment, 4).trace
     assert real.ok and trace_violations(graph, assignment, real.trace, slack=1e-4) == []
-    # thread wake-ups only add time (a loaded machine adds a lot); ties may break differently.
-    # Queued transfers gave 1.9x here, serialized devices would give 2-4x.
-    assert 0.8 < min(real.samples) / simulated.seconds < 1.5, (real.samples, simulated.seconds)
+    assert _most_ops_at_once(simulated) >= 2 and _most_ops_at_once(real.trace) >= 2, "devices run ops at the same time"
+    if _overlapping_transfers(simulated) >= 2:
+        assert _overlapping_transfers(real.trace) >= 2, "copies run at the same time as each other"
 
 
 def test_independent_ops_run_concurrently_on_their_workers():
     graph = wb.DataflowGraph.from_edges([1.0] * 4, [])
     executor = LocalExecutor(4, device="cpu", time_scale=0.05, warmup=0, kernels=WaitKernels())
-    single = executor.measure(graph, [0, 0, 0, 0], repeats=1)
-    spread = executor.measure(graph, [0, 1, 2, 3], repeats=1)
-    assert single.seconds > 0.19 and spread.seconds < 0.6 * single.seconds
-
-
-def _parallel_speedup_of_this_machine() -> float:
-    """How much faster two threads of real matrix work finish than one, right now."""
-    import torch
-
-    def work() -> None:
-        torch.set_num_threads(1)
-        x, w = torch.rand(256, 256), torch.rand(256, 256)
-        for _ in range(150):
-            torch.mm(x, w)
-
-    began = time.perf_counter()
-    work()
-    work()
-    serial = time.perf_counter() - began
-    threads = [threading.Thread(target=work) for _ in range(2)]
-    began = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return serial / (time.perf_counter() - began)
+    single = executor.measure(graph, [0, 0, 0, 0], repeats=1, trace=True)
+    spread = executor.measure(graph, [0, 1, 2, 3], repeats=1, trace=True)
+    assert single.ok and spread.ok
+    assert _most_ops_at_once(single.trace) == 1, "one worker runs one op at a time"
+    assert _most_ops_at_once(spread.trace) == 4, "four workers each run their op at once"
 
 
 @pytest.mark.slow
-def test_spread_placement_beats_one_device_with_real_tensor_work():
+def test_spread_placement_runs_real_tensor_work_on_both_devices_at_once():
+    """Mechanism, not speed (the speedup is ``workbench bench systems``' parallel row): with real matmul kernels, the ops
+    placed on device 0 and device 1 overlap in the measured trace, and the ops of one device never do."""
     graph = wb.DataflowGraph.from_edges([1.0] * 4, [])  # four independent heavy ops
     executor = LocalExecutor(2, device="cpu", time_scale=0.05, threads_per_worker=1, warmup=1)
-    if _parallel_speedup_of_this_machine() < 1.4:
-        pytest.skip("no second core is free on this machine right now (other processes hold the CPUs)")
-    single = executor.measure(graph, [0, 0, 0, 0], repeats=3)
-    spread = executor.measure(graph, [0, 1, 0, 1], repeats=3)
-    assert single.ok and spread.ok
-    # ideal: 0.2 s against 0.1 s; a generous margin for noise
-    if min(spread.samples) >= 0.85 * min(single.samples) and _parallel_speedup_of_this_machine() < 1.4:
-        pytest.skip("the second core was taken while measuring (other processes hold the CPUs)")
-    assert min(spread.samples) < 0.85 * min(single.samples), (single.samples, spread.samples)
+    result = executor.measure(graph, [0, 1, 0, 1], repeats=1, trace=True)
+    assert result.ok, result.errors
+    trace = result.trace
+    assert _most_ops_at_once(trace, [0]) == _most_ops_at_once(trace, [1]) == 1
+    assert _most_ops_at_once(trace) == 2, (trace.start, trace.end, trace.device)
 
 
 class _FailingKernels(CalibratedKernels):

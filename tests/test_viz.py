@@ -159,6 +159,8 @@ TRACE_EVENT_KEYS = {
     "X": {"name", "ph", "ts", "dur", "pid", "tid"},
     "M": {"name", "ph", "pid", "tid", "args"},
     "C": {"name", "ph", "ts", "pid", "args"},
+    "s": {"name", "ph", "ts", "pid", "tid", "id"},
+    "f": {"name", "ph", "ts", "pid", "tid", "id"},
 }
 
 

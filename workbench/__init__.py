@@ -8,7 +8,8 @@ never imports torch:
 - simulation: :func:`simulate`, :func:`simulate_many`, :class:`Evaluator`,
   :func:`lower_bound`, :func:`validate`, :class:`Cluster`
 - placement: :func:`place`, :func:`placers` (the registry, with the learned
-  methods of :mod:`workbench.learn.registry`)
+  methods of :mod:`workbench.learn.registry`), :func:`load_placement` (a
+  placement file, checked against its graph)
 - learned policies (import torch + DGL on first use): :class:`PlacementEnv`,
   :func:`make_policy`, :func:`load_policy`, :class:`PolicyConfig`
 """
@@ -40,6 +41,7 @@ _EXPORTS = {
     "place": "workbench.placers",
     "placers": "workbench.placers",
     "Placement": "workbench.placers",
+    "load_placement": "workbench.placers",
     "Placer": "workbench.placers",
     "register_placer": "workbench.placers",
     "PlacerError": "workbench.placers",

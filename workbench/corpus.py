@@ -33,7 +33,6 @@ local_search clearly beats the heuristics; the measured gap per family is in
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ import numpy as np
 from .datasets import DATASETS_DIR, PAPER_GRAPHS, bundled_graph
 from .generators import generate
 from .graph import DataflowGraph
+from .placers.placement_file import content_hash
 
 __all__ = [
     "SPLITS",
@@ -99,14 +99,6 @@ class CorpusEntry:
 
     def to_dict(self) -> dict[str, Any]:
         return {name: list(self.devices) if name == "devices" else getattr(self, name) for name in _FIELDS}
-
-
-def content_hash(graph: DataflowGraph) -> str:
-    """SHA-256 over op count, compute costs, edges and communication costs (little-endian float64 / int64)."""
-    digest = hashlib.sha256(np.int64(graph.num_nodes).tobytes())
-    for array, dtype in ((graph.compute, "<f8"), (graph.src, "<i8"), (graph.dst, "<i8"), (graph.comm, "<f8")):
-        digest.update(np.ascontiguousarray(array, dtype=dtype).tobytes())
-    return digest.hexdigest()
 
 
 def build(entry: CorpusEntry) -> DataflowGraph:

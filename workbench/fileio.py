@@ -3,13 +3,17 @@
 Every writer goes through :func:`atomic_path`: the content is written to a
 temporary file beside the target (same directory, so the rename never crosses
 file systems) and renamed over it; on any error the temporary file is removed
-and the target is left as it was.
+and the target is left as it was. The file gets the mode a plain ``open`` would
+give it (``0o666`` less the umask: readable by the group and others under the
+usual umask 022, so a shared run folder stays shared), or keeps the mode of the
+file it replaces; ``mkstemp``'s own ``0o600`` never survives.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,10 +37,33 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, _mode_for(target))
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _mode_for(target: Path) -> int:
+    """The permission bits of an existing ``target``, else ``0o666`` less the process's umask."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``/proc/self/status``), else set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -5,6 +5,8 @@
   devices (:class:`~workbench.systems.executor.WaitKernels`: every op waits its
   modeled time), so only the runtime's own behaviour differs from the model;
 - kernels: how close a calibrated matmul op comes to its intended duration on a CPU worker;
+- parallel: four independent calibrated matmul ops on two CPU workers, all on one worker against spread
+  over both (the speedup a second free core gives; the tests assert only that the ops overlap);
 - remote: milliseconds per ``measure`` round trip to a local engine (simulator behind it).
 """
 
@@ -74,6 +76,17 @@ def _kernels(repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _parallel(repeats: int) -> dict[str, Any]:
+    from ..graph import DataflowGraph
+    from ..systems.executor import LocalExecutor
+
+    graph = DataflowGraph.from_edges([1.0] * 4, [])  # four independent 50 ms ops
+    executor = LocalExecutor(2, device="cpu", time_scale=0.05, threads_per_worker=1, warmup=1)
+    single = min(executor.measure(graph, [0, 0, 0, 0], repeats=repeats).samples)
+    spread = min(executor.measure(graph, [0, 1, 0, 1], repeats=repeats).samples)
+    return {"single_s": single, "spread_s": spread, "speedup": single / spread}
+
+
 def _remote(requests: int) -> dict[str, Any]:
     from ..datasets import bundled_graph
     from ..systems import RemoteEngine, SimulatorOracle, serve_engine
@@ -100,6 +113,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     dispatch = _dispatch(2 if quick else 5)
     fidelity = _fidelity(quick)
     kernels = _kernels(3 if quick else 7)
+    parallel = _parallel(2 if quick else 5)
     remote = _remote(10 if quick else 100)
     lines = ["| executor overhead | us per op |", "|---|---:|"]
     lines += [f"| {r['case']} | {r['us_per_op']:.0f} |" for r in dispatch]
@@ -111,5 +125,17 @@ def run(quick: bool = False) -> dict[str, Any]:
     lines += [f"| {r['graph']} | {r['placement']} | {r['simulated_s']:.3f} | {r['measured_s']:.3f} | {r['ratio']:.3f} |" for r in fidelity]
     lines += ["", "| calibrated matmul op: intended ms | median ms | min ms |", "|---:|---:|---:|"]
     lines += [f"| {r['intended_ms']:.0f} | {r['measured_ms']:.2f} | {r['min_ms']:.2f} |" for r in kernels]
+    lines += [
+        "",
+        f"4 independent 50 ms matmul ops on 2 CPU workers: {parallel['single_s']:.3f} s on one, {parallel['spread_s']:.3f} s spread"
+        f" over both ({parallel['speedup']:.2f}x; ideal 2x on two free cores)",
+    ]
     lines += ["", f"remote engine round trip ({remote['graph']}, simulator behind it): {remote['ms_per_request']:.2f} ms per request"]
-    return {"dispatch": dispatch, "fidelity": fidelity, "kernels": kernels, "remote": remote, "markdown": "\n".join(lines)}
+    return {
+        "dispatch": dispatch,
+        "fidelity": fidelity,
+        "kernels": kernels,
+        "parallel": parallel,
+        "remote": remote,
+        "markdown": "\n".join(lines),
+    }

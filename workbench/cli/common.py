@@ -59,6 +59,11 @@ def positive_int(text: str) -> int:
 
 def json_argument(text: str, what: str) -> Any:
     """Parse ``text`` as inline JSON, or read it from the file it names (strict, bounded: ``formats.parse_json``)."""
+    return _json_source(text, what)[1]
+
+
+def _json_source(text: str, what: str) -> tuple[str, Any]:
+    """``(where it came from, value)`` of :func:`json_argument`: ``"the command line"`` or the file's path."""
     from ..formats import JSONInputError, parse_json, read_text_file
 
     stripped = text.strip()
@@ -70,10 +75,52 @@ def json_argument(text: str, what: str) -> Any:
             raise CliError(f"{what}: {text!r} is neither JSON nor a readable file")
         source, raw = str(path), read_text_file(path)
     try:
-        return parse_json(raw)
+        return source, parse_json(raw)
     except JSONInputError as exc:
         where = f" (line {exc.line})" if exc.line is not None else ""
         raise CliError(f"{what} in {source} is not valid JSON: {exc}{where}") from None
+
+
+DEFAULT_DEVICES = 4
+"""The device count of a command given neither ``--devices`` nor a placement file that names one."""
+
+
+def placement_argument(text: str, what: str, graph, devices: int | None):
+    """A placement given as inline JSON or a file: the placement file's form (docs/contracts.md) or a plain list of
+    device ids, checked against ``graph`` and ``devices`` (``None``: the file's own, else :data:`DEFAULT_DEVICES`)."""
+    from ..placers.placement_file import check_placement
+
+    source, data = _json_source(text, what)
+    if isinstance(data, list) and devices is None:
+        devices = DEFAULT_DEVICES
+    return check_placement(data, graph, devices, what if source == "the command line" else f"{what} {source}")
+
+
+TRACE_FORMATS = ("trace-event", "workbench")
+
+
+def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trace",
+        metavar="OUT.json",
+        help="write the simulated trace: Chrome trace-event JSON (opens in ui.perfetto.dev), times in µs from the graph's unit",
+    )
+    parser.add_argument(
+        "--trace-format", choices=TRACE_FORMATS, default="trace-event", help="trace-event (default) or the workbench's own Trace JSON"
+    )
+
+
+def write_trace(args: argparse.Namespace, graph, trace, title: str) -> None:
+    """Write ``trace`` to ``args.trace`` (when given) in ``args.trace_format``."""
+    from ..fileio import atomic_write_text
+    from ..sim.trace_events import trace_events_json, trace_time_scale
+
+    if not args.trace:
+        return
+    if args.trace_format == "workbench":
+        trace.to_json(args.trace)
+    else:
+        atomic_write_text(args.trace, trace_events_json(trace, title=title, microseconds_per_unit=trace_time_scale(graph)))
 
 
 def print_json(data: Any) -> None:

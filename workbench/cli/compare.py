@@ -28,9 +28,11 @@ def parse_methods(text: str | None) -> list[str]:
 
     if text is None:
         return registered(*DEFAULT_KINDS)
-    methods = [m.strip() for m in text.split(",") if m.strip()]
-    if not methods:
+    methods = [m.strip() for m in text.split(",")]
+    if not any(methods):
         raise CliError("--methods is empty; give comma-separated names")
+    if not all(methods):
+        raise CliError(f"--methods {text!r} has an empty name; give comma-separated names with nothing between two commas")
     unknown = [m for m in methods if m not in REGISTRY]
     if unknown:
         raise CliError(f"unknown method(s) {', '.join(unknown)}; registered: {', '.join(REGISTRY)}")
@@ -51,18 +53,7 @@ def run(args) -> int:
         options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit)) if v is not None and k in accepted}
         placements.append(place(graph, method=method, devices=args.devices, seed=args.seed, **options))
     bound = max(p.lower_bound for p in placements)
-    rows = [
-        {
-            "method": p.method,
-            "makespan": p.makespan,
-            "gap": optimality_gap(p.makespan, bound),
-            "seconds": p.seconds,
-            "cpu_seconds": p.cpu_seconds,
-            "evaluations": p.evaluations,
-            "lower_bound": p.lower_bound,
-        }
-        for p in placements
-    ]
+    rows = [{**p.to_dict(), "gap": optimality_gap(p.makespan, bound)} for p in placements]  # each row a placement file's form
     if args.json:
         print_json({"graph": graph.name, "devices": args.devices, "best_lower_bound": bound, "rows": rows})
         return 0

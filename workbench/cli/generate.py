@@ -20,13 +20,13 @@ def register(sub) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_params(items: list[str]) -> dict:
-    """``["a=1", "b=x"]`` → ``{"a": 1, "b": "x"}``: JSON values where they parse, strings otherwise."""
+def parse_params(items: list[str], option: str = "--param") -> dict:
+    """``["a=1", "b=x"]`` → ``{"a": 1, "b": "x"}``: JSON values where they parse, strings otherwise; errors name ``option``."""
     params = {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise CliError(f"--param {item!r}: expected KEY=VALUE")
+            raise CliError(f"{option} {item!r}: expected KEY=VALUE")
         try:
             params[key.strip()] = json.loads(text)
         except json.JSONDecodeError:

@@ -159,6 +159,7 @@ def run(args) -> int:
         raise CliError("give --parts or --shard-auto, not both")
     if args.shard_auto and args.target_nodes is None:
         raise CliError("--shard-auto needs --target-nodes")
+    kwargs = parse_params(args.kwarg, "--kwarg")
     profile = args.profile if not args.profile.endswith(".json") else json_argument(args.profile, "--profile")
     profile = get_profile(profile)
     sharding = _sharding_options(args)
@@ -172,7 +173,7 @@ def run(args) -> int:
 
     named = args.factory.startswith(("hf:", "tv:", "timm:"))
     meta = named and not args.measure  # shapes only, no weights in memory (a user's factory runs as written)
-    model = build_model(args.factory, parse_params(args.kwarg), meta=meta)
+    model = build_model(args.factory, kwargs, meta=meta)
     inputs = _inputs(args) or default_inputs(args.factory)
     device = "meta" if meta else None
     name = args.factory if named else None  # else the module's class name

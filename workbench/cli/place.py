@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 
 from . import CliError
-from .common import load_graph_argument, positive_int, print_json
+from .common import DEFAULT_DEVICES, add_trace_arguments, load_graph_argument, placement_argument, positive_int, print_json, write_trace
 
 
 def register(sub) -> None:
     parser = sub.add_parser("place", help="place a graph with one method and simulate it")
     parser.add_argument("--list", action="store_true", help="list the registered methods and exit")
     parser.add_argument("graph", metavar="GRAPH", nargs="?", help="a graph file (.txt, .stg, .json) or a bundled graph name such as ffnn")
-    parser.add_argument("--devices", type=positive_int, default=4)
+    parser.add_argument("--devices", type=positive_int, help=f"number of identical devices (default: --start's, else {DEFAULT_DEVICES})")
     parser.add_argument("--method", default="critical_path", help="a registered method (see `workbench place --list`)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations (search methods)")
@@ -33,13 +33,21 @@ def register(sub) -> None:
         metavar="CHECKPOINT",
         help="learned_search: a constructive policy whose greedy placement joins the starting heuristics (one more evaluation)",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--start",
+        metavar="FILE",
+        help="search methods: start from this placement (the placement form of --out, a run's best/placement.json, or a JSON list)",
+    )
+    parser.add_argument("--out", metavar="FILE", help="write the placement as JSON (the form `simulate --assignment` and --start read)")
+    add_trace_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the placement as JSON (the form --out writes)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..placers import place, placers
-    from ..sim import lower_bound, optimality_gap
+    from ..fileio import atomic_write_json
+    from ..placers import place, placer_options, placers
+    from ..sim import lower_bound, optimality_gap, simulate
 
     if args.list:
         methods = placers()
@@ -62,17 +70,32 @@ def run(args) -> int:
     if args.method == "local_search" and sys.stderr.isatty():
         options["progress"] = True  # a tqdm bar on the terminal; stdout stays clean for --json
     graph = load_graph_argument(args.graph)
-    placement = place(graph, method=args.method, devices=args.devices, seed=args.seed, **options)
+    devices = args.devices or DEFAULT_DEVICES
+    if args.start:
+        if "start" not in placer_options(args.method):
+            raise CliError(f"--start: method {args.method!r} takes no starting placement (local_search and learned_search do)")
+        start = placement_argument(args.start, "--start", graph, args.devices)
+        options["start"], devices = start.assignment, start.devices
+    placement = place(graph, method=args.method, devices=devices, seed=args.seed, **options)
+    if args.out:
+        atomic_write_json(args.out, placement.to_dict())
+    if args.trace:
+        write_trace(
+            args, graph, simulate(graph, placement.assignment, devices).trace, f"{graph.name} on {devices} devices, {placement.method}"
+        )
     if args.json:
         print_json(placement.to_dict())
-    else:
-        print(f"method       {placement.method}")
-        print(f"makespan     {placement.makespan:,.6g}")
-        gap = optimality_gap(placement.makespan, placement.lower_bound)
-        print(f"lower bound  {placement.lower_bound:,.6g}  (gap {'n/a' if gap is None else format(gap, '.1%')})")
-        simple = lower_bound(graph, args.devices)
-        if placement.lower_bound > simple:
-            print(f"             proven by {placement.method}; the simple bound is {simple:,.6g}")
-        print(f"seconds      {placement.seconds:.3f}")
-        print(f"assignment   {placement.assignment.tolist()}")
+        return 0
+    print(f"method       {placement.method}")
+    print(f"makespan     {placement.makespan:,.6g}")
+    gap = optimality_gap(placement.makespan, placement.lower_bound)
+    print(f"lower bound  {placement.lower_bound:,.6g}  (gap {'n/a' if gap is None else format(gap, '.1%')})")
+    simple = lower_bound(graph, devices)
+    if placement.lower_bound > simple:
+        print(f"             proven by {placement.method}; the simple bound is {simple:,.6g}")
+    print(f"seconds      {placement.seconds:.3f}")
+    print(f"assignment   {placement.assignment.tolist()}")
+    for what, path in (("placement", args.out), ("trace", args.trace)):
+        if path:
+            print(f"{what:<12} {path}")
     return 0

@@ -8,7 +8,11 @@ from .common import positive_int
 def register(sub) -> None:
     parser = sub.add_parser("reproduce", help="rerun the paper's comparison in the simulator and write the report")
     parser.add_argument("--quick", action="store_true", help="a few minutes: fewer seeds, smaller search budgets (CI smoke test)")
-    parser.add_argument("--out", default="docs/results.md", help="markdown file whose '## Paper comparison' section is (re)written")
+    parser.add_argument(
+        "--out",
+        help="markdown file whose '## Paper comparison' section is (re)written, raw results and figure in results/ beside it"
+        " (default runs/reproduce/results.md; --out docs/results.md updates the repository's report)",
+    )
     parser.add_argument("--seeds", type=positive_int, help="seeds per cell (default 5, quick 2)")
     parser.add_argument("--engine", choices=("serial", "local", "ray"), default="serial")
     parser.add_argument("--workers", type=positive_int)
@@ -19,11 +23,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..sweeps.reproduce import reproduce
+    from ..sweeps.reproduce import DEFAULT_OUT, reproduce
 
     report = reproduce(
         quick=args.quick,
-        out=args.out,
+        out=args.out or DEFAULT_OUT,
         seeds=args.seeds,
         engine=args.engine,
         workers=args.workers,

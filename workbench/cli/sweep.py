@@ -24,11 +24,25 @@ def run(args) -> int:
     frame = sweep(args.config, engine=args.engine, out=args.out, workers=args.workers, address=args.address, progress=not args.no_progress)
     ok = int((frame["status"] == "ok").sum()) if len(frame) else 0
     failed = frame[frame["status"] != "ok"] if len(frame) else frame
-    print(f"{ok}/{len(frame)} cells ok")
+    print(f"{ok}/{len(frame)} cells ok; results in {frame.attrs['out']}")
     for _, row in failed.head(10).iterrows():
         print(f"  error in {row['graph']} devices={row['devices']} {row['label']} seed={row['seed']}: {row['error']}")
-    if len(frame):
-        summary = frame[frame["status"] == "ok"].groupby(["graph", "devices", "label"])["makespan"].agg(["mean", "std", "count"])
-        if len(summary):
-            print(summary.to_string(float_format=lambda v: f"{v:,.6g}"))
+    summary = summarize(frame)
+    if len(summary):
+        print(summary.to_string(float_format=lambda v: f"{v:,.6g}", formatters={"gap": lambda v: f"{v:.1%}"}))
     return 0 if ok == len(frame) else 1
+
+
+def summarize(frame):
+    """Mean, std and count of the makespan over seeds, one row per graph, device count, method label and option set
+    (a grid such as ``budget: [500, 5000]`` gives one row each), with the gap of the mean to the best lower bound."""
+    ok = frame[frame["status"] == "ok"] if len(frame) else frame
+    keys = ["graph", "devices", "label", "options"]
+    if not len(ok):
+        return ok
+    stats = ok.groupby(keys, sort=False)["makespan"].agg(["mean", "std", "count"])
+    bound = ok.groupby(["graph", "devices"])["lower_bound"].max()
+    stats["gap"] = stats["mean"] / [bound[(graph, devices)] for graph, devices, _, _ in stats.index] - 1
+    if (ok["options"] == "{}").all():  # no option grid: the column would only repeat "{}"
+        stats = stats.droplevel("options")
+    return stats

@@ -13,7 +13,7 @@ from typing import Any
 
 from .registry import KINDS, REGISTRY, PlacerEntry, PlacerError, get_placer, methods, placer_class, placer_options, placers, register_placer
 
-_BASE = ("Decision", "Placement", "Placer", "place")
+_BASE = ("Decision", "Placement", "Placer", "place", "load_placement")
 
 __all__ = [
     "KINDS",

@@ -6,11 +6,18 @@ Process 0 holds one thread per device, each op a complete event
 (``"ph": "X"``) on its device's thread. Process 1 holds the transfers, one
 complete event each, on a thread per link ``a → b`` (with extra lanes where
 transfers on one link overlap, since slices on one thread must nest).
+A flow (``"ph": "s"`` on the transfer, ``"ph": "f"`` on its consumer op, one
+``id`` per transfer; both bound to the enclosing slice at their slice's midpoint)
+draws an arrow from each transfer to the op that waits for it.
 Metadata events (``"ph": "M"``) name the processes and threads. Counter
 events (``"ph": "C"``) draw each device's utilisation as a track of its own
 (``device d busy``: how many ops run on it, 0 or 1 in the simulator, one
-event wherever that changes). ``ts`` and ``dur`` are microseconds: a trace
-time ``t`` becomes ``t * microseconds_per_unit``.
+event wherever that changes). Every event has ``name``, ``ph``, ``ts``, ``pid``
+and ``tid``. ``ts`` and ``dur`` are microseconds: a trace time ``t`` becomes
+``t * microseconds_per_unit``; :func:`trace_time_scale` takes it from the
+graph's ``time_unit`` (``s``: 1e6, ``ms``: 1e3; the paper's units: 1e-10, so
+that a reading in µs is the ÷1e10 figure the paper and ``docs/results.md``
+report; any other unit: 1).
 """
 
 from __future__ import annotations
@@ -21,12 +28,27 @@ from typing import Any
 
 import numpy as np
 
+from ..graph import DataflowGraph
 from .trace import Trace
 
-__all__ = ["to_trace_events", "trace_events_json", "busy_steps", "TRANSFER_PID", "DEVICE_PID"]
+__all__ = ["to_trace_events", "trace_events_json", "busy_steps", "trace_time_scale", "TIME_UNITS", "TRANSFER_PID", "DEVICE_PID"]
 
 DEVICE_PID = 0
 TRANSFER_PID = 1
+
+TIME_UNITS = {"s": 1e6, "ms": 1e3, "us": 1.0, "µs": 1.0, "ns": 1e-3}
+"""Microseconds per graph time unit, by the ``time_unit`` a graph's metadata names."""
+PAPER_MICROSECONDS_PER_UNIT = 1e-10
+"""The DOPPLER paper's raw units: one µs per 1e10, so the trace reads as the ÷1e10 figures the paper reports."""
+
+
+def trace_time_scale(graph: DataflowGraph) -> float:
+    """The trace-event time scale of ``graph``'s unit: :data:`TIME_UNITS` by its ``time_unit``, the paper's files and
+    paper-cost graphs 1e-10, any other unit (``arbitrary``, none) 1 unit per µs."""
+    unit = str(graph.metadata.get("time_unit") or "")
+    if graph.metadata.get("format") == "doppler-paper" or unit.startswith("paper"):
+        return PAPER_MICROSECONDS_PER_UNIT
+    return TIME_UNITS.get(unit, 1.0)
 
 
 def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -69,12 +91,14 @@ def to_trace_events(
     scale = float(microseconds_per_unit)
     devices = int(trace.device.max()) + 1 if trace.num_ops else 0
     events: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": DEVICE_PID, "tid": 0, "args": {"name": title}},
-        {"ph": "M", "name": "process_name", "pid": TRANSFER_PID, "tid": 0, "args": {"name": "transfers"}},
+        {"ph": "M", "name": "process_name", "pid": DEVICE_PID, "tid": 0, "ts": 0, "args": {"name": title}},
+        {"ph": "M", "name": "process_name", "pid": TRANSFER_PID, "tid": 0, "ts": 0, "args": {"name": "transfers"}},
     ]
-    events += [{"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": d, "args": {"name": f"device {d}"}} for d in range(devices)]
+    events += [
+        {"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": d, "ts": 0, "args": {"name": f"device {d}"}} for d in range(devices)
+    ]
     for op in range(trace.num_ops):
-        start, end = float(trace.start[op]), float(trace.end[op])
+        ts, end = float(trace.start[op]) * scale, float(trace.end[op]) * scale
         events.append(
             {
                 "ph": "X",
@@ -82,8 +106,8 @@ def to_trace_events(
                 "name": names[op],
                 "pid": DEVICE_PID,
                 "tid": int(trace.device[op]),
-                "ts": start * scale,
-                "dur": (end - start) * scale,
+                "ts": ts,
+                "dur": end - ts,
                 "args": {"op": op, "ready": float(trace.ready[op]) * scale},
             }
         )
@@ -109,11 +133,12 @@ def to_trace_events(
                         "name": "thread_name",
                         "pid": TRANSFER_PID,
                         "tid": threads[key],
+                        "ts": 0,
                         "args": {"name": f"device {a} → device {b}{lane_name}"},
                     }
                 )
             u, v = int(trace.transfer_src_op[k]), int(trace.transfer_dst_op[k])
-            start, end = float(trace.transfer_start[k]), float(trace.transfer_end[k])
+            ts, end = float(trace.transfer_start[k]) * scale, float(trace.transfer_end[k]) * scale
             events.append(
                 {
                     "ph": "X",
@@ -121,16 +146,30 @@ def to_trace_events(
                     "name": f"{names[u]} → {names[v]}",
                     "pid": TRANSFER_PID,
                     "tid": threads[key],
-                    "ts": start * scale,
-                    "dur": (end - start) * scale,
+                    "ts": ts,
+                    "dur": end - ts,
                     "args": {"src_op": u, "dst_op": v, "src_device": a, "dst_device": b},
                 }
+            )
+            events += _flow(
+                int(k), (TRANSFER_PID, threads[key], ts, end), (DEVICE_PID, b, float(trace.start[v]) * scale, float(trace.end[v]) * scale)
             )
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
         "otherData": {"title": title, "makespan": trace.makespan, "microseconds_per_unit": scale},
     }
+
+
+def _flow(flow_id: int, source: tuple[int, int, float, float], target: tuple[int, int, float, float]) -> list[dict[str, Any]]:
+    """A flow arrow from the slice ``source`` to the slice ``target`` (each ``(pid, tid, start, end)`` in µs): its
+    start (``s``) and finish (``f``) events, each at its slice's midpoint and bound to that enclosing slice."""
+    (src_pid, src_tid, src_start, src_end), (dst_pid, dst_tid, dst_start, dst_end) = source, target
+    common = {"cat": "transfer", "name": "transfer", "id": flow_id}
+    return [
+        {"ph": "s", **common, "pid": src_pid, "tid": src_tid, "ts": (src_start + src_end) / 2},
+        {"ph": "f", "bp": "e", **common, "pid": dst_pid, "tid": dst_tid, "ts": (dst_start + dst_end) / 2},
+    ]
 
 
 def trace_events_json(

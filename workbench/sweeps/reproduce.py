@@ -162,9 +162,13 @@ def plan(settings: Settings, graphs: list[str], runs: Path, out: Path, engine: s
     return result
 
 
+DEFAULT_OUT = Path("runs") / "reproduce" / "results.md"
+"""Where the report goes unless ``out`` names another file: never a tracked file (``docs/results.md`` only when asked)."""
+
+
 def reproduce(
     quick: bool = False,
-    out: str | Path = "docs/results.md",
+    out: str | Path = DEFAULT_OUT,
     seeds: int | None = None,
     engine: str = "serial",
     workers: int | None = None,
@@ -172,7 +176,9 @@ def reproduce(
     runs: str | Path = "runs",
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run the comparison and write the report section, the figure and the raw results.
+    """Run the comparison and write the report section (``out``), the figure and the raw results (beside it, in ``results/``).
+
+    The default ``out`` is under ``runs/`` (ignored by git): the repository's ``docs/results.md`` is rewritten only when named.
 
     Returns ``{"files": [...], "summary": DataFrame, "unavailable": {...}}``.
     """

@@ -1,7 +1,7 @@
 """The sweep results table: one tidy row per cell, rewritten atomically after every cell.
 
-CSV by default; Parquet when the file name ends in ``.parquet`` and pyarrow is
-installed. Each update writes a temporary file and renames it over the table,
+CSV by default; Parquet when the file name ends in ``.parquet`` and pyarrow (the
+``sweeps`` extra) is installed. Each update writes a temporary file and renames it over the table,
 so a reader (the dashboard, a notebook, a second sweep) never sees a
 half-written table, and an interrupted sweep loses at most the cells in flight.
 """
@@ -38,7 +38,10 @@ class ResultsTable:
         self.path = Path(path)
         if self.path.suffix.lower() == ".parquet":
             if importlib.util.find_spec("pyarrow") is None:
-                raise ValueError(f"{self.path}: writing Parquet needs pyarrow, which is not installed; use a .csv file")
+                raise ValueError(
+                    f"{self.path}: writing Parquet needs pyarrow, which is not installed"
+                    " (pip install 'doppler-workbench[sweeps]'); use a .csv file"
+                )
         self.rows: dict[str, dict[str, Any]] = {}
         if self.path.exists():
             try:

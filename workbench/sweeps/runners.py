@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -159,8 +160,9 @@ def sweep(
 
     ``config`` is a YAML/JSON file, a mapping, or a :class:`SweepConfig`; the
     arguments override its ``engine``, ``out``, ``workers`` and ``address``.
-    Cells already in the results table with ``status == "ok"`` are skipped;
-    failed cells are run again.
+    Cells already in the results table with ``status == "ok"`` are skipped (with
+    ``progress``, a line on stderr says how many); failed cells are run again.
+    The frame's ``attrs["out"]`` is the results table's path.
     """
     if isinstance(config, (str, Path)):
         config = load_config(config)
@@ -173,6 +175,8 @@ def sweep(
     cells = config.cells()
     finished = table.finished()
     todo = [cell for cell in cells if cell.key not in finished]
+    if progress and len(todo) < len(cells):
+        print(f"{config.name}: {len(cells) - len(todo)} of {len(cells)} cells already in {table.path}, skipped", file=sys.stderr)
     if todo:
         from ..placers.base import REGISTRY
         from ..progress import progress_bar
@@ -190,4 +194,6 @@ def sweep(
                 bar.update()
         finally:
             bar.close()
-    return table.frame([cell.key for cell in cells])
+    frame = table.frame([cell.key for cell in cells])
+    frame.attrs["out"] = str(table.path)
+    return frame

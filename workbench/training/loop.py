@@ -574,19 +574,21 @@ def _best_dir(run: RunDirectory, graphs: dict[str, DataflowGraph], name: str) ->
 
 def _write_best(run, config, graphs, name, assignment, order, makespan, stage, episode) -> None:
     """``best/`` for one graph; with several graphs ``best/<graph>/`` each, and ``best/`` mirrors the first graph."""
+    from ..placers.placement_file import placement_record
     from ..sim import simulate
 
     assignment = np.asarray(assignment, dtype=np.int64)
-    placement = {
-        "graph": name,
-        "devices": config.devices,
-        "assignment": assignment.tolist(),
-        "order": np.asarray(order, dtype=np.int64).tolist(),
-        "makespan": float(makespan),
-        "stage": stage,
-        "episode": int(episode),
-        "method": config.method,
-    }
+    placement = placement_record(
+        graphs[name],
+        assignment,
+        config.devices,
+        graph=name,
+        method=config.method,
+        makespan=float(makespan),
+        order=np.asarray(order, dtype=np.int64).tolist(),
+        stage=stage,
+        episode=int(episode),
+    )
     trace = simulate(graphs[name], assignment, config.devices).trace.to_json()
     if len(graphs) > 1:
         run.write_best(placement, trace, subdir=_best_dir(run, graphs, name).name)
