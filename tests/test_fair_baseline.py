@@ -93,3 +93,27 @@ def test_a_guarded_learned_placement_never_loses_to_the_best_one_pass_method_and
 def test_guard_and_active_search_do_not_combine():
     with pytest.raises(PlacerError, match="guard and search='active' do not combine"):
         wb.place(small_dag("diamond"), method="doppler", devices=2, guard=True, search="active")
+
+
+def test_bench_learned_measures_every_method_with_its_clock_and_resumes_from_its_cache(tmp_path, monkeypatch):
+    from workbench.bench import learned
+
+    first = learned.run(quick=True, root=tmp_path)
+    cells = first["cells"]
+    assert {key.split("|")[2] for key in cells} == {*learned.SEARCHES, *learned.ONE_PASS}
+    for key, cell in cells.items():
+        method, budget = key.split("|")[2], int(key.split("|")[4])
+        assert cell["cpu_seconds"] > 0 and cell["seconds"] > 0
+        expected = {"best_constructive": len(constructive_methods()), "zero_shot": 1}.get(method, budget)
+        assert cell["evaluations"] == expected and cell["anytime"][-1][0] == expected
+    assert "| paper (1) | 4 | learned_search |" in first["markdown"] and "guarded" in first["markdown"]
+    monkeypatch.setattr(learned, "measure", lambda *args: pytest.fail("a cached cell was measured again"))
+    assert learned.run(quick=True, root=tmp_path)["cells"] == cells
+
+
+def test_the_equal_cpu_reading_takes_the_best_reached_by_then():
+    from workbench.bench.learned import best_at
+
+    curve = [[1, 10.0, 0.1], [5, 8.0, 0.4], [9, 7.0, 0.9]]
+    assert best_at(curve, 0.05) == 10.0  # nothing yet: where every search begins, its starts
+    assert best_at(curve, 0.4) == 8.0 and best_at(curve, 0.89) == 8.0 and best_at(curve, 5.0) == 7.0
