@@ -300,3 +300,24 @@ def test_the_shipped_move_scorer_scores_exactly_as_before():
     scorer = load_scorer(PRETRAINED / "learned_search" / "learned_search.safetensors")
     features = np.random.default_rng(0).normal(size=(50, scorer.net[0].in_features))
     assert hashlib.sha256(scorer.score(features).tobytes()).hexdigest()[:16] == "5d39ccbdcc8f5a9e"
+
+
+# ------------------------------------------------------------------------------------------ command routes
+ROUTES = {
+    "place": lambda path, tmp: ["place", "chain_mm", "--method", "doppler", "--devices", "4", "--checkpoint", str(path)],
+    "start_policy": lambda path, tmp: ["place", "chain_mm", "--method", "learned_search", "--devices", "4", "--start-policy", str(path)],
+    "init_checkpoint": lambda path, tmp: ["train", "chain_mm", "--init-checkpoint", str(path), "--out", str(tmp / "run")],
+}
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+@pytest.mark.parametrize("case", ["width_6000", "steps_ten_million", "slope_nan"])
+def test_every_command_refuses_a_crafted_checkpoint_in_one_line_before_writing_anything(tmp_path, policy_file, capsys, route, case):
+    from workbench.cli import main
+
+    changes, message = CONFIG_CASES[case]
+    path = with_config(policy_file, tmp_path / f"{case}.safetensors", **changes)
+    assert main(ROUTES[route](path, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
