@@ -22,6 +22,20 @@ SMALL_DAGS = {
 }
 
 
+def save_trained_for(policy, path, graphs, devices: int, cross_graph: bool | None = None) -> None:
+    """Save ``policy`` as trained for ``graphs`` on ``devices`` (placing refuses a checkpoint that records no graph).
+
+    The policy itself is left as it was."""
+    from workbench.learn import TrainedFor
+
+    before = policy.trained_for
+    policy.trained_for = TrainedFor.of(graphs, devices, cross_graph)
+    try:
+        policy.save(path)
+    finally:
+        policy.trained_for = before
+
+
 def small_dag(name: str) -> wb.DataflowGraph:
     compute, edges = SMALL_DAGS[name]
     return wb.DataflowGraph.from_edges(compute, edges, metadata={"name": name})

@@ -12,15 +12,17 @@ import workbench as wb
 from workbench.learn import PolicyConfig, make_policy
 from workbench.sim import Evaluator
 
+from .conftest import save_trained_for
+
 SMALL = PolicyConfig(width=16, message_passing_steps=2, head_hidden=(16,), attention_heads=2)
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """An untrained DOPPLER policy saved for any graph."""
+    """An untrained DOPPLER policy saved for any graph (cross-graph)."""
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("policy") / "doppler.safetensors"
-    make_policy("doppler", SMALL).save(path)
+    save_trained_for(make_policy("doppler", SMALL), path, [wb.bundled_graph("chain_mm")], 4, cross_graph=True)
     return path
 
 
@@ -138,8 +140,9 @@ def test_polished_active_search_honours_its_budget_and_never_loses_its_start(che
 def test_active_search_adapts_a_policy_with_random_features_from_its_greedy_draw(tmp_path, evaluations):
     torch.manual_seed(1)
     path = tmp_path / "noisy.safetensors"
-    make_policy("doppler", PolicyConfig(random_features=2, **{k: getattr(SMALL, k) for k in ("width", "message_passing_steps")})).save(path)
     graph = wb.bundled_graph("chain_mm")
+    noisy = make_policy("doppler", PolicyConfig(random_features=2, **{k: getattr(SMALL, k) for k in ("width", "message_passing_steps")}))
+    save_trained_for(noisy, path, [graph], 4)
     greedy = wb.place(graph, "doppler", devices=4, checkpoint=path)
     evaluations[0] = 0
     found = wb.place(graph, "doppler", devices=4, checkpoint=path, search="active", budget=12, rollouts=4)

@@ -140,7 +140,7 @@ def test_corrupted_safetensors_files_are_refused(tmp_path, doppler):
     header_end = 8 + int.from_bytes(data[:8], "little")
     cases = {
         "weights": data[:-100] + bytes(b ^ 0xFF for b in data[-100:]),  # flipped bytes in the tensor data
-        "header": data.replace(b'\\"width\\": 128', b'\\"width\\": 129'),  # an edited header (still valid JSON)
+        "header": data.replace(b'\\"negative_slope\\": 0.1', b'\\"negative_slope\\": 0.2'),  # an edited header (valid JSON, a valid config)
         "length": (len(data) * 2).to_bytes(8, "little") + data[8:],
         "truncated": data[: header_end + 10],
         "empty": b"",

@@ -18,6 +18,8 @@ from workbench.learn import CheckpointError, EnvConfig, PlacementEnv, PlacementS
 from workbench.learn.features import static_features
 from workbench.sim import Evaluator
 
+from .conftest import save_trained_for
+
 torch.set_num_threads(1)  # tiny tensors: extra threads only contend (10x slower on a busy 2-core machine)
 
 SMALL = PolicyConfig(width=16, message_passing_steps=2, head_hidden=(16,), attention_heads=2)
@@ -326,7 +328,7 @@ def test_bad_checkpoints_are_refused_with_clear_errors(tmp_path, doppler):
         "junk": "truncated or corrupt",
         "foreign": "not a workbench policy checkpoint",
         "layout": "another feature layout",
-        "weights": "does not fit a doppler policy",
+        "weights": "lacks the weight 'sel_head",
         "config": "colour",
         "missing": "does not exist",
     }
@@ -342,8 +344,8 @@ def test_bad_checkpoints_are_refused_with_clear_errors(tmp_path, doppler):
 
 def test_learned_placer_in_the_registry(tmp_path, doppler):
     path = tmp_path / "doppler.safetensors"
-    doppler.save(path)
     graph = wb.bundled_graph("chain_mm")
+    save_trained_for(doppler, path, [graph], 4)
     greedy = wb.place(graph, method="doppler", devices=4, checkpoint=path)
     assert np.array_equal(greedy.assignment, doppler.rollout(graph, 4, mode="greedy").assignment)
     best = wb.place(graph, method="doppler", devices=4, checkpoint=path, samples=4, seed=1)

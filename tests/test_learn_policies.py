@@ -19,6 +19,7 @@ from workbench.learn.policy import Chooser
 from workbench.placers.base import REGISTRY
 from workbench.sim import Evaluator
 
+from .conftest import save_trained_for
 from .test_learn import SIX, SMALL, assert_topological, dags, reinforce
 
 torch.set_num_threads(1)
@@ -188,7 +189,7 @@ def test_placeto_improves_on_the_six_op_graph():
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_method_is_a_registered_placer(tmp_path, policies, method):
     path = tmp_path / f"{method}.safetensors"
-    policies[method].save(path)
+    save_trained_for(policies[method], path, [SIX], 2)
     placement = wb.place(SIX, method=method, devices=2, checkpoint=path)
     assert placement.method == method and placement.assignment.shape == (6,)
     assert method in REGISTRY

@@ -17,6 +17,8 @@ from workbench.schedule import PartialSchedule
 from workbench.training import TrainConfig, read_meta, read_metrics, train
 from workbench.training.reinforce import reinforce_update, transfer_wait
 
+from .conftest import save_trained_for
+
 SMALL = dict(width=16, message_passing_steps=2, head_hidden=(16,), attention_heads=2)
 NOISE = 3
 CHAIN = wb.bundled_graph("chain_mm")
@@ -56,7 +58,7 @@ def test_random_features_are_drawn_anew_per_rollout_and_fixed_by_the_seed(noisy)
 
 def test_best_of_k_over_draws_is_never_worse_than_greedy(tmp_path, noisy):
     path = tmp_path / "doppler.safetensors"
-    noisy.save(path)
+    save_trained_for(noisy, path, [CHAIN], 4)
     greedy = wb.place(CHAIN, "doppler", devices=4, checkpoint=path)
     found = wb.place(CHAIN, "doppler", devices=4, checkpoint=path, samples=5, seed=3)
     assert found.details["makespans"][0] == greedy.makespan and found.makespan == min(found.details["makespans"]) <= greedy.makespan

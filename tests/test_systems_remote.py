@@ -289,10 +289,18 @@ def test_a_reply_beyond_the_limit_is_an_error_reply(graph):
             engine.measure(graph, assignment, trace=True)
 
 
+def hello_connection(address, token: str | None = None) -> socket.socket:
+    """A connection that has made one request (so it holds a slot) and stays open."""
+    sock = socket.create_connection(address, timeout=10)
+    sock.sendall(json.dumps({"protocol": 1, "id": 1, "method": "hello", **({"token": token} if token else {})}).encode() + b"\n")
+    assert json.loads(sock.makefile("rb").readline())["ok"] is True
+    return sock
+
+
 def test_connections_beyond_the_cap_get_a_busy_reply(graph):
     server = serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, max_connections=2)
     with running(server) as (host, port):
-        held = [socket.create_connection((host, port), timeout=10) for _ in range(2)]
+        held = [hello_connection((host, port)) for _ in range(2)]
         assert wait(lambda: server.connections == 2)
         result = RemoteEngine(host, port, devices=4, retries=0).measure(graph, [0] * graph.num_nodes)
         assert not result.ok and "2 connections are open" in result.error
@@ -410,3 +418,77 @@ def test_a_token_is_required_off_loopback_and_checked(graph, monkeypatch, capsys
         monkeypatch.setenv("WORKBENCH_ENGINE_TOKEN", "s3cret")
         assert RemoteEngine.from_address(f"{host}:{port}").measure(graph, [0] * graph.num_nodes).ok
         assert "s3cret" not in repr(RemoteEngine(host, port, token="s3cret"))
+
+
+def test_an_authenticated_client_is_served_while_16_slow_loris_connections_are_open(graph):
+    """Sixteen connections that send a byte at a time hold no slot: slots go to requests that authenticate."""
+    server = serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, token="s3cret", max_connections=16, idle_timeout=30)
+    with running(server) as address:
+        slow = [socket.create_connection(address, timeout=10) for _ in range(16)]
+        stop = threading.Event()
+
+        def drip() -> None:
+            for _ in range(100):  # bounded: at most 10 s of one byte per connection every 0.1 s
+                for sock in slow:
+                    sock.sendall(b" ")
+                if stop.wait(0.1):
+                    return
+
+        dripping = threading.Thread(target=drip, daemon=True)
+        dripping.start()
+        try:
+            assert wait(lambda: server._accepted == 16)
+            engine = RemoteEngine(*address, devices=4, token="s3cret", retries=0)
+            for device in range(3):
+                assert engine.measure(graph, [device] * graph.num_nodes).ok
+            assert engine.hello()["devices"] == 4
+            assert wait(lambda: server.connections == 0)  # the authenticated client's connections came and went; the slow ones hold none
+            with pytest.raises(EngineError, match="wrong token"):  # a request that does not authenticate gets its reply, no slot
+                RemoteEngine(*address, token="guess", retries=0).hello()
+        finally:
+            stop.set()
+            dripping.join(5)
+            for sock in slow:
+                sock.close()
+
+
+def test_a_request_line_has_one_deadline_however_slowly_it_arrives(graph):
+    with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0, idle_timeout=1.0)) as address:
+        with socket.create_connection(address, timeout=0.1) as sock:
+            began, received = time.monotonic(), b""
+            for _ in range(50):  # a byte every 0.1 s: each read is quick, the line never ends
+                try:
+                    sock.sendall(b"{")
+                    received = sock.recv(65536)
+                    break
+                except TimeoutError:
+                    continue
+                except OSError:  # closed by the engine
+                    break
+            sock.settimeout(5)
+            while chunk := sock.recv(65536):
+                received += chunk
+            assert time.monotonic() - began < 4
+        assert json.loads(received) == {"id": None, "ok": False, "kind": "request", "error": "no complete request line within 1 s"}
+        with socket.create_connection(address, timeout=10) as idle:  # an idle connection is closed at the same deadline
+            began = time.monotonic()
+            assert idle.recv(65536) == b"" and time.monotonic() - began < 4
+
+
+def test_every_bad_request_gets_a_reply_even_an_integer_no_float_can_hold(graph):
+    n = graph.num_nodes
+    base = {"protocol": 1, "id": 3, "method": "measure", "graph": graph.name, "assignment": [0] * n}
+    cases = [
+        ({**base, "timeout": 10**400}, "field 'timeout' must be in (0, 600] seconds"),
+        ({**base, "repeats": 10**400}, "field 'repeats' must be in"),
+        ({**base, "assignment": [10**400] + [0] * (n - 1)}, "assignment entries must be integers"),
+    ]
+    with running(serve_engine([graph], SimulatorOracle(4, 1e-13), port=0)) as address:
+        with socket.create_connection(address, timeout=10) as sock:
+            for request, _ in cases:
+                sock.sendall(json.dumps(request).encode() + b"\n")
+            replies = _lines(sock, len(cases))
+            sock.sendall(json.dumps(base).encode() + b"\n")
+            assert _lines(sock, 1)[0]["ok"] is True  # the handler lived on
+    for (_, words), reply in zip(cases, replies, strict=True):
+        assert reply["ok"] is False and reply["kind"] == "request" and reply["id"] == 3 and words in reply["error"], reply

@@ -33,6 +33,7 @@ __all__ = [
     "DataflowGraph",
     "GraphError",
     "check_graph_size",
+    "printable",
     "MAX_NODES",
     "MAX_EDGES",
     "MAX_COST",
@@ -64,6 +65,13 @@ def check_graph_size(nodes: int, edges: int = 0) -> None:
         raise GraphError(f"{nodes:,} ops, more than the {MAX_NODES:,} a graph may hold (workbench.graph.MAX_NODES)")
     if edges > MAX_EDGES:
         raise GraphError(f"{edges:,} edges, more than the {MAX_EDGES:,} a graph may hold (workbench.graph.MAX_EDGES)")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: each non-printable character (newline, ANSI escape, bidi control) written as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _frozen(array: Any, dtype: Any) -> np.ndarray:
@@ -146,8 +154,8 @@ class DataflowGraph:
 
     @property
     def name(self) -> str:
-        """A short label: the metadata's ``name`` or ``"graph"``."""
-        return str(self.metadata.get("name", "graph"))
+        """A short label: the metadata's ``name`` or ``"graph"``, with control characters escaped (:func:`printable`)."""
+        return printable(str(self.metadata.get("name", "graph")))
 
     def __len__(self) -> int:
         return self.num_nodes

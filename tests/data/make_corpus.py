@@ -49,6 +49,8 @@ CASES: dict[str, tuple[str | bytes, str, int | None]] = {
     "stg_nul_byte.stg": (b"\x00", "binary data", 1),
     "stg_latin1.stg": (b"2\n0 0 0\n1 \xb2 1 0\n", "not UTF-8", 3),
     "json_empty.json": ("", "file is empty", None),
+    "json_two_boms.json": (BOM + BOM + graph_json(), "more than one byte-order mark", 1),
+    "paper_two_boms.txt": (BOM + BOM + PAPER, "more than one byte-order mark", 1),
     "json_nul_byte.json": (b'{"format": "workbench-graph"\x00}', "binary data", 1),
     "json_latin1.json": (b'{"format": "workbench-graph", "metadata": {"name": "caf\xe9"}}', "not UTF-8", 1),
     "sniffed_unknown": ("hello world\n", "unknown graph format", 1),
@@ -91,7 +93,7 @@ CASES: dict[str, tuple[str | bytes, str, int | None]] = {
     "stg_count_two_numbers.stg": (STG.replace("2\n", "2 3\n", 1), "task count", 1),
     "stg_count_over_cap.stg": ("1000000000000000" + STG[1:], "more than the 1,000,000", 1),
     "stg_too_few_task_lines.stg": (STG.replace("2 4 1 1\n", ""), "3 task lines, expected 4", 4),
-    "stg_too_many_task_lines.stg": (STG + "4 0 1 3\n", "5 task lines, expected 4", 6),
+    "stg_too_many_task_lines.stg": (STG + "4 0 1 3\n", "more task lines than the 4 expected", 6),
     "stg_duplicate_id.stg": (STG.replace("2 4 1 1", "1 4 1 1"), "duplicate task id 1 (first on line 3)", 4),
     "stg_id_out_of_range.stg": (STG.replace("2 4 1 1", "9 4 1 1"), "task id 9 outside 0..3", 4),
     "stg_short_task_line.stg": (stg_task1("1 3"), "needs 'id cost num_predecessors", 3),
@@ -108,6 +110,13 @@ CASES: dict[str, tuple[str | bytes, str, int | None]] = {
     "stg_cost_40_digits.stg": (stg_task1("1 " + "9" * 40 + " 1 0"), "has 40 digits, too large", 3),
     "stg_dummy_cost.stg": (STG.replace("0 0 0", "0 5 0"), "dummy task 0 must have cost 0", 2),
     "stg_cycle.stg": (stg_task1("1 3 2 0 2"), "cycle", 3),
+    "stg_zero_tasks.stg": ("0\n0 0 0\n1 0 1 0\n", "no task to schedule", 1),
+    "stg_cycle_through_entry.stg": (STG.replace("0 0 0", "0 0 1 1"), "the dummy entry task 0 lists predecessor 1", 2),
+    "stg_self_loop_on_entry.stg": (STG.replace("0 0 0", "0 0 1 0"), "the dummy entry task 0 lists predecessor 0", 2),
+    "stg_cycle_through_exit.stg": (STG.replace("2 4 1 1", "2 4 2 1 3"), "task 2 lists the dummy exit task 3", 4),
+    "stg_self_loop_on_exit.stg": (STG.replace("3 0 1 2", "3 0 2 2 3"), "task 3 lists the dummy exit task 3", 5),
+    "stg_pred_count_over_tasks.stg": (stg_task1("1 3 99 0"), "declares 99 predecessors, more than the 3 other tasks", 3),
+    "stg_two_boms.stg": (BOM + BOM + STG, "more than one byte-order mark", 1),
     # ---------------------------------------------------------------------- JSON
     "json_syntax.json": ('{"format": "workbench-graph",', "invalid JSON", 1),
     "json_syntax_line3.json": ('{\n"format": "workbench-graph",\n"compute": [1,, 2]}', "invalid JSON", 3),
@@ -149,6 +158,8 @@ CASES: dict[str, tuple[str | bytes, str, int | None]] = {
     "json_names_wrong_length.json": (graph_json(names=["a", "b"]), "2 names for 3 ops", None),
     "json_op_types_object.json": (graph_json(op_types={"a": 1}), "'op_types' must be a list of strings", None),
     "json_metadata_list.json": (graph_json(metadata=[1]), "'metadata' must be an object", None),
+    "json_zero_ops.json": (graph_json(num_nodes=0, compute=[], src=[], dst=[], comm=[]), "no op to schedule", None),
+    "json_nested_compute.json": (graph_json(compute=[[1], [2], 3]), "holds a non-number [1] (item 0)", None),
 }
 
 # Valid files that start with a UTF-8 byte-order mark: each loads as its BOM-less twin.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..graph import printable
 from .common import add_graph_argument, load_graph_argument, positive_int, print_json
 
 
@@ -38,6 +39,6 @@ def run(args) -> int:
     else:
         width = max(map(len, summary))
         for key, value in summary.items():
-            shown = f"{value:,.6g}" if isinstance(value, float) else value
+            shown = f"{value:,.6g}" if isinstance(value, float) else printable(str(value))
             print(f"{key.replace('_', ' '):<{width}}  {shown}")
     return 0

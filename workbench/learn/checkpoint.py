@@ -14,6 +14,12 @@ JSON document (key ``workbench``)::
 
 ``sha256`` covers every tensor (name, dtype, shape and bytes, in name order)
 and the rest of the JSON document, so a flipped byte anywhere is refused.
+It protects integrity, not authenticity: anyone who can write the file can
+recompute it (docs/contracts.md). What makes a file safe to load is what is
+checked: the header before any tensor is read (every config field's type and
+range, ``trained_for``; a loader's ``weights`` callback derives the exact
+weight shapes from the config without allocating them), then the weights
+(float32 or float16, finite, of exactly those shapes).
 
 Reading never unpickles: safetensors parses the tensors, ``json`` the rest.
 Files of the old pickle format (``.pt``) are refused unless the caller passes
@@ -25,6 +31,7 @@ floating-point tensor must be finite.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -34,7 +41,7 @@ import re
 import stat
 import struct
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -43,9 +50,9 @@ import numpy as np
 import safetensors.torch
 import torch
 
-from ..cluster import Devices, num_devices
+from ..cluster import MAX_DEVICES, Devices, num_devices
 from ..fileio import atomic_path
-from ..graph import DataflowGraph
+from ..graph import MAX_EDGES, MAX_NODES, DataflowGraph
 from ..rundir import CHECKPOINT_SUFFIX
 
 __all__ = [
@@ -60,12 +67,25 @@ __all__ = [
     "read_checkpoint",
     "check_plain",
     "stale_temporaries",
+    "Field",
+    "check_config",
+    "weight_shapes",
+    "MAX_PARAMETERS",
 ]
 
 FORMAT = "workbench-policy"
 FORMAT_VERSION = 2
-MAX_CHECKPOINT_BYTES = 1 << 30
-"""Larger files are refused before they are read (the shipped policies are under 1 MB)."""
+MAX_CHECKPOINT_BYTES = 1 << 28
+"""Larger files are refused before they are read (the shipped policies are under 1 MB; weights and Adam's moments at
+:data:`MAX_PARAMETERS` take 192 MiB)."""
+MAX_PARAMETERS = 1 << 24
+"""Most weights (numbers) a policy's config may imply, checked before its module is built: 64 MiB of float32, 16 times
+the paper preset's doppler policy."""
+MAX_TRAINED_GRAPHS = 100_000
+"""Most graphs ``trained_for`` may list."""
+WEIGHT_DTYPES = {"F32": torch.float32, "F16": torch.float16}
+"""What a weight tensor may be stored as (safetensors' names); it is used as float32."""
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 TEMPORARY_PREFIX = ".tmp-"
 """How :func:`workbench.fileio.atomic_path` names its temporary files (what a killed save leaves behind)."""
 _METADATA_KEY = "workbench"
@@ -119,9 +139,26 @@ class TrainedFor:
         return cls(identities, num_devices(devices), len(identities) > 1 if cross_graph is None else bool(cross_graph))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainedFor:
-        graphs = tuple(GraphIdentity(str(g["name"]), int(g["nodes"]), int(g["edges"]), str(g["fingerprint"])) for g in data["graphs"])
-        return cls(graphs, int(data["devices"]), bool(data["cross_graph"]))
+    def from_dict(cls, data: Any) -> TrainedFor:
+        """The record in a checkpoint's header, each field checked; ``ValueError`` names the first that is malformed."""
+        _keys(data, ("graphs", "devices", "cross_graph"), "trained_for")
+        graphs = data["graphs"]
+        if not isinstance(graphs, list) or not 1 <= len(graphs) <= MAX_TRAINED_GRAPHS:
+            raise ValueError(f"trained_for.graphs must list 1 to {MAX_TRAINED_GRAPHS:,} graphs, got {_shown(graphs)}")
+        identities = []
+        for i, g in enumerate(graphs):
+            where = f"trained_for.graphs[{i}]"
+            _keys(g, ("name", "nodes", "edges", "fingerprint"), where)
+            values = {
+                name: _check_value(g[name], field, f"{where}.{name}")
+                for name, field in (("name", Field(str)), ("nodes", Field(int, 1, MAX_NODES)), ("edges", Field(int, 0, MAX_EDGES)))
+            }
+            if not isinstance(g["fingerprint"], str) or not _FINGERPRINT.fullmatch(g["fingerprint"]):
+                raise ValueError(f"{where}.fingerprint must be 64 lowercase hex digits, got {_shown(g['fingerprint'])}")
+            identities.append(GraphIdentity(values["name"], values["nodes"], values["edges"], g["fingerprint"]))
+        devices = _check_value(data["devices"], Field(int, 1, MAX_DEVICES), "trained_for.devices")
+        cross_graph = _check_value(data["cross_graph"], Field(bool), "trained_for.cross_graph")
+        return cls(tuple(identities), devices, cross_graph)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,8 +168,11 @@ class TrainedFor:
         return f"graph{'s' if len(self.graphs) > 1 else ''} {names} with {self.devices} devices"
 
     def check(self, graph: DataflowGraph, devices: Devices, path: str | os.PathLike) -> None:
-        """Raise :class:`CheckpointError` naming both unless the policy at ``path`` was trained for ``graph`` on ``devices``."""
-        if self.cross_graph:
+        """Raise :class:`CheckpointError` naming both unless the policy at ``path`` was trained for ``graph`` on ``devices``.
+
+        A cross-graph policy (one that names the graphs it was trained on, :meth:`from_dict` requires at least one) places any.
+        """
+        if self.cross_graph and self.graphs:
             return
         wanted = GraphIdentity.of(graph)
         same_graph = any(g.fingerprint == wanted.fingerprint for g in self.graphs)
@@ -153,6 +193,77 @@ class Checkpoint:
     weights: dict[str, torch.Tensor]
     extra: dict[str, Any]
     trained_for: TrainedFor | None
+
+
+# ------------------------------------------------------------------------- header fields
+@dataclass(frozen=True)
+class Field:
+    """What one header or config field may hold: a JSON value of ``kind`` (a float field also takes an integer), in
+    ``low .. high`` (numbers: NaN and infinities are outside every range) or one of ``choices`` (strings); with
+    ``items`` > 0, a list of at most that many such values."""
+
+    kind: type
+    low: float = -math.inf
+    high: float = math.inf
+    choices: tuple[str, ...] = ()
+    items: int = 0
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _keys(data: Any, keys: tuple[str, ...], where: str) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be a JSON object, got {_shown(data)}")
+    if set(data) != set(keys):
+        odd = sorted(set(data) ^ set(keys))[0]
+        raise ValueError(f"{where} {'lacks' if odd in keys else 'has the unknown field'} {odd!r}; it holds {', '.join(keys)}")
+
+
+def _check_value(value: Any, field: Field, what: str) -> Any:
+    number = field.kind in (int, float)
+    if not (type(value) is field.kind or (field.kind is float and type(value) is int)):
+        kind = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[field.kind]
+        raise ValueError(f"{what} must be {kind}, got {_shown(value)}")
+    if number and not field.low <= value <= field.high:
+        raise ValueError(f"{what} is {_shown(value)}, outside {field.low:g} .. {field.high:g}")
+    if field.choices and value not in field.choices:
+        raise ValueError(f"{what} is {_shown(value)}; it is one of {', '.join(field.choices)}")
+    return float(value) if field.kind is float else value
+
+
+def check_config(data: Any, fields: Mapping[str, Field], what: str = "config") -> dict[str, Any]:
+    """``data`` checked against ``fields`` (no unknown field; each present one of its type and in its range), lists as
+    tuples; ``ValueError`` names the first field that is wrong. Absent fields keep their defaults."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must be a JSON object, got {_shown(data)}")
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown {what} field {unknown[0]!r}; known: {', '.join(fields)}")
+    checked: dict[str, Any] = {}
+    for name, value in data.items():
+        field, where = fields[name], f"{what} field {name!r}"
+        if not field.items:
+            checked[name] = _check_value(value, field, where)
+        elif not isinstance(value, (list, tuple)) or len(value) > field.items:
+            raise ValueError(f"{where} must be a list of at most {field.items} values, got {_shown(value)}")
+        else:
+            checked[name] = tuple(_check_value(item, field, f"{where} item {i}") for i, item in enumerate(value))
+    return checked
+
+
+def weight_shapes(build: Callable[[], torch.nn.Module]) -> dict[str, tuple[int, ...]]:
+    """The shape of every entry of the state dict of the module ``build`` makes, built on the meta device (no memory);
+    ``ValueError`` when they hold more than :data:`MAX_PARAMETERS` numbers."""
+    with torch.device("meta"):
+        module = build()
+    shapes = {name: tuple(tensor.shape) for name, tensor in module.state_dict().items()}
+    total = sum(math.prod(shape) for shape in shapes.values())
+    if total > MAX_PARAMETERS:
+        raise ValueError(f"its config implies {total:,} weights, more than the {MAX_PARAMETERS:,} a checkpoint may hold (MAX_PARAMETERS)")
+    return shapes
 
 
 def check_plain(value: Any, where: str = "extra") -> None:
@@ -266,9 +377,17 @@ def stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     return sorted(p for p in folder.glob(f"{TEMPORARY_PREFIX}*") if p.is_file()) if folder.is_dir() else []
 
 
-def read_checkpoint(path: str | os.PathLike, allow_unsafe_pickle: bool = False) -> Checkpoint:
+Expected = Callable[[dict[str, Any]], Mapping[str, tuple[int, ...]]]
+"""A loader's check of a checkpoint's header (method, config, ...): the shape of every weight the header implies."""
+
+
+def read_checkpoint(path: str | os.PathLike, allow_unsafe_pickle: bool = False, weights: Expected | None = None) -> Checkpoint:
     """The checked contents of the checkpoint at ``path``; :class:`CheckpointError` says what is wrong.
 
+    ``weights`` checks the header before any tensor is read (raising
+    :class:`CheckpointError` or ``ValueError``) and gives the weights' shapes
+    (:func:`weight_shapes`); each weight must then be stored as float32 or
+    float16, of exactly that shape, and comes back as finite float32.
     ``allow_unsafe_pickle=True`` also reads the old pickle format (``.pt``):
     only for files you made yourself, since unpickling can run code.
     TorchScript archives are refused regardless.
@@ -282,8 +401,52 @@ def read_checkpoint(path: str | os.PathLike, allow_unsafe_pickle: bool = False) 
                 f"refusing to load {path}: it is a pickle checkpoint (the .pt format of older workbench versions), and unpickling "
                 f"can run arbitrary code. If you made it yourself, convert it once: {MIGRATE_HINT.format(path=path)}"
             )
-        return _read_pickle(path, raw)
-    return _read_safetensors(path, raw)
+        checkpoint = _read_pickle(path, raw)
+        if weights is not None:
+            stored = {f"weights/{k}": _index_entry(v) for k, v in checkpoint.weights.items()}
+            _check_weight_index(path, stored, _expected(path, weights, checkpoint.header))
+        return _as_float32(checkpoint) if weights is not None else checkpoint
+    return _read_safetensors(path, raw, weights)
+
+
+_DTYPE_NAMES = {dtype: name for name, dtype in WEIGHT_DTYPES.items()}
+
+
+def _index_entry(value: Any) -> dict[str, Any]:
+    """What a safetensors index says of a tensor, for a weight of the old pickle format (which may hold anything)."""
+    if not isinstance(value, torch.Tensor):
+        return {"dtype": type(value).__name__}
+    return {"dtype": _DTYPE_NAMES.get(value.dtype, str(value.dtype)), "shape": list(value.shape)}
+
+
+def _expected(path: Path, weights: Expected, header: dict[str, Any]) -> Mapping[str, tuple[int, ...]]:
+    try:
+        return weights(header)
+    except CheckpointError:
+        raise
+    except ValueError as error:
+        raise CheckpointError(f"{path} has a bad header: {error}") from None
+
+
+def _check_weight_index(path: Path, index: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]]) -> None:
+    """Every weight ``expected`` names, and no other, stored as float32 or float16 in its shape (from the file's index, unread)."""
+    stored = {name.removeprefix("weights/"): entry for name, entry in index.items() if name.startswith("weights/")}
+    missing, unknown = sorted(set(expected) - set(stored)), sorted(set(stored) - set(expected))
+    if missing:
+        raise CheckpointError(f"{path} lacks the weight {missing[0]!r}, which its config implies ({len(expected)} weights)")
+    if unknown:
+        raise CheckpointError(f"{path} holds the weight {unknown[0][:80]!r}, which its config does not have")
+    for name, shape in expected.items():
+        entry = stored[name] if isinstance(stored[name], dict) else {}
+        if entry.get("dtype") not in WEIGHT_DTYPES:
+            raise CheckpointError(f"{path}: weight {name!r} is stored as {_shown(entry.get('dtype'))}; weights are float32 or float16")
+        if entry.get("shape") != list(shape):
+            raise CheckpointError(f"{path}: weight {name!r} has shape {_shown(entry.get('shape'))}; its config implies {list(shape)}")
+
+
+def _as_float32(checkpoint: Checkpoint) -> Checkpoint:
+    weights = {name: tensor.float() for name, tensor in checkpoint.weights.items()}
+    return _finite(dataclasses.replace(checkpoint, weights=weights), {f"weights/{k}": v for k, v in weights.items()})
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -300,7 +463,7 @@ def _read_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def _read_safetensors(path: Path, raw: bytes) -> Checkpoint:
+def _read_safetensors(path: Path, raw: bytes, weights: Expected | None) -> Checkpoint:
     corrupt = f"{path} is not a readable policy checkpoint (truncated or corrupt?)"
     if len(raw) < 10 or raw[8:9] != b"{":
         raise CheckpointError(f"{corrupt}: no safetensors header")
@@ -313,29 +476,38 @@ def _read_safetensors(path: Path, raw: bytes) -> Checkpoint:
         if _METADATA_KEY not in metadata:
             raise CheckpointError(f"{path} is not a workbench policy checkpoint (a safetensors file without the {_METADATA_KEY!r} header)")
         document = json.loads(metadata[_METADATA_KEY])
-        tensors = safetensors.torch.load(raw)
     except CheckpointError:
         raise
-    except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError) as error:
+    except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError, AttributeError) as error:
         raise CheckpointError(f"{corrupt}: {type(error).__name__}: {' '.join(str(error).split())[:200]}") from None
-    except Exception as error:  # safetensors raises its own SafetensorError on damaged files
-        raise CheckpointError(f"{corrupt}: {' '.join(str(error).split())[:200]}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a workbench policy checkpoint (no format marker {FORMAT!r})")
     if document.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(
-            f"{path} has checkpoint format version {document.get('format_version')!r}; this workbench reads version {FORMAT_VERSION}"
+            f"{path} has checkpoint format version {_shown(document.get('format_version'))}; this workbench reads version {FORMAT_VERSION}"
         )
+    if "trained_for" not in document:
+        raise CheckpointError(f"{path} has a malformed header: it lacks trained_for (null, or the graphs and devices it was trained for)")
+    try:
+        trained_for = None if document["trained_for"] is None else TrainedFor.from_dict(document["trained_for"])
+    except ValueError as error:
+        raise CheckpointError(f"{path} has a malformed header: {error}") from None
+    header = {k: v for k, v in document.items() if k not in ("extra", "trained_for", "sha256")}
+    if weights is not None:
+        _check_weight_index(path, index, _expected(path, weights, header))
+    try:
+        tensors = safetensors.torch.load(raw)
+    except Exception as error:  # safetensors raises its own SafetensorError on damaged files
+        raise CheckpointError(f"{corrupt}: {' '.join(str(error).split())[:200]}") from None
     if document.get("sha256") != _digest(document, tensors):
         raise CheckpointError(f"{path} fails its SHA-256 check: the file was altered or damaged after it was written")
     try:
         extra = _decode(document.get("extra") or {}, tensors)
-        trained_for = TrainedFor.from_dict(document["trained_for"]) if document.get("trained_for") else None
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"{path} has a malformed header: {error}") from None
-    weights = {name.removeprefix("weights/"): t for name, t in tensors.items() if name.startswith("weights/")}
-    header = {k: v for k, v in document.items() if k not in ("extra", "trained_for", "sha256")}
-    return _finite(Checkpoint(path, header, weights, extra, trained_for), tensors)
+    found = {name.removeprefix("weights/"): t for name, t in tensors.items() if name.startswith("weights/")}
+    checkpoint = _finite(Checkpoint(path, header, found, extra, trained_for), tensors)
+    return _as_float32(checkpoint) if weights is not None else checkpoint
 
 
 def _finite(checkpoint: Checkpoint, tensors: Mapping[str, torch.Tensor]) -> Checkpoint:

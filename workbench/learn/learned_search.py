@@ -42,7 +42,7 @@ from ..placers.best_constructive import constructive_methods
 from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
 from ..placers.registry import PlacerError
 from ..sim import Trace
-from .checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+from .checkpoint import CheckpointError, Field, check_config, read_checkpoint, weight_shapes, write_checkpoint
 
 __all__ = [
     "FEATURES",
@@ -416,13 +416,29 @@ def save_scorer(path: str | os.PathLike, scorer: MoveScorer, training: Mapping[s
     return write_checkpoint(path, scorer.state_dict(), header, extra={"training": dict(training)})
 
 
+SCORER_FIELDS = {"hidden": Field(int, 1, 1024), "layers": Field(int, 1, 16)}
+"""Each :class:`ScorerConfig` field's type and range, checked before a scorer's module is built (the shipped one: 64, 2)."""
+
+
+def _scorer_config(header: dict[str, Any], where: str) -> ScorerConfig:
+    """The scorer config a checkpoint's header holds, checked: method, feature layout, each field's type and range."""
+    if header.get("method") != METHOD:
+        raise CheckpointError(f"{where} holds a {header.get('method')!r} policy, not a {METHOD} scorer")
+    if header.get("feature_layout") != {"features": list(FEATURES)}:
+        raise CheckpointError(f"{where} was trained on another feature layout than this version's {METHOD}")
+    if "config" not in header:
+        raise CheckpointError(f"{where} lacks its scorer config")
+    try:
+        return ScorerConfig(**check_config(header["config"], SCORER_FIELDS, "scorer config"))
+    except ValueError as error:
+        raise CheckpointError(f"{where} has a bad scorer config: {error}") from None
+
+
 def load_scorer(path: str | os.PathLike) -> MoveScorer:
-    """A scorer from a checkpoint written by :func:`save_scorer`; another method or feature layout is refused."""
-    checkpoint = read_checkpoint(path)
-    if checkpoint.header.get("method") != METHOD:
-        raise CheckpointError(f"{os.fspath(path)} holds a {checkpoint.header.get('method')!r} policy, not a {METHOD} scorer")
-    if checkpoint.header.get("feature_layout") != {"features": list(FEATURES)}:
-        raise CheckpointError(f"{os.fspath(path)} was trained on another feature layout than this version's {METHOD}")
-    scorer = MoveScorer(ScorerConfig(**checkpoint.header["config"]))
+    """A scorer from a checkpoint written by :func:`save_scorer`; another method or feature layout, a bad config, or
+    weights of another dtype or shape than the config implies are refused with a :class:`CheckpointError`."""
+    where = os.fspath(path)
+    checkpoint = read_checkpoint(path, weights=lambda header: weight_shapes(lambda: MoveScorer(_scorer_config(header, where))))
+    scorer = MoveScorer(_scorer_config(checkpoint.header, where))
     scorer.load_state_dict(checkpoint.weights)
     return scorer.eval()

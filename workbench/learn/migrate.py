@@ -3,7 +3,9 @@
 Unpickling can run code, so this asks for ``--trust-pickle-checkpoint``: use
 it only on files you made yourself. TorchScript archives are refused even
 then. ``--graph``/``--devices`` record what the policy was trained for (the
-old format did not), so placing it on another graph is refused later::
+old format did not), so placing it on another graph is refused later; without
+them the policy records no graph and is only for training from (placing it is
+refused)::
 
     python -m workbench.learn.migrate runs/old/checkpoints/sim.pt --trust-pickle-checkpoint --graph chain_mm --devices 4
 """

@@ -27,10 +27,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..cluster import Devices, num_devices
+from ..cluster import MAX_DEVICES, Devices, num_devices
 from ..graph import DataflowGraph
 from ..provenance import versions
-from .checkpoint import CheckpointError, TrainedFor, read_checkpoint, write_checkpoint
+from .checkpoint import CheckpointError, Field, TrainedFor, check_config, read_checkpoint, weight_shapes, write_checkpoint
 from .choice import MODES, Chooser, Rollout, check_mode
 from .env import Guide, PlacementState
 from .features import FEATURE_LAYOUT, random_node_features
@@ -218,18 +218,12 @@ class PolicyConfig:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
         if self.aggregator not in ("mean", "sum"):
             raise ValueError(f"aggregator must be mean or sum, got {self.aggregator!r}")
-        for name in ("width", "message_passing_steps", "edge_hidden", "attention_heads", "attention_layers", "max_devices"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_config({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, POLICY_FIELDS, "policy config")
         if self.path_sum_order_bug and not self.zscore_ready_inputs:
             raise ValueError("path_sum_order_bug needs zscore_ready_inputs (the paper's per-step SEL inputs)")
-        if int(self.random_features) < 0:
-            raise ValueError(f"random_features must be >= 0, got {self.random_features}")
         if any(getattr(self, name) for name in INPUT_OPTIONS) and METHODS[self.method][0] != "workbench.learn.doppler":
             raise ValueError(f"{', '.join(INPUT_OPTIONS)} are inputs of the doppler policies, not of {self.method!r}")
         for name in ("place_rule_weight", "select_rule_weight"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
             if getattr(self, name) and METHODS[self.method][0] != "workbench.learn.doppler":
                 raise ValueError(f"{name} is an option of the doppler policies, not of {self.method!r}")
         if self.place_rule not in PLACE_RULES:
@@ -262,12 +256,38 @@ class PolicyConfig:
             raise ValueError("gate_rules needs a place_rule_weight > 0 (without it PLC follows no rule)")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PolicyConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown policy config field(s): {', '.join(unknown)}")
-        return cls(**data)
+    def from_dict(cls, data: Any) -> PolicyConfig:
+        """A config from JSON (a checkpoint's header): each field's type and range checked (:data:`POLICY_FIELDS`) first."""
+        return cls(**check_config(data, POLICY_FIELDS, "policy config"))
+
+
+_WIDTH = Field(int, 1, 1024)
+POLICY_FIELDS: dict[str, Field] = {
+    "method": Field(str),
+    "width": _WIDTH,
+    "message_passing_steps": Field(int, 1, 32),
+    "aggregator": Field(str),
+    "edge_hidden": _WIDTH,
+    "share_encoder": Field(bool),
+    "head_hidden": Field(int, 1, 1024, items=16),
+    "negative_slope": Field(float, 0.0, 1.0),
+    "activation": Field(str),
+    "attention_heads": Field(int, 1, 64),
+    "attention_layers": Field(int, 1, 16),
+    "max_devices": Field(int, 1, MAX_DEVICES),
+    **{name: Field(bool) for name in ("zscore_graph_features", "zscore_device_features", "zscore_ready_inputs", "leaky_projections")},
+    **{name: Field(bool) for name in ("critical_path_index_bug", "path_sum_order_bug", "capacity_features", "affinity_features")},
+    "random_features": Field(int, 0, 256),
+    "place_rule_weight": Field(float, 0.0, 1e6),
+    "place_rule": Field(str),
+    "place_rule_scale": Field(str),
+    "select_rule_weight": Field(float, 0.0, 1e6),
+    "select_rule": Field(str),
+    "gate_rules": Field(str, items=16),
+}
+"""Every :class:`PolicyConfig` field's type and range, checked in its constructor and before a checkpoint's module is
+built: sizes far above every shipped policy (width 128, 6 steps), so the model's size follows from the header.
+Names (method, rules, ...) are checked against their lists by the constructor."""
 
 
 # ---------------------------------------------------------------------- policy
@@ -437,6 +457,27 @@ def _layout_summary(layout: Any) -> str:
     )
 
 
+def _checked_config(header: dict[str, Any], where: str) -> PolicyConfig:
+    """The policy config a checkpoint's header holds, checked: method, feature layout, every field's type and range."""
+    missing = [k for k in ("method", "config", "feature_layout") if k not in header]
+    if missing:
+        raise CheckpointError(f"{where} lacks {', '.join(missing)}")
+    if header["method"] not in METHODS:
+        raise CheckpointError(f"{where} holds a {header['method']!r} file, not a placement policy ({', '.join(METHODS)})")
+    if header["feature_layout"] != FEATURE_LAYOUT:
+        raise CheckpointError(
+            f"{where} was made for another feature layout ({_layout_summary(header['feature_layout'])}); "
+            f"this workbench uses {_layout_summary(FEATURE_LAYOUT)}. Retrain the policy with this version."
+        )
+    try:
+        config = PolicyConfig.from_dict(header["config"])
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{where} has a bad policy config: {error}") from None
+    if config.method != header["method"]:
+        raise CheckpointError(f"{where} says method {header['method']!r} but its config says {config.method!r}")
+    return config
+
+
 def load_policy(
     path: str | os.PathLike,
     map_location: Any = None,
@@ -453,25 +494,20 @@ def load_policy(
     (:func:`~.checkpoint.read_checkpoint`). ``policy.checkpoint_extra`` holds
     the ``extra`` dict given to :meth:`LearnedPolicy.save`.
     """
-    checkpoint = read_checkpoint(path, allow_unsafe_pickle=allow_unsafe_pickle)
-    header, where = checkpoint.header, os.fspath(path)
-    missing = [k for k in ("method", "config", "feature_layout") if k not in header]
-    if missing:
-        raise CheckpointError(f"{where} lacks {', '.join(missing)}")
-    if header["method"] not in METHODS:
-        raise CheckpointError(f"{where} holds a {header['method']!r} file, not a placement policy ({', '.join(METHODS)})")
-    if header["feature_layout"] != FEATURE_LAYOUT:
-        raise CheckpointError(
-            f"{where} was made for another feature layout ({_layout_summary(header['feature_layout'])}); "
-            f"this workbench uses {_layout_summary(FEATURE_LAYOUT)}. Retrain the policy with this version."
-        )
-    try:
-        config = PolicyConfig.from_dict(dict(header["config"]))
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{where} has a bad policy config: {error}") from None
-    if config.method != header["method"]:
-        raise CheckpointError(f"{where} says method {header['method']!r} but its config says {config.method!r}")
-    if graph is not None and checkpoint.trained_for is not None:
+    where = os.fspath(path)
+
+    def shapes(header: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        config = _checked_config(header, where)
+        return weight_shapes(lambda: make_policy(config.method, config))
+
+    checkpoint = read_checkpoint(path, allow_unsafe_pickle=allow_unsafe_pickle, weights=shapes)
+    config = _checked_config(checkpoint.header, where)
+    if graph is not None:
+        if checkpoint.trained_for is None:
+            raise CheckpointError(
+                f"{where} records no graph it was trained for (trained_for is null), so it cannot be checked against graph "
+                f"{graph.name!r}; placing needs a policy trained for it or a cross-graph one"
+            )
         checkpoint.trained_for.check(graph, devices if devices is not None else checkpoint.trained_for.devices, where)
     policy = make_policy(config.method, config)
     trained = checkpoint.trained_for
@@ -480,11 +516,7 @@ def load_policy(
             f"{where} holds a {config.method} policy trained with {trained.devices} devices; it scores devices by index, "
             f"so it cannot place on {num_devices(devices)} (train it with that many)"
         )
-    try:
-        policy.load_state_dict(checkpoint.weights)
-    except (RuntimeError, TypeError, AttributeError) as error:
-        detail = " ".join(str(error).split())[:300]
-        raise CheckpointError(f"{where} does not fit a {config.method} policy: {detail}") from None
+    policy.load_state_dict(checkpoint.weights)  # read_checkpoint checked every name, dtype and shape against the config
     if map_location is not None:
         policy.to(map_location)
     policy.trained_for = checkpoint.trained_for

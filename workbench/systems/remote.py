@@ -46,10 +46,14 @@ Measurement that says what happened. The reference server
 local executor by default), binds 127.0.0.1 unless told otherwise (another
 address needs a token), checks every field of every request, and runs one
 measurement at a time, first come first served. It bounds what a client can
-make it hold: open connections, the request line (sized to its largest
-graph), JSON nesting, numbers (finite only), the reply (4 MiB, else an error
-reply), the waiting line and idle connections. Every refusal is an error
-reply; the connection is closed only after a line too long to read on.
+make it hold: open connections (a connection takes one of the served slots
+only once a request authenticates, so connections that never send one, or
+send it a byte at a time, hold none), the request line (sized to its largest
+graph, and due whole within ``idle_timeout``), JSON nesting, numbers (finite
+only), the reply (4 MiB, else an error reply) and the waiting line. Every
+refusal is an error reply; the connection is closed after a line too long to
+read on, a line not sent in time, and a request that does not authenticate
+or finds no slot.
 """
 
 from __future__ import annotations
@@ -285,12 +289,12 @@ def _parse_request(line: bytes) -> Any:
         raise _RequestError(f"not JSON: {exc}"[:300]) from None
 
 
-def _close_after_reply(sock: socket.socket, reply: Mapping[str, Any], linger: float) -> None:
+def _close_after_reply(sock: socket.socket, reply: bytes, linger: float) -> None:
     """Send a last reply and stop sending; then read and drop what the client still sends for up to ``linger`` s,
     so that closing does not reset the connection before the client has read the reply."""
     try:
         sock.settimeout(1.0)
-        sock.sendall(_encode(reply))
+        sock.sendall(reply)
         sock.shutdown(socket.SHUT_WR)
         sock.settimeout(linger if linger > 0 else 0.0)
         drained, deadline = 0, time.monotonic() + linger
@@ -354,31 +358,89 @@ class _TurnQueue:
                 self._changed.notify_all()
 
 
-class _Handler(socketserver.StreamRequestHandler):
+def _request_error(error: str) -> bytes:
+    """The reply to a line that is no request (``id`` null)."""
+    return _encode({"id": None, "ok": False, "kind": "request", "error": error})
+
+
+class _LineReader:
+    """Request lines from a socket, each with its own deadline: a client has ``seconds`` to send a whole line, however
+    it spaces the bytes (one byte every few seconds holds nothing longer than one that sends nothing)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.scanned = 0  # bytes of the buffer known to hold no newline
+
+    def readline(self, limit: int, seconds: float) -> bytes | None:
+        """The next line with its ``\\n``; more than ``limit`` bytes without one (an over-long line); at end of input what
+        is left (``b""`` when nothing); ``None`` when ``seconds`` pass first."""
+        deadline = time.monotonic() + seconds
+        while True:
+            end = self.buffer.find(b"\n", self.scanned, limit + 1)
+            if end >= 0 or len(self.buffer) > limit:
+                size = end + 1 if end >= 0 else limit + 1
+                line = bytes(self.buffer[:size])
+                del self.buffer[:size]
+                self.scanned = 0
+                return line
+            self.scanned = len(self.buffer)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                return None
+            if not chunk:
+                line, self.buffer = bytes(self.buffer), bytearray()
+                return line
+            self.buffer += chunk
+
+
+@dataclass
+class _Connection:
+    """What the server knows of one connection: whether it holds one of the ``max_connections`` slots."""
+
+    slot: bool = False
+
+
+class _Handler(socketserver.BaseRequestHandler):
     server: EngineServer
 
-    def setup(self) -> None:
-        self.timeout = self.server.idle_timeout  # an idle connection is closed after this many seconds
-        super().setup()
-
     def handle(self) -> None:
-        limit = self.server.max_request
-        while True:
-            try:
-                line = self.rfile.readline(limit + 1)
-            except OSError:
-                return
-            if not line:
-                return
-            if len(line) > limit and not line.endswith(b"\n"):  # the rest of an over-long line is not a request
-                error = f"request longer than {limit} bytes (this engine's limit for its graphs)"
-                _close_after_reply(self.connection, {"id": None, "ok": False, "kind": "request", "error": error}, linger=2.0)
-                return
-            try:
-                self.wfile.write(self.server.reply_bytes(line))
-                self.wfile.flush()
-            except OSError:
-                return
+        limit, connection = self.server.max_request, _Connection()
+        reader = _LineReader(self.request)
+        try:
+            while True:
+                try:
+                    line = reader.readline(limit, self.server.idle_timeout)
+                except OSError:
+                    return
+                if line is None:  # no whole line in time: idle, or sending a byte at a time
+                    if reader.buffer:
+                        error = f"no complete request line within {self.server.idle_timeout:g} s"
+                        _close_after_reply(self.request, _request_error(error), linger=0.0)
+                    return
+                if not line:
+                    return
+                if len(line) > limit and not line.endswith(b"\n"):  # the rest of an over-long line is not a request
+                    error = f"request longer than {limit} bytes (this engine's limit for its graphs)"
+                    _close_after_reply(self.request, _request_error(error), linger=2.0)
+                    return
+                reply = self.server.reply_bytes(line, connection)
+                if not connection.slot:  # not authenticated, or no slot left: the reply says which, then the connection closes
+                    _close_after_reply(self.request, reply, linger=1.0)
+                    return
+                try:
+                    self.request.settimeout(self.server.idle_timeout)
+                    self.request.sendall(reply)
+                except OSError:
+                    return
+        finally:
+            if connection.slot:
+                self.server.release_slot()
 
 
 class EngineServer(socketserver.ThreadingTCPServer):
@@ -390,9 +452,13 @@ class EngineServer(socketserver.ThreadingTCPServer):
         address: ``(host, port)`` to bind.
         max_timeout: the longest ``timeout`` a request may ask for (seconds).
         token: the shared token every request must carry (``None``: none; required off loopback).
-        max_connections: connections served at once; more get a ``busy`` reply.
+        max_connections: connections served at once (slots); a connection takes one with its first request that
+            authenticates (any whole line without a token), so connections that never send one hold none; a request
+            finding none left gets a ``busy`` reply.
+        max_pending: connections open without a slot yet; more get a ``busy`` reply.
         max_waiting: requests waiting for the oracle; more get a ``busy`` reply.
-        idle_timeout: seconds before an idle connection is closed.
+        idle_timeout: seconds a client has to send each whole request line; an idle connection, or one sending a byte
+            at a time, is closed after it (with a ``request`` error when it sent part of a line).
         max_request: longest request line in bytes (default: room for the largest graph's assignment).
         max_reply: longest reply line in bytes; a longer one is replaced by an error reply.
     """
@@ -409,6 +475,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
         max_timeout: float = 600.0,
         token: str | None = None,
         max_connections: int = 16,
+        max_pending: int = 32,
         max_waiting: int = 64,
         idle_timeout: float = 60.0,
         max_request: int | None = None,
@@ -427,11 +494,13 @@ class EngineServer(socketserver.ThreadingTCPServer):
         self.max_timeout = float(max_timeout)
         self.token = token.encode("utf-8") if token else None
         self.max_connections = max_connections
+        self.max_pending = max_pending
         self.idle_timeout = idle_timeout
         self.max_request = min(MAX_LINE, max_request or 4096 + 12 * max(g.num_nodes for g in self.graphs.values()))
         self.max_reply = max_reply
         self.turns = _TurnQueue(max_waiting)
-        self._open = 0
+        self._open = 0  # connections holding a slot
+        self._accepted = 0  # connections open, with a slot or not
         self._open_lock = threading.Lock()
         self._refusing = threading.BoundedSemaphore(max_connections)
         super().__init__(address, _Handler)
@@ -443,14 +512,29 @@ class EngineServer(socketserver.ThreadingTCPServer):
 
     @property
     def connections(self) -> int:
-        """Connections being served now."""
+        """Connections being served now (holding a slot)."""
         with self._open_lock:
             return self._open
 
+    def take_slot(self, connection: _Connection) -> None:
+        """Give ``connection`` a slot if it has none; :class:`_Busy` when all ``max_connections`` are taken."""
+        with self._open_lock:
+            if not connection.slot and self._open >= self.max_connections:
+                raise _Busy(self._busy_message(self.max_connections))
+            self._open += not connection.slot
+        connection.slot = True
+
+    def release_slot(self) -> None:
+        with self._open_lock:
+            self._open -= 1
+
+    def _busy_message(self, count: int) -> str:
+        return f"{count} connections are open, the engine's limit; try again later"
+
     def process_request(self, request, client_address) -> None:
         with self._open_lock:
-            room = self._open < self.max_connections
-            self._open += room
+            room = self._accepted < self.max_connections + self.max_pending
+            self._accepted += room
         if not room:
             self._refuse(request)
             return
@@ -462,8 +546,8 @@ class EngineServer(socketserver.ThreadingTCPServer):
 
     def _refuse(self, request: socket.socket) -> None:
         """A ``busy`` reply to a connection beyond the cap, lingering in a thread (at most ``max_connections`` of them) so it arrives."""
-        error = f"{self.max_connections} connections are open, the engine's limit; try again later"
-        reply = {"id": None, "ok": False, "kind": "busy", "error": error}
+        error = self._busy_message(self.max_connections + self.max_pending)
+        reply = _encode({"id": None, "ok": False, "kind": "busy", "error": error})
         if not self._refusing.acquire(blocking=False):  # a flood: answer without waiting, never hold up accepting
             _close_after_reply(request, reply, linger=0.0)
             self.shutdown_request(request)
@@ -486,11 +570,11 @@ class EngineServer(socketserver.ThreadingTCPServer):
 
     def _closed_one(self) -> None:
         with self._open_lock:
-            self._open -= 1
+            self._accepted -= 1
 
-    def reply_bytes(self, line: bytes) -> bytes:
+    def reply_bytes(self, line: bytes, connection: _Connection | None = None) -> bytes:
         """The encoded reply to one request line: always one JSON line of at most ``max_reply`` bytes."""
-        reply = self.answer(line)
+        reply = self.answer(line, connection)
         try:
             encoded = _encode(reply)
         except ValueError as exc:  # a result that JSON cannot carry (NaN, say)
@@ -500,10 +584,12 @@ class EngineServer(socketserver.ThreadingTCPServer):
             encoded = _encode({"id": reply.get("id"), "ok": False, "kind": "request", "error": error})
         return encoded
 
-    def answer(self, line: bytes) -> dict[str, Any]:
-        """The reply to one request line."""
+    def answer(self, line: bytes, connection: _Connection | None = None) -> dict[str, Any]:
+        """The reply to one request line; a request that authenticates gives ``connection`` a slot (:meth:`take_slot`)."""
         request_id = None
         try:
+            if connection is not None and self.token is None:
+                self.take_slot(connection)  # without a token, a whole line is all a client can show
             if len(line) > self.max_request:
                 raise _RequestError(f"request longer than {self.max_request} bytes (this engine's limit for its graphs)")
             request = _parse_request(line)
@@ -514,6 +600,8 @@ class EngineServer(socketserver.ThreadingTCPServer):
                 request_id = None
                 raise _RequestError("field 'id' must be a number, a string or null")
             self._authenticate(request)
+            if connection is not None:
+                self.take_slot(connection)
             if request.get("protocol") != PROTOCOL:
                 raise _RequestError(f"unsupported protocol {request.get('protocol')!r}; this engine speaks {PROTOCOL}"[:200])
             method = request.get("method")
@@ -562,9 +650,10 @@ class EngineServer(socketserver.ThreadingTCPServer):
         repeats = _field(request, "repeats", int, 3)
         if not 1 <= repeats <= MAX_REPEATS:
             raise _RequestError(f"field 'repeats' must be in 1..{MAX_REPEATS}, got {repeats}"[:200])
-        timeout = float(_field(request, "timeout", (int, float), 60.0))
-        if not (math.isfinite(timeout) and 0 < timeout <= self.max_timeout):
+        timeout = _field(request, "timeout", (int, float), 60.0)
+        if not 0 < timeout <= self.max_timeout:  # compared exactly: an integer such as 10**400 has no float
             raise _RequestError(f"field 'timeout' must be in (0, {self.max_timeout:g}] seconds, got {timeout}"[:200])
+        timeout = float(timeout)
         want_trace = _field(request, "trace", bool, False)
         with self.turns.turn(wait=timeout):
             result = self.oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
