@@ -46,7 +46,7 @@ import torch
 from ..cluster import Devices, num_devices
 from ..fileio import atomic_path
 from ..graph import DataflowGraph
-from ..rundir import CHECKPOINT_SUFFIX
+from ..runs import CHECKPOINT_SUFFIX
 
 __all__ = [
     "CheckpointError",

@@ -40,6 +40,7 @@ from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
 from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves, start_methods
 from ..placers.registry import PlacerError
+from ..runs import checkpoint_file
 from ..sim import Trace
 from .checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 METHOD = "learned_search"
-PRETRAINED_SCORER = DATASETS_DIR / "pretrained" / METHOD / f"{METHOD}.safetensors"
+PRETRAINED_SCORER = checkpoint_file(DATASETS_DIR / "pretrained" / METHOD, METHOD)
 # The fraction of proposals the scorer chooses by default.
 DEFAULT_SHARE = 0.5
 # The largest connected same-device group a group move takes along.

@@ -56,6 +56,7 @@ from ..fileio import atomic_write_json, atomic_write_text
 from ..graph import DataflowGraph
 from ..placers import methods
 from ..provenance import machine
+from ..runs import RunPaths
 from .config import TrainConfig, add_config_arguments, device_counts
 from .imitation import apply_gradient
 from .oracle import SimulatorOracle
@@ -233,7 +234,7 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     imitation = config.objective == "imitation"
     teachers = _teachers(out, pairs, graphs, config) if imitation else {}
     critical = {pair_key(e, d): place(graphs[e.name], "critical_path", d).makespan for e, d in pairs}
-    last, best = out / "checkpoints" / "last.safetensors", out / "checkpoints" / "best.safetensors"
+    last, best = RunPaths(out).checkpoint("last"), RunPaths(out).checkpoint("best")
     torch.manual_seed(config.seed)
     if last.is_file():
         policy = load_policy(last)

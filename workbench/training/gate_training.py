@@ -31,6 +31,7 @@ import torch
 
 from ..corpus import CorpusEntry, build, entries
 from ..fileio import atomic_write_json
+from ..runs import RunPaths
 from .config import add_config_arguments, device_counts
 from .corpus_training import _write_rows, pair_key, residual_policy, train_from_arguments
 
@@ -163,7 +164,7 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
     optimizer = torch.optim.AdamW(gate.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     x, c, held = (torch.as_tensor(a, dtype=torch.float32) for a in (train_x, train_c, held_x))
     selections: list[dict[str, Any]] = []
-    best = out / "checkpoints" / "best.safetensors"
+    best = RunPaths(out).checkpoint("best")
     graphs = {id(g): g for _, g, _ in train}  # a graph is one object at every device count (``_pairs``)
     policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
     for step in range(config.steps + 1):

@@ -35,6 +35,7 @@ from ..fileio import atomic_write_json, atomic_write_text
 from ..learn.learned_search import (
     DEFAULT_SHARE,
     FEATURES,
+    METHOD,
     LearnedMoves,
     LearnedSearchPlacer,
     MoveScorer,
@@ -44,6 +45,7 @@ from ..learn.learned_search import (
 )
 from ..placers.local_search import CRITICAL_REFRESH, Moves
 from ..provenance import machine, now
+from ..runs import checkpoint_file
 from ..sim import Evaluator, Trace
 from .config import add_config_arguments, device_counts
 
@@ -266,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python -m workbench.training.learned_search " + " ".join(argv if argv is not None else sys.argv[1:])
-    save_scorer(out / "learned_search.safetensors", scorer, {"config": asdict(config), **costs})
+    save_scorer(checkpoint_file(out, METHOD), scorer, {"config": asdict(config), **costs})
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(rows[0]))
     writer.writeheader()

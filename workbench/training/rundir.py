@@ -1,9 +1,9 @@
-"""Writing run directories (``docs/contracts.md``, "Run directory"); the paths, columns and readers are :mod:`workbench.rundir`.
+"""Writing run directories (``docs/contracts.md``, "Run directory"); the paths, columns and readers are :mod:`workbench.runs`.
 
 Every file is written atomically (temporary file, then rename), and
 ``metrics.csv`` only ever grows by whole, flushed lines, so a reader sees a
 consistent directory at every instant; a half-written last line (power
-loss) is ignored by :func:`~workbench.rundir.read_metrics` and dropped on resume.
+loss) is ignored by :func:`~workbench.runs.read_rows` and dropped on resume.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 
 from ..fileio import atomic_write_json, atomic_write_text
 from ..provenance import now
-from ..rundir import GREEDY_COLUMNS, METRIC_COLUMNS, PREDICTED_COLUMN, RunPaths, read_meta, read_metrics
+from ..runs import GREEDY_COLUMNS, METRIC_COLUMNS, PREDICTED_COLUMN, RunPaths, read_meta, read_rows
 from .config import TrainConfig
 
-__all__ = ["RunDirectory", "MetricsWriter", "METRIC_COLUMNS", "read_metrics", "read_meta"]
+__all__ = ["RunDirectory", "MetricsWriter"]
 
 
 def _format(value: Any) -> str:
@@ -61,7 +61,7 @@ class RunDirectory(RunPaths):
 
     def truncate_metrics(self, config: TrainConfig, keep_before: int) -> None:
         """Rewrite ``metrics.csv`` with only the complete rows of episodes ``< keep_before`` (resume)."""
-        rows = read_metrics(self.metrics_path) if self.metrics_path.exists() else []
+        rows = read_rows(self.metrics_path)
         _write_csv(self.metrics_path, self.columns(config), [r for r in rows if int(r["episode"]) < keep_before])
 
     # --- greedy evaluations ---------------------------------------------------------------
@@ -80,12 +80,8 @@ class RunDirectory(RunPaths):
         evaluation at the start of the next stage is done again. A run written
         before ``greedy.csv`` existed gets an empty one.
         """
-        rows = read_metrics(self.greedy_path) if self.greedy_path.exists() else []
-        kept = [
-            r
-            for r in rows
-            if r["episode"].isdigit() and (int(r["episode"]) < episode or (int(r["episode"]) == episode and r["stage"] == stage))
-        ]
+        rows = read_rows(self.greedy_path)
+        kept = [r for r in rows if int(r["episode"]) < episode or (int(r["episode"]) == episode and r["stage"] == stage)]
         _write_csv(self.greedy_path, GREEDY_COLUMNS, kept)
 
     # --- meta -----------------------------------------------------------------------------
