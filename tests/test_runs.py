@@ -158,7 +158,7 @@ def write_comma_run(folder: Path, episodes: int = 6) -> Path:
     with run.open_metrics(config) as metrics:
         for episode in range(episodes):
             stage = "il" if episode < episodes // 2 else "sim"
-            metrics.append({"stage": stage, "episode": episode, "graph": COMMA, "makespan": 10.0 - episode, "seconds": 0.5 * episode})
+            metrics.append_row({"stage": stage, "episode": episode, "graph": COMMA, "makespan": 10.0 - episode, "seconds": 0.5 * episode})
     run.append_greedy("sim", episodes // 2, 1.0, {COMMA: 7.5})
     return folder
 
@@ -220,3 +220,23 @@ def test_a_300000_row_metrics_file_reads_whole_with_its_damaged_lines_reported(t
     assert frame["episode"].tolist() == expected and frame["makespan"].sum() == sum(e * 0.5 for e in expected)
     assert (frame["graph"] == COMMA).sum() == sum(1 for e in expected if e % 3 == 0) and frame["stage"].value_counts()["il"] == 99_998
     assert frame["baseline"].isna().all() and (frame["lr"] == 1e-4).all()
+
+
+def test_a_table_grows_by_whole_lines_and_a_resume_keeps_what_the_checkpoint_saw(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text("episode,loss\n0,1.5\n1,1.25\n2,1.0\n3,0.5")  # an older header and a half-written last line
+    log = runs.CsvLog(path, ("episode", "graph", "loss"))
+    kept = log.start(keep=lambda row: int(row["episode"]) < 2)
+    assert kept == [{"episode": "0", "graph": "", "loss": "1.5"}, {"episode": "1", "graph": "", "loss": "1.25"}]
+    with log:
+        log.append([{"episode": 2, "graph": COMMA, "loss": 0.1}])
+        assert path.read_text().endswith('2,"runs/a,b/graph.json",0.1\n'), "appended at once, flushed, as one whole line"
+        log.append([{"episode": 3, "graph": None, "loss": 1 / 3}])
+        with pytest.raises(KeyError, match="outside the header"):
+            log.append([{"episode": 4, "reward": 1.0}])
+    rows = runs.read_rows(path)
+    assert [r["episode"] for r in rows] == ["0", "1", "2", "3"] and rows[2]["graph"] == COMMA
+    assert rows[3]["graph"] == "" and float(rows[3]["loss"]) == 1 / 3, "floats written with repr read back exactly"
+    assert path.read_text().splitlines()[0] == "episode,graph,loss", "the declared columns are the header"
+    runs.CsvLog(path, ("episode",)).start()
+    assert path.read_text() == "episode\n"

@@ -1,6 +1,6 @@
 """Run directories (``docs/contracts.md``, "Run directory"): their layout, reading and listing, without torch.
 
-Training writes a run directory; the dashboard, the notebooks, resume,
+Every trainer writes its run directory through it; the dashboard, the notebooks, resume,
 ``workbench reproduce``, the sweeps, the benchmarks and the pretrained export
 read it through this package:
 
@@ -9,7 +9,10 @@ read it through this package:
   strings or a frame, damaged lines skipped and reported), ``meta.json``,
   the best placement and the checkpoints (:func:`read_run`);
 - :mod:`.listing`: one rule for which folders are runs (:func:`list_runs`);
-- :mod:`.greedy`: a run's greedy evaluations as one curve.
+- :mod:`.greedy`: a run's greedy evaluations as one curve;
+- :mod:`.write`: the one writer of every trainer's tables (:class:`CsvLog`:
+  declared columns, whole appended lines, resume keeps the rows a checkpoint
+  has seen) and JSON records (:class:`RunWriter`).
 
 pandas is imported only when a frame is built.
 """
@@ -44,6 +47,7 @@ from .read import (
     references,
     try_read_json,
 )
+from .write import CsvLog, RunWriter, format_value
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -76,4 +80,7 @@ __all__ = [
     "list_runs",
     "GREEDY_PERIODIC",
     "greedy_evaluations",
+    "CsvLog",
+    "RunWriter",
+    "format_value",
 ]
