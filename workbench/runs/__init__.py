@@ -37,7 +37,6 @@ from .layout import (
 from .listing import MAX_DEPTH, RunSummary, is_run, list_runs
 from .read import (
     Run,
-    complete_lines,
     read_frame,
     read_meta,
     read_rows,
@@ -65,7 +64,6 @@ __all__ = [
     "zero_shot_checkpoint",
     "shipped_training_runs",
     "Run",
-    "complete_lines",
     "read_rows",
     "read_frame",
     "read_meta",

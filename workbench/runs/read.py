@@ -45,11 +45,6 @@ DAMAGED_NAMED = 5
 """A problem names at most this many damaged line numbers."""
 
 
-def complete_lines(text: str) -> str:
-    """``text`` up to and including its last newline: a half-written last line is dropped."""
-    return text if text.endswith("\n") else text[: text.rfind("\n") + 1]
-
-
 _QUOTED_FIELD = re.compile(rb',"[^"\n]*(?:""[^"\n]*)*"(?![^,\n])')
 """A whole quoted CSV field after the first on one line (``,"a,b"``; a quote inside is doubled): replaced by its comma
 before the commas of a line are counted."""
