@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from workbench import learn
-from workbench.training import TrainConfig, read_metrics, train
+from workbench.runs import read_rows
+from workbench.training import TrainConfig, train
 
 POLICY_TOGGLES = {
     "preset": {},
@@ -62,7 +63,7 @@ def slug(label: str) -> str:
 
 
 def report(label: str, result, run: Path, graph: str) -> None:
-    rows = read_metrics(run / "metrics.csv")
+    rows = read_rows(run / "metrics.csv")
     tail = np.mean([float(r["makespan"]) for r in rows[-100:]]) / 1e10
     print(f"{label:52} greedy {result.evaluation[graph]['greedy'] / 1e10:8.1f}   last 100 episodes {tail:8.1f}", flush=True)
 

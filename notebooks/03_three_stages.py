@@ -53,9 +53,8 @@ RUNS = Path(
 
 import workbench as wb
 from workbench import viz as figures
-from workbench.dashboard.runlist import greedy_evaluations
-from workbench.dashboard.runs import read_run
 from workbench.notebook import HEURISTICS, Comparison, gantt_grid, placement_changes, seconds_oracle, stage_placements
+from workbench.runs import greedy_evaluations, read_run
 from workbench.systems import make_oracle
 from workbench.training import TrainConfig, train
 
@@ -99,7 +98,7 @@ run.metrics.groupby("stage", sort=False).agg(
 # %%
 simulated = run.metrics[run.metrics["oracle"] == "sim"]
 references = {"teacher (critical_path)": teacher.makespan, "local search": search.makespan}
-greedy = greedy_evaluations(run.meta, run.metrics, periodic=run.greedy)
+greedy = greedy_evaluations(run)
 figures.training_curves(
     simulated,
     references=references,

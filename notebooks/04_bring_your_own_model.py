@@ -57,10 +57,10 @@ from torch import nn
 
 import workbench as wb
 from workbench import viz as figures
-from workbench.dashboard.runs import read_run, references
 from workbench.importers import coarsen
 from workbench.models import gpt_decoder
 from workbench.notebook import Comparison, stage_placements
+from workbench.runs import RunPaths, read_run, reference_lines
 from workbench.training import TrainConfig, train
 
 if not FAST:
@@ -141,7 +141,7 @@ wb.save_graph(batched, graph_file)
 config = TrainConfig(graphs=(str(graph_file),), devices=DEVICES, stages=("il", "sim"), episodes=EPISODES)
 result = train(config, out=RUNS / f"04_{batched.name}_{DEVICES}dev_{'+'.join(map(str, EPISODES))}")
 run = read_run(result.run_dir)
-figures.training_curves(run.metrics, references=references(run.meta), title="makespan per episode (seconds)")
+figures.training_curves(run.metrics, references=reference_lines(run.meta), title="makespan per episode (seconds)")
 
 # %% [markdown]
 # What the greedy policy does after each stage (the episodes above explore,
@@ -157,7 +157,7 @@ pd.Series({**greedy, "best seen in training": run.best_placement["makespan"]}, n
 # the best of K sampled placements).
 
 # %%
-checkpoint = result.run_dir / "checkpoints" / "last.safetensors"
+checkpoint = RunPaths(result.run_dir).last_checkpoint
 comparison = Comparison(
     [batched],
     options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}, "doppler": {"checkpoint": checkpoint}},

@@ -189,7 +189,7 @@ def test_place_cli_runs_active_search_with_a_polish_share(checkpoint, capsys):
 
 
 def test_active_search_starts_from_the_zero_shot_policy_on_a_graph_it_never_saw():
-    from workbench.bench.learned import zero_shot_checkpoint
+    from workbench.runs import zero_shot_checkpoint
 
     graph = wb.generate("layered", layers=4, width=5, ccr=2.0, seed=11)  # in no corpus split
     greedy = wb.place(graph, "doppler_plc_only", devices=3, checkpoint=zero_shot_checkpoint())

@@ -36,7 +36,7 @@ Figures (``workbench/viz/``, plotly only) sit below the backends because calibra
 LAYER_OF = {
     # core: the graph model, formats, simulator, placers and the contracts every layer shares
     "graph": "core", "formats": "core", "datasets": "core", "cluster": "core", "sim": "core", "schedule": "core",
-    "placers": "core", "imports": "core", "fileio": "core", "provenance": "core", "rundir": "core",
+    "placers": "core", "imports": "core", "fileio": "core", "provenance": "core", "runs": "core",
     "progress": "core",
     "generators": "graph sources", "importers": "graph sources", "models": "graph sources", "corpus": "graph sources", "viz": "figures",
     "learn": "learned policies / backends", "systems": "learned policies / backends",
@@ -176,7 +176,7 @@ def test_the_walk_sees_every_kind_of_import(tmp_path):
     source = (
         "import numpy\nfrom ..sim import simulate\nfrom . import base\n"
         "def f():\n    from ..learn.placers import DopplerPlacer\n    importlib.import_module('workbench.training')\n"
-        "REGISTRY = {'x': ('workbench.dashboard.runs', 'Y')}\n"
+        "REGISTRY = {'x': ('workbench.dashboard.sources', 'Y')}\n"
         "def g():\n    import workbench as wb\n    return wb.sweep\n"
     )
     path = tmp_path / "local_search.py"
@@ -187,7 +187,7 @@ def test_the_walk_sees_every_kind_of_import(tmp_path):
         "workbench.placers",
         "workbench.learn.placers",
         "workbench.training",
-        "workbench.dashboard.runs",
+        "workbench.dashboard.sources",
         "workbench.sweeps",
         "numpy",
     } <= found

@@ -30,7 +30,8 @@ import workbench as wb
 from tests.test_training import SMALL, TINY, Crash, crash_at, tiny_config, tiny_load_policy, without_time
 from workbench.learn import FEATURE_LAYOUT, CheckpointError, TrainedFor, load_policy, make_policy
 from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
-from workbench.training import read_meta, read_metrics, train
+from workbench.runs import read_meta, read_rows
+from workbench.training import train
 from workbench.training.checkpoint import read_training_state
 from workbench.training.resume import ResumeError
 
@@ -308,7 +309,7 @@ def test_kill_at_every_checkpoint_write_then_resume_keeps_every_stage(tmp_path, 
     assert names == ["il.safetensors", "last.safetensors", "sim.safetensors"], "every stage checkpoint, no stale temporary file"
     assert read_training_state(out / "checkpoints" / "il.safetensors").episode == 2
     assert read_training_state(out / "checkpoints" / "sim.safetensors").episode == 4
-    assert without_time(read_metrics(out / "metrics.csv")) == without_time(read_metrics(uninterrupted / "metrics.csv"))
+    assert without_time(read_rows(out / "metrics.csv")) == without_time(read_rows(uninterrupted / "metrics.csv"))
     for stage in ("il", "sim"):
         resumed, whole = (tiny_load_policy(d / "checkpoints" / f"{stage}.safetensors") for d in (out, uninterrupted))
         assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), whole.state_dict().values(), strict=True))
@@ -324,7 +325,7 @@ def test_a_non_finite_loss_or_weight_ends_the_run_diverged(tmp_path, monkeypatch
     def diverging(*args):
         step = real_episode(*args)
         policy = args[0]
-        if len(read_metrics(tmp_path / "run" / "metrics.csv")) == 3:  # the fourth episode blows up
+        if len(read_rows(tmp_path / "run" / "metrics.csv")) == 3:  # the fourth episode blows up
             with torch.no_grad():
                 policy.sel.weight.fill_(float("inf"))
             if poison == "loss":
@@ -341,10 +342,10 @@ def test_a_non_finite_loss_or_weight_ends_the_run_diverged(tmp_path, monkeypatch
     last = tmp_path / "run" / "checkpoints" / "last.safetensors"
     assert read_training_state(last).episode == 2, "the last finite checkpoint is kept"
     assert torch.isfinite(tiny_load_policy(last).sel.weight).all()
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    rows = read_rows(tmp_path / "run" / "metrics.csv")
     assert len(rows) == 4
     again = train(config, tmp_path / "run", library=TINY, progress=False)
-    assert again.status == "diverged" and len(read_metrics(tmp_path / "run" / "metrics.csv")) == 4, "rerunning does not train on"
+    assert again.status == "diverged" and len(read_rows(tmp_path / "run" / "metrics.csv")) == 4, "rerunning does not train on"
 
 
 # --- resume checks its own files ------------------------------------------------------------------------------------
@@ -401,7 +402,7 @@ def test_resume_keeps_every_earlier_byte_of_the_metrics(tmp_path, crashed_run):
     train(tiny_config(), out, library=TINY, progress=False)
     after = (out / "metrics.csv").read_bytes()
     kept = b"".join(before.splitlines(keepends=True)[:7])  # header + episodes 0..5; 6 and 7 are replayed
-    assert after.startswith(kept) and len(read_metrics(out / "metrics.csv")) == 12
+    assert after.startswith(kept) and len(read_rows(out / "metrics.csv")) == 12
 
 
 @pytest.mark.parametrize(
@@ -449,4 +450,4 @@ def test_stale_temporary_files_are_removed_on_start(tmp_path, crashed_run):
         path.write_bytes(b"half a file")
     train(tiny_config(), out, library=TINY, progress=False)
     assert not [p for p in stale if p.exists()]
-    assert np.isfinite(float(read_metrics(out / "metrics.csv")[-1]["makespan"]))
+    assert np.isfinite(float(read_rows(out / "metrics.csv")[-1]["makespan"]))

@@ -19,10 +19,8 @@ from workbench.dashboard import create_app
 from workbench.dashboard.context import PathError, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
-from workbench.dashboard.runs import read_metrics, read_run, references
 from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, method_label, parse_method, save_upload
-from workbench.rundir import GREEDY_COLUMNS
-from workbench.viz.training import GREEDY_PERIODIC
+from workbench.runs import GREEDY_COLUMNS, GREEDY_PERIODIC, RunPaths, read_frame, read_run, reference_lines
 
 DIAMOND = wb.DataflowGraph.from_edges(
     [1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d")
@@ -208,7 +206,7 @@ def test_read_run_ignores_a_half_written_line_and_reports_corrupt_files(tmp_path
     loaded = read_run(run)
     assert len(loaded.metrics) == 60 and loaded.problems == ()
     assert loaded.best_trace.num_ops == wb.bundled_graph("chain_mm").num_nodes
-    assert set(references(loaded.meta)) == {"teacher (critical_path)", "best heuristic heft"}
+    assert set(reference_lines(loaded.meta)) == {"teacher (critical_path)", "best heuristic heft"}
     (run / "meta.json").write_text('{"status": "runn')
     (run / "best" / "trace.json").write_text("[]")
     broken = read_run(run)
@@ -217,17 +215,17 @@ def test_read_run_ignores_a_half_written_line_and_reports_corrupt_files(tmp_path
     assert read_run(tmp_path / "missing").problems
 
 
-def test_read_metrics_skips_malformed_rows_and_handles_empty_files(tmp_path):
+def test_read_frame_skips_and_reports_damaged_rows_and_handles_empty_files(tmp_path):
     path = tmp_path / "metrics.csv"
     path.write_text(
         METRICS_HEADER + "il,0,g,5,,,,,,,,,,,sim\nil,x,g,6,,,,,,,,,,,sim\nil,2,g,7,,,,,,,,,,,sim,extra,extra\nil,3,g,8,,,,,,,,,,,sim\n"
     )
     problems: list[str] = []
-    frame = read_metrics(path, problems)
-    assert frame["episode"].tolist() == [0, 3]
-    assert len(problems) == 2
+    frame = read_frame(path, problems)
+    assert frame["episode"].tolist() == [0, 3] and frame["makespan"].tolist() == [5.0, 8.0]
+    assert problems == ["metrics.csv: skipped 2 damaged line(s) (line 3, 4): each line needs 15 fields and a whole episode number"]
     path.write_text("stage,epis")
-    assert read_metrics(path, []).empty
+    assert read_frame(path, []).empty
 
 
 def test_a_stray_quote_in_metrics_spoils_no_other_row(tmp_path):
@@ -236,8 +234,8 @@ def test_a_stray_quote_in_metrics_spoils_no_other_row(tmp_path):
     rows[30] = 'il,30,"g,5,,,,,,,,,,,sim\n'  # one unbalanced quote used to swallow the 370 rows after it
     path.write_text(METRICS_HEADER + "".join(rows))
     problems: list[str] = []
-    assert read_metrics(path, problems)["episode"].tolist() == list(range(400))
-    assert problems == []
+    assert read_frame(path, problems)["episode"].tolist() == [e for e in range(400) if e != 30]
+    assert problems == ["metrics.csv: skipped 1 damaged line(s) (line 32): each line needs 15 fields and a whole episode number"]
 
 
 def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
@@ -391,7 +389,7 @@ def test_compare_offers_the_shipped_zero_shot_policy_on_every_graph_and_device_c
     for graph, devices in ((ffnn, 4), (ffnn, 8), (generated, 2)):
         offered = {o["value"]: o["label"] for o in compare.method_options(context, graph, devices)}
         assert offered[ZERO_SHOT].startswith("doppler_plc_only (pretrained zero_shot, trained on 39 graphs (chain_mm-00, ")
-        assert "active|" + ZERO_SHOT not in offered  # doppler_plc_only has no active search
+        assert offered["active|" + ZERO_SHOT].startswith("doppler_plc_only active search (pretrained zero_shot")  # from it, per graph
     own = "doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"
     kept, dropped = compare.carry_selection(context, [ZERO_SHOT, own], compare.method_options(context, generated, 2))
     assert kept == [ZERO_SHOT] and dropped == ["doppler (pretrained)"]
@@ -463,6 +461,30 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     assert by_time.layout.xaxis.title.text.startswith("training wall-clock") and max(by_time.data[0].x) > 80
 
 
+def test_a_run_two_levels_deep_is_offered_on_training_and_compare_with_the_weights_to_use(context):
+    run = RunPaths(write_run(context.runs_dir / "sweep1", "seed0"))  # stages il and sim, doppler on chain_mm_112nodes, 4 devices
+    run.checkpoint_dir.mkdir()
+    for name in ("il", "sim", "sim-best", "last"):
+        run.checkpoint(name).write_bytes(b"weights")
+    assert "runs:sweep1/seed0" in [o["value"] for o in training.run_options(context)]
+    offered = {o["value"]: o["label"] for o in compare.method_options(context, wb.bundled_graph("chain_mm"), 4)}
+    il, best = (f"doppler@runs:{run.checkpoint(name).relative_to(context.runs_dir).as_posix()}" for name in ("il", "sim-best"))
+    assert [v for v in offered if v.startswith("doppler@runs:")] == [il, best], "each stage's weights to use: sim-best, not sim or last"
+    assert offered[best].startswith("doppler (run sweep1/seed0, trained on chain_mm_112nodes, Stage II best greedy")
+    assert method_label(best) == "doppler (run sweep1/seed0, sim-best)"
+    assert parse_method(context, best) == ("doppler", {"checkpoint": str(run.checkpoint("sim-best"))})
+
+
+def test_training_charts_every_row_of_a_run_whose_graph_path_holds_a_comma(context):
+    from tests.test_runs import COMMA, write_comma_run
+
+    write_comma_run(context.runs_dir / "comma")
+    _curves, csv, *_rest, status, _configs, _events = training.training_view(context, ["runs:comma"], "loss", 10)
+    charted = pd.read_csv(pd.io.common.StringIO(csv))
+    assert charted["graph"].tolist() == [COMMA] * 6 and charted["episode"].tolist() == list(range(6))
+    assert "damaged" not in str(status)
+
+
 def add_real_stage(run: Path, episodes: range = range(60, 70)) -> None:
     """Append Stage III rows (measured seconds in ``makespan``, the simulator's ``predicted``) to a run of :func:`write_run`."""
     rows = "".join(f"real,{e},chain_mm_112nodes,{0.01 + e * 1e-4},-1,,0.5,0.4,0.1,,,0.1,1e-4,{e},sim,{1e13 + e * 1e10}\n" for e in episodes)
@@ -478,7 +500,7 @@ def add_real_stage(run: Path, episodes: range = range(60, 70)) -> None:
 def test_training_draws_every_periodic_greedy_evaluation_stage_three_on_its_own_axis(context):
     run = write_run(context.runs_dir, "three")
     add_real_stage(run)
-    periodic = read_metrics(run / "greedy.csv", [])
+    periodic = read_frame(run / "greedy.csv")
     for x in ("episode", "seconds"):
         curves = training.training_view(context, ["runs:three"], "loss", 10, x=x)[0]
         lines = {t.name: t for t in curves.data if GREEDY_PERIODIC in (t.name or "")}

@@ -15,7 +15,7 @@ import workbench as wb
 from workbench.learn import load_policy
 from workbench.learn.env import PlacementState
 from workbench.learn.nets import EdgeConv, Encoder, GraphTensors
-from workbench.rundir import pretrained_checkpoint
+from workbench.runs import pretrained_checkpoint
 
 torch.set_num_threads(1)
 

@@ -76,7 +76,7 @@ def test_every_placement_records_wall_and_cpu_seconds_and_the_evaluations_it_cou
 @given(graph=random_dags(max_nodes=10), devices=st.integers(2, 4))
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_a_guarded_learned_placement_never_loses_to_the_best_one_pass_method_and_counts_what_it_spends(graph, devices):
-    from workbench.bench.learned import zero_shot_checkpoint
+    from workbench.runs import zero_shot_checkpoint
 
     policy = {"method": "doppler_plc_only", "checkpoint": zero_shot_checkpoint(), "devices": devices}
     plain = wb.place(graph, **policy)

@@ -14,7 +14,7 @@ from workbench.learn import load_policy, make_policy
 from workbench.learn.env import teacher_assignment
 from workbench.learn.features import GRAPH_STATISTICS, earliest_start_scores, graph_statistics
 from workbench.learn.policy import PolicyConfig
-from workbench.rundir import zero_shot_checkpoint
+from workbench.runs import zero_shot_checkpoint
 from workbench.training.corpus_training import evaluate_split, residual_policy
 from workbench.training.gate_training import GateTrainConfig, gated_policy, rule_costs, train_gate
 

@@ -18,7 +18,8 @@ from workbench.graph import DataflowGraph
 from workbench.learn import PolicyConfig, make_policy
 from workbench.learn.features import traversal_order
 from workbench.learn.nets import EdgeConv, Encoder, graph_tensors, numpy_zscore, zscore
-from workbench.training import TrainConfig, read_metrics, train
+from workbench.runs import read_rows
+from workbench.training import TrainConfig, train
 from workbench.training.reinforce import discounted_log_prob, make_scheduler, reinforce_update
 
 CHAIN = "chain_mm_112nodes"
@@ -251,7 +252,7 @@ def test_paper_preset_trains_end_to_end_with_decaying_imitation_epsilon(tmp_path
     config = config.replace(stages=("il", "sim"))
     result = train(dataclasses.replace(config), tmp_path / "run", progress=False)
     assert result.status == "finished"
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    rows = read_rows(tmp_path / "run" / "metrics.csv")
     assert [float(r["epsilon"]) for r in rows if r["stage"] == "il"] == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0])
     sim = [r for r in rows if r["stage"] == "sim"]
     assert float(sim[0]["baseline"]) == float(sim[0]["reward"])  # the first advantage is 0

@@ -13,8 +13,9 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import workbench as wb
 from workbench.learn import PolicyConfig, make_policy
 from workbench.learn.features import CAPACITY_FEATURES, capacity_features
+from workbench.runs import read_meta, read_rows
 from workbench.schedule import PartialSchedule
-from workbench.training import TrainConfig, read_meta, read_metrics, train
+from workbench.training import TrainConfig, train
 from workbench.training.reinforce import reinforce_update, transfer_wait
 
 from .conftest import save_trained_for
@@ -126,7 +127,7 @@ def test_training_anneals_the_wait_weight_and_selects_by_best_of_k(tmp_path):
         device="cpu",
     )
     result = train(config, tmp_path / "run", progress=False)
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    rows = read_rows(tmp_path / "run" / "metrics.csv")
     assert result.status == "finished" and len(rows) == 3
     makespans, rewards = [float(r["makespan"]) for r in rows], [float(r["reward"]) for r in rows]
     reference = read_meta(tmp_path / "run" / "meta.json")["reference"][CHAIN.name]["critical_path"]

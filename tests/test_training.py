@@ -25,9 +25,9 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import workbench
 from workbench.datasets import STG_DIR
 from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
-from workbench.rundir import GREEDY_COLUMNS
+from workbench.runs import GREEDY_COLUMNS, METRIC_COLUMNS, read_meta, read_rows
 from workbench.schedule import PartialSchedule
-from workbench.training import METRIC_COLUMNS, TrainConfig, read_meta, read_metrics, train
+from workbench.training import TrainConfig, train
 from workbench.training.config import field_docs
 from workbench.training.rundir import RunDirectory
 
@@ -175,7 +175,7 @@ def test_run_directory_matches_the_contract(finished_run):
     assert TrainConfig.from_dict(json.loads((out / "config.json").read_text())) == config
     with open(out / "metrics.csv") as handle:
         assert tuple(next(csv.reader(handle))) == METRIC_COLUMNS
-    rows = read_metrics(out / "metrics.csv")
+    rows = read_rows(out / "metrics.csv")
     assert [int(r["episode"]) for r in rows] == list(range(12))
     assert [r["stage"] for r in rows] == ["il"] * 6 + ["sim"] * 6
     assert all(r["oracle"] == "sim" and r["graph"] == CHAIN for r in rows)
@@ -256,13 +256,13 @@ def test_resume_after_a_crash_continues_the_same_episodes_and_metrics(tmp_path, 
     with pytest.raises(Crash):  # like a kill: episodes 6 and 7 are lost, the checkpoint after episode 5 is kept
         train(tiny_config(), out, library=TINY, progress=False, callback=crash_at(7))
     assert read_meta(out / "meta.json")["status"] == "interrupted"
-    assert len(read_metrics(out / "metrics.csv")) == 8
+    assert len(read_rows(out / "metrics.csv")) == 8
     result = train(tiny_config(), out, library=TINY, progress=False)
     assert result.status == "finished" and result.episodes == 12
-    resumed = read_metrics(out / "metrics.csv")
+    resumed = read_rows(out / "metrics.csv")
     assert [int(r["episode"]) for r in resumed] == list(range(12))
     # the resumed run is exactly the uninterrupted one (deterministic on CPU)
-    assert without_time(resumed) == without_time(read_metrics(finished_run[0] / "metrics.csv"))
+    assert without_time(resumed) == without_time(read_rows(finished_run[0] / "metrics.csv"))
 
 
 def test_sigterm_stops_after_the_episode_with_a_checkpoint_and_resumes(tmp_path, finished_run):
@@ -281,12 +281,12 @@ def test_sigterm_stops_after_the_episode_with_a_checkpoint_and_resumes(tmp_path,
     assert signal.getsignal(signal.SIGTERM) is handler_before, "the previous SIGTERM handler is restored"
     result = train(tiny_config(), out, library=TINY, progress=False)
     assert result.episodes == 12
-    assert without_time(read_metrics(out / "metrics.csv")) == without_time(read_metrics(finished_run[0] / "metrics.csv"))
+    assert without_time(read_rows(out / "metrics.csv")) == without_time(read_rows(finished_run[0] / "metrics.csv"))
 
 
 def test_another_seed_trains_differently(tmp_path, finished_run):
-    rows = read_metrics(train(tiny_config(seed=1, episodes=(3, 1)), tmp_path / "s1", library=TINY, progress=False).run_dir / "metrics.csv")
-    reference = read_metrics(finished_run[0] / "metrics.csv")[:3]
+    rows = read_rows(train(tiny_config(seed=1, episodes=(3, 1)), tmp_path / "s1", library=TINY, progress=False).run_dir / "metrics.csv")
+    reference = read_rows(finished_run[0] / "metrics.csv")[:3]
     assert [r["makespan"] for r in rows[:3]] != [r["makespan"] for r in reference] or [r["loss"] for r in rows[:3]] != [
         r["loss"] for r in reference
     ]
@@ -298,9 +298,9 @@ def test_a_half_written_metrics_line_is_ignored_and_dropped_on_resume(tmp_path):
         train(tiny_config(), out, library=TINY, progress=False, callback=crash_at(7))
     with open(out / "metrics.csv", "a") as handle:
         handle.write("sim,8,chain_mm_11")  # power loss mid-line
-    assert len(read_metrics(out / "metrics.csv")) == 8
+    assert len(read_rows(out / "metrics.csv")) == 8
     train(tiny_config(), out, library=TINY, progress=False)
-    assert [int(r["episode"]) for r in read_metrics(out / "metrics.csv")] == list(range(12))
+    assert [int(r["episode"]) for r in read_rows(out / "metrics.csv")] == list(range(12))
 
 
 # --- bad checkpoints ----------------------------------------------------------------------------------------
@@ -344,7 +344,7 @@ def test_imitation_on_chainmm_reaches_the_teacher_makespan(tmp_path):
     )
     found = result.evaluation[CHAIN]
     assert found["greedy"] == found["critical_path"] == workbench.place(workbench.bundled_graph(CHAIN), "critical_path", 4).makespan
-    agreement = [float(r["teacher_agreement"]) for r in read_metrics(tmp_path / "il" / "metrics.csv")]
+    agreement = [float(r["teacher_agreement"]) for r in read_rows(tmp_path / "il" / "metrics.csv")]
     assert np.mean(agreement[-3:]) > 2 * np.mean(agreement[:3])
 
 
@@ -391,7 +391,7 @@ def test_the_real_stage_uses_the_given_oracle_and_logs_the_prediction(tmp_path):
     train(config, tmp_path / "run", oracle=doubled, library=TINY, progress=False)
     with open(tmp_path / "run" / "metrics.csv") as handle:
         assert tuple(next(csv.reader(handle))) == METRIC_COLUMNS + ("predicted",)
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    rows = read_rows(tmp_path / "run" / "metrics.csv")
     real = [r for r in rows if r["stage"] == "real"]
     assert len(real) == 3 and len(calls) == 1 + 3  # one reference measurement, one per episode
     assert all(r["oracle"] == "real" and float(r["makespan"]) == 2 * float(r["predicted"]) for r in real)
@@ -403,7 +403,7 @@ def test_the_real_stage_uses_the_given_oracle_and_logs_the_prediction(tmp_path):
 def test_the_real_stage_defaults_to_the_simulator(tmp_path):
     config = tiny_config(graphs=(SMALL,), stages=("real",), episodes=(2,), search_samples=0)
     train(config, tmp_path / "run", library=TINY, progress=False)
-    rows = read_metrics(tmp_path / "run" / "metrics.csv")
+    rows = read_rows(tmp_path / "run" / "metrics.csv")
     assert all(r["oracle"] == "sim" and r["makespan"] == r["predicted"] for r in rows)
 
 
@@ -417,7 +417,7 @@ def test_multi_graph_training_cycles_graphs_and_keeps_a_best_placement_each(tmp_
         transfer["seen"] is False and transfer["search"] <= transfer["greedy"] and transfer["best_heuristic"] <= transfer["critical_path"]
     )
     assert not (tmp_path / "run" / "best" / "rand0002").exists()
-    assert [r["graph"] for r in read_metrics(tmp_path / "run" / "metrics.csv")] == names * 2
+    assert [r["graph"] for r in read_rows(tmp_path / "run" / "metrics.csv")] == names * 2
     meta = read_meta(tmp_path / "run" / "meta.json")
     assert set(meta["reference"]) == set(names) == {n for n, e in result.evaluation.items() if e["seen"]}
     for name in names:
@@ -457,7 +457,7 @@ def test_cli_trains_with_the_stand_in_policy_and_resumes(tmp_path, monkeypatch, 
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["devices"] == 3 and config["seed"] == 4 and config["rl_mode"] == "sample" and config["episodes"] == [2, 2]
     assert main(argv) == 0  # a finished run: nothing to do
-    assert len(read_metrics(tmp_path / "run" / "metrics.csv")) == 4
+    assert len(read_rows(tmp_path / "run" / "metrics.csv")) == 4
 
 
 @pytest.mark.parametrize(
@@ -526,7 +526,7 @@ def test_real_policy_resume_repeats_the_uninterrupted_run(tmp_path):
     with pytest.raises(Crash):
         train(config, tmp_path / "resumed", library=learn, progress=False, callback=crash_at(4))
     train(config, tmp_path / "resumed", library=learn, progress=False)
-    whole, resumed = (read_metrics(tmp_path / name / "metrics.csv") for name in ("whole", "resumed"))
+    whole, resumed = (read_rows(tmp_path / name / "metrics.csv") for name in ("whole", "resumed"))
     assert len(resumed) == 6 and without_time(resumed) == without_time(whole)
 
 
@@ -546,7 +546,7 @@ def test_grouped_updates_use_leave_one_out_baselines_and_resume_between_updates(
         device="cpu",
     )
     train(config, tmp_path / "whole", library=learn, progress=False)
-    whole = read_metrics(tmp_path / "whole" / "metrics.csv")
+    whole = read_rows(tmp_path / "whole" / "metrics.csv")
     for group in (whole[0:4], whole[4:8], whole[8:10]):
         rewards = np.array([float(r["reward"]) for r in group])
         expected = (rewards.sum() - rewards) / (len(rewards) - 1)
@@ -556,7 +556,7 @@ def test_grouped_updates_use_leave_one_out_baselines_and_resume_between_updates(
     with pytest.raises(Crash):  # inside the second update: resume replays it from the checkpoint after the first
         train(config, tmp_path / "resumed", library=learn, progress=False, callback=crash_at(6))
     train(config, tmp_path / "resumed", library=learn, progress=False)
-    assert without_time(read_metrics(tmp_path / "resumed" / "metrics.csv")) == without_time(whole)
+    assert without_time(read_rows(tmp_path / "resumed" / "metrics.csv")) == without_time(whole)
 
 
 def test_tensorboard_mirrors_the_metrics_and_drops_replayed_episodes_on_resume(tmp_path):
@@ -568,7 +568,7 @@ def test_tensorboard_mirrors_the_metrics_and_drops_replayed_episodes_on_resume(t
     events = event_accumulator.EventAccumulator(str(out / "tensorboard"))
     events.Reload()
     scalars = events.Scalars(f"{CHAIN}/makespan")
-    rows = read_metrics(out / "metrics.csv")
+    rows = read_rows(out / "metrics.csv")
     assert [s.step for s in scalars] == list(range(12)), "one event per episode, none twice"
     np.testing.assert_allclose([s.value for s in scalars], [float(r["makespan"]) for r in rows], rtol=1e-6)
     assert {f"{CHAIN}/loss_imitation", f"{CHAIN}/lr", f"{CHAIN}/reward"} <= set(events.Tags()["scalars"])
@@ -631,13 +631,13 @@ def test_self_imitation_replays_the_stage_best_and_survives_a_resume(tmp_path):
         device="cpu",
     )
     train(config, tmp_path / "whole", library=learn, progress=False)
-    whole = read_metrics(tmp_path / "whole" / "metrics.csv")
+    whole = read_rows(tmp_path / "whole" / "metrics.csv")
     # the first update has no elite yet; every later one adds the replay's loss
     assert [r["loss_imitation"] for r in whole[:3]] == [""] * 3 and all(float(r["loss_imitation"]) > 0 for r in whole[3:])
     with pytest.raises(Crash):  # the elite lives in the checkpoint: the resumed run replays the same one
         train(config, tmp_path / "resumed", library=learn, progress=False, callback=crash_at(8))
     train(config, tmp_path / "resumed", library=learn, progress=False)
-    assert without_time(read_metrics(tmp_path / "resumed" / "metrics.csv")) == without_time(whole)
+    assert without_time(read_rows(tmp_path / "resumed" / "metrics.csv")) == without_time(whole)
 
 
 def test_self_imitation_needs_a_library_that_replays(tmp_path):
@@ -667,7 +667,7 @@ def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_p
     run = RunDirectory(tmp_path / "run")
     selection = read_meta(run.meta_path)["greedy_selection_sim"]
     assert selection["evaluations"] == 7  # the starting weights, then episodes 4, 8, ..., 24
-    logged = read_metrics(run.greedy_path)  # every evaluation is logged, not only the kept one
+    logged = read_rows(run.greedy_path)  # every evaluation is logged, not only the kept one
     assert tuple(logged[0]) == GREEDY_COLUMNS
     assert [int(r["episode"]) for r in logged] == [0, 4, 8, 12, 16, 20, 24] and {r["stage"] for r in logged} == {"sim"}
     assert min(float(r["greedy"]) for r in logged) == selection["greedy"][graph.name]
@@ -684,19 +684,19 @@ def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_p
         train(config, tmp_path / "resumed", library=TINY, progress=False, callback=crash_at(13))
     train(config, tmp_path / "resumed", library=TINY, progress=False)
     assert read_meta(tmp_path / "resumed" / "meta.json")["greedy_selection_sim"] == selection
-    assert without_time(read_metrics(tmp_path / "resumed" / "greedy.csv")) == without_time(logged)  # nothing lost, nothing twice
+    assert without_time(read_rows(tmp_path / "resumed" / "greedy.csv")) == without_time(logged)  # nothing lost, nothing twice
 
 
 @pytest.mark.parametrize("crash", [6, 7, 9])
 def test_greedy_evaluations_survive_a_resume_at_and_after_a_stage_boundary(tmp_path, crash):
     config = tiny_config(greedy_every=2, rl_mode="sample")
     full = train(config, tmp_path / "full", library=TINY, progress=False).run_dir
-    expected = without_time(read_metrics(full / "greedy.csv"))
+    expected = without_time(read_rows(full / "greedy.csv"))
     assert [(r["stage"], int(r["episode"])) for r in expected] == [("sim", e) for e in (6, 8, 10, 12)]  # no greedy evaluation in Stage I
     with pytest.raises(Crash):
         train(config, tmp_path / "run", library=TINY, progress=False, callback=crash_at(crash))
     train(config, tmp_path / "run", library=TINY, progress=False)
-    assert without_time(read_metrics(tmp_path / "run" / "greedy.csv")) == expected
+    assert without_time(read_rows(tmp_path / "run" / "greedy.csv")) == expected
 
 
 def test_a_run_from_before_greedy_csv_resumes_and_starts_one(tmp_path):
@@ -706,4 +706,4 @@ def test_a_run_from_before_greedy_csv_resumes_and_starts_one(tmp_path):
         train(config, out, library=TINY, progress=False, callback=crash_at(9))
     (out / "greedy.csv").unlink()
     train(config, out, library=TINY, progress=False)
-    assert [int(r["episode"]) for r in read_metrics(out / "greedy.csv")] == [10, 12]
+    assert [int(r["episode"]) for r in read_rows(out / "greedy.csv")] == [10, 12]

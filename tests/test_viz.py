@@ -13,6 +13,7 @@ import pytest
 import workbench as wb
 from tests.conftest import small_dag
 from workbench import viz
+from workbench.runs import GREEDY_PERIODIC
 
 NO_DASH = textwrap.dedent(
     """
@@ -34,7 +35,7 @@ def test_notebook_and_viz_import_and_draw_without_dash():
     done = without_dash(
         """
         import workbench as wb, workbench.notebook, workbench.viz as viz
-        from workbench.dashboard.runs import read_run  # notebooks 03 and 04 read runs with it
+        from workbench.runs import read_run  # notebooks 03 and 04 read runs with it
         graph = wb.bundled_graph("chain_mm")
         trace = wb.simulate(graph, [i % 2 for i in range(graph.num_nodes)], 2).trace
         viz.gantt_figure(graph, trace, critical_path=True)
@@ -120,7 +121,7 @@ def test_stage_three_gets_its_own_axis_and_greedy_points_are_drawn():
             "seconds": np.arange(30.0),
         }
     )
-    periodic = viz.training.GREEDY_PERIODIC
+    periodic = GREEDY_PERIODIC
     greedy = {
         "run": pd.DataFrame(
             {

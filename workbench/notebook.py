@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 
 from .graph import DataflowGraph
 from .placers import REGISTRY, Placement, methods, place
-from .rundir import try_read_meta
+from .runs import RunPaths, read_meta, try_read_json
 from .sim import simulate
 from .training.oracle import seconds_oracle
 from .viz import gantt_grid, makespan_bars
@@ -63,7 +63,7 @@ def pretrained_methods(graph: DataflowGraph, methods: Iterable[str] = LEARNED, d
     found = [m for m in methods if pretrained_path(graph, m).is_file()]
     if devices is None:
         return found
-    return [m for m in found if try_read_meta(pretrained_path(graph, m).parent / "meta.json").get("devices", devices) == devices]
+    return [m for m in found if try_read_json(pretrained_path(graph, m).parent / "meta.json").get("devices", devices) == devices]
 
 
 def default_methods(graph: DataflowGraph, devices: int | None = None) -> list[str]:
@@ -225,8 +225,6 @@ def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Pla
     Keys are the stages (``checkpoints/<stage>.safetensors``, the stage's final weights)
     and ``<stage>-best`` where training kept its best greedy weights.
     """
-    from .rundir import RunPaths, read_meta
-
     run = RunPaths(run_dir)
     if not run.meta_path.is_file():
         raise ValueError(f"{run_dir} is not a training run directory (no meta.json)")

@@ -39,6 +39,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "workbench.bench.learned",
         "learned_search vs local_search at 200/500/2,000 evaluations on the corpus's test split and the paper graphs (resumable)",
     ),
+    "runs": (
+        "workbench.bench.runs",
+        "the run reader (workbench.runs) on a 300,000-episode metrics.csv: frame, rows and whole run, plain and quoted graph paths",
+    ),
     "scale": (
         "workbench.bench.scale",
         "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference",

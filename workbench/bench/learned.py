@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..fileio import atomic_write_json
+from ..runs import zero_shot_checkpoint
 
 ROOT = Path("runs") / "bench-learned"
 CACHE = "fair.json"
@@ -97,13 +98,6 @@ def cells(quick: bool = False, splits: Iterable[str] = tuple(SPLIT_DEVICES)) -> 
         out += [Cell(split, g, d, m, 0, 0) for g, d in cases for m in ONE_PASS]
         out += [Cell(split, g, d, m, s, b) for b in budgets for s in seeds for g, d in cases for m in SEARCHES]
     return out
-
-
-def zero_shot_checkpoint() -> Path:
-    """The shipped zero-shot gate policy."""
-    from ..datasets import DATASETS_DIR
-
-    return DATASETS_DIR / "pretrained" / "zero_shot" / "doppler_gate.safetensors"
 
 
 def measure(graph: Any, cell: Cell) -> dict[str, Any]:

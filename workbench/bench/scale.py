@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import DataflowGraph
-from ..rundir import zero_shot_checkpoint
+from ..runs import zero_shot_checkpoint
 
 SIZES = (100, 300, 1_000, 2_000, 10_000)
 QUICK_SIZES = (100, 1_000)

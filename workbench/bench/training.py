@@ -130,7 +130,7 @@ VARIANTS = (
 
 def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int, root: Path) -> dict[str, Any]:
     """Train (or resume, or read back) one run; its greedy and best-of-K makespans and wall time."""
-    from ..rundir import RunPaths, read_meta, read_metrics
+    from ..runs import RunPaths, read_meta, read_rows
     from ..training import TrainConfig, train
 
     if variant.preset == "paper":
@@ -150,7 +150,7 @@ def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int,
     if result.status != "finished":
         raise KeyboardInterrupt(f"{result.run_dir} {result.status} after {result.episodes} episodes; rerun the benchmark to resume")
     found, run = result.evaluation[graph], RunPaths(result.run_dir)
-    rows = read_metrics(run.metrics_path)
+    rows = read_rows(run.metrics_path)
     selection = read_meta(run.meta_path).get("greedy_selection_sim", {})
     return {
         "variant": variant.name,

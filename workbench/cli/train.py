@@ -48,7 +48,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..training import TrainConfig, field_docs, read_meta, train
+    from ..runs import read_meta
+    from ..training import TrainConfig, field_docs, train
     from ..training.config import parse_overrides
 
     if args.fields:

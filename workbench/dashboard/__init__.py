@@ -3,8 +3,8 @@
 Pages (one module each in :mod:`workbench.dashboard.pages`): Compare (the
 landing page), Graph, Training, Launch, and Measured vs simulated. The
 figures come from :mod:`workbench.viz`, which notebooks use without Dash.
-``create_app`` is imported on first use, so the Dash-free readers in this
-package (``workbench.dashboard.runs``) import without Dash.
+``create_app`` is imported on first use, so importing this package does not
+import Dash; the pages read runs through :mod:`workbench.runs`.
 """
 
 from ..imports import lazy_exports

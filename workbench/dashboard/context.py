@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..runs import list_runs, shipped_training_runs
 from .limits import Limits
 
 __all__ = ["DashboardContext", "default_runs_dir", "resolve_inside", "PathError"]
@@ -88,3 +89,19 @@ class DashboardContext:
 
     def in_datasets(self, relative: str | os.PathLike) -> Path:
         return resolve_inside(self.datasets_dir, relative)
+
+    def run_keys(self) -> list[tuple[str, Path]]:
+        """``(key, folder)`` of every training run a page offers: the runs folder's (:func:`workbench.runs.list_runs`,
+        newest first) keyed ``runs:<path under the runs folder>``, then the shipped pretrained runs keyed
+        ``pretrained:<folder under datasets/pretrained>`` (read-only)."""
+        own = [("runs:" + run.name, run.path) for run in list_runs(self.runs_dir)]
+        return own + [("pretrained:" + path.name, path) for path in shipped_training_runs(self.datasets_dir / "pretrained")]
+
+    def run_path(self, key: str) -> Path:
+        """The folder a run key (:meth:`run_keys`) names, inside the runs folder or datasets/pretrained (no path traversal)."""
+        root, _, relative = str(key).partition(":")
+        if root == "runs" and relative:
+            return self.in_runs(relative)
+        if root == "pretrained" and relative and "/" not in relative:
+            return self.in_datasets(f"pretrained/{relative}")
+        raise PathError(f"not a run: {key!r}")

@@ -12,18 +12,17 @@ it does not depend on the checkpoint's file format. A value ``active|METHOD@REF`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..datasets import PAPER_GRAPHS
+from ..runs import STAGE_NAMES, checkpoint_name, try_read_json
 from .context import DashboardContext
-from .runlist import read_json_object
 
 __all__ = ["ACTIVE", "Origin", "split_active", "checkpoint_origin", "usable", "selection_key", "pretrained_name"]
 
 ACTIVE = "active|"
 """Prefix of a method value that runs the checkpoint's per-instance active search within the search budget."""
 
-STAGE_TITLES = {"il": "Stage I", "sim": "Stage II", "real": "Stage III"}
+STAGE_TITLES = {stage: name.partition(":")[0] for stage, name in STAGE_NAMES.items()}
 GRAPHS_NAMED = 3
 """A caption names at most this many training graphs (a cross-graph policy's: their count and the first ones)."""
 
@@ -87,20 +86,22 @@ def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
     if root == "datasets":
         folder = ctx.in_datasets(relative).parent
         kind, run = "pretrained", folder.name
-        exported = str(read_json_object(folder / "export.json").get("exported_from", ""))
-        stage = _stage(Path(exported).stem) if exported else str(read_json_object(folder / "meta.json").get("stage", "shipped weights"))
+        exported = str(try_read_json(folder / "export.json").get("exported_from", ""))
+        stage = _stage(checkpoint_name(exported)) if exported else str(try_read_json(folder / "meta.json").get("stage", "shipped weights"))
     elif root == "runs":
         checkpoint = ctx.in_runs(relative)
         folder = checkpoint.parent.parent
         kind, run = "run", folder.relative_to(ctx.runs_dir).as_posix()
-        meta = read_json_object(folder / "meta.json")
+        meta = try_read_json(folder / "meta.json")
         stages = meta.get("stages") if isinstance(meta.get("stages"), list) else []
         stage = (
-            _stage(checkpoint.stem) if checkpoint.stem != "last" else f"last weights, {' → '.join(STAGE_TITLES.get(s, s) for s in stages)}"
+            _stage(checkpoint_name(checkpoint))
+            if checkpoint_name(checkpoint) != "last"
+            else f"last weights, {' → '.join(STAGE_TITLES.get(s, s) for s in stages)}"
         )
     else:
         return None
-    meta = read_json_object(folder / "meta.json")
+    meta = try_read_json(folder / "meta.json")
     graphs = tuple(map(str, meta.get("graphs", []))) if isinstance(meta.get("graphs"), list) else ()
     if kind == "pretrained" and not graphs:
         graphs = (folder.name,)

@@ -7,7 +7,9 @@ A graph is named by a *key* the browser can hold:
 - ``generated:<JSON {"kind": ..., "params": {...}}>`` — ``workbench.generate``.
 
 Methods are the registry's names; a learned method carries its checkpoint as
-``method@datasets:<path>`` or ``method@runs:<path>``, and ``active|`` before it
+``method@datasets:<path>`` or ``method@runs:<path>`` (a run's weights to use
+after each of its stages, ``<stage>-best`` where training kept them; ``last``
+while it has none), and ``active|`` before it
 runs that checkpoint's per-instance active search (a policy whose placer takes
 ``search``) within the search budget. Results are cached, so
 redrawing a chart (highlighting an op, switching pages) does not re-run a
@@ -28,11 +30,10 @@ from typing import Any
 import workbench as wb
 from workbench.fileio import atomic_write_bytes
 from workbench.placers import methods, placer_options, placers as registered_placers
-from workbench.rundir import RunPaths, pretrained_checkpoint, zero_shot_checkpoint
+from workbench.runs import RunPaths, checkpoint_name, list_runs, pretrained_checkpoint, try_read_json, zero_shot_checkpoint
 
 from .context import DashboardContext, PathError
 from .learned import ACTIVE, pretrained_name, split_active
-from .runlist import read_json_object
 from .work import check_generated
 
 __all__ = [
@@ -181,10 +182,8 @@ def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
 
 # --------------------------------------------------------------- methods
 def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[str, str, str]]:
-    """``(method, checkpoint ref, label)`` for pretrained files (the graph's own, the shipped cross-graph policy) and runs
-    that have a checkpoint."""
-    from .runs import list_runs
-
+    """``(method, checkpoint ref, label)`` for pretrained files (the graph's own, the shipped cross-graph policy) and the
+    runs' weights to use (:meth:`~workbench.runs.RunPaths.usable_checkpoints`)."""
     found = []
     learned = methods("learned")
     for method in learned if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
@@ -193,17 +192,19 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[s
             ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()
             found.append((method, ref, f"{method} (pretrained for {graph_name})"))
     zero_shot = zero_shot_checkpoint(ctx.datasets_dir / "pretrained")
-    method = str(read_json_object(zero_shot.parent / "meta.json").get("method", ""))
+    method = str(try_read_json(zero_shot.parent / "meta.json").get("method", ""))
     if zero_shot.is_file() and method in learned:
         ref = "datasets:" + zero_shot.relative_to(ctx.datasets_dir).as_posix()
         found.append((method, ref, f"{method} ({pretrained_name(zero_shot.parent.name)})"))
     for run in list_runs(ctx.runs_dir):
-        checkpoint = RunPaths(run.path).last_checkpoint
-        method = str(run.meta.get("method", "")) if run.meta else ""
-        if method in learned and checkpoint.is_file():
-            graphs = ", ".join(map(str, run.meta.get("graphs", []))) or "?"
+        method = str(run.meta.get("method", ""))
+        if method not in learned:
+            continue
+        graphs = ", ".join(map(str, run.meta.get("graphs", []))) or "?"
+        stages = run.meta.get("stages")
+        for checkpoint in RunPaths(run.path).usable_checkpoints(map(str, stages) if isinstance(stages, list) else ()):
             ref = "runs:" + checkpoint.relative_to(ctx.runs_dir).as_posix()
-            found.append((method, ref, f"{method} (run {run.name}, trained on {graphs})"))
+            found.append((method, ref, f"{method} (run {run.name}, {checkpoint_name(checkpoint)}, trained on {graphs})"))
     return found
 
 
@@ -221,7 +222,7 @@ def method_choices(ctx: DashboardContext, graph_name: str) -> list[dict[str, str
 
 def method_label(value: str) -> str:
     """A short label for a method dropdown value: ``doppler (pretrained)``, ``doppler_plc_only (pretrained zero_shot)``,
-    ``gdp (run NAME)``, ``heft``; ``doppler active search (pretrained)`` for an active search value."""
+    ``gdp (run NAME, sim-best)``, ``heft``; ``doppler active search (pretrained)`` for an active search value."""
     active, value = split_active(value)
     method, _, ref = value.partition("@")
     method += " active search" if active else ""
@@ -229,7 +230,8 @@ def method_label(value: str) -> str:
     if root == "datasets":
         return f"{method} ({pretrained_name(PurePosixPath(relative).parent.name)})"
     if root == "runs":
-        return f"{method} (run {relative.split('/')[0]})"
+        folder, _, checkpoint = relative.rpartition("/checkpoints/")
+        return f"{method} (run {folder}, {checkpoint_name(checkpoint)})"
     return method
 
 

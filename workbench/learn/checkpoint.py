@@ -53,7 +53,7 @@ import torch
 from ..cluster import MAX_DEVICES, Devices, num_devices
 from ..fileio import atomic_path
 from ..graph import MAX_EDGES, MAX_NODES, DataflowGraph
-from ..rundir import CHECKPOINT_SUFFIX
+from ..runs import CHECKPOINT_SUFFIX
 
 __all__ = [
     "CheckpointError",

@@ -41,6 +41,7 @@ from ..graph import DataflowGraph
 from ..placers.best_constructive import constructive_methods
 from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
 from ..placers.registry import PlacerError
+from ..runs import checkpoint_file
 from ..sim import Trace
 from .checkpoint import CheckpointError, Field, check_config, read_checkpoint, weight_shapes, write_checkpoint
 
@@ -60,7 +61,7 @@ __all__ = [
 ]
 
 METHOD = "learned_search"
-PRETRAINED_SCORER = DATASETS_DIR / "pretrained" / METHOD / f"{METHOD}.safetensors"
+PRETRAINED_SCORER = checkpoint_file(DATASETS_DIR / "pretrained" / METHOD, METHOD)
 # The fraction of proposals the scorer chooses by default.
 DEFAULT_SHARE = 0.5
 # The largest connected same-device group a group move takes along.

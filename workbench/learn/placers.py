@@ -45,7 +45,7 @@ SEARCHES = ("none", "active")
 
 def pretrained_path(graph: DataflowGraph, method: str) -> Path:
     """Where a bundled pretrained checkpoint of ``method`` for ``graph`` would be."""
-    from ..rundir import pretrained_checkpoint
+    from ..runs import pretrained_checkpoint
 
     return pretrained_checkpoint(graph.name, method)
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_text
-from ..rundir import RunPaths, try_read_meta
+from ..runs import RunPaths, try_read_json
 from .figures import write_figure
 from .paper import PAPER_COLUMNS, PAPER_GRAPH_TITLES, PAPER_REPORTED, ROWS, TIME_SCALE, paper_improvement
 
@@ -171,7 +171,7 @@ def checkpoint_provenance(checkpoints: Mapping[tuple[str, str], str]) -> str:
     lines = []
     for path, labels in users.items():
         checkpoint = Path(path)
-        meta = try_read_meta(RunPaths(checkpoint.parent.parent).meta_path) or try_read_meta(
+        meta = try_read_json(RunPaths(checkpoint.parent.parent).meta_path) or try_read_json(
             RunPaths(checkpoint.parent).meta_path
         )  # a run's, or a shipped policy's
         command = f" — `{meta['command']}`" if meta.get("command") else ""

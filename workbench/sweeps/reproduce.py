@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
 from ..provenance import machine, versions
-from ..rundir import RunPaths, pretrained_checkpoint, try_read_meta
+from ..runs import RunPaths, list_runs, pretrained_checkpoint, try_read_json
 from .grid import GraphSpec, MethodSpec, SweepConfig
 from .paper import GENERATED_FAMILIES, PAPER_REPORTED, ROWS, Row
 from .report import SECTION, checkpoint_provenance, discussion, paper_table, summarize, tables, write_comparison_figure, write_section
@@ -67,22 +67,22 @@ class Plan:
 def find_checkpoint(method: str, graph: str, stage: str, runs: Path, preset: str = "default") -> Path | None:
     """The newest checkpoint of ``method`` trained on ``graph`` through ``stage`` (``"il"`` or ``"sim"``) with ``policy_preset`` ``preset``.
 
-    Looks in training run directories under ``runs`` (any ``meta.json`` naming
+    Looks in the training runs under ``runs`` (:func:`~workbench.runs.list_runs`: those whose ``meta.json`` names
     the method and graph, with the stage's selected checkpoint: its best greedy
-    weights, else its final ones; :meth:`~workbench.rundir.RunPaths.selected_checkpoint`),
+    weights, else its final ones; :meth:`~workbench.runs.RunPaths.selected_checkpoint`),
     then in the shipped ``datasets/pretrained/<graph>/`` policy of ``method``
     when the ``meta.json`` beside it says its last stage is ``stage`` (no
     ``meta.json``: taken as Stages I+II).
     """
     found: list[tuple[str, Path]] = []
-    for meta_path in sorted(runs.glob("**/meta.json")) if runs.is_dir() else []:
-        meta = try_read_meta(meta_path)
+    for run in list_runs(runs):
+        meta = run.meta
         graphs = [str(g) for g in meta.get("graphs") or []]
         if meta.get("method") != method or not any(graph.startswith(g) or g.startswith(graph) for g in graphs):
             continue
-        if try_read_meta(RunPaths(meta_path.parent).config_path).get("policy_preset", "default") != preset:
+        if try_read_json(RunPaths(run.path).config_path).get("policy_preset", "default") != preset:
             continue
-        checkpoint = RunPaths(meta_path.parent).selected_checkpoint(stage)
+        checkpoint = RunPaths(run.path).selected_checkpoint(stage)
         if checkpoint is not None:
             found.append((str(meta.get("updated", "")), checkpoint))
     if found:
@@ -92,7 +92,7 @@ def find_checkpoint(method: str, graph: str, stage: str, runs: Path, preset: str
     pretrained = pretrained_checkpoint(graph, method, DATASETS_DIR / "pretrained")
     if not pretrained.is_file():
         return None
-    stages = try_read_meta(RunPaths(pretrained.parent).meta_path).get("stages") or ["il", "sim"]
+    stages = try_read_json(RunPaths(pretrained.parent).meta_path).get("stages") or ["il", "sim"]
     return pretrained if stages[-1] == stage else None
 
 

@@ -4,7 +4,7 @@ Stage I imitates the critical_path teacher (:mod:`.imitation`), Stage II runs
 REINFORCE against the simulator and Stage III against a real-system cost
 oracle (:mod:`.reinforce`, :mod:`.oracle`). :func:`train` runs them from one
 :class:`TrainConfig` and writes a run directory (:mod:`.rundir`; the contract
-is :mod:`workbench.rundir` and ``docs/contracts.md``) that survives
+is :mod:`workbench.runs` and ``docs/contracts.md``) that survives
 interruption and resumes from its last checkpoint.
 
 The names below resolve on first use, so that importing this package (or a
@@ -30,9 +30,6 @@ _EXPORTS = {
     "SimulatorOracle": "workbench.systems.oracle",
     "as_oracle": ".oracle",
     "RunDirectory": ".rundir",
-    "METRIC_COLUMNS": "workbench.rundir",
-    "read_metrics": "workbench.rundir",
-    "read_meta": "workbench.rundir",
     "search": ".search",
     "SearchResult": ".search",
 }

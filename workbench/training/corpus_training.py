@@ -38,9 +38,7 @@ zero-shot, greedily and best of K, beside critical_path and the best heuristic.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import io
 import json
 import time
 from collections.abc import Callable
@@ -56,6 +54,7 @@ from ..fileio import atomic_write_json, atomic_write_text
 from ..graph import DataflowGraph
 from ..placers import methods
 from ..provenance import machine
+from ..runs import CsvLog, RunWriter
 from .config import TrainConfig, add_config_arguments, device_counts
 from .imitation import apply_gradient
 from .oracle import SimulatorOracle
@@ -67,7 +66,7 @@ OBJECTIVES = ("imitation", "reinforce")
 ROLLOUTS = ("teacher", "epsilon")
 RESUMABLE = ("episodes", "checkpoint_every")
 """Settings a resumed run may change: how long it trains and how often it saves."""
-METRICS = (
+METRICS = (  # the columns of metrics.csv: one row per episode
     "episode",
     "graph",
     "devices",
@@ -78,6 +77,7 @@ METRICS = (
     "seconds",
 )
 SELECTION = ("episode", "wins", "mean_over_critical_path", "best")
+"""The columns of ``selection.csv``: one row per greedy scoring of the held-out split."""
 
 
 @dataclass(frozen=True)
@@ -215,8 +215,9 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     from ..sim import Evaluator
 
     out = Path(out)
-    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    config_path = out / "config.json"
+    run = RunWriter(out)
+    run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run.config_path
     chosen = entries(split, manifest=corpus)
     wanted = json.loads(json.dumps({**dataclasses.asdict(config), "split": split, "graphs": [e.name for e in chosen]}))
     if config_path.is_file():
@@ -227,13 +228,13 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
         differ = sorted(k for k in wanted.keys() | held.keys() if k not in RESUMABLE and wanted.get(k) != held.get(k))
         if differ:
             raise ValueError(f"{out} holds a run with other settings ({', '.join(differ)}); choose another folder or the same settings")
-    atomic_write_json(config_path, wanted)
+    run.write_config(wanted)
     graphs = {e.name: build(e) for e in chosen}
     pairs = [(e, d) for e in chosen for d in config.devices if d in e.devices]
     imitation = config.objective == "imitation"
     teachers = _teachers(out, pairs, graphs, config) if imitation else {}
     critical = {pair_key(e, d): place(graphs[e.name], "critical_path", d).makespan for e, d in pairs}
-    last, best = out / "checkpoints" / "last.safetensors", out / "checkpoints" / "best.safetensors"
+    last, best = run.checkpoint("last"), run.checkpoint("best")
     torch.manual_seed(config.seed)
     if last.is_file():
         policy = load_policy(last)
@@ -250,15 +251,15 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     generator = torch.Generator().manual_seed(config.seed)
     first = 0
-    rows = _read_rows(out / "metrics.csv")
-    selections = _read_rows(out / "selection.csv", SELECTION)
     if last.is_file():
         extra = policy.checkpoint_extra
         optimizer.load_state_dict(extra["optimizer"])
         generator.set_state(extra["torch_rng"])
         first = int(extra["episode"])
-        rows = [row for row in rows if int(row["episode"]) < first]
-        selections = [row for row in selections if int(row["episode"]) <= first]
+    metrics, selection = CsvLog(run.metrics_path, METRICS), CsvLog(out / "selection.csv", SELECTION)
+    metrics.start(keep=lambda row: int(row["episode"]) < first)  # the rows the checkpoint has seen
+    selections: list[dict[str, Any]] = list(selection.start(keep=lambda row: int(row["episode"]) <= first))
+    rows: list[dict[str, Any]] = []  # since the last checkpoint
     policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
     guides = {}
     for entry, devices in pairs if imitation else []:
@@ -267,7 +268,7 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     evaluators = {pair_key(e, d): Evaluator(graphs[e.name], d) for e, d in pairs}
     held_out = _selection_pairs(config, corpus) if config.select_every else []
     if held_out and not selections:
-        _select(policy, held_out, 0, selections, best, out)
+        _select(policy, held_out, 0, selections, best, selection)
     for episode in range(first, config.episodes):
         epoch, index = divmod(episode, len(pairs))
         entry, devices = pairs[int(np.random.default_rng([config.seed, epoch]).permutation(len(pairs))[index])]
@@ -301,11 +302,13 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
         )
         done = episode + 1
         if held_out and done % config.select_every == 0:
-            _select(policy, held_out, done, selections, best, out)
+            _select(policy, held_out, done, selections, best, selection)
         if done % config.checkpoint_every == 0 or done == config.episodes:
             extra = {"episode": done, "optimizer": optimizer.state_dict(), "torch_rng": generator.get_state()}
             policy.save(last, extra=extra)
-            _write_rows(out / "metrics.csv", rows, METRICS)
+            with metrics:
+                metrics.append(rows)
+            rows = []
     return best if held_out else last
 
 
@@ -390,30 +393,17 @@ def greedy_score(policy: Any, pairs: list[tuple[str, DataflowGraph, int, float]]
     return float(np.mean(ratios < 1.0)), float(ratios.mean())
 
 
-def _select(policy: Any, pairs: list, episode: int, selections: list[dict[str, Any]], best: Path, out: Path) -> None:
-    """Score the greedy policy on ``pairs``; save it as ``best`` when it wins more often (or as often, closer to critical_path)."""
+def _select(policy: Any, pairs: list, episode: int, selections: list[dict[str, Any]], best: Path, log: CsvLog) -> None:
+    """Score the greedy policy on ``pairs``; save it as ``best`` when it wins more often (or as often, closer to critical_path);
+    the score goes to ``selections`` and ``log`` (``selection.csv``)."""
     wins, mean = greedy_score(policy, pairs)
     record = max(((float(r["wins"]), -float(r["mean_over_critical_path"])) for r in selections), default=None)
     better = record is None or (wins, -mean) > record
     if better:
         policy.save(best)
     selections.append({"episode": episode, "wins": wins, "mean_over_critical_path": mean, "best": int(better)})
-    _write_rows(out / "selection.csv", selections, SELECTION)
-
-
-def _read_rows(path: Path, fields: tuple[str, ...] = METRICS) -> list[dict[str, Any]]:
-    """The rows of a CSV this module wrote (columns added since are left empty)."""
-    if not path.is_file():
-        return []
-    return [{name: row.get(name, "") for name in fields} for row in csv.DictReader(io.StringIO(path.read_text()))]
-
-
-def _write_rows(path: Path, rows: list[dict[str, Any]], fields: tuple[str, ...]) -> None:
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, text.getvalue())
+    with log:
+        log.append(selections[-1:])
 
 
 def evaluate_split(

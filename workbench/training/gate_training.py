@@ -30,9 +30,9 @@ import numpy as np
 import torch
 
 from ..corpus import CorpusEntry, build, entries
-from ..fileio import atomic_write_json
+from ..runs import CsvLog, RunWriter
 from .config import add_config_arguments, device_counts
-from .corpus_training import _write_rows, pair_key, residual_policy, train_from_arguments
+from .corpus_training import pair_key, residual_policy, train_from_arguments
 
 __all__ = ["GateTrainConfig", "gated_policy", "rule_costs", "train_gate", "main"]
 
@@ -142,13 +142,13 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
     """Train the gate of ``config`` on the training split of ``corpus`` (default: the shipped manifest); returns the best checkpoint."""
     from ..learn.checkpoint import TrainedFor
 
-    out = Path(out)
-    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    run = RunWriter(out)
+    run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     wanted = json.loads(json.dumps(dataclasses.asdict(config)))
-    config_path = out / "config.json"
+    config_path = run.config_path
     if config_path.is_file() and json.loads(config_path.read_text()) != wanted:
         raise ValueError(f"{out} holds a gate run with other settings; choose another folder")
-    atomic_write_json(config_path, wanted)
+    run.write_config(wanted)
     policy = gated_policy(config)
     train, held_out = _pairs("train", config.devices, corpus), _pairs(config.select_split, config.select_devices, corpus)
     train_x, train_c = rule_costs(policy, train)
@@ -158,30 +158,33 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
         for split, pairs, costs in (("train", train, train_c), (config.select_split, held_out, held_c))
         for (key, _, _), cost in zip(pairs, costs, strict=True)
     ]
-    _write_rows(out / "costs.csv", rows, ("split", "pair", *config.gate_rules))
+    CsvLog(run.path / "costs.csv", ("split", "pair", *config.gate_rules)).write(rows)
     gate = policy.gate_head
     optimizer = torch.optim.AdamW(gate.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     x, c, held = (torch.as_tensor(a, dtype=torch.float32) for a in (train_x, train_c, held_x))
     selections: list[dict[str, Any]] = []
-    best = out / "checkpoints" / "best.safetensors"
+    log = CsvLog(run.path / "selection.csv", SELECTION)
+    log.start()
+    best = run.checkpoint("best")
     graphs = {id(g): g for _, g, _ in train}  # a graph is one object at every device count (``_pairs``)
     policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
-    for step in range(config.steps + 1):
-        if step % config.select_every == 0:
-            with torch.no_grad():
-                chosen = held_c[np.arange(len(held_c)), gate(held).argmax(1).numpy()]
-            score = (float(np.mean(chosen < 1.0)), -float(chosen.mean()))
-            better = not selections or score > max((r["wins"], -r["mean_over_critical_path"]) for r in selections)
-            if better:
-                policy.save(best, extra={"step": step})
-            selections.append({"step": step, "wins": score[0], "mean_over_critical_path": -score[1], "best": int(better)})
-        if step == config.steps:
-            break
-        loss = (torch.softmax(gate(x), dim=1) * c).sum(1).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    _write_rows(out / "selection.csv", selections, SELECTION)
+    with log:
+        for step in range(config.steps + 1):
+            if step % config.select_every == 0:
+                with torch.no_grad():
+                    chosen = held_c[np.arange(len(held_c)), gate(held).argmax(1).numpy()]
+                score = (float(np.mean(chosen < 1.0)), -float(chosen.mean()))
+                better = not selections or score > max((r["wins"], -r["mean_over_critical_path"]) for r in selections)
+                if better:
+                    policy.save(best, extra={"step": step})
+                selections.append({"step": step, "wins": score[0], "mean_over_critical_path": -score[1], "best": int(better)})
+                log.append(selections[-1:])
+            if step == config.steps:
+                break
+            loss = (torch.softmax(gate(x), dim=1) * c).sum(1).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
     return best
 
 

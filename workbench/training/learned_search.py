@@ -18,8 +18,6 @@ simulated moves).
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 import time
 from collections.abc import Sequence
@@ -31,10 +29,10 @@ import numpy as np
 import torch
 
 from .. import corpus
-from ..fileio import atomic_write_json, atomic_write_text
 from ..learn.learned_search import (
     DEFAULT_SHARE,
     FEATURES,
+    METHOD,
     LearnedMoves,
     LearnedSearchPlacer,
     MoveScorer,
@@ -44,10 +42,16 @@ from ..learn.learned_search import (
 )
 from ..placers.local_search import CRITICAL_REFRESH, Moves
 from ..provenance import machine, now
+from ..runs import CsvLog, RunWriter, checkpoint_file
 from ..sim import Evaluator, Trace
 from .config import add_config_arguments, device_counts
 
-__all__ = ["ScorerTrainConfig", "collect_states", "train_scorer", "main"]
+__all__ = ["ScorerTrainConfig", "METRICS", "collect_states", "train_scorer", "main"]
+
+QUALITY = ("top1_decrease", "random_decrease", "best_decrease")
+"""What :func:`ranking_quality` measures on a set of states."""
+METRICS = ("round", "epoch", "states", "loss", *(f"{split}_{k}" for split in ("train", "validation") for k in QUALITY), "cpu_seconds")
+"""The columns of the scorer's ``metrics.csv``: one row per epoch (:func:`_row`)."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,7 @@ def ranking_quality(scorer: MoveScorer, states: States) -> dict[str, float]:
     top = states.decrease[np.arange(len(scores)), scores.argmax(axis=1)]
     mean = (states.decrease * states.mask).sum(axis=1) / np.maximum(states.mask.sum(axis=1), 1)
     best = np.where(states.mask, states.decrease, -np.inf).max(axis=1)
-    return {"top1_decrease": float(top.mean()), "random_decrease": float(mean.mean()), "best_decrease": float(best.mean())}
+    return dict(zip(QUALITY, (float(top.mean()), float(mean.mean()), float(best.mean())), strict=True))
 
 
 def _loss(scorer: MoveScorer, tensors: list[torch.Tensor], config: ScorerTrainConfig) -> torch.Tensor:
@@ -266,13 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python -m workbench.training.learned_search " + " ".join(argv if argv is not None else sys.argv[1:])
-    save_scorer(out / "learned_search.safetensors", scorer, {"config": asdict(config), **costs})
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(out / "metrics.csv", text.getvalue())
-    atomic_write_json(out / "meta.json", {"command": command, "config": asdict(config), **costs, "machine": machine(), "finished": now()})
+    save_scorer(checkpoint_file(out, METHOD), scorer, {"config": asdict(config), **costs})
+    run = RunWriter(out)
+    CsvLog(run.metrics_path, METRICS).write(rows)
+    run.write_meta({"command": command, "config": asdict(config), **costs, "machine": machine(), "finished": now()})
     return 0
 
 

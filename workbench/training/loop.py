@@ -387,7 +387,7 @@ def _log_episodes(
         }
         if "real" in config.stages:
             row["predicted"] = simulated if stage == "real" else None
-        session.metrics.append(row)
+        session.metrics.append_row(row)
         if simulated < session.best.get(name, np.inf):
             session.best[name] = simulated
             _write_best(session.run, config, session.graphs, name, rollout.assignment, rollout.order, simulated, stage, session.episode)

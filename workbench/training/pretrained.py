@@ -28,7 +28,7 @@ import torch
 
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
 from ..fileio import atomic_write_text
-from ..rundir import checkpoint_file, read_meta
+from ..runs import checkpoint_file, checkpoint_name, read_meta, read_rows, reference as reference_of, shipped_training_runs
 from ..sim import simulate
 from .checkpoint import load_checkpoint
 from .config import TrainConfig, parse_overrides
@@ -90,15 +90,13 @@ def _cell(value: float, critical_path: float) -> str:
 
 def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
     """A markdown table of the shipped policies: budget, wall time, greedy makespan per stage, beside the heuristics (÷ 1e10)."""
-    from ..rundir import read_metrics, reference as reference_of, shipped_training_runs
-
     lines = [
         "| graph | episodes (il+sim) | training wall time | critical_path | best heuristic | greedy after each stage | shipped "
         "| best of greedy + K samples (evaluated policy) | best seen in training |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for meta_path in [run / "meta.json" for run in shipped_training_runs(folder)]:
-        meta, rows = read_meta(meta_path), read_metrics(meta_path.parent / "metrics.csv")
+        meta, rows = read_meta(meta_path), read_rows(meta_path.parent / "metrics.csv")
         record = json.loads((meta_path.parent / "export.json").read_text(encoding="utf-8"))
         name = meta_path.parent.name
         found, reference = meta["evaluation"][name], reference_of(meta, name)
@@ -108,7 +106,7 @@ def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
         lines.append(
             f"| {name} | {budget} | {float(rows[-1]['seconds']) / 60:.1f} min | {found['critical_path'] / 1e10:.1f} | "
             f"{reference['best_heuristic'] / 1e10:.1f} ({reference['best_heuristic_method']}) | {by_stage} | "
-            f"{Path(record['exported_from']).stem} | {_cell(found['search'], critical_path)}, K={found['search_samples']} | "
+            f"{checkpoint_name(record['exported_from'])} | {_cell(found['search'], critical_path)}, K={found['search_samples']} | "
             f"{_cell(found['best_seen'], critical_path)} |"
         )
     return "\n".join(lines)

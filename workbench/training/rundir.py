@@ -1,41 +1,33 @@
-"""Writing run directories (``docs/contracts.md``, "Run directory"); the paths, columns and readers are :mod:`workbench.rundir`.
+"""The run directory of ``workbench train`` (``docs/contracts.md``, "Run directory"), written through :mod:`workbench.runs`.
 
-Every file is written atomically (temporary file, then rename), and
-``metrics.csv`` only ever grows by whole, flushed lines, so a reader sees a
-consistent directory at every instant; a half-written last line (power
-loss) is ignored by :func:`~workbench.rundir.read_metrics` and dropped on resume.
+Its tables are :class:`~workbench.runs.CsvLog`\\ s: ``metrics.csv`` with
+:data:`~workbench.runs.METRIC_COLUMNS` (and ``predicted`` with a real stage),
+``greedy.csv`` with :data:`~workbench.runs.GREEDY_COLUMNS`. They only ever grow
+by whole, flushed lines, so a reader sees a consistent directory at every
+instant; a half-written last line (power loss) is ignored by
+:func:`~workbench.runs.read_rows` and dropped on resume.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write_json, atomic_write_text
-from ..provenance import now
-from ..rundir import GREEDY_COLUMNS, METRIC_COLUMNS, PREDICTED_COLUMN, RunPaths, read_meta, read_metrics
+from ..fileio import atomic_write_text
+from ..runs import GREEDY_COLUMNS, METRIC_COLUMNS, PREDICTED_COLUMN, CsvLog, RunWriter
 from .config import TrainConfig
 
-__all__ = ["RunDirectory", "MetricsWriter", "METRIC_COLUMNS", "read_metrics", "read_meta"]
+__all__ = ["RunDirectory", "MetricsWriter"]
 
 
-def _format(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-class RunDirectory(RunPaths):
-    """One run's directory, for writing: config, meta, metrics, best placements (checkpoints: :mod:`.checkpoint`)."""
+class RunDirectory(RunWriter):
+    """One training run's directory, for writing: config, meta, metrics, greedy evaluations, best placements (checkpoints:
+    :mod:`.checkpoint`)."""
 
     def columns(self, config: TrainConfig) -> tuple[str, ...]:
+        """The columns of ``metrics.csv`` for ``config``."""
         return METRIC_COLUMNS + ((PREDICTED_COLUMN,) if "real" in config.stages else ())
 
     # --- creating and reopening -------------------------------------------------------
@@ -56,22 +48,18 @@ class RunDirectory(RunPaths):
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_path, config.to_json())
         self.write_meta(dict(meta))
-        self.truncate_metrics(config, keep_before=0)
-        _write_csv(self.greedy_path, GREEDY_COLUMNS, [])
-
-    def truncate_metrics(self, config: TrainConfig, keep_before: int) -> None:
-        """Rewrite ``metrics.csv`` with only the complete rows of episodes ``< keep_before`` (resume)."""
-        rows = read_metrics(self.metrics_path) if self.metrics_path.exists() else []
-        _write_csv(self.metrics_path, self.columns(config), [r for r in rows if int(r["episode"]) < keep_before])
+        CsvLog(self.metrics_path, self.columns(config)).start()
+        CsvLog(self.greedy_path, GREEDY_COLUMNS).start()
 
     # --- greedy evaluations ---------------------------------------------------------------
     def append_greedy(self, stage: str, episode: int, seconds: float, makespans: Mapping[str, float]) -> None:
         """One whole, flushed ``greedy.csv`` line per graph of an evaluation (the file exists: :meth:`create`, :meth:`truncate_greedy`)."""
-        buffer = io.StringIO()
-        rows = ([stage, episode, graph, _format(float(value)), _format(round(seconds, 4))] for graph, value in makespans.items())
-        csv.writer(buffer, lineterminator="\n").writerows(rows)
-        with open(self.greedy_path, "a", encoding="utf-8", newline="") as handle:
-            handle.write(buffer.getvalue())
+        rows = (
+            {"stage": stage, "episode": episode, "graph": graph, "greedy": float(value), "seconds": round(seconds, 4)}
+            for graph, value in makespans.items()
+        )
+        with CsvLog(self.greedy_path, GREEDY_COLUMNS) as log:
+            log.append(rows)
 
     def truncate_greedy(self, episode: int, stage: str) -> None:
         """Rewrite ``greedy.csv`` with the evaluations a checkpoint at ``episode`` of ``stage`` comes after (resume).
@@ -80,27 +68,9 @@ class RunDirectory(RunPaths):
         evaluation at the start of the next stage is done again. A run written
         before ``greedy.csv`` existed gets an empty one.
         """
-        rows = read_metrics(self.greedy_path) if self.greedy_path.exists() else []
-        kept = [
-            r
-            for r in rows
-            if r["episode"].isdigit() and (int(r["episode"]) < episode or (int(r["episode"]) == episode and r["stage"] == stage))
-        ]
-        _write_csv(self.greedy_path, GREEDY_COLUMNS, kept)
-
-    # --- meta -----------------------------------------------------------------------------
-    def read_meta(self) -> dict[str, Any]:
-        return read_meta(self.meta_path)
-
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        meta["updated"] = now()
-        atomic_write_json(self.meta_path, meta)
-
-    def update_meta(self, **changes: Any) -> dict[str, Any]:
-        meta = self.read_meta()
-        meta.update(changes)
-        self.write_meta(meta)
-        return meta
+        CsvLog(self.greedy_path, GREEDY_COLUMNS).start(
+            keep=lambda r: int(r["episode"]) < episode or (int(r["episode"]) == episode and r["stage"] == stage)
+        )
 
     # --- metrics --------------------------------------------------------------------------
     def open_metrics(self, config: TrainConfig, first_episode: int = 0) -> MetricsWriter:
@@ -108,25 +78,9 @@ class RunDirectory(RunPaths):
         tensorboard = self.tensorboard_dir if config.tensorboard else None
         return MetricsWriter(self.metrics_path, self.columns(config), tensorboard, first_episode)
 
-    # --- best placements --------------------------------------------------------------------
-    def write_best(self, placement: Mapping[str, Any], trace_json: str, subdir: str | None = None) -> None:
-        """``best/placement.json`` and ``best/trace.json`` (in ``best/<subdir>/`` when given)."""
-        folder = self.best_dir / subdir if subdir else self.best_dir
-        atomic_write_text(folder / "trace.json", trace_json)
-        atomic_write_json(folder / "placement.json", dict(placement))
 
-
-def _write_csv(path: Path, columns: tuple[str, ...], rows: Iterable[Mapping[str, str]]) -> None:
-    """Replace ``path`` atomically by ``columns`` as the header and ``rows`` (missing fields empty)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([r.get(c, "") for c in columns] for r in rows)
-    atomic_write_text(path, buffer.getvalue())
-
-
-class MetricsWriter:
-    """Appends one whole, flushed CSV line per episode; optionally the numeric columns to TensorBoard too.
+class MetricsWriter(CsvLog):
+    """``metrics.csv``: one whole, flushed line per episode; optionally the numeric columns to TensorBoard too.
 
     TensorBoard scalars are tagged ``<graph>/<column>`` with the episode as
     step; on resume, events from ``first_episode`` on (episodes about to be
@@ -134,18 +88,12 @@ class MetricsWriter:
     """
 
     def __init__(self, path: Path, columns: Iterable[str], tensorboard: Path | None = None, first_episode: int = 0) -> None:
-        self.columns = tuple(columns)
+        super().__init__(path, columns)
         self._tensorboard = _summary_writer(tensorboard, first_episode) if tensorboard is not None else None
-        self._handle = open(path, "a", encoding="utf-8", newline="")
 
-    def append(self, row: Mapping[str, Any]) -> None:
-        unknown = set(row) - set(self.columns)
-        if unknown:
-            raise KeyError(f"metrics row has columns outside the header: {sorted(unknown)}")
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerow([_format(row.get(c)) for c in self.columns])
-        self._handle.write(buffer.getvalue())
-        self._handle.flush()
+    def append_row(self, row: Mapping[str, Any]) -> None:
+        """One episode's row (a column outside the header is a ``KeyError``)."""
+        self.append([row])
         if self._tensorboard is not None:
             for column in self.columns:
                 value = row.get(column)
@@ -153,21 +101,18 @@ class MetricsWriter:
                     self._tensorboard.add_scalar(f"{row['graph']}/{column}", value, int(row["episode"]))
 
     def sync(self) -> None:
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        super().sync()
         if self._tensorboard is not None:
             self._tensorboard.flush()
 
     def close(self) -> None:
-        self._handle.close()
+        super().close()
         if self._tensorboard is not None:
             self._tensorboard.close()
+            self._tensorboard = None
 
     def __enter__(self) -> MetricsWriter:
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _summary_writer(log_dir: Path, first_episode: int) -> Any:

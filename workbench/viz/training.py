@@ -15,17 +15,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from ..runs import GREEDY_PERIODIC, STAGE_NAMES
 from .style import base_layout, time_axis
 
-__all__ = ["STAGE_NAMES", "STAGE_SHORT", "GREEDY_PERIODIC", "training_curves"]
+__all__ = ["STAGE_SHORT", "training_curves"]
 
 STAGE_RGB = {"il": "31,119,180", "sim": "44,160,44", "real": "255,127,14"}
-STAGE_NAMES = {"il": "Stage I: imitation", "sim": "Stage II: simulator RL", "real": "Stage III: real system"}
 STAGE_SHORT = {"il": "I", "sim": "II", "real": "III"}
 REAL = "real"
 X_TITLES = {"episode": "episode", "seconds": "training wall-clock time (s)"}
-GREEDY_PERIODIC = "greedy evaluations"
-"""The ``what`` of a run's periodic greedy evaluations (``greedy.csv``): drawn as a line; other greedy points as large diamonds."""
 
 
 def _spans(data: pd.DataFrame, x: str) -> list[tuple[str, float, float]]:

@@ -12,11 +12,10 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 import workbench as wb
 from workbench.placers import placers as registered_placers
-from workbench.rundir import RunPaths, try_read_meta
 
+from ...runs import RunPaths, read_frame, try_read_json
 from ..components import controls, field, message
 from ..jobs import Argument, Job, LaunchError, command_arguments, launchable_commands
-from ..runs import read_metrics
 
 PATH = "/launch"
 NAME = "Launch"
@@ -111,8 +110,8 @@ def _run_progress(job: Job) -> str | None:
     if job.out_dir is None:
         return None
     run = RunPaths(job.out_dir)
-    status = try_read_meta(run.meta_path).get("status") or ("?" if run.meta_path.exists() else "not started")
-    episodes = len(read_metrics(run.metrics_path, []))
+    status = try_read_json(run.meta_path).get("status") or ("?" if run.meta_path.exists() else "not started")
+    episodes = len(read_frame(run.metrics_path))
     return f"run {job.out_dir.name}: {status}, {episodes:,} episodes logged (see the Training page)"
 
 

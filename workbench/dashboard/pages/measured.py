@@ -22,11 +22,10 @@ from dash import Input, Output, dcc, html
 import workbench as wb
 from workbench.viz import calibration_scatter, format_time, gantt_figure, gantt_frame, message_figure
 
+from ...runs import RunPaths, read_frame
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..picker import graph_picker, register_graph_picker
-from ..runlist import run_keys
-from ..runs import read_metrics
 from ..sources import load_graph_key
 
 PATH = "/measured"
@@ -145,8 +144,8 @@ def layout(context, jobs, **_query) -> html.Div:
 def training_calibration(context) -> tuple:
     """Measured (``makespan``) against predicted (``predicted``) makespans of the real stage of every run that logged both."""
     rows = []
-    for _key, path in run_keys(context):
-        metrics = read_metrics(path / "metrics.csv", [])
+    for _key, path in context.run_keys():
+        metrics = read_frame(RunPaths(path).metrics_path)
         if {"makespan", "predicted"} <= set(metrics.columns):
             real = metrics[metrics["stage"] == "real"] if "stage" in metrics else metrics
             rows.append(real[["makespan", "predicted"]].dropna().assign(run=path.name))

@@ -1,9 +1,9 @@
 """Training: curves of selected runs (stages shaded per run, greedy evaluations, reference lines), configs, the best placement.
 
-Lists run folders at any depth under the runs folder and the shipped
-pretrained runs (``datasets/pretrained/*``, read-only), reads them as
-``docs/contracts.md`` ("Run directory") describes, and redraws every two
-seconds while a selected run's files change.
+Lists the runs under the runs folder (:func:`workbench.runs.list_runs`, the
+same as Compare) and the shipped pretrained runs (``datasets/pretrained/*``,
+read-only), reads them with :func:`workbench.runs.read_run`, and redraws every
+two seconds while a selected run's files change.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import workbench as wb
 from workbench.datasets import PAPER_GRAPHS
 from workbench.viz import format_time, gantt_figure, gantt_frame, message_figure, training_curves
 
-from ...rundir import VALUE_COLUMNS
+from ...runs import VALUE_COLUMNS, greedy_evaluations, read_run, reference_lines, try_read_json
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
-from ..runlist import best_placement_trace, greedy_evaluations, read_json_object, run_keys, run_path
-from ..runs import read_run, references
 
 PATH = "/training"
 NAME = "Training"
@@ -33,8 +31,8 @@ WATCHED = ("meta.json", "metrics.csv", "greedy.csv", "best/trace.json", "best_pl
 def run_options(context) -> list[dict[str, str]]:
     """One option per run: its path, status, method, graphs and stages; shipped runs say so."""
     options = []
-    for key, path in run_keys(context):
-        meta = read_json_object(path / "meta.json")
+    for key, path in context.run_keys():
+        meta = try_read_json(path / "meta.json")
         graphs = ", ".join(map(str, meta.get("graphs", []))) if isinstance(meta.get("graphs"), list) else ""
         stages = "+".join(map(str, meta.get("stages", []))) if isinstance(meta.get("stages"), list) else ""
         detail = " · ".join(str(x) for x in (meta.get("status"), meta.get("method"), graphs, stages) if x)
@@ -95,7 +93,7 @@ def layout(context, jobs, **_query) -> html.Div:
 
 
 def _run_paths(context, keys):
-    return [run_path(context, key) for key in keys or []]
+    return [context.run_path(key) for key in keys or []]
 
 
 def signature(context, keys) -> list:
@@ -112,17 +110,15 @@ def signature(context, keys) -> list:
 
 
 def _best(run):
-    """``(placement dict, graph or None, trace)`` of a run's best placement (``best/``, or a shipped run's ``best_placement.json``)."""
-    import workbench as wb
-
-    if run.best_trace is not None:
-        placement = run.best_placement or {}
-        try:
-            graph = wb.bundled_graph(placement["graph"])
-        except (KeyError, ValueError, OSError, TypeError):
-            graph = None
-        return placement, graph if graph is not None and graph.num_nodes == run.best_trace.num_ops else None, run.best_trace
-    return best_placement_trace(run.path)
+    """``(placement dict, graph or None, trace)`` of a run's best placement (:attr:`workbench.runs.Run.best_trace`), or ``None``."""
+    if run.best_trace is None:
+        return None
+    placement = run.best_placement or {}
+    try:
+        graph = wb.bundled_graph(placement["graph"])
+    except (KeyError, ValueError, OSError, TypeError):
+        graph = None
+    return placement, graph if graph is not None and graph.num_nodes == run.best_trace.num_ops else None, run.best_trace
 
 
 def _configs(runs) -> html.Div:
@@ -195,14 +191,14 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
         if not run.metrics.empty and "graph" in run.metrics and run.metrics["graph"].nunique() > 1:
             for graph_name, frame in run.metrics.groupby("graph"):
                 frames[f"{label} / {graph_name}"] = frame
-                greedy[f"{label} / {graph_name}"] = greedy_evaluations(meta, run.metrics, graph_name, run.greedy)
+                greedy[f"{label} / {graph_name}"] = greedy_evaluations(run, graph_name)
                 if len(paths) == 1:
-                    refs.update({f"{graph_name}: {k}": v for k, v in references(meta, graph_name).items()})
+                    refs.update({f"{graph_name}: {k}": v for k, v in reference_lines(meta, graph_name).items()})
         elif not run.metrics.empty:
             frames[label] = run.metrics
             graph_name = run.metrics["graph"].dropna().iloc[0] if "graph" in run.metrics and run.metrics["graph"].notna().any() else None
-            greedy[label] = greedy_evaluations(meta, run.metrics, graph_name, run.greedy)
-            refs.update({(k if len(paths) == 1 else f"{label}: {k}"): v for k, v in references(meta, graph_name).items()})
+            greedy[label] = greedy_evaluations(run, graph_name)
+            refs.update({(k if len(paths) == 1 else f"{label}: {k}"): v for k, v in reference_lines(meta, graph_name).items()})
         if best is None and found is not None:
             best = (label, *found)
     header = html.Tr([html.Th(h) for h in ("run", "status", "method", "stages", "episodes", "best placement makespan", "problems")])

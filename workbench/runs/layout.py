@@ -1,10 +1,7 @@
-"""The run-directory contract (``docs/contracts.md``, "Run directory"): paths, columns, readers, checkpoint names.
+"""The layout of a run directory (``docs/contracts.md``, "Run directory"): its paths, columns and checkpoint names.
 
-Training writes a run directory (:mod:`workbench.training.rundir` builds on
-:class:`RunPaths`); the dashboard, the notebooks, ``workbench reproduce``, the
-benchmarks and the pretrained export read it through this module. It imports
-nothing but the standard library (no torch, no pandas), so every reader can
-use it::
+Standard library only, so a checkpoint writer (:mod:`workbench.learn.checkpoint`)
+names files through it without pulling in pandas::
 
     runs/NAME/
       config.json          TrainConfig
@@ -14,40 +11,13 @@ use it::
       checkpoints/         last, <stage>, <stage>-best  (checkpoint_file names them)
       best/                placement.json + trace.json (best/<graph>/ each with several graphs)
       tensorboard/         optional
-
-A reader never trusts the last line of ``metrics.csv``: a run being written
-(or cut by a power loss) may end in half a line, which is ignored.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-__all__ = [
-    "METRIC_COLUMNS",
-    "PREDICTED_COLUMN",
-    "TEXT_COLUMNS",
-    "GREEDY_COLUMNS",
-    "VALUE_COLUMNS",
-    "CHECKPOINT_SUFFIX",
-    "RunPaths",
-    "checkpoint_file",
-    "pretrained_checkpoint",
-    "ZERO_SHOT_FOLDER",
-    "zero_shot_checkpoint",
-    "shipped_training_runs",
-    "complete_lines",
-    "read_metrics",
-    "read_meta",
-    "try_read_meta",
-    "references",
-    "reference",
-]
 
 METRIC_COLUMNS = (
     "stage", "episode", "graph", "makespan", "reward", "baseline", "loss", "loss_policy", "loss_entropy",
@@ -73,6 +43,9 @@ at once, also before a stage's first episode, while ``metrics.csv`` holds
 exactly one line per episode. Runs written before it have none.
 """
 
+STAGE_NAMES = {"il": "Stage I: imitation", "sim": "Stage II: simulator RL", "real": "Stage III: real system"}
+"""What each training stage is called in charts and captions."""
+
 CHECKPOINT_SUFFIX = ".safetensors"
 """Policy checkpoints are safetensors files with a JSON header (:mod:`workbench.learn.checkpoint`); the old pickle ``.pt`` is refused."""
 
@@ -85,13 +58,18 @@ def checkpoint_file(directory: str | os.PathLike, name: str) -> Path:
     return Path(directory) / f"{name}{CHECKPOINT_SUFFIX}"
 
 
+def checkpoint_name(path: str | os.PathLike) -> str:
+    """The name :func:`checkpoint_file` gave ``path`` (``sim-best`` for ``checkpoints/sim-best.safetensors``)."""
+    return Path(path).name.removesuffix(CHECKPOINT_SUFFIX)
+
+
 ZERO_SHOT_FOLDER = "zero_shot"
 
 
 def pretrained_checkpoint(graph: str, method: str, root: str | os.PathLike | None = None) -> Path:
     """Where a shipped policy of ``method`` for the graph named ``graph`` is (``datasets/pretrained/<graph>/<method>``)."""
     if root is None:
-        from .datasets import DATASETS_DIR
+        from ..datasets import DATASETS_DIR
 
         root = DATASETS_DIR / "pretrained"
     return checkpoint_file(Path(root) / graph, method)
@@ -101,10 +79,10 @@ def zero_shot_checkpoint(root: str | os.PathLike | None = None) -> Path:
     """The shipped cross-graph policy (``datasets/pretrained/zero_shot/``): trained across the corpus, it places any graph
     at any device count; its ``meta.json`` names the graphs it was trained on."""
     if root is None:
-        from .datasets import DATASETS_DIR
+        from ..datasets import DATASETS_DIR
 
         root = DATASETS_DIR / "pretrained"
-    return Path(root) / ZERO_SHOT_FOLDER / "doppler_gate.safetensors"
+    return checkpoint_file(Path(root) / ZERO_SHOT_FOLDER, "doppler_gate")
 
 
 def shipped_training_runs(root: str | os.PathLike | None = None) -> list[Path]:
@@ -113,7 +91,7 @@ def shipped_training_runs(root: str | os.PathLike | None = None) -> list[Path]:
     Other shipped policies there (``learned_search/``, a move scorer with no training stages) are not runs.
     """
     if root is None:
-        from .datasets import DATASETS_DIR
+        from ..datasets import DATASETS_DIR
 
         root = DATASETS_DIR / "pretrained"
     return sorted(path.parent for path in Path(root).glob("*/export.json") if (path.parent / "meta.json").is_file())
@@ -133,6 +111,7 @@ class RunPaths:
         self.tensorboard_dir = self.path / "tensorboard"
 
     def checkpoint(self, name: str) -> Path:
+        """The checkpoint called ``name`` in ``checkpoints/`` (:func:`checkpoint_file`)."""
         return checkpoint_file(self.checkpoint_dir, name)
 
     @property
@@ -164,63 +143,12 @@ class RunPaths:
                 return path
         return None
 
+    def usable_checkpoints(self, stages: Iterable[str]) -> list[Path]:
+        """The weights to use after each of ``stages`` that has any (:meth:`selected_checkpoint`, in stage order), or
+        ``[last]`` while there are none (a run in its first stage); ``[]`` without a checkpoint."""
+        found = [path for path in map(self.selected_checkpoint, stages) if path is not None]
+        return found or ([self.last_checkpoint] if self.last_checkpoint.is_file() else [])
+
     def checkpoints(self) -> tuple[Path, ...]:
         """Every checkpoint file in ``checkpoints/``, sorted by name."""
         return tuple(sorted(self.checkpoint_dir.glob(f"*{CHECKPOINT_SUFFIX}"))) if self.checkpoint_dir.is_dir() else ()
-
-
-def complete_lines(text: str) -> str:
-    """``text`` up to and including its last newline: a half-written last line is dropped."""
-    return text if text.endswith("\n") else text[: text.rfind("\n") + 1]
-
-
-def read_metrics(path: str | os.PathLike) -> list[dict[str, str]]:
-    """The complete rows of a ``metrics.csv`` as strings (a half-written last line and malformed rows are ignored).
-
-    Each line is parsed on its own: metrics never span lines, so a stray quote
-    costs only its own row instead of swallowing every row after it.
-    """
-    lines = complete_lines(Path(path).read_text(encoding="utf-8")).splitlines()
-    if not lines:
-        return []
-    header = next(csv.reader([lines[0]]))
-    rows = (next(csv.reader([line]), []) for line in lines[1:])
-    return [dict(zip(header, values, strict=True)) for values in rows if len(values) == len(header)]
-
-
-def read_meta(path: str | os.PathLike) -> dict[str, Any]:
-    """``meta.json`` as a dict."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def try_read_meta(path: str | os.PathLike) -> dict[str, Any]:
-    """``meta.json`` as a dict, or ``{}`` when it is missing, unreadable or not a JSON object (for scans over many runs)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def references(meta: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """``meta["reference"]`` keyed per graph: ``{graph: {"critical_path", "best_heuristic", "best_heuristic_method"}}``.
-
-    Training writes it keyed per graph. Runs written before that (the shipped
-    ones in ``datasets/pretrained/``) hold one graph's values flat; they are
-    keyed by the run's only graph here. Anything else gives ``{}``.
-    """
-    ref = meta.get("reference") if meta is not None else None
-    if meta is None or not isinstance(ref, Mapping):
-        return {}
-    if "critical_path" in ref and not isinstance(ref["critical_path"], Mapping):
-        graphs = meta.get("graphs") or []
-        return {str(graphs[0]): dict(ref)} if len(graphs) == 1 else {}
-    return {str(graph): dict(values) for graph, values in ref.items() if isinstance(values, Mapping)}
-
-
-def reference(meta: Mapping[str, Any] | None, graph: str | None = None) -> dict[str, Any]:
-    """The references of ``graph`` (default: the run's only graph); ``{}`` when the run has none for it."""
-    per_graph = references(meta)
-    if graph is None:
-        return next(iter(per_graph.values())) if len(per_graph) == 1 else {}
-    return per_graph.get(graph, {})

@@ -1,0 +1,128 @@
+"""Writing run directories: the one writer of every trainer's CSV tables, ``config.json``, ``meta.json`` and best placement.
+
+Each trainer declares the columns of its tables (``metrics.csv`` of ``workbench
+train``: :data:`~workbench.runs.METRIC_COLUMNS`; the corpus, gate and scorer
+trainers their own) and writes them through :class:`CsvLog`: a table grows
+only by whole, flushed lines, so a reader (:func:`~workbench.runs.read_rows`)
+sees a consistent file at every instant, and a resumed run keeps the rows its
+checkpoint has seen (:meth:`CsvLog.start`) before it appends again. Every
+other file is replaced atomically (:mod:`workbench.fileio`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import IO, Any
+
+from ..fileio import atomic_write_json, atomic_write_text
+from ..provenance import now
+from .layout import RunPaths
+from .read import read_meta, read_rows
+
+
+def format_value(value: Any) -> str:
+    """A field as written: empty for ``None``, ``repr`` for a float (it reads back exactly), ``str`` otherwise."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+class CsvLog:
+    """One CSV table of a run: a header of the declared ``columns``, then rows appended as whole, flushed lines.
+
+    Use it as a context manager (or call :meth:`close`) when appending: the file
+    stays open between :meth:`append` calls.
+    """
+
+    def __init__(self, path: str | os.PathLike, columns: Iterable[str]) -> None:
+        self.path = os.fspath(path)
+        self.columns = tuple(columns)
+        self._handle: IO[str] | None = None
+
+    def _text(self, rows: Iterable[Mapping[str, Any]], header: bool = False) -> str:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if header:
+            writer.writerow(self.columns)
+        for row in rows:
+            unknown = set(row) - set(self.columns)
+            if unknown:
+                raise KeyError(f"{os.path.basename(self.path)} row has columns outside the header: {sorted(unknown)}")
+            writer.writerow([format_value(row.get(column)) for column in self.columns])
+        return buffer.getvalue()
+
+    def write(self, rows: Iterable[Mapping[str, Any]] = ()) -> None:
+        """Replace the table atomically by the header and ``rows`` (a missing column is empty)."""
+        self.close()
+        atomic_write_text(self.path, self._text(rows, header=True))
+
+    def start(self, keep: Callable[[dict[str, str]], bool] | None = None) -> list[dict[str, str]]:
+        """Begin the table: the header, then (resuming) the sound rows already there for which ``keep`` is true, each
+        given the declared columns (one the file lacks is empty). Returns the rows kept."""
+        kept = [row for row in read_rows(self.path) if keep(row)] if keep is not None else []
+        rows = [{column: row.get(column, "") for column in self.columns} for row in kept]
+        self.write(rows)
+        return rows
+
+    def append(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append ``rows`` (after :meth:`start` or :meth:`write`) as whole lines in one flushed write; a column outside
+        the header is a ``KeyError``."""
+        text = self._text(rows)
+        if self._handle is None:
+            self._handle = open(self.path, "a", encoding="utf-8", newline="")
+        self._handle.write(text)
+        self._handle.flush()
+
+    def sync(self) -> None:
+        """Force the appended lines to disk (a checkpoint refers to them)."""
+        if self._handle is not None:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        """Close the file (appending again reopens it)."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> CsvLog:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
+
+
+class RunWriter(RunPaths):
+    """One run directory, for writing its JSON records and best placements (its tables: :class:`CsvLog`)."""
+
+    def write_config(self, config: Mapping[str, Any]) -> None:
+        """``config.json``: the trainer's config as a dict, replaced atomically."""
+        atomic_write_json(self.config_path, dict(config))
+
+    def read_meta(self) -> dict[str, Any]:
+        """``meta.json`` (raises when it is missing or not JSON: this run writes it)."""
+        return read_meta(self.meta_path)
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        """``meta.json``, replaced atomically, with ``updated`` set to now."""
+        meta["updated"] = now()
+        atomic_write_json(self.meta_path, meta)
+
+    def update_meta(self, **changes: Any) -> dict[str, Any]:
+        """``meta.json`` with ``changes``; returns the new record."""
+        meta = self.read_meta()
+        meta.update(changes)
+        self.write_meta(meta)
+        return meta
+
+    def write_best(self, placement: Mapping[str, Any], trace_json: str, subdir: str | None = None) -> None:
+        """``best/placement.json`` and ``best/trace.json`` (in ``best/<subdir>/`` when given)."""
+        folder = self.best_dir / subdir if subdir else self.best_dir
+        atomic_write_text(folder / "trace.json", trace_json)
+        atomic_write_json(folder / "placement.json", dict(placement))
