@@ -277,17 +277,30 @@ def _critical_chain(
     chain = np.empty(n, dtype=np.int64)
     if n == 0:
         return chain
+    by_end = np.empty(0, dtype=np.int64)  # ops by (device, end, start, id), sorted at the first device wait
+    device_ptr = np.empty(0, dtype=np.int64)
     op = int(np.argmax(end))
     length = 0
     while True:
         chain[length] = op
         length += 1
         previous = -1
-        if start[op] > ready[op]:  # waited for its device: the op that ran there just before
-            for v in range(n):
-                if assignment[v] == assignment[op] and end[v] == start[op] and start[v] < start[op]:
-                    previous = v
+        if start[op] > ready[op]:  # waited for its device: the op that ran there just before (the smallest id if several)
+            if by_end.size == 0:
+                by_end, device_ptr = _by_device_and_end(assignment, start, end)
+            lo, hi = device_ptr[assignment[op]], device_ptr[assignment[op] + 1]
+            while lo < hi:  # the first of the device's ops that ends at or after ``op`` starts
+                mid = (lo + hi) // 2
+                if end[by_end[mid]] < start[op]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            for k in range(lo, device_ptr[assignment[op] + 1]):
+                v = by_end[k]
+                if end[v] != start[op] or start[v] >= start[op]:  # past those ending then, or at ops that start then
                     break
+                if previous < 0 or v < previous:
+                    previous = v
         else:  # waited for its last input
             latest = -1.0
             for k in range(ptr[op], ptr[op + 1]):
@@ -299,6 +312,23 @@ def _critical_chain(
             break
         op = previous
     return chain[:length]
+
+
+@njit(cache=True)
+def _by_device_and_end(assignment: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """Ops sorted by (device, end, start, id), and each device's first position in that order."""
+    order = np.argsort(start, kind="mergesort")
+    order = order[np.argsort(end[order], kind="mergesort")]
+    device_ptr = np.zeros(int(assignment.max()) + 2, dtype=np.int64)
+    for v in range(assignment.size):
+        device_ptr[assignment[v] + 1] += 1
+    device_ptr = np.cumsum(device_ptr)
+    filled = device_ptr[:-1].copy()
+    by_end = np.empty(assignment.size, dtype=np.int64)
+    for v in order:
+        by_end[filled[assignment[v]]] = v
+        filled[assignment[v]] += 1
+    return by_end, device_ptr
 
 
 def _progress_bar(total: int, enabled: bool) -> tqdm:
