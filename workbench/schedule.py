@@ -34,6 +34,8 @@ class PartialSchedule:
         self.order: list[int] = []
         self._unplaced_preds = graph.in_degree.copy()
         self._ready = set(np.flatnonzero(self._unplaced_preds == 0).tolist())
+        self.newly_ready: list[int] = []
+        """The ops the last :meth:`place` made ready, each once (a heuristic's ready queue adds them instead of rescanning)."""
         ptr, pred, edge = graph.pred_csr
         self._pred = [pred[ptr[v] : ptr[v + 1]] for v in range(n)]
         self._pred_comm = [graph.comm[edge[ptr[v] : ptr[v + 1]]] for v in range(n)]
@@ -89,7 +91,8 @@ class PartialSchedule:
         self._ready.discard(op)
         successors = self.graph.successors(op)
         np.subtract.at(self._unplaced_preds, successors, 1)  # a parallel edge counts once per edge, as in_degree does
-        self._ready.update(successors[self._unplaced_preds[successors] == 0].tolist())
+        self.newly_ready = list(dict.fromkeys(successors[self._unplaced_preds[successors] == 0].tolist()))
+        self._ready.update(self.newly_ready)
         return begin
 
 

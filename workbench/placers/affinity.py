@@ -29,8 +29,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .base import Decision, Placer
-from .critical_path import critical_path_op
-from .list_scheduling import schedule_decision
+from .list_scheduling import ReadyQueue, schedule_decision
 
 __all__ = ["AFFINITY_TIE_RTOL", "AffinityTables", "affinity_tables", "affinity_cost", "affinity_delay", "AffinityPlacer"]
 
@@ -192,9 +191,11 @@ class AffinityPlacer(Placer):
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         schedule = PartialSchedule(graph, devices)
-        level = graph.bottom_level(with_comm=True)
+        queue = ReadyQueue(schedule, graph.bottom_level(with_comm=True))  # critical_path_op's order
         while not schedule.done:
-            op = critical_path_op(schedule, level)
-            delay = affinity_delay(schedule, op, schedule.earliest_starts(op))
-            schedule.place(op, int(np.flatnonzero(delay == 0)[0]))
+            op = queue.pop()
+            starts = schedule.earliest_starts(op)
+            delay = affinity_delay(schedule, op, starts)
+            schedule.place(op, int(np.flatnonzero(delay == 0)[0]), starts)
+            queue.add(schedule.newly_ready)
         return schedule_decision(schedule)

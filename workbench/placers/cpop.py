@@ -14,7 +14,7 @@ import numpy as np
 from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
 from .base import Decision, Placer
-from .list_scheduling import InsertionSchedule, downward_rank, mean_costs, schedule_decision, upward_rank
+from .list_scheduling import InsertionSchedule, ReadyQueue, downward_rank, mean_costs, schedule_decision, upward_rank
 
 
 def critical_ops(graph: DataflowGraph, priority: np.ndarray) -> np.ndarray:
@@ -40,9 +40,10 @@ class CpopPlacer(Placer):
             on_path[critical_ops(graph, priority)] = True
         path_device = int(np.argmax(as_cluster(devices).speeds))
         schedule = InsertionSchedule(graph, devices)
+        queue = ReadyQueue(schedule, priority)
         while not schedule.done:
-            ready = schedule.ready_ops
-            op = ready[int(np.argmax(priority[ready]))]
+            op = queue.pop()
             device = path_device if on_path[op] else int(np.argmin(schedule.earliest_finishes(op)))
             schedule.place(op, device)
+            queue.add(schedule.newly_ready)
         return schedule_decision(schedule, critical_path_ops=int(on_path.sum()))

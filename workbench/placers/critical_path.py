@@ -19,7 +19,7 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .base import Decision, Placer
-from .list_scheduling import schedule_decision
+from .list_scheduling import ReadyQueue, schedule_decision
 
 
 def critical_path_op(schedule: PartialSchedule, bottom_level: np.ndarray) -> int:
@@ -39,7 +39,10 @@ class CriticalPathPlacer(Placer):
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         schedule = PartialSchedule(graph, devices)
-        level = graph.bottom_level(with_comm=True)
-        while not schedule.done:
-            schedule.place(*critical_path_choice(schedule, level))
+        queue = ReadyQueue(schedule, graph.bottom_level(with_comm=True))
+        while not schedule.done:  # critical_path_choice, with the ready ops in a queue
+            op = queue.pop()
+            starts = schedule.earliest_starts(op)
+            schedule.place(op, int(np.argmin(starts)), starts)
+            queue.add(schedule.newly_ready)
         return schedule_decision(schedule)

@@ -8,6 +8,8 @@ compute-only path to an exit), then the smaller op and device ids.
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from ..cluster import Devices
@@ -22,12 +24,67 @@ class EtfPlacer(Placer):
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         schedule = PartialSchedule(graph, devices)
-        static_level = graph.bottom_level(with_comm=False)
+        pairs = _EarliestPairs(schedule, graph.bottom_level(with_comm=False))
         while not schedule.done:
-            ready = schedule.ready_ops
-            starts = np.array([schedule.earliest_starts(op) for op in ready])
-            best = starts.min(axis=1)
-            candidates = np.flatnonzero(best == best.min())
-            pick = candidates[np.argmax(static_level[np.asarray(ready)[candidates]])]
-            schedule.place(ready[pick], int(np.argmin(starts[pick])))
+            op = pairs.pop()
+            starts = schedule.earliest_starts(op)
+            schedule.place(op, int(np.argmin(starts)), starts)
+            pairs.add(schedule.newly_ready)
         return schedule_decision(schedule)
+
+
+class _EarliestPairs:
+    """ETF's choice without rescanning the ready ops: per device, a heap of ready ops by input arrival there, and a heap
+    of those that can start at the current earliest start by (larger static level, smaller id).
+
+    An op's arrival times never change once it is ready, device free times only grow, and so does the earliest start
+    over all pairs (every newly ready op's inputs arrive after its last producer started); an op whose arrival on a
+    device is at most that earliest start stays a candidate there for good. The choice is exactly the scan's.
+    """
+
+    def __init__(self, schedule: PartialSchedule, static_level: np.ndarray) -> None:
+        self.schedule = schedule
+        self._level = (-np.asarray(static_level, dtype=float)).tolist()
+        self._arrival: dict[int, list[float]] = {}
+        self._waiting: list[list[tuple[float, int]]] = [[] for _ in range(schedule.num_devices)]  # (arrival there, op)
+        self._startable: list[list[tuple[float, int]]] = [[] for _ in range(schedule.num_devices)]  # (-level, op)
+        self._earliest = -np.inf  # the earliest start of the last choice
+        self.add(schedule.ready_ops)
+
+    def add(self, ops: list[int]) -> None:
+        """Queue ``ops`` (those a placement just made ready)."""
+        for op in ops:
+            arrival = self.schedule.arrival_times(op).tolist()
+            self._arrival[op] = arrival
+            for device, time in enumerate(arrival):
+                if time <= self._earliest:
+                    heapq.heappush(self._startable[device], (self._level[op], op))
+                else:
+                    heapq.heappush(self._waiting[device], (time, op))
+
+    def pop(self) -> int:
+        """The ready op of the pair with the earliest start (larger static level, then smaller id, on ties)."""
+        free = self.schedule.device_free.tolist()
+        earliest = np.inf
+        for device, (startable, waiting) in enumerate(zip(self._startable, self._waiting, strict=True)):
+            while startable and startable[0][1] not in self._arrival:
+                heapq.heappop(startable)
+            while waiting and waiting[0][1] not in self._arrival:
+                heapq.heappop(waiting)
+            if startable:  # their inputs are there by the last earliest start, so they start at that or when the device frees up
+                earliest = min(earliest, max(free[device], self._earliest))
+            elif waiting:
+                earliest = min(earliest, max(free[device], waiting[0][0]))
+        self._earliest = earliest
+        best: tuple[float, int] | None = None
+        for device, (startable, waiting) in enumerate(zip(self._startable, self._waiting, strict=True)):
+            while waiting and waiting[0][0] <= earliest:
+                op = heapq.heappop(waiting)[1]
+                if op in self._arrival:
+                    heapq.heappush(startable, (self._level[op], op))
+            if free[device] <= earliest and startable and (best is None or startable[0] < best):
+                best = startable[0]
+        if best is None:
+            raise RuntimeError("no ready op to place")  # unreachable while the schedule is not done
+        del self._arrival[best[1]]
+        return best[1]

@@ -23,6 +23,7 @@ class HeftPlacer(Placer):
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         schedule = InsertionSchedule(graph, devices)
         rank = upward_rank(graph, *mean_costs(graph, devices))
-        for op in rank_order(graph, rank):
-            schedule.place(int(op), int(np.argmin(schedule.earliest_finishes(int(op)))))
+        for op in rank_order(graph, rank).tolist():
+            starts = schedule.earliest_starts(op)
+            schedule.place(op, int(np.argmin(starts + graph.compute[op] / schedule.speeds)), starts)
         return schedule_decision(schedule)

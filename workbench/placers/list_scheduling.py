@@ -3,6 +3,7 @@
 - :class:`InsertionSchedule`: a :class:`~workbench.schedule.PartialSchedule`
   whose ops may start in an idle gap of a device's timeline (the insertion
   policy of Topcuoglu et al. 2002) instead of only after the device's last op.
+- :class:`ReadyQueue`: the ready ops by decreasing priority, smallest id on ties.
 - :func:`mean_costs`: each op's compute time and each edge's transfer time
   averaged over the devices (over distinct device pairs for transfers), the
   "average cost" every one of these ranks is built on.
@@ -14,49 +15,137 @@
 
 from __future__ import annotations
 
-import bisect
+import heapq
 
 import numpy as np
+from numba import njit
 
 from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .base import Decision
 
-__all__ = ["InsertionSchedule", "mean_costs", "upward_rank", "downward_rank", "rank_order", "schedule_decision"]
+__all__ = ["InsertionSchedule", "ReadyQueue", "mean_costs", "upward_rank", "downward_rank", "rank_order", "schedule_decision"]
 
 
 class InsertionSchedule(PartialSchedule):
-    """A partial schedule where an op may fill an idle gap between already placed ops."""
+    """A partial schedule where an op may fill an idle gap between already placed ops.
+
+    Each device's busy intervals are kept sorted by (start, end) in arrays, with the largest gap of each block of
+    :data:`GAP_BLOCK` consecutive intervals, so that the search for the first gap long enough skips whole blocks
+    of short gaps: near-linear instead of a scan of every interval after the op's inputs arrive.
+    """
 
     def __init__(self, graph: DataflowGraph, devices: Devices) -> None:
         super().__init__(graph, devices)
-        self._busy: list[list[tuple[float, float]]] = [[] for _ in range(self.num_devices)]
-        self._ends: list[list[float]] = [[] for _ in range(self.num_devices)]  # sorted too: intervals never overlap
-
-    def _first_gap(self, device: int, ready: float, duration: float) -> float:
-        busy = self._busy[device]
-        begin = ready
-        for k in range(bisect.bisect_right(self._ends[device], ready), len(busy)):  # skip what ends before ``ready``
-            start, end = busy[k]
-            if start >= begin + duration:
-                break
-            begin = max(begin, end)
-        return begin
+        capacity = GAP_BLOCK
+        self._starts = np.zeros((self.num_devices, capacity))
+        self._ends = np.zeros((self.num_devices, capacity))
+        self._gaps = np.full((self.num_devices, capacity // GAP_BLOCK + 1), -np.inf)  # per block, its largest gap
+        self._length = np.zeros(self.num_devices, dtype=np.int64)
 
     def earliest_starts(self, op: int) -> np.ndarray:
         """Per device: the earliest start in a gap long enough for ``op``, once its inputs are there."""
-        arrival = self.arrival_times(op)
         duration = self.graph.compute[op] / self.speeds
-        return np.array([self._first_gap(d, arrival[d], duration[d]) for d in range(self.num_devices)])
+        return _gap_starts(self._starts, self._ends, self._length, self._gaps, self.arrival_times(op), duration)
 
     def place(self, op: int, device: int, earliest_starts: np.ndarray | None = None) -> float:
         begin = super().place(op, device, earliest_starts)
-        interval = (begin, float(self.end[op]))
-        index = bisect.bisect(self._busy[device], interval)
-        self._busy[device].insert(index, interval)
-        self._ends[device].insert(index, interval[1])
+        if self._length[device] == self._starts.shape[1]:
+            self._grow()
+        _insert_interval(
+            self._starts[device], self._ends[device], int(self._length[device]), self._gaps[device], begin, float(self.end[op])
+        )
+        self._length[device] += 1
         return begin
+
+    def _grow(self) -> None:
+        capacity = 2 * self._starts.shape[1]
+        used = self._starts.shape[1]
+        for name in ("_starts", "_ends"):
+            grown = np.zeros((self.num_devices, capacity))
+            grown[:, :used] = getattr(self, name)
+            setattr(self, name, grown)
+        gaps = np.full((self.num_devices, capacity // GAP_BLOCK + 1), -np.inf)
+        gaps[:, : self._gaps.shape[1]] = self._gaps
+        self._gaps = gaps
+
+
+GAP_BLOCK = 32
+"""Busy intervals per block of :class:`InsertionSchedule`'s gap index."""
+
+
+@njit(cache=True)
+def _gap_starts(
+    starts: np.ndarray, ends: np.ndarray, length: np.ndarray, gaps: np.ndarray, ready: np.ndarray, duration: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per device, the first start at or after ``ready`` with ``duration`` free before the next busy interval.
+
+    The float comparisons are exactly those of a scan of every interval (``start >= begin + duration``); a block is
+    skipped only when its largest gap, less a rounding margin, is shorter than ``duration``."""
+    out = np.empty(ready.size)
+    for d in range(ready.size):
+        out[d] = _first_gap(starts[d], ends[d], length[d], gaps[d], ready[d], duration[d])
+    return out
+
+
+@njit(cache=True)
+def _first_gap(
+    starts: np.ndarray, ends: np.ndarray, length: int, gaps: np.ndarray, ready: float, duration: float
+) -> float:  # pragma: no cover - compiled
+    k = np.searchsorted(ends[:length], ready, side="right")  # skip what ends before ``ready``
+    if k == length or starts[k] >= ready + duration:
+        return ready
+    # ends are sorted, so from here the candidate start is the end of the interval before each gap
+    shortest = duration - 1e-15 * (abs(ends[length - 1]) + duration)  # a gap that fits is at least this long, rounded
+    j = k
+    while j < length - 1:
+        if j % GAP_BLOCK == 0 and gaps[j // GAP_BLOCK] < shortest:
+            j += GAP_BLOCK
+            continue
+        if starts[j + 1] >= ends[j] + duration:
+            return ends[j]
+        j += 1
+    return ends[length - 1]
+
+
+@njit(cache=True)
+def _insert_interval(
+    starts: np.ndarray, ends: np.ndarray, length: int, gaps: np.ndarray, begin: float, end: float
+) -> None:  # pragma: no cover - compiled
+    """Insert ``(begin, end)`` after every interval that sorts before or equal to it; refresh the block gaps it moves."""
+    i = int(np.searchsorted(starts[:length], begin, side="left"))
+    while i < length and starts[i] == begin and ends[i] <= end:
+        i += 1
+    for j in range(length, i, -1):
+        starts[j] = starts[j - 1]
+        ends[j] = ends[j - 1]
+    starts[i] = begin
+    ends[i] = end
+    for block in range(max(i - 1, 0) // GAP_BLOCK, length // GAP_BLOCK + 1):  # gaps j (j and j + 1 both intervals) from i - 1 on
+        largest = -np.inf
+        for j in range(block * GAP_BLOCK, min((block + 1) * GAP_BLOCK, length)):
+            largest = max(largest, starts[j + 1] - ends[j])
+        gaps[block] = largest
+
+
+class ReadyQueue:
+    """A schedule's ready ops, the one with the largest ``key`` first, the smallest id on ties (``argmax`` over the
+    ready ops in id order, without rescanning them at every step)."""
+
+    def __init__(self, schedule: PartialSchedule, key: np.ndarray) -> None:
+        self._key = (-np.asarray(key, dtype=float)).tolist()
+        self._heap = [(self._key[op], op) for op in schedule.ready_ops]
+        heapq.heapify(self._heap)
+
+    def pop(self) -> int:
+        """The next op (removed)."""
+        return heapq.heappop(self._heap)[1]
+
+    def add(self, ops: list[int]) -> None:
+        """Queue ``ops`` (those a placement just made ready)."""
+        for op in ops:
+            heapq.heappush(self._heap, (self._key[op], op))
 
 
 def mean_costs(graph: DataflowGraph, devices: Devices) -> tuple[np.ndarray, np.ndarray]:

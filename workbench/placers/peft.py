@@ -15,7 +15,7 @@ import numpy as np
 from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
 from .base import Decision, Placer
-from .list_scheduling import InsertionSchedule, mean_costs, schedule_decision
+from .list_scheduling import InsertionSchedule, ReadyQueue, mean_costs, schedule_decision
 
 
 def optimistic_cost_table(graph: DataflowGraph, devices: Devices) -> np.ndarray:
@@ -42,8 +42,10 @@ class PeftPlacer(Placer):
         table = optimistic_cost_table(graph, devices)
         rank = table.mean(axis=1)
         schedule = InsertionSchedule(graph, devices)
+        queue = ReadyQueue(schedule, rank)
         while not schedule.done:
-            ready = schedule.ready_ops
-            op = ready[int(np.argmax(rank[ready]))]
-            schedule.place(op, int(np.argmin(schedule.earliest_finishes(op) + table[op])))
+            op = queue.pop()
+            starts = schedule.earliest_starts(op)
+            schedule.place(op, int(np.argmin(starts + graph.compute[op] / schedule.speeds + table[op])), starts)
+            queue.add(schedule.newly_ready)
         return schedule_decision(schedule)
