@@ -44,10 +44,13 @@ class _EarliestPairs:
 
     def __init__(self, schedule: PartialSchedule, static_level: np.ndarray) -> None:
         self.schedule = schedule
-        self._level = (-np.asarray(static_level, dtype=float)).tolist()
+        self._order = np.lexsort((np.arange(len(static_level)), -np.asarray(static_level, dtype=float))).tolist()
+        self._rank = [0] * len(static_level)  # by (larger static level, smaller id): integers compare faster than tuples
+        for rank, op in enumerate(self._order):
+            self._rank[op] = rank
         self._arrival: dict[int, list[float]] = {}
         self._waiting: list[list[tuple[float, int]]] = [[] for _ in range(schedule.num_devices)]  # (arrival there, op)
-        self._startable: list[list[tuple[float, int]]] = [[] for _ in range(schedule.num_devices)]  # (-level, op)
+        self._startable: list[list[int]] = [[] for _ in range(schedule.num_devices)]  # ranks
         self._earliest = -np.inf  # the earliest start of the last choice
         self.add(schedule.ready_ops)
 
@@ -58,7 +61,7 @@ class _EarliestPairs:
             self._arrival[op] = arrival
             for device, time in enumerate(arrival):
                 if time <= self._earliest:
-                    heapq.heappush(self._startable[device], (self._level[op], op))
+                    heapq.heappush(self._startable[device], self._rank[op])
                 else:
                     heapq.heappush(self._waiting[device], (time, op))
 
@@ -67,7 +70,7 @@ class _EarliestPairs:
         free = self.schedule.device_free.tolist()
         earliest = np.inf
         for device, (startable, waiting) in enumerate(zip(self._startable, self._waiting, strict=True)):
-            while startable and startable[0][1] not in self._arrival:
+            while startable and self._order[startable[0]] not in self._arrival:
                 heapq.heappop(startable)
             while waiting and waiting[0][1] not in self._arrival:
                 heapq.heappop(waiting)
@@ -76,15 +79,16 @@ class _EarliestPairs:
             elif waiting:
                 earliest = min(earliest, max(free[device], waiting[0][0]))
         self._earliest = earliest
-        best: tuple[float, int] | None = None
+        best: int | None = None
         for device, (startable, waiting) in enumerate(zip(self._startable, self._waiting, strict=True)):
             while waiting and waiting[0][0] <= earliest:
                 op = heapq.heappop(waiting)[1]
                 if op in self._arrival:
-                    heapq.heappush(startable, (self._level[op], op))
+                    heapq.heappush(startable, self._rank[op])
             if free[device] <= earliest and startable and (best is None or startable[0] < best):
                 best = startable[0]
         if best is None:
             raise RuntimeError("no ready op to place")  # unreachable while the schedule is not done
-        del self._arrival[best[1]]
-        return best[1]
+        op = self._order[best]
+        del self._arrival[op]
+        return op

@@ -134,18 +134,20 @@ class ReadyQueue:
     ready ops in id order, without rescanning them at every step)."""
 
     def __init__(self, schedule: PartialSchedule, key: np.ndarray) -> None:
-        self._key = (-np.asarray(key, dtype=float)).tolist()
-        self._heap = [(self._key[op], op) for op in schedule.ready_ops]
+        self._order = np.lexsort((np.arange(len(key)), -np.asarray(key, dtype=float))).tolist()  # by (-key, id)
+        self._rank = np.empty(len(key), dtype=np.int64)
+        self._rank[self._order] = np.arange(len(key))
+        self._heap = self._rank[schedule.ready_ops].tolist()  # a heap of ranks: integers compare faster than (key, id)
         heapq.heapify(self._heap)
 
     def pop(self) -> int:
         """The next op (removed)."""
-        return heapq.heappop(self._heap)[1]
+        return self._order[heapq.heappop(self._heap)]
 
     def add(self, ops: list[int]) -> None:
         """Queue ``ops`` (those a placement just made ready)."""
-        for op in ops:
-            heapq.heappush(self._heap, (self._key[op], op))
+        for rank in self._rank[ops].tolist():
+            heapq.heappush(self._heap, rank)
 
 
 def mean_costs(graph: DataflowGraph, devices: Devices) -> tuple[np.ndarray, np.ndarray]:
