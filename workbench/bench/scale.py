@@ -4,7 +4,11 @@ Graphs of 100 to 10,000 ops with 4 and 8 devices; for each method the wall
 time of one call and its peak Python memory (tracemalloc, measured in a
 separate call so it does not slow the timing), a log-log plot, and the fitted
 growth exponent over the larger sizes. Graphs come from
-``workbench.generate("layered", ...)``. Issue 19's inference target (a
+``workbench.generate("layered", ...)``. A second table (not in ``--quick``)
+gives the CPU seconds (``time.process_time``, one run each) of the one-pass
+heuristics and local search's critical chain at 10,000 and 100,000 ops of
+:data:`GROWTH_SOURCE`, with the growth exponent between them (issue 32's
+target: at most 1.2). Issue 19's inference target (a
 greedy placement of a 2,000-op graph in under 1 s) is measured apart, on the
 denser :data:`DENSE_GRAPH`: the median of five placements, wall and CPU time.
 """
@@ -27,8 +31,8 @@ SIZES = (100, 300, 1_000, 2_000, 10_000)
 QUICK_SIZES = (100, 1_000)
 DEVICES = (4, 8)
 # Largest size per method, where a larger one would take minutes on a 2-core machine and say nothing
-# new: ETF is quadratic in Python; local search starts by running every heuristic (ETF included).
-MAX_NODES = {"etf": 2_000, "local_search per evaluation": 1_000}
+# new: local search's two runs each start by running every heuristic and rule.
+MAX_NODES = {"local_search per evaluation": 1_000}
 SKIP_AFTER_SECONDS = 20.0  # a method whose call took longer than this at one size is not run at larger sizes
 TARGETS = {  # (method, nodes): seconds, from the issue
     ("simulate", 10_000): 0.2,
@@ -51,6 +55,58 @@ def _graph(nodes: int) -> DataflowGraph:
 
     side = max(2, round(math.sqrt(nodes)))
     return generate("layered", layers=side, width=side, width_jitter=0.0, edge_prob=1.0 / side, seed=0)
+
+
+GROWTH_SIZES = (10_000, 100_000)
+GROWTH_DEVICES = 4
+GROWTH_METHODS = ("heft", "etf", "critical_path", "cpop", "peft", "affinity", "critical chain")
+GROWTH_SOURCE = "workbench.generate('series_parallel', nodes=n, ccr=2.0, seed=0)"
+GROWTH_TARGET = 1.2  # issue 32: growth exponents from 10,000 to 100,000 ops at most this
+
+
+def _growth() -> list[dict[str, Any]]:
+    """CPU seconds of one call of each of :data:`GROWTH_METHODS` at each of :data:`GROWTH_SIZES` (warmed up first)."""
+    from ..generators import generate
+    from ..placers import get_placer
+    from ..placers.local_search import critical_chain
+    from ..sim import simulate
+
+    def call(name: str, graph: DataflowGraph) -> float:
+        if name == "critical chain":  # of a random assignment's trace, which waits for devices as well as inputs
+            assignment = np.random.default_rng(0).integers(0, GROWTH_DEVICES, graph.num_nodes)
+            trace = simulate(graph, assignment, GROWTH_DEVICES).trace
+            began = time.process_time()
+            critical_chain(graph, assignment, trace.ready, trace.start, trace.end)
+        else:
+            began = time.process_time()
+            get_placer(name).place(graph, GROWTH_DEVICES, seed=0)
+        return time.process_time() - began
+
+    small = generate("series_parallel", nodes=200, ccr=2.0, seed=0)
+    for name in GROWTH_METHODS:
+        call(name, small)  # numba compilation and caches
+    rows = []
+    for n in GROWTH_SIZES:
+        graph = generate("series_parallel", nodes=n, ccr=2.0, seed=0)
+        rows += [{"method": name, "nodes": graph.num_nodes, "cpu_seconds": call(name, graph)} for name in GROWTH_METHODS]
+    return rows
+
+
+def _growth_markdown(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    sizes = sorted({r["nodes"] for r in rows})
+    lines = [
+        f"\nCPU seconds of one call (`time.process_time`) on {GROWTH_SOURCE}, {GROWTH_DEVICES} devices; "
+        f"growth exponent from {sizes[0]:,} to {sizes[-1]:,} ops (target ≤ {GROWTH_TARGET}).\n",
+        "| method | " + " | ".join(f"{n:,} ops" for n in sizes) + " | growth exponent |",
+        "|---|" + "---|" * (len(sizes) + 1),
+    ]
+    for name in dict.fromkeys(r["method"] for r in rows):
+        seconds = [next(r["cpu_seconds"] for r in rows if r["method"] == name and r["nodes"] == n) for n in sizes]
+        exponent = _exponent(sizes, seconds)
+        lines.append(f"| {name} | " + " | ".join(f"{s:.3g} s" for s in seconds) + f" | {'–' if exponent is None else f'{exponent:.2f}'} |")
+    return "\n".join(lines)
 
 
 def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
@@ -207,6 +263,7 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
                     too_slow_at = n
     bar.close()
     dense = [found for found in (_dense_inference(), _dense_inference(zero_shot_checkpoint())) if found is not None]
+    growth_rows = [] if quick else _growth()
     growth = {}
     for name in dict.fromkeys(r["method"] for r in rows):
         for devices in DEVICES:
@@ -220,8 +277,9 @@ def run(quick: bool = False, figure: str | Path | None = None) -> dict[str, Any]
         "growth": {f"{m} ({d} devices)": e for (m, d), e in growth.items()},
         "targets": _targets(rows),
         "dense_inference": dense,
+        "cpu_growth": growth_rows,
         "figure": None if figure_path is None else str(figure_path),
-        "markdown": _markdown(rows, growth, sizes, GRAPH_SOURCE, figure_path, dense),
+        "markdown": _markdown(rows, growth, sizes, GRAPH_SOURCE, figure_path, dense) + _growth_markdown(growth_rows),
     }
 
 
