@@ -13,7 +13,15 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.placers import get_placer
-from workbench.placers.list_scheduling import InsertionSchedule, mean_costs, rank_order, upward_rank
+from workbench.placers.list_scheduling import (
+    GAP_GROUP,
+    InsertionSchedule,
+    _first_gap,
+    _insert_interval,
+    mean_costs,
+    rank_order,
+    upward_rank,
+)
 from workbench.placers.local_search import critical_chain
 from workbench.schedule import PartialSchedule
 
@@ -119,13 +127,13 @@ def test_gap_index_finds_the_gaps_of_a_full_scan_with_ties(graph, devices):
     assert np.array_equal(heft_with(InsertionSchedule(graph, devices)), heft_with(ScanInsertionSchedule(graph, devices)))
 
 
-def test_gap_index_skips_blocks_and_grows_like_a_scan():
-    """Hundreds of ops per device: the block skips, the array growth and insertions far from the end all happen."""
-    graph = wb.generate("layered", layers=60, width=10, ccr=3.0, seed=4)
-    new, old = InsertionSchedule(graph, 3), ScanInsertionSchedule(graph, 3)
+def test_gap_index_skips_blocks_and_groups_and_grows_like_a_scan():
+    """Over a thousand ops per device: the group and block skips, the array growth and insertions far from the end."""
+    graph = wb.generate("layered", layers=50, width=50, ccr=3.0, seed=4)
+    new, old = InsertionSchedule(graph, 2), ScanInsertionSchedule(graph, 2)
     assert np.array_equal(heft_with(new), heft_with(old))
     assert np.array_equal(new.start, old.start)
-    assert int(new._length.max()) > 4 * 32  # several blocks per device
+    assert int(new._length.max()) > GAP_GROUP  # more than one group of blocks on a device
 
 
 @SETTINGS
@@ -162,3 +170,34 @@ def test_critical_chain_equals_the_scan_on_a_large_busy_schedule():
     expected = chain_scan(graph, assignment, trace.ready, trace.start, trace.end)
     assert len(expected) > 10 and any(trace.start[op] > trace.ready[op] for op in expected)  # device waits are followed
     assert critical_chain(graph, assignment, trace.ready, trace.start, trace.end).tolist() == expected
+
+
+def scan_gap(intervals: list[tuple[float, float]], ready: float, duration: float) -> float:
+    """The first gap of ``intervals`` (sorted) from ``ready`` on that holds ``duration``: the first implementation's scan."""
+    begin = ready
+    for k in range(bisect.bisect_right([end for _, end in intervals], ready), len(intervals)):
+        start, end = intervals[k]
+        if start >= begin + duration:
+            break
+        begin = max(begin, end)
+    return begin
+
+
+def test_gap_search_equals_the_scan_on_random_timelines():
+    """Timelines of thousands of intervals (touching, zero-length, short and long gaps), inserted in random order."""
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        n = int(rng.integers(2 * GAP_GROUP, 4 * GAP_GROUP))
+        gap = rng.choice([0.0, 1e-3, 1.0], size=n, p=[0.4, 0.55, 0.05]) * rng.random(n)
+        busy = rng.exponential(1.0, n) * (rng.random(n) > 0.05)
+        start = np.cumsum(gap + np.concatenate([[0.0], busy[:-1]]))
+        intervals = sorted(zip(start.tolist(), (start + busy).tolist(), strict=True))
+        starts, ends = np.zeros(n + 1), np.zeros(n + 1)
+        gaps, groups = np.full(n // 32 + 2, -np.inf), np.full(n // GAP_GROUP + 2, -np.inf)
+        for length, k in enumerate(rng.permutation(n)):
+            _insert_interval(starts, ends, length, gaps, groups, *intervals[k])
+        assert np.array_equal(starts[:n], [s for s, _ in intervals])
+        ready = rng.random(300) * float(start[-1])
+        duration = rng.choice([0.0, 1e-4, 1e-3, 0.5, 0.9, 2.0], size=300) * rng.random(300)
+        for r, d in zip(ready.tolist(), duration.tolist(), strict=True):
+            assert _first_gap(starts, ends, n, gaps, groups, r, d) == scan_gap(intervals, r, d)

@@ -32,8 +32,9 @@ class InsertionSchedule(PartialSchedule):
     """A partial schedule where an op may fill an idle gap between already placed ops.
 
     Each device's busy intervals are kept sorted by (start, end) in arrays, with the largest gap of each block of
-    :data:`GAP_BLOCK` consecutive intervals, so that the search for the first gap long enough skips whole blocks
-    of short gaps: near-linear instead of a scan of every interval after the op's inputs arrive.
+    :data:`GAP_BLOCK` consecutive intervals and of each group of :data:`GAP_BLOCK` blocks, so that the search for the
+    first gap long enough skips whole groups and blocks of short gaps: near-linear instead of a scan of every interval
+    after the op's inputs arrive.
     """
 
     def __init__(self, graph: DataflowGraph, devices: Devices) -> None:
@@ -42,19 +43,26 @@ class InsertionSchedule(PartialSchedule):
         self._starts = np.zeros((self.num_devices, capacity))
         self._ends = np.zeros((self.num_devices, capacity))
         self._gaps = np.full((self.num_devices, capacity // GAP_BLOCK + 1), -np.inf)  # per block, its largest gap
+        self._group_gaps = np.full((self.num_devices, capacity // GAP_GROUP + 1), -np.inf)  # per group of blocks
         self._length = np.zeros(self.num_devices, dtype=np.int64)
 
     def earliest_starts(self, op: int) -> np.ndarray:
         """Per device: the earliest start in a gap long enough for ``op``, once its inputs are there."""
         duration = self.graph.compute[op] / self.speeds
-        return _gap_starts(self._starts, self._ends, self._length, self._gaps, self.arrival_times(op), duration)
+        return _gap_starts(self._starts, self._ends, self._length, self._gaps, self._group_gaps, self.arrival_times(op), duration)
 
     def place(self, op: int, device: int, earliest_starts: np.ndarray | None = None) -> float:
         begin = super().place(op, device, earliest_starts)
         if self._length[device] == self._starts.shape[1]:
             self._grow()
         _insert_interval(
-            self._starts[device], self._ends[device], int(self._length[device]), self._gaps[device], begin, float(self.end[op])
+            self._starts[device],
+            self._ends[device],
+            int(self._length[device]),
+            self._gaps[device],
+            self._group_gaps[device],
+            begin,
+            float(self.end[op]),
         )
         self._length[device] += 1
         return begin
@@ -66,18 +74,26 @@ class InsertionSchedule(PartialSchedule):
             grown = np.zeros((self.num_devices, capacity))
             grown[:, :used] = getattr(self, name)
             setattr(self, name, grown)
-        gaps = np.full((self.num_devices, capacity // GAP_BLOCK + 1), -np.inf)
-        gaps[:, : self._gaps.shape[1]] = self._gaps
-        self._gaps = gaps
+        for name, size in (("_gaps", GAP_BLOCK), ("_group_gaps", GAP_GROUP)):
+            gaps = np.full((self.num_devices, capacity // size + 1), -np.inf)
+            gaps[:, : getattr(self, name).shape[1]] = getattr(self, name)
+            setattr(self, name, gaps)
 
 
 GAP_BLOCK = 32
-"""Busy intervals per block of :class:`InsertionSchedule`'s gap index."""
+"""Busy intervals per block of :class:`InsertionSchedule`'s gap index (and blocks per group)."""
+GAP_GROUP = GAP_BLOCK * GAP_BLOCK
 
 
 @njit(cache=True)
 def _gap_starts(
-    starts: np.ndarray, ends: np.ndarray, length: np.ndarray, gaps: np.ndarray, ready: np.ndarray, duration: np.ndarray
+    starts: np.ndarray,
+    ends: np.ndarray,
+    length: np.ndarray,
+    gaps: np.ndarray,
+    group_gaps: np.ndarray,
+    ready: np.ndarray,
+    duration: np.ndarray,
 ) -> np.ndarray:  # pragma: no cover - compiled
     """Per device, the first start at or after ``ready`` with ``duration`` free before the next busy interval.
 
@@ -85,13 +101,13 @@ def _gap_starts(
     skipped only when its largest gap, less a rounding margin, is shorter than ``duration``."""
     out = np.empty(ready.size)
     for d in range(ready.size):
-        out[d] = _first_gap(starts[d], ends[d], length[d], gaps[d], ready[d], duration[d])
+        out[d] = _first_gap(starts[d], ends[d], length[d], gaps[d], group_gaps[d], ready[d], duration[d])
     return out
 
 
 @njit(cache=True)
 def _first_gap(
-    starts: np.ndarray, ends: np.ndarray, length: int, gaps: np.ndarray, ready: float, duration: float
+    starts: np.ndarray, ends: np.ndarray, length: int, gaps: np.ndarray, group_gaps: np.ndarray, ready: float, duration: float
 ) -> float:  # pragma: no cover - compiled
     k = np.searchsorted(ends[:length], ready, side="right")  # skip what ends before ``ready``
     if k == length or starts[k] >= ready + duration:
@@ -100,6 +116,9 @@ def _first_gap(
     shortest = duration - 1e-15 * (abs(ends[length - 1]) + duration)  # a gap that fits is at least this long, rounded
     j = k
     while j < length - 1:
+        if j % GAP_GROUP == 0 and group_gaps[j // GAP_GROUP] < shortest:
+            j += GAP_GROUP
+            continue
         if j % GAP_BLOCK == 0 and gaps[j // GAP_BLOCK] < shortest:
             j += GAP_BLOCK
             continue
@@ -111,7 +130,7 @@ def _first_gap(
 
 @njit(cache=True)
 def _insert_interval(
-    starts: np.ndarray, ends: np.ndarray, length: int, gaps: np.ndarray, begin: float, end: float
+    starts: np.ndarray, ends: np.ndarray, length: int, gaps: np.ndarray, group_gaps: np.ndarray, begin: float, end: float
 ) -> None:  # pragma: no cover - compiled
     """Insert ``(begin, end)`` after every interval that sorts before or equal to it; refresh the block gaps it moves."""
     i = int(np.searchsorted(starts[:length], begin, side="left"))
@@ -127,6 +146,11 @@ def _insert_interval(
         for j in range(block * GAP_BLOCK, min((block + 1) * GAP_BLOCK, length)):
             largest = max(largest, starts[j + 1] - ends[j])
         gaps[block] = largest
+    for group in range(max(i - 1, 0) // GAP_GROUP, length // GAP_GROUP + 1):
+        largest = -np.inf
+        for block in range(group * GAP_BLOCK, min((group + 1) * GAP_BLOCK, length // GAP_BLOCK + 1)):
+            largest = max(largest, gaps[block])
+        group_gaps[group] = largest
 
 
 class ReadyQueue:
