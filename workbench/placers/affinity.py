@@ -191,7 +191,7 @@ class AffinityPlacer(Placer):
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         schedule = PartialSchedule(graph, devices)
-        queue = ReadyQueue(schedule, graph.bottom_level(with_comm=True))  # critical_path_op's order
+        queue = ReadyQueue(schedule, graph.bottom_level(with_comm=True))  # critical_path's order
         while not schedule.done:
             op = queue.pop()
             starts = schedule.earliest_starts(op)

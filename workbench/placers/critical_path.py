@@ -22,25 +22,13 @@ from .base import Decision, Placer
 from .list_scheduling import ReadyQueue, schedule_decision
 
 
-def critical_path_op(schedule: PartialSchedule, bottom_level: np.ndarray) -> int:
-    """The ready op with the largest bottom level (the smallest id on ties)."""
-    ready = schedule.ready_ops
-    return int(ready[int(np.argmax(bottom_level[ready]))])
-
-
-def critical_path_choice(schedule: PartialSchedule, bottom_level: np.ndarray) -> tuple[int, int]:
-    """The teacher's (op, device) for the schedule's current state."""
-    op = critical_path_op(schedule, bottom_level)
-    return op, int(np.argmin(schedule.earliest_starts(op)))
-
-
 class CriticalPathPlacer(Placer):
     """Largest bottom level first, on the device where it starts earliest."""
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         schedule = PartialSchedule(graph, devices)
         queue = ReadyQueue(schedule, graph.bottom_level(with_comm=True))
-        while not schedule.done:  # critical_path_choice, with the ready ops in a queue
+        while not schedule.done:
             op = queue.pop()
             starts = schedule.earliest_starts(op)
             schedule.place(op, int(np.argmin(starts)), starts)
