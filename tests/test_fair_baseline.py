@@ -109,6 +109,9 @@ def test_bench_learned_measures_every_method_with_its_clock_and_resumes_from_its
     assert "| paper (1) | 4 | learned_search |" in first["markdown"] and "guarded" in first["markdown"]
     monkeypatch.setattr(learned, "measure", lambda *args: pytest.fail("a cached cell was measured again"))
     assert learned.run(quick=True, root=tmp_path)["cells"] == cells
+    partial = learned.report(tmp_path, splits=["paper"], budgets=(200,), seeds=(0,))  # the pairs measured so far, nothing more
+    assert "| paper (1) | 4 | learned_search |" in partial and "| paper (1) | 8 |" not in partial
+    assert learned.report(tmp_path, splits=["large"]).startswith("no (graph, devices) pair is measured")
 
 
 def test_the_equal_cpu_reading_takes_the_best_reached_by_then():

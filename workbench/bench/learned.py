@@ -87,10 +87,12 @@ def _graph_sets(quick: bool, splits: Iterable[str]) -> dict[str, list[Any]]:
     return {name: sets[name] for name in splits}
 
 
-def cells(quick: bool = False, splits: Iterable[str] = tuple(SPLIT_DEVICES)) -> list[Cell]:
+def cells(
+    quick: bool = False, splits: Iterable[str] = tuple(SPLIT_DEVICES), budgets: Iterable[int] = BUDGETS, seeds: Iterable[int] = SEEDS
+) -> list[Cell]:
     """Every cell, in the order measured: split by split, the one-pass methods first, then by budget and seed (a partial run
     spans every graph of a split), the searches of one (graph, devices, seed, budget) together."""
-    budgets, seeds = ((200,), (0,)) if quick else (BUDGETS, SEEDS)
+    budgets, seeds = ((200,), (0,)) if quick else (tuple(budgets), tuple(seeds))
     out: list[Cell] = []
     for split, entries in _graph_sets(quick, splits).items():
         devices = (4,) if quick else SPLIT_DEVICES[split]
@@ -145,6 +147,21 @@ def run(quick: bool = False, root: Path | None = None, splits: Iterable[str] = t
         atomic_write_json(path, cached)
     results = {c.key: cached[c.key] for c in chosen}
     return {"benchmark": "learned", "quick": quick, "root": str(root), "cells": results, "markdown": markdown(chosen, results)}
+
+
+def report(
+    root: Path | None = None, splits: Iterable[str] = tuple(SPLIT_DEVICES), budgets: Iterable[int] = BUDGETS, seeds: Iterable[int] = SEEDS
+) -> str:
+    """The tables of the cells cached under ``root`` so far, for the (graph, devices) pairs whose every cell at ``budgets``
+    and ``seeds`` is measured (a run still going, or stopped, tabulated without measuring anything)."""
+    path = Path(root or ROOT) / CACHE
+    cached: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    chosen = cells(False, splits, budgets, seeds)
+    missing = {(c.graph, c.devices) for c in chosen if c.key not in cached}
+    chosen = [c for c in chosen if (c.graph, c.devices) not in missing]
+    if not chosen:
+        return "no (graph, devices) pair is measured at every chosen budget and seed yet"
+    return markdown(chosen, {c.key: cached[c.key] for c in chosen})
 
 
 def _single_thread() -> None:
