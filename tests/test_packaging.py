@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -117,3 +118,17 @@ def test_installed_wheel_carries_its_datasets_and_checkpoints(tmp_path):
     assert placed["method"] == "doppler" and len(placed["assignment"]) == 180
     assert placed["details"]["checkpoint"] == str(site / "workbench" / "data" / "pretrained" / "ffnn_192nodes" / "doppler.safetensors")
     assert all(name in workbench("bench", "sim", "--quick") for name in ("chain_mm_112nodes", "full_transformer_layer_261nodes"))
+
+
+def test_the_extras_map_names_the_extras_that_install_each_module():
+    """The one-line "needs the X extra" messages (workbench.extras) agree with pyproject.toml, and so do the registry's requirements."""
+    from workbench.extras import EXTRA_OF, PROJECT
+    from workbench.placers import REGISTRY
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert PROJECT == project["name"]
+    extras = project["optional-dependencies"]
+    for module, extra in EXTRA_OF.items():
+        names = {re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0] for requirement in extras[extra]}
+        assert module in names, f"{module} is not in the {extra!r} extra"
+    assert {module for entry in REGISTRY.values() for module in entry.requires} <= set(EXTRA_OF)
