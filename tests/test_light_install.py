@@ -55,6 +55,7 @@ WALK: dict[str, list[tuple[list[str], str]]] = {
     "info": [(["info", "ffnn"], "ok")],
     "simulate": [(["simulate", "chain_mm", "--devices", "2", "--assignment", json.dumps([0, 1] * 38)], "ok")],
     "place": [
+        (["place", "--list"], "ok"),
         (["place", "ffnn", "--method", "heft"], "ok"),
         (["place", "ffnn", "--method", "doppler"], "learn"),
         (["place", "ffnn", "--method", "learned_search", "--budget", "50"], "learn"),
@@ -94,6 +95,9 @@ def test_every_subcommand_works_or_names_its_extra(command, light_env, tmp_path)
             left_out = [line for line in result.stderr.splitlines() if "left out" in line]
             assert len(left_out) == 1 and "learned_search" in left_out[0] and pip_install("learn") in left_out[0]
             assert "learned_search" not in result.stdout and "local_search" in result.stdout
+        if args == ["place", "--list"]:  # every method listed; those needing the learn extra say so
+            marked = {line.split()[0] for line in result.stdout.splitlines() if line.endswith(f"(not installed: {pip_install('learn')})")}
+            assert marked == {name for name, entry in wb.placers.REGISTRY.items() if entry.requires}
 
 
 def test_serve_engine_simulates_without_extras(light_env, tmp_path):

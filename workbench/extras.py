@@ -10,7 +10,17 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterable
 
-__all__ = ["PROJECT", "EXTRA_OF", "MissingExtra", "extra_of", "missing_modules", "needs_extra", "pip_install", "require_modules"]
+__all__ = [
+    "PROJECT",
+    "EXTRA_OF",
+    "MissingExtra",
+    "extra_of",
+    "extras_of",
+    "missing_modules",
+    "needs_extra",
+    "pip_install",
+    "require_modules",
+]
 
 PROJECT = "doppler-workbench"
 """The distribution's name, as ``pip install`` spells it."""
@@ -41,6 +51,11 @@ class MissingExtra(ModuleNotFoundError):
 def extra_of(module: str | None) -> str | None:
     """The extra that installs the top-level module ``module``, or None (a submodule, or a module no extra brings)."""
     return EXTRA_OF.get(module or "")
+
+
+def extras_of(modules: Iterable[str]) -> list[str]:
+    """The extras that install ``modules``, sorted, each once."""
+    return sorted({extra for extra in map(extra_of, modules) if extra})
 
 
 def missing_modules(modules: Iterable[str]) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..extras import extra_of, pip_install
+from ..extras import extras_of, pip_install
 from ..placers import methods as registered
 from . import CliError
 from .common import add_graph_argument, load_graph_argument, positive_int, print_json
@@ -35,7 +35,7 @@ def parse_methods(text: str | None) -> list[str]:
         available = registered(*DEFAULT_KINDS, available=True)
         left_out = [m for m in registered(*DEFAULT_KINDS) if m not in available]
         if left_out:
-            extras = sorted({extra for m in left_out for extra in map(extra_of, REGISTRY[m].requires) if extra})
+            extras = extras_of(module for m in left_out for module in REGISTRY[m].requires)
             print(f"workbench compare: left out {', '.join(left_out)}, not installed ({pip_install(*extras)} brings them)", file=sys.stderr)
         return available
     methods = [m.strip() for m in text.split(",")]
