@@ -132,3 +132,17 @@ def test_the_extras_map_names_the_extras_that_install_each_module():
         names = {re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0] for requirement in extras[extra]}
         assert module in names, f"{module} is not in the {extra!r} extra"
     assert {module for entry in REGISTRY.values() for module in entry.requires} <= set(EXTRA_OF)
+
+
+def test_workbench_datasets_names_the_datasets_folder(tmp_path):
+    """The documented override: WORKBENCH_DATASETS replaces the bundled folder for every reader (graphs and checkpoints)."""
+    shutil.copytree(ROOT / "datasets" / "doppler-paper", tmp_path / "doppler-paper")
+    code = "import workbench.datasets as d, workbench.runs as r; print(d.DATASETS_DIR, r.pretrained_checkpoint('ffnn_192nodes', 'doppler'))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_DATASETS": str(tmp_path)}
+    where = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert where == [str(tmp_path), str(tmp_path / "pretrained" / "ffnn_192nodes" / "doppler.safetensors")]
+    info = subprocess.run([sys.executable, "-m", "workbench", "info", "ffnn", "--json"], env=env, capture_output=True, text=True)
+    assert info.returncode == 0 and json.loads(info.stdout)["nodes"] == 180
+    (tmp_path / "doppler-paper" / "ffnn_192nodes.txt").unlink()
+    missing = subprocess.run([sys.executable, "-m", "workbench", "info", "ffnn"], env=env, capture_output=True, text=True)
+    assert missing.returncode == 2 and str(tmp_path / "doppler-paper" / "ffnn_192nodes.txt") in missing.stderr
