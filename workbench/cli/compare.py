@@ -17,7 +17,10 @@ def register(sub) -> None:
     parser = sub.add_parser("compare", help="compare placement methods on one graph")
     add_graph_argument(parser)
     parser.add_argument("--devices", type=positive_int, default=4)
-    parser.add_argument("--methods", help=f"comma-separated registered methods (default: {','.join(registered(*DEFAULT_KINDS))})")
+    parser.add_argument(
+        "--methods",
+        help=f"comma-separated registered methods (default, those installed: {','.join(registered(*DEFAULT_KINDS, available=True))})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations for search methods")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="wall-time limit for search and exact methods")
