@@ -210,25 +210,27 @@ def _summary(ratios: np.ndarray) -> str:
 def markdown(chosen: list[Cell], results: dict[str, dict[str, Any]]) -> str:
     """The tables of the module docstring."""
     t = Table(chosen, results)
-    seeds = f"seeds {t.seeds[0]}–{t.seeds[-1]}" if len(t.seeds) > 1 else f"seed {t.seeds[0]}"
-    lines = [
-        f"Each learned search ÷ fair local_search (from the best one-pass method) at equal evaluations; mean over {seeds}, then "
-        "mean (min–max; wins/ties/losses) over graphs. best_constructive ÷ local_search for scale.",
-        "",
-        "| graphs | devices | method | " + " | ".join(f"{b} evaluations" for b in t.budgets) + " |",
-        "|---|---|---|" + "---|" * len(t.budgets),
-    ]
-    for (split, devices), graphs in t.cases.items():
-        for method in (*LEARNED, BEST_CONSTRUCTIVE):
-            row = []
-            for b in t.budgets:
+    lines: list[str] = []
+    if t.budgets:  # the searches (none when only the one-pass methods were asked for)
+        seeds = f"seeds {t.seeds[0]}–{t.seeds[-1]}" if len(t.seeds) > 1 else f"seed {t.seeds[0]}"
+        lines += [
+            f"Each learned search ÷ fair local_search (from the best one-pass method) at equal evaluations; mean over {seeds}, then "
+            "mean (min–max; wins/ties/losses) over graphs. best_constructive ÷ local_search for scale.",
+            "",
+            "| graphs | devices | method | " + " | ".join(f"{b} evaluations" for b in t.budgets) + " |",
+            "|---|---|---|" + "---|" * len(t.budgets),
+        ]
+        for (split, devices), graphs in t.cases.items():
+            for method in (*LEARNED, BEST_CONSTRUCTIVE):
+                row = []
+                for b in t.budgets:
 
-                def ratio(g: str, seed: int, d: int = devices, m: str = method, b: int = b) -> float:
-                    mine = t.value(g, d, m) if m == BEST_CONSTRUCTIVE else t.value(g, d, m, seed, b)
-                    return mine / t.value(g, d, LOCAL_SEARCH, seed, b)
+                    def ratio(g: str, seed: int, d: int = devices, m: str = method, b: int = b) -> float:
+                        mine = t.value(g, d, m) if m == BEST_CONSTRUCTIVE else t.value(g, d, m, seed, b)
+                        return mine / t.value(g, d, LOCAL_SEARCH, seed, b)
 
-                row.append(_summary(t.per_graph(graphs, ratio)))
-            lines.append(f"| {split} ({len(graphs)}) | {devices} | {method} | " + " | ".join(row) + " |")
+                    row.append(_summary(t.per_graph(graphs, ratio)))
+                lines.append(f"| {split} ({len(graphs)}) | {devices} | {method} | " + " | ".join(row) + " |")
     if CPU_BUDGET in t.budgets:
         lines += [
             "",
@@ -254,7 +256,7 @@ def markdown(chosen: list[Cell], results: dict[str, dict[str, Any]]) -> str:
                     f"| {split} ({len(graphs)}) | {devices} | {method} | {_summary(t.per_graph(graphs, at_cpu))} | {costs.mean():.2f}× |"
                 )
     lines += [
-        "",
+        *([""] if lines else []),
         "Zero-shot (one pass, one evaluation) ÷ best_constructive (one evaluation per one-pass method); guarded: the better of the "
         "two (zero_shot with guard=True); the most CPU seconds of each",
         "",
