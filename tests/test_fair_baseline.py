@@ -106,6 +106,7 @@ def test_bench_learned_measures_every_method_with_its_clock_and_resumes_from_its
         expected = {"best_constructive": len(constructive_methods()), "zero_shot": 1}.get(method, budget)
         assert cell["evaluations"] == expected and cell["anytime"][-1][0] == expected
     assert "| paper (1) | 4 | learned_search |" in first["markdown"] and "guarded" in first["markdown"]
+    assert "local_search's speed" in first["markdown"]
     monkeypatch.setattr(learned, "measure", lambda *args: pytest.fail("a cached cell was measured again"))
     assert learned.run(quick=True, root=tmp_path)["cells"] == cells
     partial = learned.report(tmp_path, splits=["paper"], budgets=(200,), seeds=(0,))  # the pairs measured so far, nothing more

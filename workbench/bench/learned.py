@@ -181,6 +181,12 @@ def best_at(anytime: list[list[float]], cpu_seconds: float) -> float:
     return float(reached[-1, 1] if reached.size else points[0, 1])
 
 
+def search_rate(anytime: list[list[float]]) -> float:
+    """Evaluations per CPU second between a search's first any-time point (its starts scored) and its last."""
+    first, last = anytime[0], anytime[-1]
+    return (last[0] - first[0]) / max(last[2] - first[2], 1e-9)
+
+
 class Table:
     """The cached results grouped for the tables: per split and devices, the graphs measured."""
 
@@ -255,6 +261,25 @@ def markdown(chosen: list[Cell], results: dict[str, dict[str, Any]]) -> str:
                 lines.append(
                     f"| {split} ({len(graphs)}) | {devices} | {method} | {_summary(t.per_graph(graphs, at_cpu))} | {costs.mean():.2f}× |"
                 )
+    if t.budgets:
+        from .. import corpus
+
+        nodes = {e.name: e.nodes for e in corpus.entries()}
+        budget = max(t.budgets)
+        lines += [
+            "",
+            f"local_search's speed: evaluations per CPU second after its starts were built and scored, at {budget} evaluations "
+            "(median over graphs and seeds; min–max)",
+            "",
+            "| graphs | devices | ops (median) | evaluations / CPU s |",
+            "|---|---|---|---|",
+        ]
+        for (split, devices), graphs in t.cases.items():
+            rates = np.array([search_rate(t.value(g, devices, LOCAL_SEARCH, s, budget, "anytime")) for g in graphs for s in t.seeds])
+            ops = int(np.median([nodes[g] for g in graphs]))
+            lines.append(
+                f"| {split} ({len(graphs)}) | {devices} | {ops:,} | {np.median(rates):,.0f} ({rates.min():,.0f}–{rates.max():,.0f}) |"
+            )
     lines += [
         *([""] if lines else []),
         "Zero-shot (one pass, one evaluation) ÷ best_constructive (one evaluation per one-pass method); guarded: the better of the "
