@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import HIGHLIGHT, base_layout, device_color, format_time, time_axis
+from .style import CRITICAL, HIGHLIGHT, base_layout, device_color, format_numbers, format_time, time_axis
 
 __all__ = [
     "LARGE_GRAPH",
@@ -28,6 +28,7 @@ __all__ = [
     "gantt_highlight",
     "gantt_grid",
     "trace_critical_path",
+    "critical_path_split",
     "utilisation_frame",
     "find_ops",
 ]
@@ -87,6 +88,30 @@ def trace_critical_path(graph, trace) -> list[int]:
         else:
             break
     return path[::-1]
+
+
+def critical_path_split(graph, trace, path: Sequence[int] | None = None) -> dict[str, float]:
+    """Why the makespan is what it is: the critical path's time split into ``compute`` (its ops running), ``transfer``
+    (its data in flight between two of its ops) and ``waiting`` (the rest: a queue for a link, a device or an input).
+
+    The three add up to the end of the path's last op (the makespan). ``path`` defaults to :func:`trace_critical_path`.
+    """
+    path = trace_critical_path(graph, trace) if path is None else list(path)
+    if not path:
+        return {"compute": 0.0, "transfer": 0.0, "waiting": 0.0}
+    start, end = np.asarray(trace.start, dtype=float), np.asarray(trace.end, dtype=float)
+    spans = {
+        (int(s), int(d)): float(e - b)
+        for s, d, b, e in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_start, trace.transfer_end, strict=True)
+    }
+    compute = float(sum(end[op] - start[op] for op in path))
+    transfer, waiting = 0.0, float(start[path[0]])
+    for a, b in zip(path[:-1], path[1:], strict=True):
+        gap = max(float(start[b] - end[a]), 0.0)
+        moved = min(spans.get((a, b), 0.0), gap)
+        transfer += moved
+        waiting += gap - moved
+    return {"compute": compute, "transfer": transfer, "waiting": waiting}
 
 
 def utilisation_frame(trace, devices: int, bins: int = 120) -> pd.DataFrame:
@@ -159,10 +184,12 @@ def gantt_figure(
         col=1,
     )
     custom = frame[["op", "name", "compute", "ready", "start", "end", "wait", "device"]].to_numpy(dtype=object)
+    for column in range(2, 7):  # times as the CLI writes numbers
+        custom[:, column] = format_numbers(custom[:, column])
     hover = (
-        "<b>%{customdata[1]}</b> (op %{customdata[0]}) on device %{customdata[7]}<br>compute %{customdata[2]:.6g}"
-        "<br>ready %{customdata[3]:.6g}<br>start %{customdata[4]:.6g}<br>end %{customdata[5]:.6g}"
-        "<br>waited %{customdata[6]:.6g}<extra></extra>"
+        "<b>%{customdata[1]}</b> (op %{customdata[0]}) on device %{customdata[7]}<br>compute %{customdata[2]}"
+        "<br>ready %{customdata[3]}<br>start %{customdata[4]}<br>end %{customdata[5]}"
+        "<br>waited %{customdata[6]}<extra></extra>"
     )
     large = len(frame) > large_threshold
     for device in range(devices):
@@ -216,7 +243,8 @@ def gantt_figure(
                     line=dict(color=device_color(int(device)), width=1.2, shape="hv"),
                     name=f"dev {device} busy",
                     showlegend=False,
-                    hovertemplate=f"dev {device}: %{{y:.0%}} busy from %{{x:.4g}}<extra></extra>",
+                    customdata=format_numbers(part["time"]),
+                    hovertemplate=f"dev {device}: %{{y:.0%}} busy from %{{customdata}}<extra></extra>",
                 ),
                 row=2,
                 col=1,
@@ -304,7 +332,7 @@ def _transfer_arrows(trace, large: bool):
 
 
 def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> go.Scatter:
-    """The critical path drawn over the bars: a red line through the path's ops, op to op."""
+    """The critical path drawn over the bars: a black line through the path's ops, op to op."""
     path = trace_critical_path(graph, trace)
     xs, ys, data = [], [], []
     for op in path:
@@ -316,8 +344,8 @@ def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> go.Scatte
         x=xs,
         y=ys,
         mode="lines+markers",
-        line=dict(color=HIGHLIGHT, width=3),
-        marker=dict(size=4, color=HIGHLIGHT),
+        line=dict(color=CRITICAL, width=3),
+        marker=dict(size=4, color=CRITICAL),
         customdata=data,
         hovertemplate=hover,
         showlegend=True,
@@ -343,7 +371,7 @@ def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any
                 xref="x",
                 yref="y",
                 line=dict(color=HIGHLIGHT, width=3),
-                fillcolor="rgba(214,39,40,0.25)",
+                fillcolor="rgba(255,0,255,0.25)",
             ),
             dict(
                 type="line",

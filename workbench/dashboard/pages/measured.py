@@ -21,6 +21,7 @@ from dash import Input, Output, dcc, html
 
 import workbench as wb
 from workbench.viz import calibration_scatter, format_time, gantt_figure, gantt_frame, message_figure
+from workbench.viz.training import stage_three_unit
 
 from ...runs import RunPaths, read_frame
 from ..components import controls, field, figure_card, message, trace_events_for
@@ -107,8 +108,13 @@ def layout(context, jobs, **_query) -> html.Div:
         [
             html.H2(NAME),
             html.P(
-                "Measure placements with `workbench calibrate GRAPH --devices N` (writes runs/calibrate-GRAPH-Nd/); "
-                "pick one measurement here.",
+                [
+                    "Measure placements with ",
+                    html.Code("workbench calibrate GRAPH --devices N"),
+                    " (writes ",
+                    html.Code("runs/calibrate-GRAPH-Nd/"),
+                    "); pick one measurement here.",
+                ],
                 className="wb-note",
             ),
             controls(
@@ -148,13 +154,27 @@ def training_calibration(context) -> tuple:
         metrics = read_frame(RunPaths(path).metrics_path)
         if {"makespan", "predicted"} <= set(metrics.columns):
             real = metrics[metrics["stage"] == "real"] if "stage" in metrics else metrics
-            rows.append(real[["makespan", "predicted"]].dropna().assign(run=path.name))
+            rows.append(real[["makespan", "predicted"]].dropna().assign(run=path.name, unit=stage_three_unit(metrics)))
     frame = pd.concat(rows) if rows else pd.DataFrame()
     if frame.empty:
         return message_figure("no training run has a real stage (Stage III) with measured and predicted makespans yet"), None
-    series = {"Stage III episodes": (frame["predicted"], frame["makespan"])}
+    units = set(frame["unit"])
+    simulated = "simulator oracle" in units
+    series = {
+        "Stage III episodes" + (" (simulator oracle, graph units)" if simulated and "s" not in units else ""): (
+            frame["predicted"],
+            frame["makespan"],
+        )
+    }
+    y_title = (
+        "measured (s)"
+        if not simulated
+        else "simulator oracle (graph units)"
+        if "s" not in units
+        else "measured (s) or simulator oracle (graph units)"
+    )
     return calibration_scatter(
-        series, frame["run"].tolist(), title="makespan", reference="fit", x_title="predicted by the simulator", y_title="measured (s)"
+        series, frame["run"].tolist(), title="makespan", reference="fit", x_title="predicted by the simulator", y_title=y_title
     ), frame
 
 
@@ -217,8 +237,8 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
         y_title="measured seconds",
     )
     placements, scatter = _calibration_placements(calibration)
-    simulated_text = f"{simulated.makespan:.5g} s".replace("e+", "e") if axis_unit else format_time(simulated.makespan, graph)
-    note = message(f"measured makespan {measured.makespan:.5g} s; simulated {simulated_text} ({unit})".replace("e+", "e"), "info")
+    simulated_text = format_time(simulated.makespan, graph, unit=axis_unit)
+    note = message(f"measured makespan {format_time(measured.makespan, unit='s')}; simulated {simulated_text} ({unit})", "info")
     return (
         gantt_figure(graph, measured, title="measured (seconds)", devices=devices, unit="s"),
         gantt_frame(graph, measured).to_csv(index=False),
