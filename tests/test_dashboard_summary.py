@@ -185,3 +185,18 @@ def test_stage_three_of_the_simulator_oracle_is_in_graph_units(context):
     add_real_stage(write_run(context.runs_dir, "simulated"), oracle="sim")
     scatter, _ = measured.training_calibration(context)
     assert scatter.layout.yaxis.title.text == "simulator oracle (graph units)"
+
+
+def test_a_measurement_by_the_simulator_oracle_is_not_called_seconds(context):
+    from .test_dashboard import write_calibration
+
+    write_calibration(context.runs_dir)
+    journal = context.runs_dir / "calibrate-chain_mm_112nodes-2d" / "measurements.jsonl"
+    entry = json.loads(journal.read_text().splitlines()[0])
+    entry["measurement"]["oracle"] = "sim"
+    journal.write_text(json.dumps(entry) + "\n")
+    (source,) = [o for o in measured.measured_sources(context) if o["value"].startswith("journal:")]
+    assert "graph units" in source["label"] and " ms" not in source["label"]
+    gantt, *_rest, note = measured.measured_view(context, source["value"], None)
+    assert "seconds" not in gantt.layout.title.text and "graph units" in gantt.layout.xaxis2.title.text
+    assert "0.01 s" not in str(note)

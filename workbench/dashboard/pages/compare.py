@@ -402,8 +402,9 @@ def register_callbacks(app, context, jobs) -> None:
         if dropped:
             results = [
                 message(
-                    f"not offered for {graph.name} on {devices} devices (no checkpoint trained for it; chosen again where it is): "
-                    + ", ".join(map(method_label, dropped)),
+                    f"not offered for {graph.name} on {devices} devices (no checkpoint trained for it): "
+                    + ", ".join(map(method_label, dropped))
+                    + "; chosen again where it is offered",
                     "info",
                 ),
                 *results,

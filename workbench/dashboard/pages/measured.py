@@ -20,7 +20,7 @@ import pandas as pd
 from dash import Input, Output, dcc, html
 
 import workbench as wb
-from workbench.viz import calibration_scatter, format_time, gantt_figure, gantt_frame, message_figure
+from workbench.viz import calibration_scatter, format_number, format_time, gantt_figure, gantt_frame, message_figure
 from workbench.viz.training import stage_three_unit
 
 from ...runs import RunPaths, read_frame
@@ -64,6 +64,8 @@ def measured_sources(context) -> list[dict[str, str]]:
                 label = str(entry.get("key", "")).split("|", 1)[0] or f"#{index}"
                 seconds = measurement.get("seconds")
                 ms = f"{seconds * 1e3:.2f} ms" if isinstance(seconds, (int, float)) else "failed"
+                if measurement.get("oracle") == "sim" and isinstance(seconds, (int, float)):
+                    ms = f"{format_number(seconds)} graph units, simulator oracle"
                 options.append({"label": f"{folder}: {label} ({ms})", "value": f"journal:{folder}:{index}"})
     for root_name, root in (("runs", context.runs_dir), ("datasets", context.datasets_dir)):
         if root.is_dir():
@@ -90,6 +92,16 @@ def load_measured(context, ref: str) -> tuple[wb.Trace, Path | None]:
     if kind == "datasets":
         return wb.Trace.from_json(context.in_datasets(rest)), None
     raise PathError(f"not a measured trace: {ref!r}")
+
+
+def measured_in_seconds(context, ref: str) -> bool:
+    """False for a journal's measurement taken by the simulator oracle (``"oracle": "sim"``: graph units, not seconds)."""
+    kind, _, rest = ref.partition(":")
+    if kind != "journal":
+        return True
+    folder, _, index = rest.rpartition(":")
+    entries = _journal_lines(context.in_runs(folder) / "measurements.jsonl")
+    return not (index.isdigit() and int(index) < len(entries) and entries[int(index)]["measurement"].get("oracle") == "sim")
 
 
 def _calibration(folder: Path | None) -> dict | None:
@@ -238,9 +250,12 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
     )
     placements, scatter = _calibration_placements(calibration)
     simulated_text = format_time(simulated.makespan, graph, unit=axis_unit)
-    note = message(f"measured makespan {format_time(measured.makespan, unit='s')}; simulated {simulated_text} ({unit})", "info")
+    seconds = measured_in_seconds(context, trace_ref)
+    measured_unit, measured_title = ("s", "measured (seconds)") if seconds else ("graph units", "by the simulator oracle (graph units)")
+    measured_text = format_time(measured.makespan, unit=measured_unit)
+    note = message(f"measured makespan {measured_text}; simulated {simulated_text} ({unit})", "info")
     return (
-        gantt_figure(graph, measured, title="measured (seconds)", devices=devices, unit="s"),
+        gantt_figure(graph, measured, title=measured_title, devices=devices, unit=measured_unit),
         gantt_frame(graph, measured).to_csv(index=False),
         gantt_figure(graph, simulated, title=f"simulated ({unit})", devices=devices, unit=axis_unit),
         gantt_frame(graph, simulated).to_csv(index=False),
@@ -248,7 +263,7 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
         None if placements is None else placements.to_csv(index=False),
         per_op,
         ops.to_csv(index=False),
-        trace_events_for(graph, measured, f"{graph.name}: measured", unit="s"),
+        trace_events_for(graph, measured, f"{graph.name}: measured", unit=measured_unit),
         trace_events_for(graph, simulated, f"{graph.name}: {unit}", unit=axis_unit),
         note,
     )
