@@ -200,3 +200,16 @@ def test_a_measurement_by_the_simulator_oracle_is_not_called_seconds(context):
     gantt, *_rest, note = measured.measured_view(context, source["value"], None)
     assert "seconds" not in gantt.layout.title.text and "graph units" in gantt.layout.xaxis2.title.text
     assert "0.01 s" not in str(note)
+
+
+def test_gantt_draws_the_critical_path_in_three_parts_each_its_own_legend_entry():
+    graph = wb.bundled_graph("transformer_block")
+    trace = wb.simulate(graph, np.arange(graph.num_nodes) % 4, 4).trace
+    parts = viz.critical_path_parts(graph, trace)
+    assert sum(b - a for pieces in parts.values() for a, b, _, _ in pieces) == pytest.approx(trace.makespan)
+    assert all(source != target for _, _, source, target in parts["transfer"])  # data moves between devices
+    fig = viz.gantt_figure(graph, trace, critical_path=True)
+    drawn = [t for t in fig.data if (t.name or "").startswith("critical path")]
+    assert [t.line.dash for t in drawn] == ["solid", "dash", "dot"] and all(t.showlegend for t in drawn)
+    split = viz.critical_path_split(graph, trace)
+    assert drawn[1].name == f"critical path: transfer {split['transfer'] / trace.makespan:.0%}"

@@ -25,6 +25,7 @@ from .style import (
 )
 from .timeline import (
     LARGE_GRAPH,
+    critical_path_parts,
     critical_path_split,
     find_ops,
     gantt_figure,
@@ -44,6 +45,7 @@ __all__ = [
     "CRITICAL",
     "HIGHLIGHT",
     "calibration_scatter",
+    "critical_path_parts",
     "critical_path_split",
     "device_color",
     "diff_frame",

@@ -28,6 +28,7 @@ __all__ = [
     "gantt_highlight",
     "gantt_grid",
     "trace_critical_path",
+    "critical_path_parts",
     "critical_path_split",
     "utilisation_frame",
     "find_ops",
@@ -90,28 +91,46 @@ def trace_critical_path(graph, trace) -> list[int]:
     return path[::-1]
 
 
-def critical_path_split(graph, trace, path: Sequence[int] | None = None) -> dict[str, float]:
-    """Why the makespan is what it is: the critical path's time split into ``compute`` (its ops running), ``transfer``
-    (its data in flight between two of its ops) and ``waiting`` (the rest: a queue for a link, a device or an input).
-
-    The three add up to the end of the path's last op (the makespan). ``path`` defaults to :func:`trace_critical_path`.
-    """
+def critical_path_parts(graph, trace, path: Sequence[int] | None = None) -> dict[str, list[tuple[float, float, int, int]]]:
+    """The critical path's time as ``(begin, end, from device, to device)`` pieces of each kind: ``compute`` (its ops
+    running), ``transfer`` (its data in flight between two of its ops) and ``waiting`` (the rest: a queue for a link, a
+    device or an input, drawn on the device that waits). ``path`` defaults to :func:`trace_critical_path`."""
     path = trace_critical_path(graph, trace) if path is None else list(path)
+    parts: dict[str, list[tuple[float, float, int, int]]] = {"compute": [], "transfer": [], "waiting": []}
     if not path:
-        return {"compute": 0.0, "transfer": 0.0, "waiting": 0.0}
-    start, end = np.asarray(trace.start, dtype=float), np.asarray(trace.end, dtype=float)
-    spans = {
-        (int(s), int(d)): float(e - b)
+        return parts
+    start, end, device = (np.asarray(a, dtype=float) for a in (trace.start, trace.end, trace.device))
+    sent = {
+        (int(s), int(d)): (float(b), float(e))
         for s, d, b, e in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_start, trace.transfer_end, strict=True)
     }
-    compute = float(sum(end[op] - start[op] for op in path))
-    transfer, waiting = 0.0, float(start[path[0]])
-    for a, b in zip(path[:-1], path[1:], strict=True):
-        gap = max(float(start[b] - end[a]), 0.0)
-        moved = min(spans.get((a, b), 0.0), gap)
-        transfer += moved
-        waiting += gap - moved
-    return {"compute": compute, "transfer": transfer, "waiting": waiting}
+    first = path[0]
+    if start[first] > 0:
+        parts["waiting"].append((0.0, float(start[first]), int(device[first]), int(device[first])))
+    for index, op in enumerate(path):
+        parts["compute"].append((float(start[op]), float(end[op]), int(device[op]), int(device[op])))
+        if index + 1 == len(path):
+            break
+        after = path[index + 1]
+        here, there = int(device[op]), int(device[after])
+        gap_end = float(start[after])
+        if gap_end <= end[op]:
+            continue
+        begin, arrive = sent.get((op, after), (float(end[op]), float(end[op])))
+        begin, arrive = max(begin, float(end[op])), min(arrive, gap_end)
+        if begin > end[op]:  # queued for the link
+            parts["waiting"].append((float(end[op]), begin, here, here))
+        if arrive > begin:
+            parts["transfer"].append((begin, arrive, here, there))
+        if gap_end > max(arrive, begin):  # arrived, then waited for the device or another input
+            parts["waiting"].append((max(arrive, begin), gap_end, there, there))
+    return parts
+
+
+def critical_path_split(graph, trace, path: Sequence[int] | None = None) -> dict[str, float]:
+    """Why the makespan is what it is: the critical path's time split into ``compute``, ``transfer`` and ``waiting``
+    (:func:`critical_path_parts`); the three add up to the end of the path's last op (the makespan)."""
+    return {kind: float(sum(b - a for a, b, _, _ in pieces)) for kind, pieces in critical_path_parts(graph, trace, path).items()}
 
 
 def utilisation_frame(trace, devices: int, bins: int = 120) -> pd.DataFrame:
@@ -231,7 +250,8 @@ def gantt_figure(
         )
     fig.add_trace(_transfer_arrows(trace, large), row=1, col=1)
     if critical_path:
-        fig.add_trace(_critical_overlay(graph, trace, custom, hover), row=1, col=1)
+        for part in _critical_overlay(graph, trace, custom, hover):
+            fig.add_trace(part, row=1, col=1)
     if utilisation:
         use = utilisation_frame(trace, devices)
         for device, part in use.groupby("device"):
@@ -331,25 +351,43 @@ def _transfer_arrows(trace, large: bool):
     )
 
 
-def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> go.Scatter:
-    """The critical path drawn over the bars: a black line through the path's ops, op to op."""
+CRITICAL_DASH = {"compute": "solid", "transfer": "dash", "waiting": "dot"}
+"""How each part of the critical path is drawn (all in :data:`~workbench.viz.style.CRITICAL`)."""
+
+
+def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> list[go.Scatter]:
+    """The critical path drawn over the bars in three parts, each its own legend entry (click one to hide or show it):
+    its ops running (a solid line along each op), its data in flight (dashed, sender to receiver) and its waiting
+    (dotted), each named with its share of the makespan."""
     path = trace_critical_path(graph, trace)
-    xs, ys, data = [], [], []
-    for op in path:
-        xs += [float(trace.start[op]), float(trace.end[op])]
-        ys += [int(trace.device[op])] * 2
-        data += [custom[op], custom[op]]
-    return go.Scatter(
-        name=f"critical path ({len(path)} ops)",
-        x=xs,
-        y=ys,
-        mode="lines+markers",
-        line=dict(color=CRITICAL, width=3),
-        marker=dict(size=4, color=CRITICAL),
-        customdata=data,
-        hovertemplate=hover,
-        showlegend=True,
-    )
+    parts = critical_path_parts(graph, trace, path)
+    total = sum(b - a for pieces in parts.values() for a, b, _, _ in pieces) or 1.0
+    traces = []
+    for kind, pieces in parts.items():
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for begin, finish, source, target in pieces:
+            xs += [begin, finish, None]
+            ys += [source, target, None]
+        share = sum(b - a for a, b, _, _ in pieces) / total
+        compute = kind == "compute"
+        data = [row for op in path for row in (custom[op], custom[op], None)] if compute else None
+        traces.append(
+            go.Scatter(
+                name=f"critical path ({len(path)} ops): compute {share:.0%}" if compute else f"critical path: {kind} {share:.0%}",
+                x=xs,
+                y=ys,
+                mode="lines+markers" if compute else "lines",
+                line=dict(color=CRITICAL, width=3 if compute else 2.5, dash=CRITICAL_DASH[kind]),
+                marker=dict(size=4, color=CRITICAL),
+                customdata=data,
+                hovertemplate=hover if compute else f"critical path: {kind}<extra></extra>",
+                connectgaps=False,
+                legendgroup=f"critical-{kind}",
+                showlegend=True,
+            )
+        )
+    return traces
 
 
 def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any]]:

@@ -259,7 +259,8 @@ def compare_view(
         f"{graph_label(graph_key)}: {graph.num_nodes} ops, {graph.num_edges} edges, {devices} devices, "
         f"lower bound {format_time(bound, graph)}.{paper} "
         "Click an op to outline it (magenta) in every chart; zooming one timeline zooms all; the black line is each placement's "
-        "critical path. The table gives each method's numbers; click a column's header to sort by it."
+        "critical path, solid while its ops run, dashed while its data is in flight, dotted while it waits (click a legend entry "
+        "to show or hide a part). The table gives each method's numbers; click a column's header to sort by it."
     )
     bars = (
         [
