@@ -213,3 +213,19 @@ def test_gantt_draws_the_critical_path_in_three_parts_each_its_own_legend_entry(
     assert [t.line.dash for t in drawn] == ["solid", "dash", "dot"] and all(t.showlegend for t in drawn)
     split = viz.critical_path_split(graph, trace)
     assert drawn[1].name == f"critical path: transfer {split['transfer'] / trace.makespan:.0%}"
+
+
+def test_whatif_polish_runs_in_a_child_that_the_servers_time_cap_stops(context, monkeypatch):
+    from workbench.dashboard import work
+    from workbench.dashboard.context import DashboardContext
+    from workbench.dashboard.limits import Limits
+
+    graph = wb.bundled_graph("chain_mm")
+    start = wb.place(graph, "round_robin", 4)
+    polished = work.polish_placement(context, CHAIN, 4, 0, 30, None, start.assignment.tolist())
+    assert polished.evaluations == 30 and polished.makespan <= start.makespan
+    monkeypatch.setattr(work, "GRACE", 0.0)
+    capped = DashboardContext(context.runs_dir, context.datasets_dir, context.upload_dir, Limits(max_time_limit=0.5))
+    with pytest.raises(work.Cancelled, match="deadline"):  # no clock set, so the server's cap stops it
+        work.polish_placement(capped, CHAIN, 4, 0, 200_000, None, start.assignment.tolist())
+    assert not work.RUNNER.children()
