@@ -229,3 +229,16 @@ def test_whatif_polish_runs_in_a_child_that_the_servers_time_cap_stops(context, 
     with pytest.raises(work.Cancelled, match="deadline"):  # no clock set, so the server's cap stops it
         work.polish_placement(capped, CHAIN, 4, 0, 200_000, None, start.assignment.tolist())
     assert not work.RUNNER.children()
+
+
+def test_diff_colors_a_and_b_apart_and_the_utilisation_track_is_one_row_per_device():
+    graph = wb.bundled_graph("chain_mm")
+    a, b = np.arange(graph.num_nodes) % 8, np.arange(graph.num_nodes)[::-1] % 8
+    fig = viz.diff_heatmap(graph, viz.diff_frame(graph, a, b), 8)
+    sides = [t for t in fig.data if t.name in ("A", "B")]
+    assert [t.marker.color for t in sides] == list(viz.placement.DIFF_COLORS) and sides[0].marker.color != sides[1].marker.color
+    trace = wb.simulate(graph, a, 8).trace
+    track = [t for t in viz.gantt_figure(graph, trace, devices=8).data if t.type == "heatmap"]
+    assert len(track) == 1 and np.asarray(track[0].z).shape == (8, 120)  # eight devices: eight rows, not eight overlaid lines
+    busy = np.nan_to_num(np.asarray(track[0].z, dtype=float))
+    assert busy.min() >= 0 and busy.max() <= 1

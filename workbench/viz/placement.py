@@ -189,12 +189,18 @@ def diff_frame(
     )
 
 
+DIFF_COLORS = ("#1f4e9c", "#e08a00")
+"""A's and B's markers in the diff: one color per side (the row already says the device), so A and B never look alike."""
+
+
 def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, str] = ("A", "B"), title: str | None = None) -> go.Figure:
-    """Ops in topological order: where A and B put each op (two rows per device pair), moved ops and each critical path marked."""
+    """Ops in topological order: where A and B put each op (A above B in each device's row, each side in its own color,
+    :data:`DIFF_COLORS`), moved ops and each critical path marked."""
     position = np.empty(len(frame), dtype=int)
     position[np.asarray(graph.topological_order)] = np.arange(len(frame))
     fig = go.Figure()
-    for column, label, offset, critical in (("device_a", labels[0], -0.18, "critical_a"), ("device_b", labels[1], 0.18, "critical_b")):
+    sides = (("device_a", labels[0], -0.18, "critical_a", DIFF_COLORS[0]), ("device_b", labels[1], 0.18, "critical_b", DIFF_COLORS[1]))
+    for column, label, offset, critical, color in sides:
         custom = frame[["op", "name", "device_a", "device_b"]].to_numpy(dtype=object)
         fig.add_trace(
             go.Scatter(
@@ -205,7 +211,7 @@ def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, st
                 marker=dict(
                     symbol="square",
                     size=7,
-                    color=[device_color(d) for d in frame[column]],
+                    color=color,
                     line=dict(color=np.where(frame[critical], CRITICAL, "rgba(0,0,0,0)").tolist(), width=2),
                 ),
                 customdata=custom,

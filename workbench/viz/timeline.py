@@ -253,23 +253,10 @@ def gantt_figure(
         for part in _critical_overlay(graph, trace, custom, hover):
             fig.add_trace(part, row=1, col=1)
     if utilisation:
-        use = utilisation_frame(trace, devices)
-        for device, part in use.groupby("device"):
-            fig.add_trace(
-                go.Scatter(
-                    x=part["time"],
-                    y=part["busy"],
-                    mode="lines",
-                    line=dict(color=device_color(int(device)), width=1.2, shape="hv"),
-                    name=f"dev {device} busy",
-                    showlegend=False,
-                    customdata=format_numbers(part["time"]),
-                    hovertemplate=f"dev {device}: %{{y:.0%}} busy from %{{customdata}}<extra></extra>",
-                ),
-                row=2,
-                col=1,
-            )
-        fig.update_yaxes(title="busy", tickformat=".0%", tickvals=[0.5, 1], range=[0, 1.05], row=2, col=1)  # no 0% by the first x tick
+        fig.add_trace(_utilisation_heatmap(trace, devices), row=2, col=1)
+        fig.update_yaxes(
+            title="busy", tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed", row=2, col=1
+        )
     labels = [f"dev {d}<br>{busy[d] / makespan:.0%} busy" if makespan > 0 else f"dev {d}" for d in range(devices)]
     fig.update_layout(
         barmode="overlay",
@@ -285,6 +272,28 @@ def gantt_figure(
     base_layout(fig, title, height, uirevision=f"gantt-{devices}")
     fig.update_layout(margin=dict(t=60 if title else 10, b=90))
     return fig
+
+
+def _utilisation_heatmap(trace, devices: int) -> go.Heatmap:
+    """The utilisation track: a row per device, its busy share per time window from white (idle) to dark (busy), so any
+    number of devices stays readable (one line per device overlapped at eight)."""
+    use = utilisation_frame(trace, devices)
+    busy = use.pivot(index="device", columns="time", values="busy").reindex(range(devices))
+    starts = busy.columns.to_numpy(dtype=float)
+    width = starts[1] - starts[0] if starts.size > 1 else 1.0
+    return go.Heatmap(
+        x=starts + width / 2,
+        y=list(range(devices)),
+        z=busy.to_numpy(),
+        zmin=0.0,
+        zmax=1.0,
+        colorscale=[[0.0, "#ffffff"], [1.0, "#2f2f2f"]],
+        showscale=False,
+        name="busy",
+        customdata=np.tile(format_numbers(starts), (devices, 1)),
+        hovertemplate="dev %{y}: %{z:.0%} busy from %{customdata}<extra></extra>",
+        ygap=1,
+    )
 
 
 def _segments(rows: pd.DataFrame, custom: np.ndarray, device: int, hover: str) -> go.Scattergl:
