@@ -242,3 +242,9 @@ def test_diff_colors_a_and_b_apart_and_the_utilisation_track_is_one_row_per_devi
     assert len(track) == 1 and np.asarray(track[0].z).shape == (8, 120)  # eight devices: eight rows, not eight overlaid lines
     busy = np.nan_to_num(np.asarray(track[0].z, dtype=float))
     assert busy.min() >= 0 and busy.max() <= 1
+
+
+def test_measured_page_without_a_measurement_says_what_each_card_will_show(context):
+    out = measured.measured_view(context, None, None)
+    texts = [fig.layout.annotations[0].text for fig in (out[0], out[2], out[4], out[6])]
+    assert all(texts) and len(set(texts)) == 4  # no blank card
