@@ -30,7 +30,7 @@ COLUMNS = [
     ("seconds", "wall s"),
     ("cpu_seconds", "CPU s"),
     ("stop", "stopped by"),
-    ("why", "critical path: compute / transfer / waiting"),
+    ("why", "why: critical path compute / transfer / waiting"),
 ]
 """``(row key, header)`` of each column, in order."""
 
@@ -137,14 +137,24 @@ def summary_table(table_id: str, rows: list[dict[str, Any]]) -> dash_table.DataT
         sort_mode="single",
         sort_by=[],
         style_as_list_view=True,
-        style_cell={"fontFamily": "inherit", "fontSize": "0.9em", "padding": "4px 8px", "textAlign": "right"},
+        style_table={"overflowX": "auto"},
+        style_cell={
+            "fontFamily": "inherit",
+            "fontSize": "0.9em",
+            "padding": "4px 8px",
+            "textAlign": "right",
+            "whiteSpace": "normal",
+            "height": "auto",
+            "maxWidth": "22em",
+        },
         style_cell_conditional=[
             {"if": {"column_id": key}, "textAlign": "left"} for key in ("method", "stop", "why")
         ],  # text columns read from the left
         style_data_conditional=[
             {
                 "if": {"filter_query": f"{{method}} = {_quoted(row['method'])}", "column_id": "method"},
-                "borderLeft": f"6px solid {row['color']}",
+                "boxShadow": f"inset 6px 0 0 {row['color']}",
+                "paddingLeft": "14px",
             }
             for row in rows
         ],

@@ -263,15 +263,17 @@ def compare_view(
         "to show or hide a part). The table gives each method's numbers; click a column's header to sort by it."
     )
     bars = (
-        [
-            summary_table("compare-summary", summary_rows(rows, bound, graph)),
-            figure_card(
-                PAGE,
-                "makespans",
-                makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph),
-                makespan_frame(placements, bound),
-            ),
-        ]
+        html.Div(  # a component, not a list: Dash renders no list nested in a list of children
+            [
+                summary_table("compare-summary", summary_rows(rows, bound, graph)),
+                figure_card(
+                    PAGE,
+                    "makespans",
+                    makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph),
+                    makespan_frame(placements, bound),
+                ),
+            ]
+        )
         if placements
         else message("no method succeeded")
     )
