@@ -172,3 +172,12 @@ def test_debug_shows_the_traceback_of_a_user_error_too():
     with pytest.raises(PlacerError, match="unknown method 'magic'"):
         main(["place", "ffnn", "--method", "magic", "--debug"])
     assert main(["place", "ffnn", "--method", "magic"]) == 2
+
+
+def test_bench_sim_shows_progress_per_graph():
+    """`bench sim` reports each paper graph as it finishes (a rate and ETA on stderr), not silence until the table."""
+    result = run_cli("bench", "sim", "--quick")
+    assert result.returncode == 0, result.stderr
+    assert "bench sim: 100%" in result.stderr and f"{len(wb.PAPER_GRAPHS)}/{len(wb.PAPER_GRAPHS)}" in result.stderr
+    assert "graph/s" in result.stderr or "s/graph" in result.stderr  # tqdm's rate
+    assert all(name in result.stdout for name in wb.PAPER_GRAPHS)

@@ -485,9 +485,12 @@ def test_training_charts_every_row_of_a_run_whose_graph_path_holds_a_comma(conte
     assert "damaged" not in str(status)
 
 
-def add_real_stage(run: Path, episodes: range = range(60, 70)) -> None:
-    """Append Stage III rows (measured seconds in ``makespan``, the simulator's ``predicted``) to a run of :func:`write_run`."""
-    rows = "".join(f"real,{e},chain_mm_112nodes,{0.01 + e * 1e-4},-1,,0.5,0.4,0.1,,,0.1,1e-4,{e},sim,{1e13 + e * 1e10}\n" for e in episodes)
+def add_real_stage(run: Path, episodes: range = range(60, 70), oracle: str = "real") -> None:
+    """Append Stage III rows (measured seconds in ``makespan``, the simulator's ``predicted``) to a run of :func:`write_run`;
+    ``oracle="sim"``: measured by the simulator oracle, in graph units."""
+    rows = "".join(
+        f"real,{e},chain_mm_112nodes,{0.01 + e * 1e-4},-1,,0.5,0.4,0.1,,,0.1,1e-4,{e},{oracle},{1e13 + e * 1e10}\n" for e in episodes
+    )
     text = (run / "metrics.csv").read_text()
     lines = text[: text.rfind("\n") + 1].splitlines(keepends=True)
     (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + "".join(lines[1:]) + rows)

@@ -79,10 +79,10 @@ def test_compare_requests_beyond_the_caps_are_refused_before_any_placement(conte
     assert started == []
 
 
-def test_an_empty_time_limit_becomes_the_cap():
+def test_an_empty_time_limit_stays_empty_as_on_the_command_line():
     limits = Limits(max_time_limit=7.0)
     graph = type("G", (), {"num_nodes": 10, "num_edges": 10})()
-    assert limits.bound_compare(graph, 4, None, None) == (None, 7.0)
+    assert limits.bound_compare(graph, 4, None, None) == (None, None)
     assert limits.bound_compare(graph, 4, 50, 2.5) == (50, 2.5)
 
 
@@ -162,12 +162,14 @@ def compare_request(port: int, seed: int, method: str = "local_search") -> socke
     """Send the Compare callback (by default a one-minute local search); return the open connection."""
     body = json.dumps(
         {
-            "output": "..compare-methods.options...compare-methods.value...compare-results.children...compare-state.data..",
+            "output": "..compare-methods.options...compare-methods.value...compare-results.children...compare-state.data..."
+            "compare-pending.data..",
             "outputs": [
                 {"id": "compare-methods", "property": "options"},
                 {"id": "compare-methods", "property": "value"},
                 {"id": "compare-results", "property": "children"},
                 {"id": "compare-state", "property": "data"},
+                {"id": "compare-pending", "property": "data"},
             ],
             "inputs": [
                 {"id": "compare-run", "property": "n_clicks", "value": 1},
@@ -180,6 +182,7 @@ def compare_request(port: int, seed: int, method: str = "local_search") -> socke
                     for name, value in (("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))
                 ),
                 {"id": "compare-state", "property": "data", "value": None},
+                {"id": "compare-pending", "property": "data", "value": []},
             ],
             "changedPropIds": ["compare-run.n_clicks"],
         }

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import workbench as wb
 from workbench.placers import REGISTRY, PlacerError, methods
 from workbench.placers.best_constructive import constructive_methods
+from workbench.runs import zero_shot_checkpoint
 
 from .conftest import random_dags, small_dag
 
@@ -76,8 +77,6 @@ def test_every_placement_records_wall_and_cpu_seconds_and_the_evaluations_it_cou
 @given(graph=random_dags(max_nodes=10), devices=st.integers(2, 4))
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_a_guarded_learned_placement_never_loses_to_the_best_one_pass_method_and_counts_what_it_spends(graph, devices):
-    from workbench.runs import zero_shot_checkpoint
-
     policy = {"method": "doppler_plc_only", "checkpoint": zero_shot_checkpoint(), "devices": devices}
     plain = wb.place(graph, **policy)
     guarded = wb.place(graph, guard=True, **policy)
@@ -107,8 +106,12 @@ def test_bench_learned_measures_every_method_with_its_clock_and_resumes_from_its
         expected = {"best_constructive": len(constructive_methods()), "zero_shot": 1}.get(method, budget)
         assert cell["evaluations"] == expected and cell["anytime"][-1][0] == expected
     assert "| paper (1) | 4 | learned_search |" in first["markdown"] and "guarded" in first["markdown"]
+    assert "local_search's speed" in first["markdown"]
     monkeypatch.setattr(learned, "measure", lambda *args: pytest.fail("a cached cell was measured again"))
     assert learned.run(quick=True, root=tmp_path)["cells"] == cells
+    partial = learned.report(tmp_path, splits=["paper"], budgets=(200,), seeds=(0,))  # the pairs measured so far, nothing more
+    assert "| paper (1) | 4 | learned_search |" in partial and "| paper (1) | 8 |" not in partial
+    assert learned.report(tmp_path, splits=["large"]).startswith("no (graph, devices) pair is measured")
 
 
 def test_the_equal_cpu_reading_takes_the_best_reached_by_then():
@@ -117,3 +120,20 @@ def test_the_equal_cpu_reading_takes_the_best_reached_by_then():
     curve = [[1, 10.0, 0.1], [5, 8.0, 0.4], [9, 7.0, 0.9]]
     assert best_at(curve, 0.05) == 10.0  # nothing yet: where every search begins, its starts
     assert best_at(curve, 0.4) == 8.0 and best_at(curve, 0.89) == 8.0 and best_at(curve, 5.0) == 7.0
+
+
+@pytest.mark.parametrize(
+    "method, options",
+    [
+        ("doppler", {"samples": 3}),
+        ("doppler", {"search": "active", "budget": 12, "rollouts": 4}),
+        ("learned_search", {"budget": 40}),
+        ("doppler_plc_only", {"checkpoint": zero_shot_checkpoint()}),
+    ],
+)
+def test_learned_placements_record_cpu_seconds_and_their_evaluations_too(method, options):
+    graph = wb.bundled_graph("ffnn")
+    placement = wb.place(graph, method=method, devices=4, **options)
+    points = np.asarray(placement.details["anytime"])
+    assert placement.cpu_seconds > 0 and placement.evaluations == points[-1, 0] == options.get("budget", options.get("samples", 1))
+    assert points.shape[1] == 3 and np.all(np.diff(points[:, 2]) >= 0) and points[-1, 2] <= placement.cpu_seconds

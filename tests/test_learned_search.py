@@ -229,3 +229,20 @@ def test_a_move_scorer_given_as_start_policy_is_named_as_the_wrong_kind_of_file(
     path, _ = trained
     with pytest.raises(PlacerError, match="start_policy: .*holds a 'learned_search' file, not a placement policy"):
         LearnedSearchPlacer(checkpoint=path, budget=60, start_policy=path)
+
+
+def test_a_critical_focus_ranks_the_moves_of_the_critical_chain_and_its_neighbours_with_unchanged_features(graph):
+    rng = np.random.default_rng(4)
+    assignment = rng.integers(0, 4, graph.num_nodes)
+    moves = LearnedMoves(graph, 4, np.random.default_rng(0), MoveScorer(), 0.5, 0.05, focus="critical")
+    moves.set_critical(assignment, wb.sim.Evaluator(graph, 4))
+    near = set(moves.critical.tolist()) | {int(v) for op in moves.critical for v in moves.neighbours(int(op))}
+    assert set(moves.candidates.ops.tolist()) == near and len(near) < graph.num_nodes  # observed with the chain just set
+    every = move_features(moves, assignment, wb.simulate(graph, assignment, 4).trace, moves.critical)
+    rows = {(int(o), bool(g), int(t)): f for o, g, t, f in zip(every.ops, every.grouped, every.targets, every.features, strict=True)}
+    for o, g, t, f in zip(moves.candidates.ops, moves.candidates.grouped, moves.candidates.targets, moves.candidates.features, strict=True):
+        assert np.array_equal(rows[int(o), bool(g), int(t)], f)  # a focused move is described exactly as among all moves
+    placed = wb.place(graph, "learned_search", devices=4, budget=120, seed=0, focus="critical")
+    assert placed.evaluations == 120 and placed.makespan <= placed.details["start_makespan"]
+    with pytest.raises(PlacerError, match="focus must be one of all, critical"):
+        LearnedSearchPlacer(focus="chain")

@@ -28,7 +28,7 @@ bit for bit. Families:
 (with the ``[models]`` extra installed: it builds every graph, the zoo's
 included, in 6.5 s on a 2-core VM; the sizes were chosen so that
 local_search clearly beats the heuristics; the measured gap per family is in
-``docs/results.md``, issue 19).
+``docs/results/history.md``, issue 19).
 """
 
 from __future__ import annotations

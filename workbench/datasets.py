@@ -1,8 +1,15 @@
-"""The datasets bundled in the repository's ``datasets/`` folder."""
+"""The bundled datasets: the repository's ``datasets/`` folder, shipped in the wheel as ``workbench/data/``.
+
+:data:`DATASETS_DIR` is, in this order: the folder named by the environment variable
+``WORKBENCH_DATASETS`` (read once, at import), the ``workbench/data/`` folder of an installed wheel
+(``setup.py`` copies ``datasets/`` there at build time), or the top-level ``datasets/`` of a checkout
+(an editable install, or ``PYTHONPATH`` pointing at the repository).
+"""
 
 from __future__ import annotations
 
 import os
+from importlib.resources import files
 from pathlib import Path
 
 from .formats import load_graph
@@ -10,7 +17,17 @@ from .graph import DataflowGraph
 
 __all__ = ["DATASETS_DIR", "PAPER_GRAPHS", "bundled_graphs", "bundled_graph", "stg_graphs"]
 
-DATASETS_DIR = Path(os.environ.get("WORKBENCH_DATASETS", Path(__file__).resolve().parent.parent / "datasets"))
+
+def _datasets_dir() -> Path:
+    """``$WORKBENCH_DATASETS``, else the datasets an installed wheel carries, else the checkout's ``datasets/``."""
+    override = os.environ.get("WORKBENCH_DATASETS")
+    if override:
+        return Path(override)
+    shipped = Path(str(files("workbench").joinpath("data")))
+    return shipped if shipped.is_dir() else Path(__file__).resolve().parent.parent / "datasets"
+
+
+DATASETS_DIR = _datasets_dir()
 PAPER_DIR = DATASETS_DIR / "doppler-paper"
 STG_DIR = DATASETS_DIR / "stg"
 

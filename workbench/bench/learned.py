@@ -87,10 +87,12 @@ def _graph_sets(quick: bool, splits: Iterable[str]) -> dict[str, list[Any]]:
     return {name: sets[name] for name in splits}
 
 
-def cells(quick: bool = False, splits: Iterable[str] = tuple(SPLIT_DEVICES)) -> list[Cell]:
+def cells(
+    quick: bool = False, splits: Iterable[str] = tuple(SPLIT_DEVICES), budgets: Iterable[int] = BUDGETS, seeds: Iterable[int] = SEEDS
+) -> list[Cell]:
     """Every cell, in the order measured: split by split, the one-pass methods first, then by budget and seed (a partial run
     spans every graph of a split), the searches of one (graph, devices, seed, budget) together."""
-    budgets, seeds = ((200,), (0,)) if quick else (BUDGETS, SEEDS)
+    budgets, seeds = ((200,), (0,)) if quick else (tuple(budgets), tuple(seeds))
     out: list[Cell] = []
     for split, entries in _graph_sets(quick, splits).items():
         devices = (4,) if quick else SPLIT_DEVICES[split]
@@ -147,6 +149,21 @@ def run(quick: bool = False, root: Path | None = None, splits: Iterable[str] = t
     return {"benchmark": "learned", "quick": quick, "root": str(root), "cells": results, "markdown": markdown(chosen, results)}
 
 
+def report(
+    root: Path | None = None, splits: Iterable[str] = tuple(SPLIT_DEVICES), budgets: Iterable[int] = BUDGETS, seeds: Iterable[int] = SEEDS
+) -> str:
+    """The tables of the cells cached under ``root`` so far, for the (graph, devices) pairs whose every cell at ``budgets``
+    and ``seeds`` is measured (a run still going, or stopped, tabulated without measuring anything)."""
+    path = Path(root or ROOT) / CACHE
+    cached: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    chosen = cells(False, splits, budgets, seeds)
+    missing = {(c.graph, c.devices) for c in chosen if c.key not in cached}
+    chosen = [c for c in chosen if (c.graph, c.devices) not in missing]
+    if not chosen:
+        return "no (graph, devices) pair is measured at every chosen budget and seed yet"
+    return markdown(chosen, {c.key: cached[c.key] for c in chosen})
+
+
 def _single_thread() -> None:
     """Torch on one thread, so that CPU seconds and wall seconds tell the same story on a shared machine."""
     try:
@@ -162,6 +179,12 @@ def best_at(anytime: list[list[float]], cpu_seconds: float) -> float:
     points = np.asarray(anytime, dtype=float).reshape(len(anytime), -1)
     reached = points[points[:, 2] <= cpu_seconds]
     return float(reached[-1, 1] if reached.size else points[0, 1])
+
+
+def search_rate(anytime: list[list[float]]) -> float:
+    """Evaluations per CPU second between a search's first any-time point (its starts scored) and its last."""
+    first, last = anytime[0], anytime[-1]
+    return (last[0] - first[0]) / max(last[2] - first[2], 1e-9)
 
 
 class Table:
@@ -193,25 +216,27 @@ def _summary(ratios: np.ndarray) -> str:
 def markdown(chosen: list[Cell], results: dict[str, dict[str, Any]]) -> str:
     """The tables of the module docstring."""
     t = Table(chosen, results)
-    seeds = f"seeds {t.seeds[0]}–{t.seeds[-1]}" if len(t.seeds) > 1 else f"seed {t.seeds[0]}"
-    lines = [
-        f"Each learned search ÷ fair local_search (from the best one-pass method) at equal evaluations; mean over {seeds}, then "
-        "mean (min–max; wins/ties/losses) over graphs. best_constructive ÷ local_search for scale.",
-        "",
-        "| graphs | devices | method | " + " | ".join(f"{b} evaluations" for b in t.budgets) + " |",
-        "|---|---|---|" + "---|" * len(t.budgets),
-    ]
-    for (split, devices), graphs in t.cases.items():
-        for method in (*LEARNED, BEST_CONSTRUCTIVE):
-            row = []
-            for b in t.budgets:
+    lines: list[str] = []
+    if t.budgets:  # the searches (none when only the one-pass methods were asked for)
+        seeds = f"seeds {t.seeds[0]}–{t.seeds[-1]}" if len(t.seeds) > 1 else f"seed {t.seeds[0]}"
+        lines += [
+            f"Each learned search ÷ fair local_search (from the best one-pass method) at equal evaluations; mean over {seeds}, then "
+            "mean (min–max; wins/ties/losses) over graphs. best_constructive ÷ local_search for scale.",
+            "",
+            "| graphs | devices | method | " + " | ".join(f"{b} evaluations" for b in t.budgets) + " |",
+            "|---|---|---|" + "---|" * len(t.budgets),
+        ]
+        for (split, devices), graphs in t.cases.items():
+            for method in (*LEARNED, BEST_CONSTRUCTIVE):
+                row = []
+                for b in t.budgets:
 
-                def ratio(g: str, seed: int, d: int = devices, m: str = method, b: int = b) -> float:
-                    mine = t.value(g, d, m) if m == BEST_CONSTRUCTIVE else t.value(g, d, m, seed, b)
-                    return mine / t.value(g, d, LOCAL_SEARCH, seed, b)
+                    def ratio(g: str, seed: int, d: int = devices, m: str = method, b: int = b) -> float:
+                        mine = t.value(g, d, m) if m == BEST_CONSTRUCTIVE else t.value(g, d, m, seed, b)
+                        return mine / t.value(g, d, LOCAL_SEARCH, seed, b)
 
-                row.append(_summary(t.per_graph(graphs, ratio)))
-            lines.append(f"| {split} ({len(graphs)}) | {devices} | {method} | " + " | ".join(row) + " |")
+                    row.append(_summary(t.per_graph(graphs, ratio)))
+                lines.append(f"| {split} ({len(graphs)}) | {devices} | {method} | " + " | ".join(row) + " |")
     if CPU_BUDGET in t.budgets:
         lines += [
             "",
@@ -236,8 +261,27 @@ def markdown(chosen: list[Cell], results: dict[str, dict[str, Any]]) -> str:
                 lines.append(
                     f"| {split} ({len(graphs)}) | {devices} | {method} | {_summary(t.per_graph(graphs, at_cpu))} | {costs.mean():.2f}× |"
                 )
+    if t.budgets:
+        from .. import corpus
+
+        nodes = {e.name: e.nodes for e in corpus.entries()}
+        budget = max(t.budgets)
+        lines += [
+            "",
+            f"local_search's speed: evaluations per CPU second after its starts were built and scored, at {budget} evaluations "
+            "(median over graphs and seeds; min–max)",
+            "",
+            "| graphs | devices | ops (median) | evaluations / CPU s |",
+            "|---|---|---|---|",
+        ]
+        for (split, devices), graphs in t.cases.items():
+            rates = np.array([search_rate(t.value(g, devices, LOCAL_SEARCH, s, budget, "anytime")) for g in graphs for s in t.seeds])
+            ops = int(np.median([nodes[g] for g in graphs]))
+            lines.append(
+                f"| {split} ({len(graphs)}) | {devices} | {ops:,} | {np.median(rates):,.0f} ({rates.min():,.0f}–{rates.max():,.0f}) |"
+            )
     lines += [
-        "",
+        *([""] if lines else []),
         "Zero-shot (one pass, one evaluation) ÷ best_constructive (one evaluation per one-pass method); guarded: the better of the "
         "two (zero_shot with guard=True); the most CPU seconds of each",
         "",

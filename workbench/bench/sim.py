@@ -23,13 +23,14 @@ def _per_call(fn, items, min_seconds: float) -> float:
 
 def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
     from ..datasets import PAPER_GRAPHS, bundled_graph
+    from ..progress import progress_bar
     from ..sim import Evaluator, simulate
 
     rng = np.random.default_rng(0)
     rows = []
     min_seconds = 0.2 if quick else 2.0
     batch_size = 2_000 if quick else 20_000
-    for name in PAPER_GRAPHS:
+    for name in progress_bar(PAPER_GRAPHS, desc="bench sim", unit="graph"):  # about 10 s a graph, 1 s with quick
         graph = bundled_graph(name)
         assignments = rng.integers(0, devices, size=(batch_size, graph.num_nodes))
         evaluator = Evaluator(graph, devices)

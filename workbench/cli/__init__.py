@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..extras import MissingExtra, extra_of, needs_extra
+
 COMMANDS = (
     "info",
     "simulate",
@@ -95,7 +97,8 @@ def _raised_in_workbench(exc: BaseException) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command: exit status 0, 2 for a user error (one line on stderr) or 130 when interrupted.
+    """Run one command: exit status 0, 2 for a user error or a missing optional extra (one line on stderr, naming
+    the extra to install) or 130 when interrupted.
 
     Any other exception (a bug) propagates with its traceback; ``--debug`` shows
     the traceback of user errors too.
@@ -110,6 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]  # a package of an extra, or a part of one
+        if args.debug or extra_of(missing) is None:
+            raise
+        message = str(exc) if isinstance(exc, MissingExtra) else needs_extra("this command", missing)
+        print(f"workbench {args.command}: error: {message}", file=sys.stderr)
+        return 2
     except Exception as exc:
         if args.debug or not is_user_error(exc):
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..extras import require_modules
 from .common import add_executor_arguments, add_graph_argument, load_graph_argument, positive_int, print_json
 
 
@@ -52,6 +53,7 @@ def run(args) -> int:
             raise CliError(f"the engine at {args.engine} has {hello['devices']} devices, fewer than --devices {args.devices}")
         oracle.devices = args.devices
     else:
+        require_modules("the local executor (calibrate without --engine)", "torch")
         oracle = LocalExecutor(
             args.devices, args.device, args.time_scale, args.target_seconds, kernels=WaitKernels() if args.emulate else None
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+
+from ..extras import extras_of, pip_install
 from ..placers import methods as registered
 from . import CliError
 from .common import add_graph_argument, load_graph_argument, positive_int, print_json
@@ -14,7 +17,10 @@ def register(sub) -> None:
     parser = sub.add_parser("compare", help="compare placement methods on one graph")
     add_graph_argument(parser)
     parser.add_argument("--devices", type=positive_int, default=4)
-    parser.add_argument("--methods", help=f"comma-separated registered methods (default: {','.join(registered(*DEFAULT_KINDS))})")
+    parser.add_argument(
+        "--methods",
+        help=f"comma-separated registered methods (default, those installed: {','.join(registered(*DEFAULT_KINDS, available=True))})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations for search methods")
     parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="wall-time limit for search and exact methods")
@@ -23,11 +29,18 @@ def register(sub) -> None:
 
 
 def parse_methods(text: str | None) -> list[str]:
-    """The method list of ``--methods``; unknown names get an error listing the registered ones."""
-    from ..placers import REGISTRY
+    """The method list of ``--methods``; unknown names get an error listing the registered ones, and a method whose
+    optional extra is not installed one naming the extra. Without ``--methods``: the default kinds' methods that
+    are installed, with one line on stderr naming those left out and the extra that brings them."""
+    from ..placers import REGISTRY, require
 
     if text is None:
-        return registered(*DEFAULT_KINDS)
+        available = registered(*DEFAULT_KINDS, available=True)
+        left_out = [m for m in registered(*DEFAULT_KINDS) if m not in available]
+        if left_out:
+            extras = extras_of(module for m in left_out for module in REGISTRY[m].requires)
+            print(f"workbench compare: left out {', '.join(left_out)}, not installed ({pip_install(*extras)} brings them)", file=sys.stderr)
+        return available
     methods = [m.strip() for m in text.split(",")]
     if not any(methods):
         raise CliError("--methods is empty; give comma-separated names")
@@ -36,6 +49,8 @@ def parse_methods(text: str | None) -> list[str]:
     unknown = [m for m in methods if m not in REGISTRY]
     if unknown:
         raise CliError(f"unknown method(s) {', '.join(unknown)}; registered: {', '.join(REGISTRY)}")
+    for method in methods:
+        require(method)
     return list(dict.fromkeys(methods))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..extras import extras_of, pip_install
 from . import CliError
 from .common import DEFAULT_DEVICES, add_trace_arguments, load_graph_argument, placement_argument, positive_int, print_json, write_trace
 
@@ -46,14 +47,15 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..fileio import atomic_write_json
-    from ..placers import place, placer_options, placers
+    from ..placers import REGISTRY, methods as registered, place, placer_options, placers
     from ..sim import lower_bound, optimality_gap, simulate
 
     if args.list:
-        methods = placers()
+        methods, installed = placers(), registered(available=True)
         width = max(map(len, methods))
         for name, description in methods.items():
-            print(f"{name:<{width}}  {description}")
+            missing = "" if name in installed else f" (not installed: {pip_install(*extras_of(REGISTRY[name].requires))})"
+            print(f"{name:<{width}}  {description}{missing}")
         return 0
     if args.graph is None:
         raise CliError("GRAPH is required (or --list to see the methods)")

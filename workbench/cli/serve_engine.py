@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..extras import require_modules
 from .common import add_executor_arguments, add_graph_argument, load_graph_argument, positive_int
 
 
@@ -45,6 +46,7 @@ def run(args) -> int:
     if args.simulate:
         oracle = SimulatorOracle(args.devices, args.time_scale or 1.0)
     else:
+        require_modules("the local executor (serve-engine without --simulate)", "torch")
         kernels = WaitKernels() if args.emulate else None
         oracle = LocalExecutor(args.devices, args.device, args.time_scale, args.target_seconds, warmup=args.warmup, kernels=kernels)
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None

@@ -115,9 +115,10 @@ def anytime_view(
         return [message(f"seeds must be from 1 to {MAX_SEEDS} (got {seeds})")]
     graph = load_graph_key(context, graph_key)
     try:
-        budget, time_limit = context.limits.bound_compare(graph, devices, budget, None)
+        budget, _ = context.limits.bound_compare(graph, devices, budget, None)
     except LimitError as exc:
         return [message(str(exc))]
+    time_limit = context.limits.max_time_limit
     labels = {o["value"]: o["label"] for o in options}
     records, notes = {}, []
     for value in values:

@@ -46,7 +46,10 @@ class Limits:
     )
     max_time_limit: float = field(
         default=60.0,
-        metadata=_option("WORKBENCH_MAX_TIME_LIMIT", "seconds a placement may run; also the limit when the form leaves it empty"),
+        metadata=_option(
+            "WORKBENCH_MAX_TIME_LIMIT",
+            "seconds a placement may run (a Compare placement with no time limit is stopped with a message then)",
+        ),
     )
     max_nodes: int = field(
         default=20_000, metadata=_option("WORKBENCH_MAX_NODES", "ops of a graph the dashboard generates, loads or places")
@@ -143,8 +146,12 @@ class Limits:
         if edges > self.max_edges:
             raise LimitError(f"{what} has {edges:,} edges; this dashboard places at most {self.max_edges:,} (the server's --max-edges)")
 
-    def bound_compare(self, graph: Any, devices: int, budget: int | None, time_limit: float | None) -> tuple[int | None, float]:
-        """``(budget, time_limit)`` for a Compare request, refused beyond the caps; an empty time limit becomes the cap."""
+    def bound_compare(self, graph: Any, devices: int, budget: int | None, time_limit: float | None) -> tuple[int | None, float | None]:
+        """``(budget, time_limit)`` for a Compare request, refused beyond the caps.
+
+        An empty time limit stays empty: no clock, as on the command line (the
+        request is still stopped, with a message, after ``max_time_limit``).
+        """
         self.check_devices(devices)
         self.check_graph_size(graph.num_nodes, graph.num_edges)
         if budget is not None and not 1 <= budget <= self.max_budget:
@@ -152,7 +159,7 @@ class Limits:
                 f"the search budget must be from 1 to {self.max_budget:,} evaluations (got {budget:,}; the server's --max-budget)"
             )
         if time_limit is None:
-            return budget, self.max_time_limit
+            return budget, None
         if not 0 < time_limit <= self.max_time_limit:
             raise LimitError(
                 f"the time limit must be more than 0 and at most {self.max_time_limit:g} s "

@@ -9,12 +9,22 @@ with a bad upload or generator spec.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from dash import Input, Output, State, dcc, html, no_update
 
 from .components import message
 from .context import DashboardContext
-from .sources import MAX_UPLOAD_BYTES, UploadError, generator_defaults, generator_kinds, graph_choices, load_graph_key, save_upload
+from .sources import (
+    MAX_UPLOAD_BYTES,
+    UploadError,
+    generator_defaults,
+    generator_kinds,
+    graph_choices,
+    graph_label,
+    load_graph_key,
+    save_upload,
+)
 
 __all__ = ["graph_picker", "register_graph_picker", "resolve_graph_key", "DEFAULT_GRAPH"]
 
@@ -98,6 +108,15 @@ def resolve_graph_key(
     return key, None
 
 
+def chosen_message(context: DashboardContext, key: str) -> Any:
+    """What replaces the picker's last hint ("choose a generator family…") once a generated graph is chosen: its size
+    (``no_update`` for a file: an upload's own message stays)."""
+    if not key.startswith("generated:"):
+        return no_update
+    graph = load_graph_key(context, key)
+    return message(f"{graph_label(key)}: {graph.num_nodes:,} ops, {graph.num_edges:,} edges", "info")
+
+
 def register_graph_picker(app, context: DashboardContext, prefix: str) -> None:
     @app.callback(
         Output(f"{prefix}-upload-key", "data"),
@@ -136,4 +155,4 @@ def register_graph_picker(app, context: DashboardContext, prefix: str) -> None:
         key, error = resolve_graph_key(context, source, bundled, upload_key, kind, params)
         if error:
             return None, message(error, "warning" if error.startswith(("upload a graph", "choose a")) else "error")
-        return key, no_update
+        return key, chosen_message(context, key)

@@ -37,7 +37,7 @@ import workbench as wb
 from .context import DashboardContext
 from .limits import LimitError
 
-__all__ = ["Cancelled", "WorkRunner", "RUNNER", "run_placement", "simulate_placement", "check_generated"]
+__all__ = ["Cancelled", "WorkRunner", "RUNNER", "run_placement", "simulate_placement", "polish_placement", "check_generated"]
 
 POLL = 0.1
 """Seconds between checks of the client, the deadline and the child."""
@@ -258,6 +258,31 @@ def simulate_placement(
 
     placement = run_placement(ctx, graph_key, value, devices, seed, budget, time_limit)
     return wb.simulate(load_graph_key(ctx, graph_key), placement.assignment, devices)
+
+
+def polish_placement(
+    ctx: DashboardContext,
+    graph_key: str,
+    devices: int,
+    seed: int,
+    budget: int,
+    time_limit: float | None,
+    start: list[int],
+):
+    """What-if's polish: local search from ``start`` within ``budget`` (and ``time_limit``), in a killable child stopped
+    after the request's time limit or the server's ``max_time_limit`` (plus :data:`GRACE`)."""
+    seconds = (time_limit or ctx.limits.max_time_limit) + GRACE
+    args = (ctx, graph_key, devices, seed, budget, time_limit, start)
+    return RUNNER.run(_polish, *args, max_concurrent=ctx.limits.max_concurrent, seconds=seconds)
+
+
+def _polish(ctx: DashboardContext, graph_key: str, devices: int, seed: int, budget: int, time_limit: float | None, start: list[int]) -> Any:
+    from .sources import load_graph_key
+
+    options: dict[str, Any] = {"budget": budget, "start": start}
+    if time_limit is not None:
+        options["time_limit"] = time_limit
+    return wb.place(load_graph_key(ctx, graph_key), method="local_search", devices=devices, seed=seed, **options)
 
 
 @lru_cache(maxsize=64)

@@ -64,6 +64,8 @@ METHOD = "learned_search"
 PRETRAINED_SCORER = checkpoint_file(DATASETS_DIR / "pretrained" / METHOD, METHOD)
 # The fraction of proposals the scorer chooses by default.
 DEFAULT_SHARE = 0.5
+# Which moves the scorer ranks (LearnedSearchPlacer's ``focus``).
+FOCUS = ("all", "critical")
 # The largest connected same-device group a group move takes along.
 GROUP_LIMIT = 4
 # How many times a screened-out proposal of local_search's is redrawn (the last draw stands).
@@ -138,11 +140,14 @@ class Candidates:
     grouped: np.ndarray
     targets: np.ndarray
     features: np.ndarray
-    groups: tuple[np.ndarray, ...]
+    groups: np.ndarray  # row i: op i's group, sorted, padded with the op count
 
     def members(self, k: int) -> np.ndarray:
         op = int(self.ops[k])
-        return self.groups[op] if self.grouped[k] else np.array([op])
+        if not self.grouped[k]:
+            return np.array([op])
+        row = self.groups[op]
+        return row[row < self.groups.shape[0]]
 
     def apply(self, assignment: np.ndarray, k: int) -> np.ndarray:
         moved = assignment.copy()
@@ -171,10 +176,11 @@ def _tail_kernel(
     return tail
 
 
-def _groups(moves: Moves, assignment: np.ndarray) -> list[np.ndarray]:
-    """Each op's connected same-device group of up to :data:`GROUP_LIMIT` ops (breadth first, as ``Moves.group``)."""
+def _groups(moves: Moves, assignment: np.ndarray) -> np.ndarray:
+    """Each op's connected same-device group of up to :data:`GROUP_LIMIT` ops (breadth first, as ``Moves.group``): row i
+    holds op i's group sorted, padded with the op count."""
     padded = _groups_kernel(moves.nb_ptr, moves.nb, assignment, GROUP_LIMIT)
-    return [np.sort(row[row >= 0]) for row in padded]
+    return np.sort(np.where(padded < 0, assignment.size, padded), axis=1)
 
 
 @njit(cache=True)
@@ -200,8 +206,9 @@ def _groups_kernel(nb_ptr: np.ndarray, nb: np.ndarray, assignment: np.ndarray, l
     return out
 
 
-def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: np.ndarray) -> Candidates:
-    """Every single-op and group move of ``assignment`` (to each other device) with its :data:`FEATURES`."""
+def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: np.ndarray, only: np.ndarray | None = None) -> Candidates:
+    """Every single-op and group move of ``assignment`` (to each other device) with its :data:`FEATURES`; with ``only`` (a
+    boolean mask over ops), the moves of those ops alone (the features of each move are the same either way)."""
     graph, d = moves.graph, moves.num_devices
     n = graph.num_nodes
     a = np.asarray(assignment, dtype=np.int64)
@@ -211,9 +218,9 @@ def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: 
     share = max(compute.sum() / d, np.finfo(float).tiny)
     finish = np.zeros(d)
     np.maximum.at(finish, a, trace.end)
-    comm_with = np.zeros((n, d))  # communication of each op with the ops on each device
-    np.add.at(comm_with, (graph.src, a[graph.dst]), graph.comm)
-    np.add.at(comm_with, (graph.dst, a[graph.src]), graph.comm)
+    # communication of each op with the ops on each device (summed in edge order, sender sides first, as np.add.at would)
+    cells = np.concatenate([graph.src * d + a[graph.dst], graph.dst * d + a[graph.src]])
+    comm_with = np.bincount(cells, weights=np.concatenate([graph.comm, graph.comm]), minlength=n * d).reshape(n, d)
     latest_input = np.zeros(n)
     np.maximum.at(latest_input, graph.dst, trace.end[graph.src])
     on_chain = np.zeros(n)
@@ -234,46 +241,47 @@ def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: 
         axis=1,
     )
     groups = _groups(moves, a)
-    sizes = np.array([g.size for g in groups])
+    sizes = np.count_nonzero(groups < n, axis=1)
     blocks: list[np.ndarray] = []
     chosen: list[np.ndarray] = []
     for grouped in (False, True):
-        ops = np.flatnonzero(sizes > 1) if grouped else np.arange(n)
+        movable = (sizes > 1) if grouped else np.ones(n, dtype=bool)
+        ops = np.flatnonzero(movable if only is None else movable & only)
         if not ops.size:
             continue
-        if grouped:
-            op_compute = np.array([compute[groups[o]].sum() for o in ops])
-            op_comm = np.array([comm_with[groups[o]].sum(axis=0) for o in ops])
+        if grouped:  # sums in the group's sorted order, the padding adding exact zeros
+            op_compute = np.append(compute, 0.0)[groups[ops]].sum(axis=1)
+            op_comm = np.vstack([comm_with, np.zeros((1, d))])[groups[ops]].sum(axis=1)
         else:
             op_compute, op_comm = compute[ops], comm_with[ops]
-        for shift in range(1, d):
-            target = (a[ops] + shift) % d
-            blocks.append(
-                np.column_stack(
-                    [
-                        op_compute / span,
-                        per_op[ops, :7],
-                        load[target] / share,
-                        finish[target] / span,
-                        op_comm[np.arange(ops.size), target] / span,
-                        op_comm[np.arange(ops.size), a[ops]] / span,
-                        op_comm.sum(axis=1) / span,
-                        per_op[ops, 7],
-                        chain_load[target],
-                        np.full(ops.size, float(grouped)),
-                        (sizes[ops] if grouped else np.ones(ops.size)) / GROUP_LIMIT,
-                        np.full(ops.size, 1.0 / d),
-                    ]
-                )
+        shifts = np.arange(1, d)[:, None]  # every other device, shift-major: all ops for shift 1, then for shift 2, ...
+        target = ((a[ops][None, :] + shifts) % d).ravel()
+        rows = np.tile(np.arange(ops.size), d - 1)
+        tiled = ops[rows]
+        blocks.append(
+            np.column_stack(
+                [
+                    op_compute[rows] / span,
+                    per_op[tiled, :7],
+                    load[target] / share,
+                    finish[target] / span,
+                    op_comm[rows, target] / span,
+                    op_comm[rows, a[tiled]] / span,
+                    op_comm.sum(axis=1)[rows] / span,
+                    per_op[tiled, 7],
+                    chain_load[target],
+                    np.full(rows.size, float(grouped)),
+                    (sizes[tiled] if grouped else np.ones(rows.size)) / GROUP_LIMIT,
+                    np.full(rows.size, 1.0 / d),
+                ]
             )
-            chosen.append(np.stack([ops, np.full(ops.size, int(grouped)), target]))
+        )
+        chosen.append(np.stack([tiled, np.full(rows.size, int(grouped)), target]))
     if not blocks:
         empty = np.zeros(0, np.int64)
-        return Candidates(empty, empty.astype(bool), empty, np.zeros((0, len(FEATURES))), tuple(groups))
+        return Candidates(empty, empty.astype(bool), empty, np.zeros((0, len(FEATURES))), groups)
     ops_grouped_targets = np.concatenate(chosen, axis=1)
-    return Candidates(
-        ops_grouped_targets[0], ops_grouped_targets[1].astype(bool), ops_grouped_targets[2], np.concatenate(blocks), tuple(groups)
-    )
+    return Candidates(ops_grouped_targets[0], ops_grouped_targets[1].astype(bool), ops_grouped_targets[2], np.concatenate(blocks), groups)
 
 
 class LearnedMoves(Moves):
@@ -289,21 +297,29 @@ class LearnedMoves(Moves):
         share: float,
         temperature: float,
         screen: float = 0.0,
+        focus: str = "all",
     ) -> None:
         super().__init__(graph, devices, rng)
-        self.scorer, self.share, self.temperature, self.screen = scorer, share, temperature, screen
+        self.scorer, self.share, self.temperature, self.screen, self.focus = scorer, share, temperature, screen, focus
         self.candidates: Candidates | None = None
-        self.ranking: list[int] = []
+        self.ranking = np.zeros(0, dtype=np.int64)  # candidate indices, worst first; the best untried is ranking[left - 1]
+        self.left = 0
         self.single_scores = np.zeros((graph.num_nodes, self.num_devices))  # the scorer's score of moving op i to device j
         self.screen_below = -np.inf
 
     def observe(self, assignment: np.ndarray, trace: Trace) -> None:
         if self.share == 0 and self.screen == 0:  # local_search's own moves only: the ranking would go unused
             return
-        self.candidates = move_features(self, assignment, trace, self.critical)
+        only = None
+        if self.focus == "critical":  # the critical chain's ops and their neighbours: the moves that can shorten the makespan
+            only = np.zeros(self.graph.num_nodes, dtype=bool)
+            only[self.critical] = True
+            only[np.concatenate([self.neighbours(int(op)) for op in self.critical])] = True
+        self.candidates = move_features(self, assignment, trace, self.critical, only)
         raw = self.scorer.score(self.candidates.features)
         scores = raw / self.temperature
-        self.ranking = list(np.argsort(scores + self.rng.gumbel(size=scores.size)))  # popped from the end: best first
+        self.ranking = np.argsort(scores + self.rng.gumbel(size=scores.size))  # taken from the end: best first
+        self.left = self.ranking.size
         if self.screen > 0:
             single = ~self.candidates.grouped
             self.single_scores[self.candidates.ops[single], self.candidates.targets[single]] = raw[single]
@@ -320,8 +336,9 @@ class LearnedMoves(Moves):
             return out
         steered = self.rng.random(count) < self.share
         for row in np.flatnonzero(steered):
-            while self.ranking:
-                k = self.ranking.pop()
+            while self.left:
+                self.left -= 1
+                k = int(self.ranking[self.left])
                 moved = self.candidates.apply(assignment, k)
                 if not np.array_equal(moved, assignment):
                     out[row] = moved
@@ -350,6 +367,8 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         start_policy: a constructive policy's checkpoint (:func:`workbench.learn.load_policy`, e.g. one trained across
             the corpus): its greedy placement joins the one-pass methods, or the given ``start``, as a starting candidate
             (one more evaluation of the budget).
+        focus: which moves the scorer ranks: ``"all"`` (every op's) or ``"critical"`` (the critical chain's ops and their
+            neighbours only: fewer features to build and score, so less CPU per evaluation).
         search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
     """
 
@@ -362,6 +381,7 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         learned_start: bool = False,
         screen: float = 0.0,
         start_policy: str | os.PathLike | None = None,
+        focus: str = "all",
         **search: Any,
     ) -> None:
         super().__init__(**search)
@@ -372,6 +392,8 @@ class LearnedSearchPlacer(LocalSearchPlacer):
             raise PlacerError(f"refresh must be >= 1 evaluation, got {refresh}")
         if not 0 <= screen < 1:
             raise PlacerError(f"screen must be in [0, 1), got {screen}")
+        if focus not in FOCUS:
+            raise PlacerError(f"focus must be one of {', '.join(FOCUS)}, got {focus!r}")
         if not 0 <= share <= 1:
             raise PlacerError(f"share must be in [0, 1], got {share}")
         if not temperature > 0:
@@ -385,7 +407,7 @@ class LearnedSearchPlacer(LocalSearchPlacer):
                 raise PlacerError(str(exc)) from None
         self.share, self.temperature = float(share), float(temperature)
         self.refresh_every, self.refresh_at_start, self.screen = int(refresh), bool(learned_start), float(screen)
-        self.start_policy = start_policy
+        self.start_policy, self.focus = start_policy, focus
         if start_policy is not None:
             self._load_start_policy()  # a missing or damaged file is refused before any placement
 
@@ -408,7 +430,7 @@ class LearnedSearchPlacer(LocalSearchPlacer):
     def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
         if num_devices(devices) < 2:
             return Moves(graph, devices, rng)
-        return LearnedMoves(graph, devices, rng, self.scorer, self.share, self.temperature, self.screen)
+        return LearnedMoves(graph, devices, rng, self.scorer, self.share, self.temperature, self.screen, self.focus)
 
 
 def save_scorer(path: str | os.PathLike, scorer: MoveScorer, training: Mapping[str, Any]) -> Path:

@@ -11,7 +11,19 @@ import sys
 import types
 from typing import Any
 
-from .registry import KINDS, REGISTRY, PlacerEntry, PlacerError, get_placer, methods, placer_class, placer_options, placers, register_placer
+from .registry import (
+    KINDS,
+    REGISTRY,
+    PlacerEntry,
+    PlacerError,
+    get_placer,
+    methods,
+    placer_class,
+    placer_options,
+    placers,
+    register_placer,
+    require,
+)
 
 _BASE = ("Decision", "Placement", "Placer", "place", "load_placement")
 
@@ -26,6 +38,7 @@ __all__ = [
     "placer_options",
     "placers",
     "register_placer",
+    "require",
     *_BASE,
 ]
 

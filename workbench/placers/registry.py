@@ -18,6 +18,8 @@ import importlib
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..extras import missing_modules, require_modules
+
 if TYPE_CHECKING:
     from .base import Placer
 
@@ -29,6 +31,7 @@ __all__ = [
     "register_placer",
     "placers",
     "methods",
+    "require",
     "placer_class",
     "placer_options",
     "get_placer",
@@ -58,22 +61,25 @@ class PlacerEntry(NamedTuple):
         cls: the :class:`Placer` subclass's name in ``module``.
         description: one line for listings.
         kind: a key of :data:`KINDS`.
+        requires: top-level modules of optional extras the method needs (``("torch", "dgl")``); see :mod:`workbench.extras`.
     """
 
     module: str
     cls: str
     description: str
     kind: str
+    requires: tuple[str, ...] = ()
 
 
 REGISTRY: dict[str, PlacerEntry] = {}
 
 
-def register_placer(name: str, module: str, cls: str, description: str, kind: str = "heuristic") -> None:
-    """Register (or replace) method ``name``: class ``cls`` of ``module``, imported only when used."""
+def register_placer(name: str, module: str, cls: str, description: str, kind: str = "heuristic", requires: tuple[str, ...] = ()) -> None:
+    """Register (or replace) method ``name``: class ``cls`` of ``module``, imported only when used; ``requires`` names the
+    modules of optional extras it needs, so that listings can leave it out and using it says which extra to install."""
     if kind not in KINDS:
         raise PlacerError(f"unknown kind {kind!r} for method {name!r}; kinds: {', '.join(KINDS)}")
-    REGISTRY[name] = PlacerEntry(module, cls, description, kind)
+    REGISTRY[name] = PlacerEntry(module, cls, description, kind, tuple(requires))
 
 
 register_placer("single", "workbench.placers.simple", "SinglePlacer", "every op on device 0", "baseline")
@@ -137,18 +143,25 @@ def placers() -> dict[str, str]:
     return {name: entry.description for name, entry in REGISTRY.items()}
 
 
-def methods(*kinds: str) -> list[str]:
-    """The registered methods of the given kinds (all of them when none is given), in registry order."""
+def methods(*kinds: str, available: bool = False) -> list[str]:
+    """The registered methods of the given kinds (all of them when none is given), in registry order; with
+    ``available``, only those whose required modules are installed."""
     unknown = [kind for kind in kinds if kind not in KINDS]
     if unknown:
         raise PlacerError(f"unknown kind(s) {', '.join(map(repr, unknown))}; kinds: {', '.join(KINDS)}")
-    return [name for name, entry in REGISTRY.items() if not kinds or entry.kind in kinds]
+    listed = [name for name, entry in REGISTRY.items() if not kinds or entry.kind in kinds]
+    return [name for name in listed if not missing_modules(REGISTRY[name].requires)] if available else listed
 
 
 def _entry(method: str) -> PlacerEntry:
     if method not in REGISTRY:
         raise PlacerError(f"unknown method {method!r}; registered: {', '.join(REGISTRY)}")
     return REGISTRY[method]
+
+
+def require(method: str) -> None:
+    """Raise :class:`~workbench.extras.MissingExtra` (one line naming the extra) when a module ``method`` needs is not installed."""
+    require_modules(f"method {method!r}", *_entry(method).requires)
 
 
 @cache
@@ -170,11 +183,13 @@ def _constructor_options(cls: type) -> tuple[str, ...]:
 
 def placer_class(method: str) -> type[Placer]:
     """The placer class of ``method`` (imports its module)."""
+    require(method)
     return _load(_entry(method))[0]
 
 
 def placer_options(method: str) -> tuple[str, ...]:
     """The options ``method`` accepts: its placer's constructor parameters."""
+    require(method)
     return _load(_entry(method))[1]
 
 

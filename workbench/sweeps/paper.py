@@ -45,6 +45,8 @@ class Row:
         paper: the paper column this row corresponds to, if any.
         preset: for learned methods, the ``policy_preset`` of the training run
             whose checkpoint is used (``paper``: ``TrainConfig.paper()``).
+        starts: for searches, the start set (``"literature"``: the heuristics and baselines only, the paper's
+            comparison; None: the method's default, every one-pass method).
     """
 
     label: str
@@ -53,6 +55,7 @@ class Row:
     sampling: bool = False
     paper: str | None = None
     preset: str = "default"
+    starts: str | None = None
 
 
 ROWS = (
@@ -60,7 +63,9 @@ ROWS = (
     Row("heft", "heft"),
     Row("placeto", "placeto", stage="sim", paper="placeto"),
     Row("gdp", "gdp", stage="sim", paper="gdp"),
-    Row("local_search", "local_search", paper="enumerative_optimizer"),
+    Row("best_constructive", "best_constructive"),
+    Row("local_search (literature start)", "local_search", paper="enumerative_optimizer", starts="literature"),
+    Row("local_search", "local_search"),
     Row("doppler (Stage I)", "doppler", stage="il"),
     Row("doppler (Stage I+II)", "doppler", stage="sim", paper="doppler_sim"),
     Row("doppler (Stage I+II, sampling)", "doppler", stage="sim", sampling=True),

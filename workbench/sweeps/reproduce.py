@@ -114,6 +114,8 @@ def _method_spec(row: Row, graph: str, settings: Settings, runs: Path) -> tuple[
             options["samples"] = (settings.samples if row.sampling else 1,)
     if "budget" in accepted:
         options["budget"] = (settings.search_budget,)
+    if row.starts is not None:
+        options["starts"] = (row.starts,)
     return MethodSpec(row.method, row.label, tuple(sorted(options.items()))), None
 
 

@@ -11,9 +11,22 @@ from .calibration import calibration_scatter
 from .export import static_fallbacks, to_png, write_figure
 from .graphview import graph_figure, graph_frame, graph_statistics
 from .placement import diff_frame, diff_heatmap, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
-from .style import HIGHLIGHT, device_color, format_time, is_paper_graph, message_figure, time_axis, time_unit
+from .style import (
+    CRITICAL,
+    HIGHLIGHT,
+    device_color,
+    format_number,
+    format_time,
+    is_paper_graph,
+    message_figure,
+    method_color,
+    time_axis,
+    time_unit,
+)
 from .timeline import (
     LARGE_GRAPH,
+    critical_path_parts,
+    critical_path_split,
     find_ops,
     gantt_figure,
     gantt_frame,
@@ -29,12 +42,16 @@ __all__ = [
     "LARGE_GRAPH",
     "anytime_figure",
     "anytime_frame",
+    "CRITICAL",
     "HIGHLIGHT",
     "calibration_scatter",
+    "critical_path_parts",
+    "critical_path_split",
     "device_color",
     "diff_frame",
     "diff_heatmap",
     "find_ops",
+    "format_number",
     "format_time",
     "gantt_figure",
     "gantt_frame",
@@ -49,6 +66,7 @@ __all__ = [
     "makespan_bars",
     "makespan_frame",
     "message_figure",
+    "method_color",
     "op_names",
     "placement_heatmap",
     "static_fallbacks",

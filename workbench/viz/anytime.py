@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import hex_to_rgb
 
-from .style import base_layout, device_color, time_axis
+from .style import base_layout, device_color, format_numbers, time_axis
 
 __all__ = ["ANYTIME_COLUMNS", "SPREADS", "X_AXES", "anytime_frame", "anytime_figure"]
 
@@ -127,14 +127,16 @@ def anytime_figure(
                 marker=dict(size=4),
                 legendgroup=label,
                 name=f"{label} (mean of {seeds} seed{'s' if seeds > 1 else ''})",
-                customdata=np.stack([rows["low"], rows["high"]], axis=1),
+                customdata=np.stack([format_numbers(rows[column]) for column in (x, "mean", "low", "high")], axis=1),
                 hovertemplate=(
-                    f"{label}<br>{X_AXES[x]} %{{x:.4g}}<br>mean best %{{y:.6g}}<br>{band} %{{customdata[0]:.6g}} .. %{{customdata[1]:.6g}}"
-                    "<extra></extra>"
+                    f"{label}<br>{X_AXES[x]} %{{customdata[0]}}<br>mean best %{{customdata[1]}}<br>{band} %{{customdata[2]}} .. "
+                    "%{customdata[3]}<extra></extra>"
                 ),
             )
         )
     fig.update_xaxes(type="log", title=f"{X_AXES[x]} (log scale)")
+    if x == "evaluation" and len(frame) and float(frame[x].max()) > 1:  # whole evaluations: no ticks below 1, one per decade
+        fig.update_xaxes(range=[0.0, float(np.log10(frame[x].max())) + 0.05], dtick=1, tickformat=",d")
     fig.update_yaxes(**time_axis(graph, "best makespan so far"))
     fig.update_layout(
         legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom", title=dict(text=f"band: {band} over seeds")),

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import base_layout
+from .style import base_layout, format_numbers
 
 __all__ = ["calibration_scatter"]
 
@@ -40,8 +40,9 @@ def calibration_scatter(
                 mode="markers",
                 name=f"{name}: Spearman {rho:.3f}" if np.isfinite(rho) else name,
                 text=list(labels) if labels is not None else None,
+                customdata=np.stack([format_numbers(sim), format_numbers(real)], axis=1) if len(sim) else None,
                 marker=dict(size=7, opacity=0.7),
-                hovertemplate="%{text}<br>" + x_title + " %{x:.6g}<br>" + y_title + " %{y:.6g}<extra></extra>",
+                hovertemplate="%{text}<br>" + x_title + " %{customdata[0]}<br>" + y_title + " %{customdata[1]}<extra></extra>",
             )
         )
         if len(sim):

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from .style import HIGHLIGHT, base_layout, device_color, time_unit
+from .style import CRITICAL, base_layout, device_color, format_numbers, time_unit
 from .timeline import LARGE_GRAPH, op_names
 
 __all__ = ["graph_frame", "graph_figure", "graph_statistics"]
@@ -58,7 +58,7 @@ def graph_figure(
 ) -> go.Figure:
     """The graph drawn in layers (x = topological depth); ops colored by ``compute``, ``device`` or ``op_type``.
 
-    The critical path (compute + communication) is drawn in red. Past
+    The critical path (compute + communication) is drawn in black. Past
     ``large_threshold`` ops, nodes and edges are drawn with WebGL.
     """
     if color_by == "device" and assignment is None:
@@ -74,7 +74,7 @@ def graph_figure(
     on_path = set(zip(path[:-1], path[1:], strict=False))
     for name, keep, style in (
         ("edges", False, dict(color="rgba(120,120,120,0.35)", width=0.7)),
-        ("critical path", True, dict(color=HIGHLIGHT, width=2.5)),
+        ("critical path", True, dict(color=CRITICAL, width=2.5)),
     ):
         edges = [(s, d) for s, d in zip(graph.src.tolist(), graph.dst.tolist(), strict=False) if ((s, d) in on_path) == keep]
         ex = np.full(3 * len(edges), np.nan)
@@ -84,11 +84,12 @@ def graph_figure(
             ex[0::3], ex[1::3], ey[0::3], ey[1::3] = x[s], x[d], y[s], y[d]
         fig.add_trace(scatter(x=ex, y=ey, mode="lines", line=style, hoverinfo="skip", name=name, connectgaps=False))
     custom = frame[["op", "name", "compute", "depth", "bottom_level", "op_type"]].to_numpy(dtype=object)
+    custom[:, 2], custom[:, 4] = format_numbers(custom[:, 2]), format_numbers(custom[:, 4])
     hover = (
-        "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>compute %{customdata[2]:.6g}<br>depth %{customdata[3]}"
-        "<br>bottom level %{customdata[4]:.6g}<br>%{customdata[5]}<extra></extra>"
+        "<b>%{customdata[1]}</b> (op %{customdata[0]})<br>compute %{customdata[2]}<br>depth %{customdata[3]}"
+        "<br>bottom level %{customdata[4]}<br>%{customdata[5]}<extra></extra>"
     )
-    outline = dict(color=np.where(frame["critical"], HIGHLIGHT, "white").tolist(), width=np.where(frame["critical"], 2, 0.5).tolist())
+    outline = dict(color=np.where(frame["critical"], CRITICAL, "white").tolist(), width=np.where(frame["critical"], 2, 0.5).tolist())
     size = 6 if large else 10
     if color_by == "compute":
         marker = dict(

@@ -9,10 +9,19 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import HIGHLIGHT, base_layout, device_color, format_time, time_axis
+from .style import CRITICAL, HIGHLIGHT, base_layout, device_color, format_time, method_color, time_axis
 from .timeline import op_names
 
-__all__ = ["heatmap_frame", "placement_heatmap", "heatmap_highlight", "makespan_frame", "makespan_bars", "diff_frame", "diff_heatmap"]
+__all__ = [
+    "heatmap_frame",
+    "placement_heatmap",
+    "heatmap_highlight",
+    "makespan_frame",
+    "makespan_bars",
+    "diff_frame",
+    "diff_heatmap",
+    "short_label",
+]
 
 
 def heatmap_frame(graph, assignment: Sequence[int]) -> pd.DataFrame:
@@ -79,46 +88,82 @@ def makespan_frame(placements: Mapping[str, Any] | Sequence[Any], lower_bound: f
     return pd.DataFrame(rows, columns=["method", "makespan", "lower_bound", "gap", "seconds"])
 
 
+LABEL_CHARS = 48
+"""A bar's label is cut to this many characters (the full one shows on hover), so a long label cannot squeeze the chart."""
+
+
+def short_label(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text``, or its first ``limit - 1`` characters and an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def makespan_bars(
     placements: Mapping[str, Any] | Sequence[Any], lower_bound: float | None = None, title: str | None = None, graph: Any = None
 ) -> go.Figure:
     """Makespan per method as horizontal bars (``{label: Placement or number}`` or Placements), the lower bound as a line.
 
-    One row per method, so labels stay readable with many methods; ``graph``
-    gives the time unit (and the paper's ÷1e10 for paper graphs).
+    One row per method, so labels stay readable with many methods (long ones
+    cut to :data:`LABEL_CHARS`); each bar in its method's color
+    (:func:`~workbench.viz.style.method_color`), the best outlined and named
+    in the legend; values beside the bars, clear of the lower-bound line.
+    ``graph`` gives the time unit (and the paper's ÷1e10 for paper graphs).
     """
     frame = makespan_frame(placements, lower_bound)
     gaps = zip(frame["makespan"], frame["gap"], strict=True)
     text = [format_time(m, graph) + (f"  (+{g:.1%})" if g is not None else "") for m, g in gaps]
     best = frame["makespan"].min() if len(frame) else 0.0
+    is_best = (frame["makespan"] <= best).to_numpy()
+    labels: list[str] = []
+    for method in frame["method"]:  # cut labels stay distinct rows
+        label = short_label(str(method))
+        labels.append(label if label not in labels else f"{label} #{len(labels) + 1}")
     fig = go.Figure(
         go.Bar(
-            y=frame["method"],
+            y=labels,
             x=frame["makespan"],
             orientation="h",
             text=text,
-            textposition="auto",
-            insidetextanchor="end",
-            marker_color=["#1f77b4" if m > best else "#2ca02c" for m in frame["makespan"]],
-            hovertemplate="%{y}<br>makespan %{x:.6g}<extra></extra>",
+            textposition="outside",
+            cliponaxis=False,
+            marker=dict(
+                color=[method_color(str(m)) for m in frame["method"]],
+                line=dict(color=["black" if b else "rgba(0,0,0,0)" for b in is_best], width=3),
+            ),
+            customdata=np.stack([frame["method"].astype(str), text], axis=1) if len(frame) else None,
+            hovertemplate="%{customdata[0]}<br>makespan %{customdata[1]}<extra></extra>",
             name="makespan",
+            showlegend=False,
         )
     )
     if lower_bound:
         fig.add_trace(
             go.Scatter(
                 x=[lower_bound] * len(frame),
-                y=list(frame["method"]),
+                y=labels,
                 mode="lines",
                 line=dict(color="black", dash="dash"),
                 name=f"lower bound {format_time(lower_bound, graph)}",
-                hovertemplate="lower bound %{x:.6g}<extra></extra>",
+                hovertemplate=f"lower bound {format_time(lower_bound, graph)}<extra></extra>",
             )
         )
-    fig.update_xaxes(rangemode="tozero", **time_axis(graph, "makespan"))
+    if len(frame):
+        fig.add_trace(  # a legend entry for the outline (the bars' colors name their methods already)
+            go.Bar(
+                y=[labels[int(np.argmax(is_best))]],
+                x=[None],
+                orientation="h",
+                marker=dict(color="rgba(0,0,0,0)", line=dict(color="black", width=3)),
+                name="best makespan (outlined)",
+                hoverinfo="skip",
+            )
+        )
+    longest = float(frame["makespan"].max()) if len(frame) else 1.0
+    fig.update_xaxes(range=[0, longest * 1.45], **time_axis(graph, "makespan"))  # room for the values beside the bars
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_layout(
-        legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"), uniformtext=dict(minsize=11, mode="show")
+        barmode="overlay",
+        legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"),
+        uniformtext=dict(minsize=11, mode="show"),
     )
     return base_layout(fig, title, 110 + 30 * max(len(frame), 2))
 
@@ -144,12 +189,18 @@ def diff_frame(
     )
 
 
+DIFF_COLORS = ("#1f4e9c", "#e08a00")
+"""A's and B's markers in the diff: one color per side (the row already says the device), so A and B never look alike."""
+
+
 def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, str] = ("A", "B"), title: str | None = None) -> go.Figure:
-    """Ops in topological order: where A and B put each op (two rows per device pair), moved ops and each critical path marked."""
+    """Ops in topological order: where A and B put each op (A above B in each device's row, each side in its own color,
+    :data:`DIFF_COLORS`), moved ops and each critical path marked."""
     position = np.empty(len(frame), dtype=int)
     position[np.asarray(graph.topological_order)] = np.arange(len(frame))
     fig = go.Figure()
-    for column, label, offset, critical in (("device_a", labels[0], -0.18, "critical_a"), ("device_b", labels[1], 0.18, "critical_b")):
+    sides = (("device_a", labels[0], -0.18, "critical_a", DIFF_COLORS[0]), ("device_b", labels[1], 0.18, "critical_b", DIFF_COLORS[1]))
+    for column, label, offset, critical, color in sides:
         custom = frame[["op", "name", "device_a", "device_b"]].to_numpy(dtype=object)
         fig.add_trace(
             go.Scatter(
@@ -160,8 +211,8 @@ def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, st
                 marker=dict(
                     symbol="square",
                     size=7,
-                    color=[device_color(d) for d in frame[column]],
-                    line=dict(color=np.where(frame[critical], HIGHLIGHT, "rgba(0,0,0,0)").tolist(), width=2),
+                    color=color,
+                    line=dict(color=np.where(frame[critical], CRITICAL, "rgba(0,0,0,0)").tolist(), width=2),
                 ),
                 customdata=custom,
                 hovertemplate=f"{label}: "
@@ -179,6 +230,6 @@ def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, st
         )
     )
     fig.update_yaxes(tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed")
-    fig.update_xaxes(title="ops in topological order (red outline: on that placement's critical path)")
+    fig.update_xaxes(title="ops in topological order (black outline: on that placement's critical path)")
     fig.update_layout(legend=dict(orientation="h", y=1.0, x=1.0, xanchor="right", yanchor="bottom"))
     return base_layout(fig, title, 140 + 40 * devices)

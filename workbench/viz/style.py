@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 __all__ = [
+    "CRITICAL",
     "HIGHLIGHT",
     "PAPER_SCALE",
     "device_color",
@@ -16,11 +19,18 @@ __all__ = [
     "message_figure",
     "time_unit",
     "is_paper_graph",
+    "format_number",
+    "format_numbers",
     "format_time",
+    "method_color",
     "time_axis",
 ]
 
-HIGHLIGHT = "#d62728"
+HIGHLIGHT = "#ff00ff"
+"""The selected op's outline: magenta, a color no device and no critical path uses."""
+CRITICAL = "#111111"
+"""The critical path's line: near-black, distinct from every device color and from :data:`HIGHLIGHT`."""
+METHOD_PALETTE = qualitative.Dark24
 PAPER_SCALE = 1e10
 """The DOPPLER paper reports its graphs' times divided by this."""
 
@@ -67,17 +77,48 @@ def time_unit(graph: Any) -> str:
     return str(graph.metadata.get("time_unit") or "graph units")
 
 
-def format_time(value: float, graph: Any = None) -> str:
-    """A time in the graph's unit, readable: ``1.2001e13 (1,200.1 ÷1e10)`` for paper graphs, ``0.0123 s``, ``8.42e11``.
+def method_color(label: str) -> str:
+    """A fixed color per method (the same in every table and chart, whatever else is shown beside it).
 
-    Never SI suffixes (plotly's "800B" reads as bytes).
+    A registered method's color follows its place in the registry, so two
+    registered methods never share one; a label's text up to `` (`` names the
+    method (``doppler (pretrained, …)`` is doppler, ``doppler active search (…)``
+    a method of its own, colored from its name).
+    """
+    from workbench.placers import REGISTRY
+
+    name = label.split(" (", 1)[0]
+    names = list(REGISTRY)
+    index = names.index(name) if name in names else len(names) + zlib.crc32(name.encode())
+    return METHOD_PALETTE[index % len(METHOD_PALETTE)]
+
+
+def format_number(value: float | None) -> str:
+    """The one number format of every axis label, tooltip and table: the CLI's ``:,.6g`` (``workbench place`` prints
+    makespans so), with the exponent's ``+`` dropped: ``1.20012e13``, ``12,345.7``, ``0.0123``; ``–`` for none."""
+    if value is None or not math.isfinite(float(value)):
+        return "–"
+    return f"{float(value):,.6g}".replace("e+", "e")
+
+
+def format_numbers(values: Any) -> np.ndarray:
+    """:func:`format_number` of each value, as an object array (a chart's hover text: plotly's own ``:.6g`` writes
+    ``6.87195e+10``)."""
+    return np.array([format_number(v) for v in np.asarray(values, dtype=float).ravel()], dtype=object)
+
+
+def format_time(value: float, graph: Any = None, unit: str | None = None) -> str:
+    """A time in the graph's unit (or ``unit``), readable: ``1.20012e13 (1,200.12 ÷1e10)`` for paper graphs, ``0.0123 s``,
+    ``8.42e11``. Digits as :func:`format_number`; never SI suffixes (plotly's "800B" reads as bytes).
     """
     if value is None or not math.isfinite(float(value)):
         return "–"
     value = float(value)
-    text = f"{value:.5g}".replace("e+", "e")
+    text = format_number(value)
+    if unit is not None:
+        return f"{text} s" if unit == "s" else text
     if is_paper_graph(graph):
-        return f"{text} ({value / PAPER_SCALE:,.1f} ÷1e10)"
+        return f"{text} ({format_number(value / PAPER_SCALE)} ÷1e10)"
     unit = time_unit(graph)
     return f"{text} {unit}" if unit == "s" else text
 

@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import HIGHLIGHT, base_layout, device_color, format_time, time_axis
+from .style import CRITICAL, HIGHLIGHT, base_layout, device_color, format_numbers, format_time, time_axis
 
 __all__ = [
     "LARGE_GRAPH",
@@ -28,6 +28,8 @@ __all__ = [
     "gantt_highlight",
     "gantt_grid",
     "trace_critical_path",
+    "critical_path_parts",
+    "critical_path_split",
     "utilisation_frame",
     "find_ops",
 ]
@@ -87,6 +89,48 @@ def trace_critical_path(graph, trace) -> list[int]:
         else:
             break
     return path[::-1]
+
+
+def critical_path_parts(graph, trace, path: Sequence[int] | None = None) -> dict[str, list[tuple[float, float, int, int]]]:
+    """The critical path's time as ``(begin, end, from device, to device)`` pieces of each kind: ``compute`` (its ops
+    running), ``transfer`` (its data in flight between two of its ops) and ``waiting`` (the rest: a queue for a link, a
+    device or an input, drawn on the device that waits). ``path`` defaults to :func:`trace_critical_path`."""
+    path = trace_critical_path(graph, trace) if path is None else list(path)
+    parts: dict[str, list[tuple[float, float, int, int]]] = {"compute": [], "transfer": [], "waiting": []}
+    if not path:
+        return parts
+    start, end, device = (np.asarray(a, dtype=float) for a in (trace.start, trace.end, trace.device))
+    sent = {
+        (int(s), int(d)): (float(b), float(e))
+        for s, d, b, e in zip(trace.transfer_src_op, trace.transfer_dst_op, trace.transfer_start, trace.transfer_end, strict=True)
+    }
+    first = path[0]
+    if start[first] > 0:
+        parts["waiting"].append((0.0, float(start[first]), int(device[first]), int(device[first])))
+    for index, op in enumerate(path):
+        parts["compute"].append((float(start[op]), float(end[op]), int(device[op]), int(device[op])))
+        if index + 1 == len(path):
+            break
+        after = path[index + 1]
+        here, there = int(device[op]), int(device[after])
+        gap_end = float(start[after])
+        if gap_end <= end[op]:
+            continue
+        begin, arrive = sent.get((op, after), (float(end[op]), float(end[op])))
+        begin, arrive = max(begin, float(end[op])), min(arrive, gap_end)
+        if begin > end[op]:  # queued for the link
+            parts["waiting"].append((float(end[op]), begin, here, here))
+        if arrive > begin:
+            parts["transfer"].append((begin, arrive, here, there))
+        if gap_end > max(arrive, begin):  # arrived, then waited for the device or another input
+            parts["waiting"].append((max(arrive, begin), gap_end, there, there))
+    return parts
+
+
+def critical_path_split(graph, trace, path: Sequence[int] | None = None) -> dict[str, float]:
+    """Why the makespan is what it is: the critical path's time split into ``compute``, ``transfer`` and ``waiting``
+    (:func:`critical_path_parts`); the three add up to the end of the path's last op (the makespan)."""
+    return {kind: float(sum(b - a for a, b, _, _ in pieces)) for kind, pieces in critical_path_parts(graph, trace, path).items()}
 
 
 def utilisation_frame(trace, devices: int, bins: int = 120) -> pd.DataFrame:
@@ -159,10 +203,12 @@ def gantt_figure(
         col=1,
     )
     custom = frame[["op", "name", "compute", "ready", "start", "end", "wait", "device"]].to_numpy(dtype=object)
+    for column in range(2, 7):  # times as the CLI writes numbers
+        custom[:, column] = format_numbers(custom[:, column])
     hover = (
-        "<b>%{customdata[1]}</b> (op %{customdata[0]}) on device %{customdata[7]}<br>compute %{customdata[2]:.6g}"
-        "<br>ready %{customdata[3]:.6g}<br>start %{customdata[4]:.6g}<br>end %{customdata[5]:.6g}"
-        "<br>waited %{customdata[6]:.6g}<extra></extra>"
+        "<b>%{customdata[1]}</b> (op %{customdata[0]}) on device %{customdata[7]}<br>compute %{customdata[2]}"
+        "<br>ready %{customdata[3]}<br>start %{customdata[4]}<br>end %{customdata[5]}"
+        "<br>waited %{customdata[6]}<extra></extra>"
     )
     large = len(frame) > large_threshold
     for device in range(devices):
@@ -204,24 +250,13 @@ def gantt_figure(
         )
     fig.add_trace(_transfer_arrows(trace, large), row=1, col=1)
     if critical_path:
-        fig.add_trace(_critical_overlay(graph, trace, custom, hover), row=1, col=1)
+        for part in _critical_overlay(graph, trace, custom, hover):
+            fig.add_trace(part, row=1, col=1)
     if utilisation:
-        use = utilisation_frame(trace, devices)
-        for device, part in use.groupby("device"):
-            fig.add_trace(
-                go.Scatter(
-                    x=part["time"],
-                    y=part["busy"],
-                    mode="lines",
-                    line=dict(color=device_color(int(device)), width=1.2, shape="hv"),
-                    name=f"dev {device} busy",
-                    showlegend=False,
-                    hovertemplate=f"dev {device}: %{{y:.0%}} busy from %{{x:.4g}}<extra></extra>",
-                ),
-                row=2,
-                col=1,
-            )
-        fig.update_yaxes(title="busy", tickformat=".0%", tickvals=[0.5, 1], range=[0, 1.05], row=2, col=1)  # no 0% by the first x tick
+        fig.add_trace(_utilisation_heatmap(trace, devices), row=2, col=1)
+        fig.update_yaxes(
+            title="busy", tickvals=list(range(devices)), ticktext=[f"dev {d}" for d in range(devices)], autorange="reversed", row=2, col=1
+        )
     labels = [f"dev {d}<br>{busy[d] / makespan:.0%} busy" if makespan > 0 else f"dev {d}" for d in range(devices)]
     fig.update_layout(
         barmode="overlay",
@@ -237,6 +272,28 @@ def gantt_figure(
     base_layout(fig, title, height, uirevision=f"gantt-{devices}")
     fig.update_layout(margin=dict(t=60 if title else 10, b=90))
     return fig
+
+
+def _utilisation_heatmap(trace, devices: int) -> go.Heatmap:
+    """The utilisation track: a row per device, its busy share per time window from white (idle) to dark (busy), so any
+    number of devices stays readable (one line per device overlapped at eight)."""
+    use = utilisation_frame(trace, devices)
+    busy = use.pivot(index="device", columns="time", values="busy").reindex(range(devices))
+    starts = busy.columns.to_numpy(dtype=float)
+    width = starts[1] - starts[0] if starts.size > 1 else 1.0
+    return go.Heatmap(
+        x=starts + width / 2,
+        y=list(range(devices)),
+        z=busy.to_numpy(),
+        zmin=0.0,
+        zmax=1.0,
+        colorscale=[[0.0, "#ffffff"], [1.0, "#2f2f2f"]],
+        showscale=False,
+        name="busy",
+        customdata=np.tile(format_numbers(starts), (devices, 1)),
+        hovertemplate="dev %{y}: %{z:.0%} busy from %{customdata}<extra></extra>",
+        ygap=1,
+    )
 
 
 def _segments(rows: pd.DataFrame, custom: np.ndarray, device: int, hover: str) -> go.Scattergl:
@@ -303,25 +360,43 @@ def _transfer_arrows(trace, large: bool):
     )
 
 
-def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> go.Scatter:
-    """The critical path drawn over the bars: a red line through the path's ops, op to op."""
+CRITICAL_DASH = {"compute": "solid", "transfer": "dash", "waiting": "dot"}
+"""How each part of the critical path is drawn (all in :data:`~workbench.viz.style.CRITICAL`)."""
+
+
+def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> list[go.Scatter]:
+    """The critical path drawn over the bars in three parts, each its own legend entry (click one to hide or show it):
+    its ops running (a solid line along each op), its data in flight (dashed, sender to receiver) and its waiting
+    (dotted), each named with its share of the makespan."""
     path = trace_critical_path(graph, trace)
-    xs, ys, data = [], [], []
-    for op in path:
-        xs += [float(trace.start[op]), float(trace.end[op])]
-        ys += [int(trace.device[op])] * 2
-        data += [custom[op], custom[op]]
-    return go.Scatter(
-        name=f"critical path ({len(path)} ops)",
-        x=xs,
-        y=ys,
-        mode="lines+markers",
-        line=dict(color=HIGHLIGHT, width=3),
-        marker=dict(size=4, color=HIGHLIGHT),
-        customdata=data,
-        hovertemplate=hover,
-        showlegend=True,
-    )
+    parts = critical_path_parts(graph, trace, path)
+    total = sum(b - a for pieces in parts.values() for a, b, _, _ in pieces) or 1.0
+    traces = []
+    for kind, pieces in parts.items():
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for begin, finish, source, target in pieces:
+            xs += [begin, finish, None]
+            ys += [source, target, None]
+        share = sum(b - a for a, b, _, _ in pieces) / total
+        compute = kind == "compute"
+        data = [row for op in path for row in (custom[op], custom[op], None)] if compute else None
+        traces.append(
+            go.Scatter(
+                name=f"critical path ({len(path)} ops): compute {share:.0%}" if compute else f"critical path: {kind} {share:.0%}",
+                x=xs,
+                y=ys,
+                mode="lines+markers" if compute else "lines",
+                line=dict(color=CRITICAL, width=3 if compute else 2.5, dash=CRITICAL_DASH[kind]),
+                marker=dict(size=4, color=CRITICAL),
+                customdata=data,
+                hovertemplate=hover if compute else f"critical path: {kind}<extra></extra>",
+                connectgaps=False,
+                legendgroup=f"critical-{kind}",
+                showlegend=True,
+            )
+        )
+    return traces
 
 
 def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any]]:
@@ -343,7 +418,7 @@ def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any
                 xref="x",
                 yref="y",
                 line=dict(color=HIGHLIGHT, width=3),
-                fillcolor="rgba(214,39,40,0.25)",
+                fillcolor="rgba(255,0,255,0.25)",
             ),
             dict(
                 type="line",

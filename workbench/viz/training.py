@@ -2,7 +2,9 @@
 
 Stage III (``stage == "real"``) measures makespans in seconds on a real
 system while Stages I and II simulate in the graph's unit, so Stage III's
-makespans get their own axis on the right.
+makespans get their own axis on the right. A Stage III run whose oracle was
+the simulator (its ``oracle`` column says ``sim``) measured graph units, and
+its axis and legend say so (:func:`stage_three_unit`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ..runs import GREEDY_PERIODIC, STAGE_NAMES
-from .style import base_layout, time_axis
+from .style import base_layout, format_number, format_numbers, time_axis, time_unit
 
-__all__ = ["STAGE_SHORT", "training_curves"]
+__all__ = ["STAGE_SHORT", "stage_three_unit", "training_curves"]
 
 STAGE_RGB = {"il": "31,119,180", "sim": "44,160,44", "real": "255,127,14"}
 STAGE_SHORT = {"il": "I", "sim": "II", "real": "III"}
@@ -40,6 +42,25 @@ MAX_RAW_POINTS = 20_000
 """Raw points drawn per run and axis; a longer run shows every k-th episode (the rolling mean still uses all)."""
 MAX_LINE_POINTS = 2_000
 """Points of each rolling-mean line (an SVG line of 300,000 points took seconds to redraw)."""
+
+
+def stage_three_unit(frame: pd.DataFrame) -> str:
+    """``"s"`` when a run's Stage III rows were measured on a system, ``"simulator oracle"`` when its oracle was the
+    simulator (every Stage III row's ``oracle`` is ``sim``), so graph units; ``"s"`` for a run that logged no oracle."""
+    if "oracle" not in frame or "stage" not in frame:
+        return "s"
+    oracles = frame.loc[frame["stage"] == REAL, "oracle"].dropna().astype(str)
+    return "simulator oracle" if len(oracles) and (oracles == "sim").all() else "s"
+
+
+def _stage_three_title(units: set[str], graph: Any) -> str:
+    """The right axis's title for the Stage III units of the runs drawn."""
+    simulated = f"{time_unit(graph)}, simulator oracle"
+    if units == {"s"}:
+        return "Stage III makespan (s, measured)"
+    if units == {"simulator oracle"}:
+        return f"Stage III makespan ({simulated})"
+    return f"Stage III makespan (s measured; {simulated})"
 
 
 def _stride(rows: int, most: int) -> int:
@@ -75,19 +96,22 @@ def training_curves(
     fig = go.Figure()
     palette = qualitative.Plotly
     shaded: list[tuple[str, list[tuple[str, float, float]]]] = []
-    low, high, has_real = np.inf, -np.inf, False
+    low, high, real_units = np.inf, -np.inf, set()
     for index, (label, frame) in enumerate(runs.items()):
         if metric not in frame or x not in frame or frame[metric].dropna().empty:
             continue
-        data = frame[[c for c in dict.fromkeys(["episode", x, metric, "stage"]) if c in frame]].dropna(subset=[x, metric]).sort_values(x)
+        data = frame[[c for c in dict.fromkeys(["episode", x, metric, "stage", "oracle"]) if c in frame]].dropna(subset=[x, metric])
+        data = data.sort_values(x)
+        real_unit = stage_three_unit(data)
         shaded.append((label, _spans(data, x)))
         low, high = min(low, float(data[x].min())), max(high, float(data[x].max()))
         color = palette[index % len(palette)]
         is_real = (data["stage"] == REAL).to_numpy() if "stage" in data and metric == "makespan" else np.zeros(len(data), bool)
-        for part, axis, suffix in ((data[~is_real], "y", ""), (data[is_real], "y2", " (Stage III, s)")):
+        for part, axis, suffix in ((data[~is_real], "y", ""), (data[is_real], "y2", f" (Stage III, {real_unit})")):
             if part.empty:
                 continue
-            has_real |= axis == "y2"
+            if axis == "y2":
+                real_units.add(real_unit)
             big = len(part) > 2000
             raw = part.iloc[:: _stride(len(part), MAX_RAW_POINTS)]
             fig.add_trace(
@@ -100,7 +124,8 @@ def training_curves(
                     marker=dict(color=color, size=4, opacity=0.3, symbol="circle" if axis == "y" else "triangle-up"),
                     legendgroup=label,
                     showlegend=False,
-                    hovertemplate=f"{label}{suffix}<br>{x} %{{x:.6g}}<br>{metric} %{{y:.6g}}<extra></extra>",
+                    customdata=format_numbers(raw[metric]),
+                    hovertemplate=f"{label}{suffix}<br>{x} %{{x:,.6~g}}<br>{metric} %{{customdata}}<extra></extra>",
                 )
             )
             smooth = part[metric].rolling(max(1, int(window)), min_periods=1).mean()
@@ -122,9 +147,10 @@ def training_curves(
         measured = evaluations["stage"].eq(REAL) if "stage" in evaluations else pd.Series(False, index=evaluations.index)
         for (what, real), points in evaluations.groupby([evaluations["what"], measured], sort=False):
             points = points.dropna(subset=[x, "makespan"]).sort_values(x)
-            has_real |= bool(real)
+            if real:
+                real_units.add(real_unit)
             periodic = what == GREEDY_PERIODIC
-            name = f"{label}: {what}" + (" (Stage III, s)" if real else "")
+            name = f"{label}: {what}" + (f" (Stage III, {real_unit})" if real else "")
             fig.add_trace(
                 go.Scatter(
                     x=points[x],
@@ -135,7 +161,8 @@ def training_curves(
                     legendgroup=label,
                     line=dict(color=color, width=1.5, dash="dot"),
                     marker=dict(color=color, symbol="diamond", size=6 if periodic else 11, line=dict(color="black", width=1)),
-                    hovertemplate=f"{name}<br>{x} %{{x:.6g}}<br>greedy makespan %{{y:.6g}}<extra></extra>",
+                    customdata=format_numbers(points["makespan"]),
+                    hovertemplate=f"{name}<br>{x} %{{x:,.6~g}}<br>greedy makespan %{{customdata}}<extra></extra>",
                 )
             )
     _shade(fig, shaded, high - low if np.isfinite(high - low) else 0.0, x)
@@ -146,17 +173,17 @@ def training_curves(
                 x=[low, high] if np.isfinite(low) else [0, 1],
                 y=[value, value],
                 mode="lines",
-                name=f"{label} {value:.5g}".replace("e+", "e"),
+                name=f"{label} {format_number(value)}",
                 line=dict(color=["#7f7f7f", "#9467bd", "#8c564b"][index % 3], dash="dash"),
-                hovertemplate=f"{label} %{{y:.6g}}<extra></extra>",
+                hovertemplate=f"{label} {format_number(value)}<extra></extra>",
             )
         )
     fig.update_xaxes(title=X_TITLES[x])
     y_title = time_axis(graph, metric)["title"] if metric == "makespan" else metric
     fig.update_yaxes(title=y_title, exponentformat="power", showexponent="all")
-    if has_real:
+    if real_units:
         fig.update_layout(
-            yaxis2=dict(title="Stage III makespan (s, measured)", overlaying="y", side="right", showgrid=False, exponentformat="power")
+            yaxis2=dict(title=_stage_three_title(real_units, graph), overlaying="y", side="right", showgrid=False, exponentformat="power")
         )
     entries = sum(1 for t in fig.data if t.showlegend is not False)
     fig.update_layout(legend=dict(orientation="h", y=-0.15, x=0, yanchor="top"))

@@ -42,8 +42,9 @@ from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
 from ..limits import LimitError
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
-from ..sources import graph_label, load_graph_key, method_choices, method_label
-from ..work import run_placement, simulate_placement
+from ..sources import graph_label, load_graph_key, method_choices, method_label, parse_method
+from ..summary import plural, sort_rows, stop_reason, summary_rows, summary_table
+from ..work import Cancelled, run_placement, simulate_placement
 from .whatif import editor, register_whatif_callbacks
 
 PATH = "/"
@@ -51,6 +52,8 @@ NAME = "Compare"
 PAGE = "compare"
 MAX_DEVICES = 64
 DEFAULT_DEVICES = 4
+SEARCH_EXAMPLE = "op12"
+"""The op name the search box offers as an example (the paper graphs name their ops op0, op1, …)."""
 
 
 def default_methods(options: list[dict[str, str]]) -> list[str]:
@@ -73,12 +76,23 @@ def method_options(context, graph, devices: int) -> list[dict[str, str]]:
 
 
 def carry_selection(context, selected: list[str] | None, options: list[dict[str, str]]) -> tuple[list[str], list[str]]:
-    """``(kept, dropped)``: the selection mapped onto new options (a pretrained policy → this graph's pretrained policy)."""
+    """``(kept, dropped)``: the selection mapped onto new options (a pretrained policy → this graph's pretrained policy);
+    ``dropped`` names what has no counterpart."""
+    kept, dropped = restore_selection(context, selected, None, options)
+    return kept, [method_label(value) for value in dropped]
+
+
+def restore_selection(
+    context, selected: list[str] | None, pending: list[str] | None, options: list[dict[str, str]]
+) -> tuple[list[str], list[str]]:
+    """``(kept, dropped values)``: the selection, and what an earlier graph or device count could not offer
+    (``pending``), mapped onto new options. The dropped values are kept pending by the page, so going 4 → 8 → 4
+    devices brings the graph's own pretrained policy back."""
     by_key: dict[tuple[str, str], str] = {}
     for option in options:
         by_key.setdefault(selection_key(context, option["value"]), option["value"])
     kept, dropped = [], []
-    for value in selected or []:
+    for value in [*(selected or []), *(pending or [])]:
         try:
             key = selection_key(context, value)
         except (PathError, ValueError):
@@ -86,8 +100,8 @@ def carry_selection(context, selected: list[str] | None, options: list[dict[str,
         if key in by_key:
             if by_key[key] not in kept:
                 kept.append(by_key[key])
-        else:
-            dropped.append(method_label(value))
+        elif value not in dropped:
+            dropped.append(value)
     return kept, dropped
 
 
@@ -107,14 +121,20 @@ def layout(context, jobs, **_query) -> html.Div:
                 ),
                 field("Seed", dcc.Input(id="compare-seed", type="number", min=0, step=1, value=0)),
                 field("Search budget (evaluations)", dcc.Input(id="compare-budget", type="number", min=1, step=1, value=20000)),
-                field("Time limit (s)", dcc.Input(id="compare-time-limit", type="number", min=0.1, value=10)),
+                field(
+                    "Time limit (s)",
+                    dcc.Input(id="compare-time-limit", type="number", min=0.1, value=None, placeholder="none, as the CLI"),
+                    note="empty: no clock, so a search spends its whole budget, as workbench place does",
+                ),
                 html.Button("Compare", id="compare-run", className="wb-primary"),
                 field(
-                    "Find an op (id or name)", dcc.Input(id="compare-search", type="text", debounce=True, placeholder="e.g. 12 or matmul")
+                    "Find an op (id or name)",
+                    dcc.Input(id="compare-search", type="text", debounce=True, placeholder=f"e.g. 12 or {SEARCH_EXAMPLE}"),
                 ),
             ),
             html.Div(id="compare-search-message"),
             dcc.Store(id="compare-state"),
+            dcc.Store(id="compare-pending", data=[]),
             dcc.Loading(html.Div(id="compare-results"), type="default", delay_show=400),
             anytime_section(),
         ]
@@ -170,7 +190,8 @@ def compare_view(
     except LimitError as exc:
         return [message(str(exc))], None
     bound = wb.lower_bound(graph, devices)
-    done, placements, labels = [], {}, []
+    learned = wb.placers.methods("learned")
+    done, placements, labels, rows = [], {}, [], []
     for value in methods:
         origin = checkpoint_origin(context, value)
         label = origin.label(graph.name) if origin else value
@@ -181,22 +202,28 @@ def compare_view(
         try:
             placement = run_placement(context, graph_key, value, devices, seed, budget, time_limit)
             result = simulate_placement(context, graph_key, value, devices, seed, budget, time_limit)
+        except Cancelled as exc:
+            done.append((label, None, None, f"{label} did not finish: {_cancelled(exc, context, time_limit)}"))
+            continue
         except Exception as exc:  # one method failing must not take the page down
             done.append((label, None, None, f"{label} failed: {exc}"))
             continue
         placements[label] = placement
-        done.append((label, placement, result, None))
+        method, options = parse_method(context, value)
+        stop = stop_reason(method, placement, budget, time_limit, searched=method not in learned or "search" in options)
+        rows.append((label, stop, placement, result.trace))
+        done.append((label, placement, result, stop))
     longest = max((r.trace.makespan for _, _, r, _ in done if r is not None), default=0.0)
     panels = []
-    for index, (label, placement, result, error) in enumerate(done):
-        if error:
-            panels.append(html.Div(className="wb-card", children=[html.Div(label, className="wb-caption"), message(error)]))
+    for index, (label, placement, result, stop) in enumerate(done):
+        if isinstance(stop, str):  # the method failed: its message
+            panels.append(html.Div(className="wb-card", children=[html.Div(label, className="wb-caption"), message(stop)]))
             continue
         gap = placement.makespan / bound - 1 if bound else 0.0
         makespan = format_time(placement.makespan, graph)
         caption = f"{label}: makespan {makespan} (+{gap:.1%} over the lower bound), placed in {placement.seconds:.2f} s"
-        if isinstance(evaluations := placement.details.get("evaluations"), int):
-            caption += f" with {evaluations:,} simulator evaluations"
+        if stop.kind != "one pass":
+            caption += f" with {plural(placement.evaluations, 'simulator evaluation')}; stopped by {stop.text}"
         origin = checkpoint_origin(context, methods[index])
         short, detail = (origin.short, f"; {origin.detail(graph.name)}") if origin else (label, "")
         title = f"{short}: device timelines<br><sup>{graph.name}, {devices} devices, makespan {makespan}{detail}</sup>"
@@ -231,14 +258,21 @@ def compare_view(
     header = html.P(
         f"{graph_label(graph_key)}: {graph.num_nodes} ops, {graph.num_edges} edges, {devices} devices, "
         f"lower bound {format_time(bound, graph)}.{paper} "
-        "Click an op to highlight it in every chart; zooming one timeline zooms all; the red line is each placement's critical path."
+        "Click an op to outline it (magenta) in every chart; zooming one timeline zooms all; the black line is each placement's "
+        "critical path, solid while its ops run, dashed while its data is in flight, dotted while it waits (click a legend entry "
+        "to show or hide a part). The table gives each method's numbers; click a column's header to sort by it."
     )
     bars = (
-        figure_card(
-            PAGE,
-            "makespans",
-            makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph),
-            makespan_frame(placements, bound),
+        html.Div(  # a component, not a list: Dash renders no list nested in a list of children
+            [
+                summary_table("compare-summary", summary_rows(rows, bound, graph)),
+                figure_card(
+                    PAGE,
+                    "makespans",
+                    makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph),
+                    makespan_frame(placements, bound),
+                ),
+            ]
         )
         if placements
         else message("no method succeeded")
@@ -255,6 +289,16 @@ def compare_view(
     }
     succeeded = [(index, label) for index, (label, placement, _, _) in enumerate(done) if placement is not None]
     return [header, bars, html.Div(panels, className="wb-grid"), editor(succeeded, devices) if succeeded else None], state
+
+
+def _cancelled(exc: Cancelled, context, time_limit: float | None) -> str:
+    """Why a placement was stopped, and what to change when its deadline (the server's cap, no clock set) passed."""
+    if "deadline" in str(exc) and time_limit is None:
+        return (
+            f"it ran past the {context.limits.max_time_limit:g} s this server allows a placement (its --max-time-limit); "
+            "set a time limit or a smaller search budget"
+        )
+    return str(exc).removeprefix("stopped: ")
 
 
 def highlight_patches(context, state: dict | None, op: int | list[int] | None, output_ids: list[dict]) -> list:
@@ -332,6 +376,7 @@ def register_callbacks(app, context, jobs) -> None:
         Output("compare-methods", "value"),
         Output("compare-results", "children"),
         Output("compare-state", "data"),
+        Output("compare-pending", "data"),
         Input("compare-run", "n_clicks"),
         Input(f"{PAGE}-graph-key", "data"),
         Input("compare-devices", "value"),
@@ -340,28 +385,43 @@ def register_callbacks(app, context, jobs) -> None:
         State("compare-budget", "value"),
         State("compare-time-limit", "value"),
         State("compare-state", "data"),
+        State("compare-pending", "data"),
     )
-    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, shown):
+    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, shown, pending):
         """One callback decides the methods for this graph and device count and draws them: no stale method list."""
         if ctx.triggered_id == "compare-devices" and shown and (shown["graph_key"], shown["devices"]) == (graph_key, devices):
-            return no_update, no_update, no_update, no_update  # the devices box fired again (Enter, then blur) without a change
+            return no_update, no_update, no_update, no_update, no_update  # the devices box fired again (Enter, then blur), no change
         if not graph_key:
-            return no_update, no_update, [message("choose a graph", "warning")], None
+            return no_update, no_update, [message("choose a graph", "warning")], None, no_update
         try:
             graph = load_graph_key(context, graph_key)
             options = method_options(context, graph, _devices(devices))
         except (TypeError, ValueError):
-            return no_update, no_update, [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], None
-        kept, dropped = carry_selection(context, selected, options)
+            return no_update, no_update, [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], None, no_update
+        kept, dropped = restore_selection(context, selected, pending, options)
         if not kept and ctx.triggered_id != "compare-run":
             kept = default_methods(options)
         results, state = compare_view(context, graph_key, devices, kept, seed, budget, time_limit)
         if dropped:
             results = [
-                message(f"not offered for {graph.name} on {devices} devices (no checkpoint trained for it): {', '.join(dropped)}", "info"),
+                message(
+                    f"not offered for {graph.name} on {devices} devices (no checkpoint trained for it): "
+                    + ", ".join(map(method_label, dropped))
+                    + "; chosen again where it is offered",
+                    "info",
+                ),
                 *results,
             ]
-        return options, kept, results, state
+        return options, kept, results, state, dropped
+
+    @app.callback(
+        Output("compare-summary", "data"),
+        Input("compare-summary", "sort_by"),
+        State("compare-summary", "data"),
+        prevent_initial_call=True,
+    )
+    def sort_summary(sort_by, rows):
+        return sort_rows(rows or [], sort_by)
 
     @app.callback(
         Output("anytime-methods", "options"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dash import Input, Output, dcc, html
+from dash import Input, Output, State, dcc, html
 
 from workbench.viz import format_time, graph_figure, graph_frame, graph_statistics, message_figure
 
@@ -14,6 +14,17 @@ from ..work import run_placement
 PATH = "/graph"
 NAME = "Graph"
 PAGE = "graph"
+
+
+def placement_options(context, graph_key: str | None, devices) -> list[dict[str, str]]:
+    """The placements that may color the ops: every non-learned method, and each learned checkpoint usable on this graph
+    and device count (Compare's list, so a policy is never applied to a graph it was not trained for)."""
+    from .compare import method_options
+
+    try:
+        return method_options(context, load_graph_key(context, graph_key), int(devices))
+    except (TypeError, ValueError, OSError):
+        return [o for o in method_choices(context, "") if "@" not in o["value"]]
 
 
 def layout(context, jobs, **_query) -> html.Div:
@@ -38,7 +49,7 @@ def layout(context, jobs, **_query) -> html.Div:
                 "graph",
                 message_figure("loading…"),
                 None,
-                "Ops in layers by topological depth; the critical path (compute + communication) in red",
+                "Ops in layers by topological depth; the critical path (compute + communication) in black",
             ),
             html.H3("Statistics"),
             html.Div(id="graph-stats"),
@@ -78,6 +89,18 @@ def graph_view(context, graph_key: str | None, color_by: str, method: str | None
 
 def register_callbacks(app, context, jobs) -> None:
     register_graph_picker(app, context, PAGE)
+
+    @app.callback(
+        Output("graph-method", "options"),
+        Output("graph-method", "value"),
+        Input(f"{PAGE}-graph-key", "data"),
+        Input("graph-devices", "value"),
+        State("graph-method", "value"),
+    )
+    def offer(graph_key, devices, chosen):
+        options = placement_options(context, graph_key, devices)
+        offered = [o["value"] for o in options]
+        return options, chosen if chosen in offered else "critical_path"
 
     @app.callback(
         Output({"type": "figure", "page": PAGE, "index": "graph"}, "figure"),

@@ -20,7 +20,8 @@ import pandas as pd
 from dash import Input, Output, dcc, html
 
 import workbench as wb
-from workbench.viz import calibration_scatter, format_time, gantt_figure, gantt_frame, message_figure
+from workbench.viz import calibration_scatter, format_number, format_time, gantt_figure, gantt_frame, message_figure
+from workbench.viz.training import stage_three_unit
 
 from ...runs import RunPaths, read_frame
 from ..components import controls, field, figure_card, message, trace_events_for
@@ -63,6 +64,8 @@ def measured_sources(context) -> list[dict[str, str]]:
                 label = str(entry.get("key", "")).split("|", 1)[0] or f"#{index}"
                 seconds = measurement.get("seconds")
                 ms = f"{seconds * 1e3:.2f} ms" if isinstance(seconds, (int, float)) else "failed"
+                if measurement.get("oracle") == "sim" and isinstance(seconds, (int, float)):
+                    ms = f"{format_number(seconds)} graph units, simulator oracle"
                 options.append({"label": f"{folder}: {label} ({ms})", "value": f"journal:{folder}:{index}"})
     for root_name, root in (("runs", context.runs_dir), ("datasets", context.datasets_dir)):
         if root.is_dir():
@@ -91,6 +94,16 @@ def load_measured(context, ref: str) -> tuple[wb.Trace, Path | None]:
     raise PathError(f"not a measured trace: {ref!r}")
 
 
+def measured_in_seconds(context, ref: str) -> bool:
+    """False for a journal's measurement taken by the simulator oracle (``"oracle": "sim"``: graph units, not seconds)."""
+    kind, _, rest = ref.partition(":")
+    if kind != "journal":
+        return True
+    folder, _, index = rest.rpartition(":")
+    entries = _journal_lines(context.in_runs(folder) / "measurements.jsonl")
+    return not (index.isdigit() and int(index) < len(entries) and entries[int(index)]["measurement"].get("oracle") == "sim")
+
+
 def _calibration(folder: Path | None) -> dict | None:
     if folder is None or not (folder / "calibration.json").is_file():
         return None
@@ -107,8 +120,13 @@ def layout(context, jobs, **_query) -> html.Div:
         [
             html.H2(NAME),
             html.P(
-                "Measure placements with `workbench calibrate GRAPH --devices N` (writes runs/calibrate-GRAPH-Nd/); "
-                "pick one measurement here.",
+                [
+                    "Measure placements with ",
+                    html.Code("workbench calibrate GRAPH --devices N"),
+                    " (writes ",
+                    html.Code("runs/calibrate-GRAPH-Nd/"),
+                    "); pick one measurement here.",
+                ],
                 className="wb-note",
             ),
             controls(
@@ -148,13 +166,27 @@ def training_calibration(context) -> tuple:
         metrics = read_frame(RunPaths(path).metrics_path)
         if {"makespan", "predicted"} <= set(metrics.columns):
             real = metrics[metrics["stage"] == "real"] if "stage" in metrics else metrics
-            rows.append(real[["makespan", "predicted"]].dropna().assign(run=path.name))
+            rows.append(real[["makespan", "predicted"]].dropna().assign(run=path.name, unit=stage_three_unit(metrics)))
     frame = pd.concat(rows) if rows else pd.DataFrame()
     if frame.empty:
         return message_figure("no training run has a real stage (Stage III) with measured and predicted makespans yet"), None
-    series = {"Stage III episodes": (frame["predicted"], frame["makespan"])}
+    units = set(frame["unit"])
+    simulated = "simulator oracle" in units
+    series = {
+        "Stage III episodes" + (" (simulator oracle, graph units)" if simulated and "s" not in units else ""): (
+            frame["predicted"],
+            frame["makespan"],
+        )
+    }
+    y_title = (
+        "measured (s)"
+        if not simulated
+        else "simulator oracle (graph units)"
+        if "s" not in units
+        else "measured (s) or simulator oracle (graph units)"
+    )
     return calibration_scatter(
-        series, frame["run"].tolist(), title="makespan", reference="fit", x_title="predicted by the simulator", y_title="measured (s)"
+        series, frame["run"].tolist(), title="makespan", reference="fit", x_title="predicted by the simulator", y_title=y_title
     ), frame
 
 
@@ -180,11 +212,11 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
         return (
             message_figure("no measured trace yet: run workbench calibrate"),
             None,
-            blank,
+            message_figure("the simulator's timeline of the measured assignment appears here"),
             None,
-            blank,
+            message_figure("simulated against measured makespans, before and after calibration, appear here"),
             None,
-            blank,
+            message_figure("each op's measured duration against its compute cost appears here"),
             None,
             None,
             None,
@@ -217,10 +249,13 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
         y_title="measured seconds",
     )
     placements, scatter = _calibration_placements(calibration)
-    simulated_text = f"{simulated.makespan:.5g} s".replace("e+", "e") if axis_unit else format_time(simulated.makespan, graph)
-    note = message(f"measured makespan {measured.makespan:.5g} s; simulated {simulated_text} ({unit})".replace("e+", "e"), "info")
+    simulated_text = format_time(simulated.makespan, graph, unit=axis_unit)
+    seconds = measured_in_seconds(context, trace_ref)
+    measured_unit, measured_title = ("s", "measured (seconds)") if seconds else ("graph units", "by the simulator oracle (graph units)")
+    measured_text = format_time(measured.makespan, unit=measured_unit)
+    note = message(f"measured makespan {measured_text}; simulated {simulated_text} ({unit})", "info")
     return (
-        gantt_figure(graph, measured, title="measured (seconds)", devices=devices, unit="s"),
+        gantt_figure(graph, measured, title=measured_title, devices=devices, unit=measured_unit),
         gantt_frame(graph, measured).to_csv(index=False),
         gantt_figure(graph, simulated, title=f"simulated ({unit})", devices=devices, unit=axis_unit),
         gantt_frame(graph, simulated).to_csv(index=False),
@@ -228,7 +263,7 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
         None if placements is None else placements.to_csv(index=False),
         per_op,
         ops.to_csv(index=False),
-        trace_events_for(graph, measured, f"{graph.name}: measured", unit="s"),
+        trace_events_for(graph, measured, f"{graph.name}: measured", unit=measured_unit),
         trace_events_for(graph, simulated, f"{graph.name}: {unit}", unit=axis_unit),
         note,
     )

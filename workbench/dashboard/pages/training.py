@@ -15,9 +15,9 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 
 import workbench as wb
 from workbench.datasets import PAPER_GRAPHS
-from workbench.viz import format_time, gantt_figure, gantt_frame, message_figure, training_curves
+from workbench.viz import format_number, format_time, gantt_figure, gantt_frame, message_figure, training_curves
 
-from ...runs import VALUE_COLUMNS, greedy_evaluations, read_run, reference_lines, try_read_json
+from ...runs import STAGE_NAMES, VALUE_COLUMNS, greedy_evaluations, read_run, reference_lines, try_read_json
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 
@@ -136,6 +136,15 @@ def _configs(runs) -> html.Div:
     )
 
 
+def found_when(placement: dict) -> str:
+    """When a run's best placement was found: in a training stage (by its name), or by sampling the trained policy after
+    training (``stage`` ``search``: best of K samples, which is why it can beat the policy's greedy placement on Compare)."""
+    stage, episode = placement.get("stage", "?"), placement.get("episode", "?")
+    if stage == "search":
+        return f"best of the trained policy's samples after training (episode {episode}), not its greedy placement"
+    return f"{STAGE_NAMES.get(str(stage), f'stage {stage}')}, episode {episode}"
+
+
 def training_view(context, keys, metric: str, window, x: str = "episode") -> tuple:
     """``(makespan figure, its CSV, ``metric`` figure, best Gantt figure, its CSV, status children, configs, best trace events)``.
 
@@ -171,9 +180,7 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
             else pd.Series(dtype=float)
         )
         found = _best(run)
-        best_text = (
-            format_time(found[2].makespan) if found else (f"{sampled.min():.5g}".replace("e+", "e") + " (sampled)" if len(sampled) else "–")
-        )
+        best_text = format_time(found[2].makespan) if found else (format_number(sampled.min()) + " (sampled)" if len(sampled) else "–")
         stages = " → ".join(str(s) for s in meta.get("stages", [])) if isinstance(meta.get("stages"), list) else "?"
         status.append(
             html.Tr(
@@ -219,7 +226,7 @@ def training_view(context, keys, metric: str, window, x: str = "episode") -> tup
         return makespans, csv, second, message_figure("no best placement written yet"), None, table, _configs(runs), None
     label, placement, graph, trace = best
     where = f"{placement.get('graph', '?')}, {placement.get('devices', '?')} devices"
-    when = f"stage {placement.get('stage', '?')}, episode {placement.get('episode', '?')}"
+    when = found_when(placement)
     title = f"{label}: best placement, makespan {format_time(trace.makespan, graph)}<br><sup>{where}, {when}</sup>"
     devices = placement.get("devices") if isinstance(placement.get("devices"), int) else None
     events = trace_events_for(graph, trace, f"{label}: best placement")

@@ -4,7 +4,9 @@ Diff: where two methods put each op, the ops that moved, and each
 placement's critical path. What-if: start from one method's placement, move
 ops (typed, clicked or box-selected in a chart) to another device, and see
 the new timeline and makespan at once (one simulation); polish the edited
-placement with local search from that start; download it as JSON.
+placement with local search from that start (in a killable child process,
+stopped at the Compare time limit or the server's ``--max-time-limit``);
+download it as JSON.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from workbench.viz import diff_frame, diff_heatmap, find_ops, format_time, gantt
 
 from ..components import field, figure_card, message
 from ..sources import load_graph_key
-from ..work import run_placement, simulate_placement
+from ..work import Cancelled, polish_placement, run_placement, simulate_placement
 
 __all__ = ["editor", "parse_ops", "move_ops", "diff_view", "register_whatif_callbacks"]
 
@@ -182,14 +184,14 @@ def register_whatif_callbacks(app, context) -> None:
                 )
             if ctx.triggered_id == "whatif-polish":
                 budget = state["budget"] or 2000
-                polished = wb.place(
-                    graph, method="local_search", devices=state["devices"], seed=state["seed"], budget=budget, start=current
+                polished = polish_placement(
+                    context, state["graph_key"], state["devices"], state["seed"], budget, state.get("time_limit"), current.tolist()
                 )
                 return whatif_result(
                     context, state, polished.assignment, f"polished by local search ({budget:,} evaluations) from the edited placement"
                 )
-        except ValueError as exc:
-            return no_update, no_update, message(str(exc))
+        except (ValueError, Cancelled) as exc:
+            return no_update, no_update, message(f"polish did not finish: {exc}" if isinstance(exc, Cancelled) else str(exc))
         return whatif_result(context, state, current, f"starting from {state['labels'][int(base)]}")
 
     @app.callback(
