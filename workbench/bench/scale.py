@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import DataflowGraph
+from ..placers import methods
 from ..runs import zero_shot_checkpoint
 
 SIZES = (100, 300, 1_000, 2_000, 10_000)
@@ -59,7 +60,8 @@ def _graph(nodes: int) -> DataflowGraph:
 
 GROWTH_SIZES = (10_000, 100_000)
 GROWTH_DEVICES = 4
-GROWTH_METHODS = ("heft", "etf", "critical_path", "cpop", "peft", "affinity", "critical chain")
+GROWTH_METHODS = (*methods("heuristic", "rule"), "critical chain")
+"""Every list-scheduling heuristic and rule, and local_search's critical chain."""
 GROWTH_SOURCE = "workbench.generate('series_parallel', nodes=n, ccr=2.0, seed=0)"
 GROWTH_TARGET = 1.2  # issue 32: growth exponents from 10,000 to 100,000 ops at most this
 
@@ -128,7 +130,7 @@ def _measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
 
 def _methods(devices: int) -> dict[str, Callable[[DataflowGraph], Callable[[], Any]]]:
     """Method name → (graph → a zero-argument call to time)."""
-    from ..placers import get_placer, methods
+    from ..placers import get_placer
     from ..sim import simulate
 
     rng = np.random.default_rng(0)
