@@ -134,25 +134,26 @@ def anytime_view(
         return notes or [message("no series succeeded")]
     origin = next((checkpoint_origin(context, _series(v)[1]) for v in values if "@" in v), None)
     detail = f"; {origin.detail(graph.name)}" if origin else ""
-    title = (
-        f"{graph.name} on {devices} devices: best makespan against evaluations<br><sup>budget {budget:,}, seeds 0–{seeds - 1}{detail}</sup>"
-    )
+
+    def title(axis: str) -> str:
+        subtitle = f"budget {budget:,}, seeds 0–{seeds - 1}{detail}"
+        return f"{graph.name} on {devices} devices: best makespan against {axis}<br><sup>{subtitle}</sup>"
+
     caption = (
         f"Mean best makespan so far over {seeds} seed(s), shaded min–max; each series ran once per seed with a budget of {budget:,} "
         "evaluations (K = the budget for sampled policies), every evaluation counted as the method counts it."
     )
-    cpu_title = title.replace("against evaluations", "against CPU seconds")
     cpu_caption = (
-        "The same runs against the process CPU seconds each had spent when it found each improvement (one core, this machine "
-        "and its load at the time): a method that is better per evaluation can still be worse per second."
+        "The same runs against the process CPU seconds (every thread) each had spent when it found each improvement, on this "
+        "machine and under its load at the time: a method that is better per evaluation can still be worse per second."
     )
     return [
         *notes,
-        figure_card("compare", "anytime", anytime_figure(records, title, graph), anytime_frame(records), caption),
+        figure_card("compare", "anytime", anytime_figure(records, title("evaluations"), graph), anytime_frame(records), caption),
         figure_card(
             "compare",
             "anytime-cpu",
-            anytime_figure(records, cpu_title, graph, x="cpu_seconds"),
+            anytime_figure(records, title("CPU seconds"), graph, x="cpu_seconds"),
             anytime_frame(records, x="cpu_seconds"),
             cpu_caption,
         ),

@@ -38,7 +38,6 @@ from torch import nn
 from ..cluster import Devices, num_devices
 from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
-from ..placers.best_constructive import constructive_methods
 from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
 from ..placers.registry import PlacerError
 from ..runs import checkpoint_file
@@ -384,10 +383,8 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         focus: str = "all",
         **search: Any,
     ) -> None:
+        self.start_policy = start_policy  # before local_search's checks: its start counts in the budget's minimum
         super().__init__(**search)
-        starts_needed = (1 if self.start is not None else len(constructive_methods(self.starts))) + (start_policy is not None)
-        if self.budget < starts_needed:
-            raise PlacerError(f"budget must be at least {starts_needed} evaluations (one per starting assignment), got {self.budget}")
         if not 1 <= refresh:
             raise PlacerError(f"refresh must be >= 1 evaluation, got {refresh}")
         if not 0 <= screen < 1:
@@ -407,9 +404,12 @@ class LearnedSearchPlacer(LocalSearchPlacer):
                 raise PlacerError(str(exc)) from None
         self.share, self.temperature = float(share), float(temperature)
         self.refresh_every, self.refresh_at_start, self.screen = int(refresh), bool(learned_start), float(screen)
-        self.start_policy, self.focus = start_policy, focus
+        self.focus = focus
         if start_policy is not None:
             self._load_start_policy()  # a missing or damaged file is refused before any placement
+
+    def extra_start_count(self) -> int:
+        return int(self.start_policy is not None)
 
     def _load_start_policy(self, graph: DataflowGraph | None = None, devices: Devices | None = None) -> Any:
         from .policy import load_policy

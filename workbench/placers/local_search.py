@@ -85,7 +85,7 @@ class LocalSearchPlacer(Placer):
         start: np.ndarray | None = None,
         starts: str = "all",
     ) -> None:
-        starts_needed = len(constructive_methods(starts)) if start is None else 1
+        starts_needed = (len(constructive_methods(starts)) if start is None else 1) + self.extra_start_count()
         if int(budget) < starts_needed:
             raise PlacerError(f"budget must be at least {starts_needed} evaluations (one per starting assignment), got {budget}")
         if time_limit is not None and not time_limit > 0:
@@ -110,6 +110,10 @@ class LocalSearchPlacer(Placer):
     def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
         """The proposal generator of one run (a subclass may steer the proposals, under the same loop and acceptance rule)."""
         return Moves(graph, devices, rng)
+
+    def extra_start_count(self) -> int:
+        """How many starts :meth:`extra_starts` adds (counted in the budget's minimum; called before the options are set)."""
+        return 0
 
     def extra_starts(self, graph: DataflowGraph, devices: Devices) -> dict[str, np.ndarray]:
         """Starting assignments, by name, that join the given start or the one-pass methods' (one counted evaluation each;
