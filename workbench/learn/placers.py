@@ -79,9 +79,9 @@ class LearnedPlacer(Placer):
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         from ..sim import Evaluator
 
-        began = time.process_time()
+        began, started = time.process_time(), time.perf_counter()
         policy = self._policy(graph, devices)
-        rollouts = policy.candidates(graph, devices, self.samples, seed)
+        rollouts = policy.candidates(graph, devices, self.samples, seed, self._deadline(started))
         further = "draw" if policy.config.random_features else "sample"
         names = ["greedy"] + [f"{further} {k}" for k in range(1, len(rollouts))]
         assignments = np.stack([r.assignment for r in rollouts])
@@ -96,6 +96,7 @@ class LearnedPlacer(Placer):
         details = {
             "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
             "samples": self.samples,
+            "drawn": len(rollouts),
             "guard": self.guard,
             "evaluations": len(assignments),
             "winner": names[best],
@@ -105,6 +106,10 @@ class LearnedPlacer(Placer):
             details["makespans"] = makespans.tolist()
         order = rollouts[best].order if best < len(rollouts) else None
         return Decision(assignments[best], order=order, details=details)
+
+    def _deadline(self, started: float) -> float | None:
+        """When best of ``samples`` stops drawing (a ``time.perf_counter()`` value); ``None``: it draws them all."""
+        return None
 
 
 class DopplerPlacer(LearnedPlacer):
@@ -116,7 +121,9 @@ class DopplerPlacer(LearnedPlacer):
     ``rollouts`` per step, Adam at ``learning_rate``, imitation of the best so far
     weighted ``imitation_weight``; ``polish`` gives that fraction of the budget to
     ``local_search`` from the best placement so far, in ``rounds`` bursts interleaved
-    with the adaptation; ``time_limit`` caps its wall time. Without it those seven options are unused.
+    with the adaptation; ``time_limit`` caps its wall time. Without it those six options are unused;
+    ``time_limit`` also caps best of ``samples``, which then keeps the best of those drawn by then (``details["drawn"]``,
+    at least the greedy placement).
     """
 
     method = "doppler"
@@ -155,6 +162,10 @@ class DopplerPlacer(LearnedPlacer):
         except ValueError as error:
             raise PlacerError(str(error)) from None
         self.search = search
+
+    def _deadline(self, started: float) -> float | None:
+        limit = self.search_config.time_limit
+        return None if limit is None else started + limit
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         if self.search == "none":

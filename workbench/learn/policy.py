@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
@@ -58,6 +59,8 @@ METHODS: dict[str, tuple[str, str, dict[str, str]]] = {
     "gdp": ("workbench.learn.gdp", "GDPPolicy", {}),
     "joint": ("workbench.learn.joint", "JointPolicy", {}),
 }
+CANDIDATE_CHUNK = 16
+"""Best-of-K placements drawn between two looks at the clock when a deadline is set."""
 INPUT_OPTIONS = ("random_features", "capacity_features", "affinity_features")
 """``PolicyConfig`` fields that add inputs to the doppler policies; ``TrainConfig`` has a field of the same name for each."""
 PLACE_RULE_SCALES = ("graph", "op")
@@ -399,19 +402,24 @@ class LearnedPolicy(nn.Module, ABC):
         noise = random_node_features(graph.num_nodes, self.config.random_features, draws).to(self.device)
         return dataclasses.replace(inputs, node=torch.cat([inputs.node, noise], dim=1))
 
-    def candidates(self, graph: DataflowGraph, devices: Devices, count: int, seed: int = 0) -> list[Rollout]:
+    def candidates(self, graph: DataflowGraph, devices: Devices, count: int, seed: int = 0, deadline: float | None = None) -> list[Rollout]:
         """The ``count`` placements best-of-K inference chooses among, without gradients; the first is the greedy placement.
 
         With random node features the rest are greedy placements under
         further feature draws; otherwise they are samples from the policy.
-        Both are fixed by ``seed``.
+        Both are fixed by ``seed``. With a ``deadline`` (a ``time.perf_counter()``
+        value) they are drawn :data:`CANDIDATE_CHUNK` at a time until it passes:
+        the first ones of the same sequence, at least the greedy placement.
         """
         with torch.no_grad():
             found = [self.rollout(graph, devices, mode="greedy")]
             if count > 1:
                 random = bool(self.config.random_features)  # the greedy placement took draw 0 of a generator seeded 0: start past it
                 generator = torch.Generator(device=self.device).manual_seed(seed + 1 if random else seed)
-                found += self.rollouts(graph, devices, count - 1, mode="greedy" if random else "sample", generator=generator)
+                mode = "greedy" if random else "sample"
+                chunk = count - 1 if deadline is None else CANDIDATE_CHUNK
+                while len(found) < count and (deadline is None or time.perf_counter() < deadline):
+                    found += self.rollouts(graph, devices, min(chunk, count - len(found)), mode=mode, generator=generator)
         return found
 
     @abstractmethod
