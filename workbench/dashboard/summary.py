@@ -55,14 +55,17 @@ def _default_budget(method: str) -> int | None:
     return parameter.default if parameter is not None and isinstance(parameter.default, int) else None
 
 
-def stop_reason(method: str, placement: Any, budget: int | None, time_limit: float | None, searched: bool = True) -> Stop:
+def stop_reason(
+    method: str, placement: Any, budget: int | None, time_limit: float | None, searched: bool = True, capped: bool = False
+) -> Stop:
     """Why ``placement`` (of registered ``method``, run with ``budget`` and ``time_limit``) stopped.
 
     A method without an evaluation budget (or a learned policy placing
     without its active search, ``searched=False``) ran one pass; one that spent its
     budget stopped there; one that spent less with a clock set and used that
     clock was cut by it (and the sentence says how much of the budget it
-    spent); otherwise it ended by its own rule (converged).
+    spent; ``capped``: the clock was the server's cap, not one the user set);
+    otherwise it ended by its own rule (converged).
     """
     evaluations = int(placement.evaluations)
     if "budget" not in placer_options(method) or not searched or not evaluations:
@@ -72,7 +75,8 @@ def stop_reason(method: str, placement: Any, budget: int | None, time_limit: flo
         return Stop("budget", f"its budget of {budget:,} evaluations")
     of = f" of {budget:,}" if budget is not None else ""
     if time_limit is not None and placement.seconds >= 0.95 * time_limit:
-        return Stop("clock", f"the {time_limit:g} s clock after {evaluations:,}{of} evaluations")
+        clock = f"the server's {time_limit:g} s cap (its --max-time-limit)" if capped else f"the {time_limit:g} s clock"
+        return Stop("clock", f"{clock} after {evaluations:,}{of} evaluations")
     return Stop("converged", f"its own rule after {evaluations:,}{of} evaluations")
 
 

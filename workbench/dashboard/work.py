@@ -15,17 +15,27 @@ together; a request that finds no free slot within :data:`SLOT_WAIT` seconds
 is refused. A graph generation may also add at most
 ``limits.max_work_memory_mb`` of memory. Children are killed when the
 dashboard exits.
+
+A child runs torch on one thread (:func:`_one_thread`): two children and the
+server share the machine's cores, and on a loaded 2-core machine a best of
+200 samples of the FFNN policy took 1.7 CPU s on one thread against 8–12 on
+two. The fork server imports the learned placers when torch is installed, so
+a learned method's child does not import torch again (about 10 s on a busy
+2-core machine).
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import itertools
 import multiprocessing
+import os
 import pickle
 import resource
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +47,16 @@ import workbench as wb
 from .context import DashboardContext
 from .limits import LimitError
 
-__all__ = ["Cancelled", "WorkRunner", "RUNNER", "run_placement", "simulate_placement", "polish_placement", "check_generated"]
+__all__ = [
+    "Cancelled",
+    "WorkRunner",
+    "RUNNER",
+    "run_placement",
+    "search_clock",
+    "simulate_placement",
+    "polish_placement",
+    "check_generated",
+]
 
 POLL = 0.1
 """Seconds between checks of the client, the deadline and the child."""
@@ -47,6 +66,8 @@ SLOT_WAIT = 5.0
 """Seconds a request waits for a free slot before it is refused."""
 _IN_CHILD = False
 PRELOAD = ["workbench", "workbench.placers", "workbench.sim", "workbench.generators", "workbench.dashboard.sources"]
+LEARNED_PRELOAD = "workbench.learn.placers"
+"""Preloaded too where torch is installed (a light install has no learned methods to start)."""
 
 
 class Cancelled(RuntimeError):
@@ -58,10 +79,12 @@ class WorkRunner:
 
     def __init__(self) -> None:
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(PRELOAD)
+        learned = [LEARNED_PRELOAD] if importlib.util.find_spec("torch") is not None else []
+        self._context.set_forkserver_preload(PRELOAD + learned)
         self._slots = threading.Condition()
         self._children: set[multiprocessing.process.BaseProcess] = set()
         self._latest: dict[Any, int] = {}
+        self._cancelled: dict[Any, int] = {}
         self._tokens = itertools.count(1)
         atexit.register(self.kill_all)
 
@@ -78,22 +101,27 @@ class WorkRunner:
         seconds: float,
         memory_mb: int | None = None,
         should_stop: Callable[[], str | None] | None = None,
+        slot_wait: float = SLOT_WAIT,
     ) -> Any:
         """``function(*args)`` in a child; raises :class:`Cancelled`, or the child's own exception.
 
         Args:
             max_concurrent: children allowed at once (this one included).
-            seconds: the deadline, from now.
+            seconds: the deadline, from when the child starts.
             memory_mb: memory the child may add to what it starts with (``None``: no cap).
             should_stop: says why to stop (or ``None`` to go on); default: the
-                current Flask request's client left or was superseded.
+                current Flask request's client left, was superseded or cancelled.
+            slot_wait: seconds to wait for a free slot before the request is refused.
         """
         should_stop = should_stop or self._request_watch()
-        deadline = time.monotonic() + seconds
+        reason = should_stop()
+        if reason:
+            raise Cancelled(f"stopped: {reason}")
         reader, writer = self._context.Pipe(duplex=False)
         child = self._context.Process(target=_child_main, args=(writer, function, args, memory_mb), daemon=True)
         try:
-            self._take_slot(child, max_concurrent, should_stop)
+            self._take_slot(child, max_concurrent, should_stop, slot_wait)
+            deadline = time.monotonic() + seconds
             child.start()
             writer.close()
             while not reader.poll(POLL):
@@ -113,6 +141,15 @@ class WorkRunner:
             raise value
         return value
 
+    def cancel(self, client: str | None, output: str) -> bool:
+        """Stop the work of ``client``'s latest request whose outputs include ``output`` (a component's ``id.property``);
+        True when there was one. Its children are killed within :data:`POLL` s and it raises :class:`Cancelled`."""
+        with self._slots:
+            keys = [key for key in self._latest if key[0] == client and output in str(key[1])]
+            for key in keys:
+                self._cancelled[key] = self._latest[key]
+        return bool(keys)
+
     def kill_all(self) -> None:
         with self._slots:
             children = list(self._children)
@@ -120,8 +157,8 @@ class WorkRunner:
             self._end(child)
 
     # ----------------------------------------------------------- internals
-    def _take_slot(self, child, max_concurrent: int, should_stop: Callable[[], str | None]) -> None:
-        give_up = time.monotonic() + SLOT_WAIT
+    def _take_slot(self, child, max_concurrent: int, should_stop: Callable[[], str | None], slot_wait: float) -> None:
+        give_up = time.monotonic() + slot_wait
         with self._slots:
             while len(self._children) >= max_concurrent:
                 reason = should_stop()
@@ -161,6 +198,8 @@ class WorkRunner:
         sock = request.environ.get("werkzeug.socket")
 
         def should_stop() -> str | None:
+            if self._cancelled.get(key) == token:
+                return "cancelled from the page"
             if self._latest.get(key, token) != token:
                 return "a newer request replaced it"
             if sock is not None and _closed(sock):
@@ -184,6 +223,7 @@ def _closed(sock: socket.socket) -> bool:
 def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: int | None) -> None:
     global _IN_CHILD
     _IN_CHILD = True  # the parent checked this request already; a child never starts children
+    _one_thread()
     if memory_mb is not None:
         _limit_memory(memory_mb)
     try:
@@ -197,6 +237,14 @@ def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: in
     except Exception as exc:  # a result that cannot be pickled
         writer.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
     writer.close()
+
+
+def _one_thread() -> None:
+    """torch on one thread in this child: set for a torch the fork server imported, and for one imported later."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _round_trips(exc: Exception) -> bool:
@@ -235,12 +283,30 @@ def run_placement(
     budget: int | None = None,
     time_limit: float | None = None,
 ):
-    """:func:`workbench.dashboard.sources.run_placement` in a killable child (results cached here)."""
+    """:func:`workbench.dashboard.sources.run_placement` in a killable child (results cached here).
+
+    A search run without a time limit gets the server's ``max_time_limit`` as its clock (:func:`search_clock`), so it
+    stops there with its best placement so far instead of being killed with nothing to show.
+    """
     from . import sources
 
-    seconds = (time_limit or ctx.limits.max_time_limit) + GRACE
-    args = (ctx, graph_key, value, devices, seed, budget, time_limit)
+    clock = time_limit if time_limit is not None else search_clock(ctx, value)
+    seconds = (clock or ctx.limits.max_time_limit) + GRACE
+    args = (ctx, graph_key, value, devices, seed, budget, clock)
     return RUNNER.run(sources.run_placement, *args, max_concurrent=ctx.limits.max_concurrent, seconds=seconds)
+
+
+def search_clock(ctx: DashboardContext, value: str) -> float | None:
+    """The server's ``max_time_limit`` for a method value that searches within a budget and takes a clock (local_search,
+    learned_search, a checkpoint's active search); ``None`` for any other method, which runs as the CLI runs it."""
+    from workbench.placers import methods, placer_options
+
+    from .sources import parse_method
+
+    method, options = parse_method(ctx, value)
+    accepted = placer_options(method)
+    searches = method not in methods("learned") or "search" in options
+    return ctx.limits.max_time_limit if searches and {"budget", "time_limit"} <= set(accepted) else None
 
 
 @lru_cache(maxsize=128)
