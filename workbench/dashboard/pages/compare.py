@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import flask
 from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
 
 import workbench as wb
@@ -36,7 +37,17 @@ from workbench.viz import (
     placement_heatmap,
 )
 
-from ..anytime import MAX_SEEDS, anytime_options, anytime_view, default_series
+from ..anytime import (
+    DEFAULT_BUDGET,
+    DEFAULT_SEEDS,
+    MAX_SEEDS,
+    anytime_charts,
+    anytime_options,
+    anytime_progress,
+    default_series,
+    find_job,
+    start_anytime,
+)
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
@@ -44,7 +55,7 @@ from ..limits import LimitError
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices, method_label, parse_method
 from ..summary import plural, sort_rows, stop_reason, summary_rows, summary_table
-from ..work import Cancelled, run_placement, simulate_placement
+from ..work import RUNNER, Cancelled, run_placement, search_clock, simulate_placement
 from .whatif import editor, register_whatif_callbacks
 
 PATH = "/"
@@ -54,6 +65,9 @@ MAX_DEVICES = 64
 DEFAULT_DEVICES = 4
 SEARCH_EXAMPLE = "op12"
 """The op name the search box offers as an example (the paper graphs name their ops op0, op1, …)."""
+SHOWN, HIDDEN = {"display": "inline-block"}, {"display": "none"}
+POLL_MS = 1000
+"""How often the page asks a running any-time job how far it got."""
 
 
 def default_methods(options: list[dict[str, str]]) -> list[str]:
@@ -127,6 +141,8 @@ def layout(context, jobs, **_query) -> html.Div:
                     note="empty: no clock, so a search spends its whole budget, as workbench place does",
                 ),
                 html.Button("Compare", id="compare-run", className="wb-primary"),
+                html.Button("Cancel", id="compare-cancel", style=HIDDEN, title="stop every placement still running"),
+                html.Span(id="compare-busy", className="wb-note"),
                 field(
                     "Find an op (id or name)",
                     dcc.Input(id="compare-search", type="text", debounce=True, placeholder=f"e.g. 12 or {SEARCH_EXAMPLE}"),
@@ -149,15 +165,20 @@ def anytime_section() -> html.Div:
             html.P(
                 "The best makespan found so far against the simulator evaluations spent, and against the CPU seconds spent, both "
                 "measured in the same runs, for searches and for learned policies (best of K samples, active search), mean and "
-                "spread over seeds. Uses the graph and devices chosen above."
+                "spread over seeds. Uses the graph and devices chosen above. The series run one after the other and each is "
+                "drawn when it finishes; Cancel stops the rest."
             ),
             controls(
                 field("Series", dcc.Dropdown(id="anytime-methods", options=[], value=[], multi=True), wide=True),
-                field("Budget (evaluations)", dcc.Input(id="anytime-budget", type="number", min=1, step=1, value=200)),
-                field("Seeds", dcc.Input(id="anytime-seeds", type="number", min=1, max=MAX_SEEDS, step=1, value=3)),
+                field("Budget (evaluations)", dcc.Input(id="anytime-budget", type="number", min=1, step=1, value=DEFAULT_BUDGET)),
+                field("Seeds", dcc.Input(id="anytime-seeds", type="number", min=1, max=MAX_SEEDS, step=1, value=DEFAULT_SEEDS)),
                 html.Button("Draw", id="anytime-run", className="wb-primary"),
+                html.Button("Cancel", id="anytime-cancel", style=HIDDEN, title="stop the runs still going; what is drawn stays"),
             ),
-            dcc.Loading(html.Div(id="anytime-results"), type="default", delay_show=400),
+            html.Div(id="anytime-progress"),
+            html.Div(id="anytime-results"),
+            dcc.Store(id="anytime-job"),
+            dcc.Interval(id="anytime-poll", interval=POLL_MS, disabled=True),
         ]
     )
 
@@ -210,7 +231,9 @@ def compare_view(
             continue
         placements[label] = placement
         method, options = parse_method(context, value)
-        stop = stop_reason(method, placement, budget, time_limit, searched=method not in learned or "search" in options)
+        clock = time_limit if time_limit is not None else search_clock(context, value)
+        searched = method not in learned or "search" in options
+        stop = stop_reason(method, placement, budget, clock, searched=searched, capped=time_limit is None)
         rows.append((label, stop, placement, result.trace))
         done.append((label, placement, result, stop))
     longest = max((r.trace.makespan for _, _, r, _ in done if r is not None), default=0.0)
@@ -367,6 +390,34 @@ def zoom_patches(state: dict | None, source: str, relayout: dict | None, output_
     return out
 
 
+def anytime_step(context, trigger: str | None, shown: dict | None, graph_key, devices, options, selected, budget, seeds) -> tuple:
+    """``(job data, results, progress, poll disabled, Cancel style)`` after a Draw, a poll or a Cancel.
+
+    The chart is rebuilt only when a series finished or failed since the page last drew (``shown["version"]``).
+    """
+    job = find_job((shown or {}).get("id"))
+    if trigger == "anytime-run":
+        if job is not None:
+            job.cancel()  # a new chart replaces this page's last one
+        try:
+            devices = _devices(devices)
+        except (TypeError, ValueError):
+            return None, [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], [], True, HIDDEN
+        started = start_anytime(context, graph_key, devices, options or [], selected, budget, seeds)
+        if isinstance(started, list):
+            return None, started, [], True, HIDDEN
+        job, shown = started, None
+    elif job is None:
+        return None, no_update, [message("this chart's runs are no longer known to the server; draw again", "warning")], True, HIDDEN
+    elif trigger == "anytime-cancel":
+        job.cancel()
+    job.touch()
+    running = job.state == "running"
+    changed = shown is None or shown.get("version") != job.version
+    results = anytime_charts(job) if changed else no_update
+    return {"id": job.id, "version": job.version}, results, anytime_progress(job), not running, SHOWN if running else HIDDEN
+
+
 def register_callbacks(app, context, jobs) -> None:
     register_graph_picker(app, context, PAGE)
     register_whatif_callbacks(app, context)
@@ -386,6 +437,10 @@ def register_callbacks(app, context, jobs) -> None:
         State("compare-time-limit", "value"),
         State("compare-state", "data"),
         State("compare-pending", "data"),
+        running=[
+            (Output("compare-cancel", "style"), SHOWN, HIDDEN),
+            (Output("compare-busy", "children"), "placing…", ""),
+        ],
     )
     def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, shown, pending):
         """One callback decides the methods for this graph and device count and draws them: no stale method list."""
@@ -414,6 +469,11 @@ def register_callbacks(app, context, jobs) -> None:
             ]
         return options, kept, results, state, dropped
 
+    @app.callback(Input("compare-cancel", "n_clicks"), prevent_initial_call=True)
+    def cancel(_clicks):
+        """Stop this browser's Compare placements: their children are killed, their cards say so."""
+        RUNNER.cancel(flask.request.remote_addr, "compare-results.children")
+
     @app.callback(
         Output("compare-summary", "data"),
         Input("compare-summary", "sort_by"),
@@ -440,22 +500,26 @@ def register_callbacks(app, context, jobs) -> None:
         return options, kept or default_series(options)
 
     @app.callback(
+        Output("anytime-job", "data"),
         Output("anytime-results", "children"),
+        Output("anytime-progress", "children"),
+        Output("anytime-poll", "disabled"),
+        Output("anytime-cancel", "style"),
         Input("anytime-run", "n_clicks"),
+        Input("anytime-poll", "n_intervals"),
+        Input("anytime-cancel", "n_clicks"),
         State(f"{PAGE}-graph-key", "data"),
         State("compare-devices", "value"),
         State("anytime-methods", "options"),
         State("anytime-methods", "value"),
         State("anytime-budget", "value"),
         State("anytime-seeds", "value"),
+        State("anytime-job", "data"),
         prevent_initial_call=True,
     )
-    def draw_anytime(_clicks, graph_key, devices, options, selected, budget, seeds):
-        try:
-            devices = _devices(devices)
-        except (TypeError, ValueError):
-            return [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")]
-        return anytime_view(context, graph_key, devices, options or [], selected, budget, seeds)
+    def anytime(_clicks, _polls, _cancel, graph_key, devices, options, selected, budget, seeds, shown):
+        """Draw starts a job (stopping this page's last one), the timer shows how far it got, Cancel stops it."""
+        return anytime_step(context, ctx.triggered_id, shown, graph_key, devices, options, selected, budget, seeds)
 
     @app.callback(
         Output("selected-op", "data"), Input({"type": "figure", "page": PAGE, "index": ALL}, "clickData"), prevent_initial_call=True
