@@ -97,19 +97,67 @@ def test_a_search_cut_by_the_clock_says_so_and_an_empty_time_limit_sets_no_clock
     assert not re.search(r"(?<![\d,])1 simulator evaluations", text)  # "1 evaluation" is singular; 501 is not 1
 
 
+def untrained_runs(context, methods_without_a_shipped_checkpoint: list[str]) -> None:
+    """A run per learned method that ships no checkpoint: a small untrained policy for ChainMM and FFNN on 4 devices, kept as
+    the run's Stage II weights, so Compare offers it on both graphs as any run's checkpoint."""
+    torch = pytest.importorskip("torch")
+    from workbench.learn import make_policy
+    from workbench.learn.policy import PolicyConfig
+
+    from .conftest import save_trained_for
+
+    torch.manual_seed(0)
+    small = PolicyConfig(width=16, message_passing_steps=2, head_hidden=(16,), attention_heads=2)
+    graphs = [wb.bundled_graph("chain_mm"), wb.bundled_graph("ffnn")]
+    for method in methods_without_a_shipped_checkpoint:
+        run = context.runs_dir / f"untrained-{method}"
+        (run / "checkpoints").mkdir(parents=True)
+        meta = {"status": "finished", "method": method, "graphs": [g.name for g in graphs], "devices": 4, "stages": ["sim"]}
+        (run / "meta.json").write_text(json.dumps(meta))
+        save_trained_for(make_policy(method, small), run / "checkpoints" / "sim.safetensors", graphs, 4, cross_graph=True)
+
+
+def cli_makespan(key: str, value: str, context, seed: int, budget: int, capsys) -> float:
+    """What ``workbench place`` prints for a Compare method value (its checkpoint as --checkpoint, active search as --search
+    active, --budget where the method takes one), by the CLI's own code path."""
+    from workbench.cli import main
+    from workbench.dashboard.sources import parse_method
+
+    method, options = parse_method(context, value)
+    argv = ["place", str(context.in_datasets(key.partition(":")[2])), "--method", method, "--devices", "4", "--seed", str(seed)]
+    argv += ["--budget", str(budget)] if "budget" in wb.placers.placer_options(method) else []
+    argv += ["--checkpoint", options["checkpoint"]] if "checkpoint" in options else []
+    argv += ["--search", "active"] if options.get("search") == "active" else []
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0, argv
+    return float(json.loads(capsys.readouterr().out)["makespan"])
+
+
 @pytest.mark.parametrize("key", [CHAIN, FFNN])
-def test_compare_agrees_with_workbench_place_for_every_registered_non_learned_method(context, key):
-    """Compare's defaults are the CLI's: no clock unless one is set, so each method's makespan is what `workbench place`
-    prints for the same seed and budget."""
-    chosen = [m for m in placers() if m not in methods("learned") and m != "cpsat"]
-    assert {"critical_path", "best_constructive", "local_search", "learned_search"} <= set(chosen)
-    budget = 60
-    children, _ = compare.compare_view(context, key, 4, chosen, 3, budget, None)
-    shown = {r["method"]: r["_makespan"] for r in summary(children)}
+def test_compare_agrees_with_workbench_place_for_every_registered_method(context, key, capsys):
+    """Compare's defaults are the CLI's: no clock unless one is set, so each makespan is what `workbench place` prints for the
+    same seed and budget; for every registered method, a learned one with each checkpoint Compare offers for the graph (its
+    own pretrained policy, the zero-shot policy, a run's weights) and as active search where it has one. cpsat is the one
+    method left out: it always runs on a clock (10 s by default), so two runs need not agree."""
+    learned = methods("learned")
+    shipped = {"doppler", "doppler_plc_only"}  # the graph's own pretrained policy, and the zero-shot one
+    untrained_runs(context, sorted(set(learned) - shipped))
     graph = wb.load_graph(context.in_datasets(key.partition(":")[2]))
-    for method in chosen:
-        options = {"budget": budget} if "budget" in wb.placers.placer_options(method) else {}
-        assert shown[method] == wb.place(graph, method=method, devices=4, seed=3, **options).makespan, method
+    offered = [o["value"] for o in compare.method_options(context, graph, 4)]
+    chosen = [m for m in placers() if m not in learned and m != "cpsat"]
+    chosen += [value for value in offered if value.partition("|")[2].partition("@")[0] in learned or value.partition("@")[0] in learned]
+    covered = {value.rpartition("|")[2].partition("@")[0] for value in chosen}
+    assert covered == set(placers()) - {"cpsat"}, sorted(set(placers()) - covered)  # every registered method, once at least
+    assert sum(value.startswith("active|") for value in chosen) == 2  # the graph's own policy and the zero-shot one, searched
+    budget, seed = 60, 3
+    children, state = compare.compare_view(context, key, 4, chosen, seed, budget, None)
+    shown = dict(zip(state["methods"], state["labels"], strict=True))
+    rows = {r["method"]: r for r in summary(children)}
+    assert len(rows) == len(chosen), [str(c) for c in children if "failed" in str(c) or "did not finish" in str(c)]
+    for value in chosen:
+        row = rows[shown[value]]
+        assert row["_makespan"] == cli_makespan(key, value, context, seed, budget, capsys), value
+        assert row["_stop"] != "clock", value  # nothing was cut by the server's cap, so nothing differs from the CLI for that
 
 
 def test_critical_path_split_adds_up_to_the_makespan():
