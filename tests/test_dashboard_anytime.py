@@ -173,3 +173,35 @@ def test_best_of_k_under_a_clock_keeps_the_first_samples_of_the_same_sequence():
     cut = wb.place(graph, "doppler", 4, seed=2, samples=40, time_limit=1e-9)  # the clock passed at once: the greedy placement
     assert cut.details["drawn"] == 1 and cut.makespan == full.details["makespans"][0]
     assert cut.details["anytime"][-1][0] == 1  # the curve ends where the drawing stopped
+
+
+def test_a_pages_cancel_button_stops_only_its_own_clients_request(context):
+    """Compare's and What-if's Cancel: ``RUNNER.cancel(client, output)`` kills the child of that client's request for that
+    output, which then raises ``Cancelled``; another client's cancel touches nothing."""
+    import flask
+
+    from .test_dashboard_limits import spin
+
+    app = flask.Flask("cancel-test")
+    outcome: dict[str, str] = {}
+    known = set(work.RUNNER.children())
+
+    def request() -> None:
+        body = {"output": "..whatif-assignment.data...whatif-summary.children.."}
+        with app.test_request_context("/_dash-update-component", method="POST", json=body, environ_base={"REMOTE_ADDR": "10.0.0.7"}):
+            try:
+                work.RUNNER.run(spin, 120.0, max_concurrent=4, seconds=300)
+            except work.Cancelled as exc:
+                outcome["stop"] = str(exc)
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    found: list[int] = []
+    assert wait_for(lambda: found.extend(set(work.RUNNER.children()) - known) or found, 60), "no child started"
+    assert not work.RUNNER.cancel("10.0.0.8", "whatif-summary.children")  # another browser
+    assert not work.RUNNER.cancel("10.0.0.7", "compare-results.children")  # another output of the same browser
+    time.sleep(0.5)
+    assert found[0] in work.RUNNER.children()
+    assert work.RUNNER.cancel("10.0.0.7", "whatif-summary.children")
+    thread.join(10)
+    assert outcome == {"stop": "stopped: cancelled from the page"} and found[0] not in work.RUNNER.children()

@@ -56,7 +56,7 @@ from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices, method_label, parse_method
 from ..summary import plural, sort_rows, stop_reason, summary_rows, summary_table
 from ..work import RUNNER, Cancelled, run_placement, search_clock, simulate_placement
-from .whatif import editor, register_whatif_callbacks
+from .whatif import HIDDEN, SHOWN, editor, register_whatif_callbacks
 
 PATH = "/"
 NAME = "Compare"
@@ -65,7 +65,6 @@ MAX_DEVICES = 64
 DEFAULT_DEVICES = 4
 SEARCH_EXAMPLE = "op12"
 """The op name the search box offers as an example (the paper graphs name their ops op0, op1, …)."""
-SHOWN, HIDDEN = {"display": "inline-block"}, {"display": "none"}
 POLL_MS = 1000
 """How often the page asks a running any-time job how far it got."""
 

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+import flask
 import numpy as np
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
@@ -23,11 +24,12 @@ from workbench.viz import diff_frame, diff_heatmap, find_ops, format_time, gantt
 
 from ..components import field, figure_card, message
 from ..sources import load_graph_key
-from ..work import Cancelled, polish_placement, run_placement, simulate_placement
+from ..work import RUNNER, Cancelled, polish_placement, run_placement, simulate_placement
 
 __all__ = ["editor", "parse_ops", "move_ops", "diff_view", "register_whatif_callbacks"]
 
 PAGE = "compare"
+SHOWN, HIDDEN = {"display": "inline-block"}, {"display": "none"}
 
 
 def editor(labels: list[tuple[int, str]], devices: int) -> html.Div:
@@ -59,6 +61,7 @@ def editor(labels: list[tuple[int, str]], devices: int) -> html.Div:
                     field("To device", dcc.Input(id="whatif-device", type="number", min=0, max=devices - 1, step=1, value=0)),
                     html.Button("Move", id="whatif-move", className="wb-primary"),
                     html.Button("Polish with local search", id="whatif-polish", className="wb-small"),
+                    html.Button("Cancel", id="whatif-cancel", className="wb-small", style=HIDDEN, title="stop the polish"),
                     html.Button("Download JSON", id="whatif-download-button", className="wb-small"),
                     dcc.Download(id="whatif-download"),
                 ],
@@ -169,6 +172,7 @@ def register_whatif_callbacks(app, context) -> None:
         State("whatif-device", "value"),
         State("whatif-assignment", "data"),
         State("compare-state", "data"),
+        running=[(Output("whatif-cancel", "style"), SHOWN, HIDDEN)],
     )
     def edit(base, _move, _polish, ops_text, device, edited, state):
         if not state or base is None:
@@ -193,6 +197,11 @@ def register_whatif_callbacks(app, context) -> None:
         except (ValueError, Cancelled) as exc:
             return no_update, no_update, message(f"polish did not finish: {exc}" if isinstance(exc, Cancelled) else str(exc))
         return whatif_result(context, state, current, f"starting from {state['labels'][int(base)]}")
+
+    @app.callback(Input("whatif-cancel", "n_clicks"), prevent_initial_call=True)
+    def cancel(_clicks):
+        """Stop this browser's polish: its child is killed, the summary says so."""
+        RUNNER.cancel(flask.request.remote_addr, "whatif-summary.children")
 
     @app.callback(
         Output("whatif-download", "data"),
