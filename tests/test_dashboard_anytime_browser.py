@@ -1,8 +1,13 @@
-"""Compare's "makespan against evaluations" section in headless Chromium: a budget and seeds set in the form reach the chart."""
+"""Compare in headless Chromium: the any-time chart grows series by series with a progress bar and a Cancel button, and the
+summary table shows what `workbench place` gives for the same methods, seed and budget."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import workbench as wb
 from tests.test_dashboard_browser import browser, finish, pytestmark, server, server_runs, settle
+from workbench import viz
 
 __all__ = ["browser", "pytestmark", "server", "server_runs"]  # fixtures and marks shared with the other browser tests
 
@@ -22,8 +27,11 @@ def test_anytime_chart_draws_each_series_over_the_budget_and_seeds_set_in_the_fo
     page.fill("#anytime-budget", "12")
     page.fill("#anytime-seeds", "2")
     page.click("#anytime-run")
-    page.wait_for_selector("text=best makespan against evaluations", timeout=150_000)
+    page.wait_for_selector("#anytime-progress progress", timeout=30_000)  # a progress bar while the series run
+    assert page.locator("#anytime-cancel").is_visible()
+    page.wait_for_selector("text=done: 2 series drawn from 4 runs", timeout=300_000)
     settle(page)
+    assert not page.locator("#anytime-cancel").is_visible()
     chart = page.locator(".js-plotly-plot").filter(has_text="best makespan against evaluations")
     traces = chart.evaluate(TRACES)
     means = {t["name"]: t for t in traces if t["fill"] != "toself"}
@@ -40,3 +48,70 @@ def test_anytime_chart_draws_each_series_over_the_budget_and_seeds_set_in_the_fo
     cpu_means = {t["name"]: t for t in by_cpu.evaluate(TRACES) if t["fill"] != "toself"}
     assert set(cpu_means) == set(means) and all(0 < min(t["x"]) <= max(t["x"]) for t in cpu_means.values())
     finish(page, errors, tmp_path / "compare-anytime.png", docs=True)
+
+
+def test_anytime_cancel_stops_the_runs_and_says_what_was_not_run(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(server + "/")
+    page.wait_for_selector("text=device timelines", timeout=150_000)
+    settle(page)
+    page.fill("#anytime-budget", "200000")  # local_search's 200,000 evaluations take far longer than this test waits
+    page.fill("#anytime-seeds", "1")
+    page.click("#anytime-run")
+    page.wait_for_selector("#anytime-cancel:visible", timeout=30_000)
+    page.click("#anytime-cancel")
+    page.wait_for_selector("text=stopped after 0 of 1 runs: 0 series drawn; not run: local_search", timeout=30_000)
+    assert "K = 200,000 samples is more than 1,000 (the server's --max-count)" in page.locator("#anytime-results").inner_text()
+    assert not page.locator("#anytime-cancel").is_visible() and page.locator("#anytime-results .js-plotly-plot").count() == 0
+    page.close()
+    assert not errors, errors
+
+
+def table_makespans(page) -> dict[str, str]:
+    """The summary table's ``{method: makespan text}``."""
+    rows = page.locator("#compare-summary tr").all()
+    out = {}
+    for row in rows[1:]:
+        method = row.locator("td[data-dash-column=method]").inner_text().strip()
+        out[method] = row.locator("td[data-dash-column=makespan]").inner_text().strip()
+    return out
+
+
+def test_compare_shows_what_workbench_place_gives_and_exports_a_png(server, browser, tmp_path):
+    """The default methods (a heuristic, the fair baseline, the pretrained policy) and local_search at seed 3 with a budget of
+    60, in the browser, against the CLI's own code path for the same options; then a chart downloads as PNG."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(server + "/")
+    page.wait_for_selector("text=device timelines", timeout=150_000)
+    settle(page)
+    page.click("#compare-methods")
+    page.get_by_role("option", name="local_search", exact=False).first.click()
+    page.keyboard.press("Escape")
+    page.fill("#compare-seed", "3")
+    page.fill("#compare-budget", "60")
+    page.click("#compare-run")
+    page.wait_for_selector("#compare-cancel:visible", timeout=10_000)  # Cancel while it places
+    page.wait_for_selector("#compare-cancel", state="hidden", timeout=150_000)
+    settle(page)
+    shown = table_makespans(page)
+    graph = wb.bundled_graph("ffnn")
+    own = str(Path("datasets/pretrained/ffnn_192nodes/doppler.safetensors").resolve())
+    expected = {
+        "critical_path": wb.place(graph, "critical_path", 4, seed=3),
+        "best_constructive": wb.place(graph, "best_constructive", 4, seed=3),
+        "local_search": wb.place(graph, "local_search", 4, seed=3, budget=60),
+        "doppler (pretrained": wb.place(graph, "doppler", 4, seed=3, checkpoint=own),
+    }
+    assert len(shown) == 4, shown
+    for prefix, placement in expected.items():
+        (label,) = [m for m in shown if m.startswith(prefix)]
+        assert shown[label] == viz.format_time(placement.makespan, graph), label
+    with page.expect_download(timeout=120_000) as download:
+        page.locator(".wb-card", has_text="makespan per method").locator("button", has_text="PNG").click()
+    assert Path(download.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finish(page, errors, tmp_path / "compare-summary.png", docs=True)
