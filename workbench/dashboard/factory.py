@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import dash
@@ -13,6 +14,7 @@ from .context import DashboardContext
 from .jobs import JobManager
 from .limits import Limits
 from .pages import PAGES
+from .work import RUNNER
 
 __all__ = ["create_app"]
 
@@ -115,6 +117,7 @@ def create_app(
         ]
     )
     app.workbench_context = context
+    threading.Thread(target=RUNNER.warm, name="warm-fork-server", daemon=True).start()  # the first Compare need not wait for it
     app.workbench_jobs = jobs
     return app
 

@@ -85,6 +85,8 @@ class WorkRunner:
         self._children: set[multiprocessing.process.BaseProcess] = set()
         self._latest: dict[Any, int] = {}
         self._cancelled: dict[Any, int] = {}
+        self._warm_lock = threading.Lock()
+        self._warm = False
         self._tokens = itertools.count(1)
         atexit.register(self.kill_all)
 
@@ -114,6 +116,7 @@ class WorkRunner:
             slot_wait: seconds to wait for a free slot before the request is refused.
         """
         should_stop = should_stop or self._request_watch()
+        self.warm()
         reason = should_stop()
         if reason:
             raise Cancelled(f"stopped: {reason}")
@@ -140,6 +143,16 @@ class WorkRunner:
         if not ok:
             raise value
         return value
+
+    def warm(self) -> None:
+        """Start the fork server and wait until it has imported :data:`PRELOAD` (once): a child forks only after that, so
+        no deadline pays for the imports (about 10 s with torch on a busy 2-core machine)."""
+        with self._warm_lock:
+            if not self._warm:
+                child = self._context.Process(target=_nothing, daemon=True)
+                child.start()
+                child.join()
+                self._warm = True
 
     def cancel(self, client: str | None, output: str) -> bool:
         """Stop the work of ``client``'s latest request whose outputs include ``output`` (a component's ``id.property``);
@@ -237,6 +250,10 @@ def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: in
     except Exception as exc:  # a result that cannot be pickled
         writer.send((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
     writer.close()
+
+
+def _nothing() -> None:
+    """The child that warms the fork server."""
 
 
 def _one_thread() -> None:
