@@ -17,7 +17,9 @@ def register(sub) -> None:
     parser.add_argument("--method", default="critical_path", help="a registered method (see `workbench place --list`)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations (search methods)")
-    parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="wall-time limit (search and exact methods)")
+    parser.add_argument(
+        "--time-limit", type=float, metavar="SECONDS", help="wall-time limit (search and exact methods; doppler's best of --samples)"
+    )
     parser.add_argument("--checkpoint", help="checkpoint file (learned methods)")
     parser.add_argument("--samples", type=positive_int, help="learned methods: best of the greedy placement and SAMPLES-1 further ones")
     parser.add_argument(
