@@ -192,6 +192,18 @@ def test_rollout_is_reproducible_with_a_generator(doppler):
     assert not np.array_equal(runs[0].assignment, runs[2].assignment)
 
 
+def test_an_episode_without_gradients_places_the_same_and_marks_its_unscored_log_prob(doppler):
+    """Inference skips the batched re-scoring: same placement, and NaN log-probabilities nobody can mistake for real ones."""
+    graph = wb.bundled_graph("chain_mm")
+    scored = doppler.rollout(graph, 4, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        unscored = doppler.rollout(graph, 4, generator=torch.Generator().manual_seed(3))
+        taught = doppler.rollout(graph, 4, mode="teacher")
+    assert np.array_equal(scored.assignment, unscored.assignment) and np.array_equal(scored.order, unscored.order)
+    assert np.isfinite(float(scored.log_prob)) and np.isnan(float(unscored.log_prob)) and np.isnan(float(unscored.entropy))
+    assert np.isfinite(float(taught.imitation_loss)), "a teacher episode is scored with or without gradients"
+
+
 def test_batched_log_prob_matches_a_step_by_step_recomputation(doppler):
     """The rollout scores all steps at once; recompute each step's distribution from scratch."""
     graph = wb.bundled_graph("chain_mm")
