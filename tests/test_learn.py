@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.learn import CheckpointError, EnvConfig, PlacementEnv, PlacementState, PolicyConfig, load_policy, make_policy
-from workbench.learn.features import static_features
+from workbench.learn.features import longest_path_members, static_features
 from workbench.sim import Evaluator
 
 from .conftest import save_trained_for
@@ -74,8 +74,8 @@ def test_static_features_match_hand_computed_values():
     def members(path):
         return {r: sorted(path[1][path[0] == r].tolist()) for r in range(4)}
 
-    assert members(f.down_path) == {0: [0, 2, 3], 1: [1, 3], 2: [2, 3], 3: [3]}
-    assert members(f.up_path) == {0: [0], 1: [0, 1], 2: [0, 2], 3: [0, 2, 3]}
+    assert members(longest_path_members(HAND, downward=True)) == {0: [0, 2, 3], 1: [1, 3], 2: [2, 3], 3: [3]}
+    assert members(longest_path_members(HAND, downward=False)) == {0: [0], 1: [0, 1], 2: [0, 2], 3: [0, 2, 3]}
     assert f.time_scale == 13
 
 

@@ -172,6 +172,11 @@ class DopplerPolicy(LearnedPolicy):
         """PLC's logits ``(..., devices)`` from device features ``(..., devices, F)`` and the precomputed parts."""
         return self.plc_head.finish(self.plc_head.part("device", self.plc_device(device_feats)) + own.unsqueeze(-2) + device_sum)
 
+    @property
+    def reads_paths(self) -> bool:
+        """SEL reads path sums; a policy whose SEL is a rule (``doppler_plc_only``) does not."""
+        return self.learn_select
+
     # ------------------------------------------------- paper preset switches
     @property
     def per_step_select(self) -> bool:

@@ -391,9 +391,14 @@ class LearnedPolicy(nn.Module, ABC):
         """Where random node features come from: ``generator``, or without one a generator seeded 0 (draw 0 is the greedy placement)."""
         return generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
 
+    @property
+    def reads_paths(self) -> bool:
+        """Whether the networks read longest-path sums (:func:`~.nets.path_sum`): then :meth:`inputs` includes the paths."""
+        return False
+
     def inputs(self, graph: DataflowGraph, draws: torch.Generator) -> GraphTensors:
         """The graph's input tensors, with ``random_features`` fresh noise columns from ``draws`` appended to the node features."""
-        inputs = graph_tensors(graph, self.device)
+        inputs = graph_tensors(graph, self.device, paths=self.reads_paths)
         if not self.config.random_features:
             return inputs
         noise = random_node_features(graph.num_nodes, self.config.random_features, draws).to(self.device)
