@@ -21,6 +21,7 @@ from typing import Any
 
 from ..learn.registry import TEACHERS
 from ..placers import methods
+from ..systems import oracle_spec_kind
 
 __all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs", "parse_overrides", "add_config_arguments", "device_counts"]
 
@@ -86,8 +87,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     """Gradient norm clip per update (0 disables)."""
     oracle: str = "sim"
-    """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an
-    object with ``measure(graph, assignment) -> seconds``.
+    """Cost oracle of the ``real`` stage (:func:`workbench.systems.make_oracle`): ``sim`` (the simulator), ``local`` (the local
+    executor), ``HOST:PORT`` of a remote engine, or ``module:factory``, a callable taking ``devices=N`` and returning a cost oracle
+    or a function ``f(graph, assignment) -> seconds``.
     """
     tensorboard: bool = False
     """Also log every metrics column to TensorBoard in ``<run>/tensorboard`` (needs ``pip install -e '.[tensorboard]'``)."""
@@ -216,8 +218,10 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.discount must be in (0, 1], got {self.discount}")
         if self.baseline not in ("running_mean", "cumulative_mean"):
             raise ValueError(f"TrainConfig.baseline: use running_mean or cumulative_mean, got {self.baseline!r}")
-        if self.oracle != "sim" and ":" not in self.oracle:
-            raise ValueError(f"TrainConfig.oracle: use 'sim' or 'module:factory', got {self.oracle!r}")
+        try:
+            oracle_spec_kind(self.oracle)
+        except ValueError as exc:
+            raise ValueError(f"TrainConfig.oracle: {exc}") from None
 
     @classmethod
     def paper(cls, graphs: tuple[str, ...], **changes: Any) -> TrainConfig:
