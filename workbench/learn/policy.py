@@ -35,6 +35,7 @@ from .choice import MODES, Chooser, Rollout, check_mode
 from .env import Guide, PlacementState
 from .features import FEATURE_LAYOUT, random_node_features
 from .nets import ACTIVATIONS, GraphTensors, graph_tensors
+from .registry import POLICIES
 
 __all__ = [
     "PolicyConfig",
@@ -49,15 +50,8 @@ __all__ = [
     "read_checkpoint",
 ]
 
-# method -> (module, class, constructor keyword arguments)
-METHODS: dict[str, tuple[str, str, dict[str, str]]] = {
-    "doppler": ("workbench.learn.doppler", "DopplerPolicy", {}),
-    "doppler_sel_only": ("workbench.learn.doppler", "DopplerPolicy", {"place": "critical_path"}),
-    "doppler_plc_only": ("workbench.learn.doppler", "DopplerPolicy", {"select": "critical_path"}),
-    "placeto": ("workbench.learn.placeto", "PlacetoPolicy", {}),
-    "gdp": ("workbench.learn.gdp", "GDPPolicy", {}),
-    "joint": ("workbench.learn.joint", "JointPolicy", {}),
-}
+METHODS = POLICIES
+"""Learned method -> ``(module, class, constructor keyword arguments)``: the policies :func:`~.registry.register_policy` registered."""
 INPUT_OPTIONS = ("random_features", "capacity_features", "affinity_features")
 """``PolicyConfig`` fields that add inputs to the doppler policies; ``TrainConfig`` has a field of the same name for each."""
 PLACE_RULE_SCALES = ("graph", "op")

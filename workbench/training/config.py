@@ -23,10 +23,9 @@ from ..learn.registry import TEACHERS
 from ..placers import methods
 from ..systems import oracle_spec_kind
 
-__all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs", "parse_overrides", "add_config_arguments", "device_counts"]
+__all__ = ["TrainConfig", "STAGES", "field_docs", "parse_overrides", "add_config_arguments", "device_counts"]
 
 STAGES = ("il", "sim", "real")
-METHODS = tuple(methods("learned"))
 
 
 @dataclass(frozen=True)
@@ -175,8 +174,8 @@ class TrainConfig:
             )
         if any(e < 1 for e in self.episodes):
             raise ValueError(f"TrainConfig.episodes: every stage needs at least 1 episode, got {list(self.episodes)}")
-        if self.method not in METHODS:
-            raise ValueError(f"TrainConfig.method: unknown method {self.method!r}; methods are {', '.join(METHODS)}")
+        if self.method not in methods("learned"):  # read now: a policy registered after import trains too
+            raise ValueError(f"TrainConfig.method: unknown method {self.method!r}; methods are {', '.join(methods('learned'))}")
         if self.devices < 1:
             raise ValueError(f"TrainConfig.devices must be >= 1, got {self.devices}")
         for name in ("il_lr", "rl_lr_start", "rl_lr_end"):
