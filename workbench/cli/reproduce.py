@@ -23,7 +23,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..extras import require_modules
     from ..sweeps.reproduce import DEFAULT_OUT, reproduce
+
+    require_modules("workbench reproduce (its report's figure)", "plotly")
 
     report = reproduce(
         quick=args.quick,
