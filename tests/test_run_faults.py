@@ -33,7 +33,7 @@ import torch
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import workbench.runs.write as run_write
-from tests.test_training import SMALL, TINY, Crash, crash_at, tiny_config, tiny_load_policy, without_time
+from tests.test_training import SMALL, SMALL_2, TINY, Crash, crash_at, tiny_config, tiny_load_policy, without_time
 from workbench.runs import read_meta, read_rows
 from workbench.training import TrainConfig, train
 from workbench.training.checkpoint import read_training_state
@@ -254,6 +254,27 @@ def test_the_undamaged_run_resumes_and_cuts_only_the_replayed_rows(tmp_path, int
     assert (out / M).read_bytes().startswith(b"".join(metrics.splitlines(keepends=True)[:7])), "header and episodes 0..5 kept"
     assert (out / G).read_bytes().startswith(greedy), "both evaluations before the checkpoint kept byte for byte"
     assert [(r["stage"], int(r["episode"])) for r in read_rows(out / G)] == [("sim", 4), ("sim", 6), ("sim", 8)]
+
+
+def test_a_run_on_two_graphs_resumes_exactly_and_checks_each_graphs_best(tmp_path):
+    config = tiny_config(**{**DAMAGE_CONFIG, "graphs": (SMALL, SMALL_2), "episodes": (2, 6)})
+    whole = train(config, tmp_path / "whole", library=TINY, progress=False).run_dir
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        train(config, out, library=TINY, progress=False, callback=crash_at(6))
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)
+    second = next(p for p in (damaged / "best").iterdir() if p.is_dir() and p.name != Path(SMALL).stem)
+    (second / "placement.json").unlink()
+    before = snapshot(damaged)
+    with pytest.raises(ValueError, match=rf"best/{second.name}/placement\.json: missing, but metrics\.csv logs"):
+        train(config, damaged, library=TINY, progress=False)
+    assert snapshot(damaged) == before
+    train(config, out, library=TINY, progress=False)
+    for table in (M, G):
+        assert without_time(read_rows(out / table)) == without_time(read_rows(whole / table))
+    names = read_meta(out / META)["graphs"]
+    assert len(names) == 2 and [r["graph"] for r in read_rows(out / M)] == names * 4, "the graphs alternate"
 
 
 # --- status is derived from the files --------------------------------------------------------------------------------
