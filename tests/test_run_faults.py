@@ -217,7 +217,17 @@ DAMAGES: dict[str, tuple[Damage, str]] = {
     "best not the best": (worse_best, r"best/placement\.json field 'makespan': .* is worse than"),
     "trace deleted": (delete("best/trace.json"), r"best/trace\.json: missing"),
     "trace garbage": (write("best/trace.json", "[1, 2]"), r"best/trace\.json: not a trace"),
-    # checkpoints
+    # config.json and the checkpoints
+    "config of another run": (edit_json("config.json", lambda c: c.update(seed=9)), r"holds a different run \(config differs in seed\)"),
+    "config not JSON": (write("config.json", "{"), r"config\.json is not valid JSON"),
+    "config grad_clip NaN": (
+        edit_json("config.json", lambda c: c.update(grad_clip=math.nan)),
+        r"config\.json: TrainConfig\.grad_clip must be a finite number, got nan",
+    ),
+    "last truncated": (
+        lambda out: (out / "checkpoints" / "last.safetensors").write_bytes((out / "checkpoints" / "last.safetensors").read_bytes()[:100]),
+        r"last\.safetensors is not a readable policy checkpoint",
+    ),
     "last deleted": (delete("checkpoints/last.safetensors"), r"metrics\.csv line 8 field 'episode': episode 6 comes after the checkpoint"),
     "last of another episode": (
         lambda out: shutil.copy(out / "checkpoints" / "il.safetensors", out / "checkpoints" / "last.safetensors"),

@@ -284,7 +284,7 @@ class TrainConfig:
             raise ValueError(f"{source}: unknown TrainConfig field(s) {', '.join(unknown)}")
         try:
             return cls(**data)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # a field the constructor refuses: name the file too
             raise ValueError(f"{source}: {exc}") from None
 
     def replace(self, **changes: Any) -> TrainConfig:

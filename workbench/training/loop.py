@@ -15,11 +15,14 @@ with a checkpoint (a second Ctrl-C aborts at once); a hard kill loses the
 episodes since the last checkpoint, which the next run replays.
 
 A stage's checkpoint is written before ``last``, so a kill between the two
-writes leaves the newer state in the stage checkpoint, and the resumed run
-starts from the newest of them. A resumed run first checks its files
-(:mod:`.resume`) and refuses a damaged directory instead of rewriting it. A
-non-finite loss or weight stops the run with status ``diverged``; its
-checkpoints keep the last finite weights.
+writes leaves the newer state in the stage checkpoint; the resumed run
+starts from the newest of them and first copies it to ``last``. A resumed
+run first checks every field of its files (:mod:`.resume`,
+:mod:`workbench.runs.validate`) and refuses a damaged directory instead of
+rewriting it. A non-finite loss or weight, or an update that fails on
+non-finite values (Adam overflowing float32), stops the run with status
+``diverged``; its checkpoints keep the last finite weights. The status
+``finished`` is written last, after ``last`` and the final evaluation.
 """
 
 from __future__ import annotations
