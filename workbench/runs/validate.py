@@ -13,8 +13,9 @@ not seen (they are replayed) go, by truncation, so every earlier byte stays.
 ``status`` in ``meta.json`` is not trusted but checked against the files: a
 run is ``finished`` only when its newest checkpoint is at the last episode
 and ``meta.json`` holds the final evaluation, ``diverged`` only with the
-episode and the reason. Standard library only, save the graphs (``best/``
-is re-simulated).
+episode and the reason. No torch: ``best/`` is checked with the placement
+file reader and re-simulated (:mod:`workbench.placers`, :mod:`workbench.sim`,
+imported when used).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "check_meta",
     "check_best",
     "best_folder",
+    "read_json_object",
 ]
 
 STATUSES = ("running", "interrupted", "failed", "finished", "diverged")
@@ -568,7 +570,7 @@ def _check_against_metrics(path: Path, best: Mapping[str, Any], logged: Mapping[
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON object file already checked by a reader (a damaged one is a :class:`RunDamaged`)."""
+    """A JSON object file of the run; one that is unreadable, not JSON or not an object is a :class:`RunDamaged` naming it."""
     import json
 
     try:
