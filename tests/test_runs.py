@@ -158,13 +158,15 @@ def write_comma_run(folder: Path, episodes: int = 6) -> Path:
     with run.open_metrics(config) as metrics:
         for episode in range(episodes):
             stage = "il" if episode < episodes // 2 else "sim"
-            metrics.append_row({"stage": stage, "episode": episode, "graph": COMMA, "makespan": 10.0 - episode, "seconds": 0.5 * episode})
+            losses = {"loss_imitation": 0.4} if stage == "il" else {"baseline": -1.0, "loss_policy": 0.4}
+            logged = {"reward": -1.0, "loss": 0.5, "loss_entropy": 0.1, "lr": 1e-3, "oracle": "sim", "seconds": 0.5 * episode, **losses}
+            metrics.append_row({"stage": stage, "episode": episode, "graph": COMMA, "makespan": 10.0 - episode, **logged})
     run.append_greedy("sim", episodes // 2, 1.0, {COMMA: 7.5})
     return folder
 
 
 def test_a_graph_path_with_a_comma_reads_the_same_through_every_reader(tmp_path):
-    from workbench.training.resume import check_metrics
+    from workbench.runs.validate import Progress, RunPlan, check_metrics
 
     folder = write_comma_run(tmp_path / "run")
     paths, problems = runs.RunPaths(folder), []
@@ -179,8 +181,9 @@ def test_a_graph_path_with_a_comma_reads_the_same_through_every_reader(tmp_path)
     assert runs.read_rows(paths.greedy_path)[0]["graph"] == COMMA and run.greedy["graph"].tolist() == [COMMA]
     curve = runs.greedy_evaluations(run, COMMA)
     assert curve[["episode", "makespan", "what"]].values.tolist() == [[3.0, 7.5, runs.GREEDY_PERIODIC]]
-    columns = tuple(runs.METRIC_COLUMNS)
-    assert check_metrics(paths.metrics_path, columns, 6, lambda e: "il" if e < 3 else "sim").rows == 6, "resume reads it too"
+    stages, lr = (("il", 0, 3), ("sim", 3, 6)), {"il": (1e-3, 1e-3), "sim": (1e-3, 1e-3)}
+    plan = RunPlan("doppler", 0, 2, (COMMA,), stages, 1, 0, 6, lr, tuple(runs.METRIC_COLUMNS), {COMMA: 1.0})
+    assert check_metrics(paths.metrics_path, plan, Progress(6, "sim"))[0] == 6, "resume reads it too"
 
 
 def test_runs_are_listed_down_to_max_depth_never_inside_a_run_newest_first(tmp_path):

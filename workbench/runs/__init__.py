@@ -9,6 +9,8 @@ read it through this package:
   strings or a frame, damaged lines skipped and reported), ``meta.json``,
   the best placement and the checkpoints (:func:`read_run`);
 - :mod:`.listing`: one rule for which folders are runs (:func:`list_runs`);
+- :mod:`.validate`: every field of a run's files checked before a resume
+  writes anything (:func:`~.validate.check_run`);
 - :mod:`.greedy`: a run's greedy evaluations as one curve;
 - :mod:`.write`: the one writer of every trainer's tables (:class:`CsvLog`:
   declared columns, whole appended lines, resume keeps the rows a checkpoint

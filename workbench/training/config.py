@@ -14,6 +14,7 @@ import ast
 import dataclasses
 import inspect
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from itertools import pairwise
@@ -159,6 +160,10 @@ class TrainConfig:
         object.__setattr__(self, "eval_graphs", tuple(str(g) for g in self.eval_graphs))
         object.__setattr__(self, "stages", tuple(str(s) for s in self.stages))
         object.__setattr__(self, "episodes", tuple(int(e) for e in self.episodes))
+        for item in fields(self):  # nan passes every comparison below (grad_clip=nan turned clipping off); inf passes "> 0"
+            value = getattr(self, item.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"TrainConfig.{item.name} must be a finite number, got {value}")
         if not self.graphs:
             raise ValueError("TrainConfig.graphs: give at least one graph")
         if not self.stages:
@@ -282,7 +287,7 @@ class TrainConfig:
             raise ValueError(f"{source}: unknown TrainConfig field(s) {', '.join(unknown)}")
         try:
             return cls(**data)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # a field the constructor refuses: name the file too
             raise ValueError(f"{source}: {exc}") from None
 
     def replace(self, **changes: Any) -> TrainConfig:
