@@ -2,7 +2,7 @@
 
 The crafted files are the case tables of ``tests/test_checkpoint_header.py`` (config fields, header, weights,
 ``trained_for``, move-scorer) plus damaged files (a pickle payload, flipped or truncated bytes, a lying length, an
-edited header, a file over the size cap), each applied to the file a route expects. The routes: ``place --checkpoint``,
+edited header, a header or a file over its size cap), each applied to the file a route expects. The routes: ``place --checkpoint``,
 ``place --start-policy`` (learned_search's start), ``train --init-checkpoint``, a gated policy placed by
 ``doppler_plc_only``, the gate trainer's ``start_from``, resuming a run whose ``last`` checkpoint is crafted, the
 dashboard's placement loader, and ``place --method learned_search --checkpoint`` for a move scorer.
