@@ -342,7 +342,7 @@ def _digest(document: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) ->
     for name in sorted(tensors):
         tensor = tensors[name].contiguous()
         digest.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy() if tensor.numel() else b"")  # hashed in place, not copied
     return digest.hexdigest()
 
 
@@ -522,9 +522,8 @@ def _read_safetensors(path: Path, handle: BinaryIO, weights: Expected | None) ->
     header = {k: v for k, v in document.items() if k not in ("extra", "trained_for", "sha256")}
     if weights is not None:
         _check_weight_index(path, index, _expected(path, weights, header))
-    raw = _read_all(path, handle)
     try:
-        tensors = safetensors.torch.load(raw)
+        tensors = safetensors.torch.load(_read_all(path, handle))  # the file's bytes are freed once the tensors are made
     except Exception as error:  # safetensors raises its own SafetensorError on damaged files
         raise CheckpointError(f"{corrupt}: {' '.join(str(error).split())[:200]}") from None
     if document.get("sha256") != _digest(document, tensors):
