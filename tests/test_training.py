@@ -24,7 +24,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import workbench
 from workbench.datasets import STG_DIR
-from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
+from workbench.learn.checkpoint import read_checkpoint, weight_shapes, write_checkpoint
 from workbench.runs import GREEDY_COLUMNS, METRIC_COLUMNS, read_meta, read_rows
 from workbench.schedule import PartialSchedule
 from workbench.training import TrainConfig, train
@@ -123,7 +123,17 @@ def tiny_load_policy(path, map_location=None):
     return policy
 
 
-TINY = types.SimpleNamespace(make_policy=lambda method, config=None: TinyPolicy(), load_policy=tiny_load_policy, INPUT_OPTIONS=())
+def tiny_policy_weights(path):
+    """The header check resume reads a checkpoint with: a tiny policy's weights, whatever the header."""
+    return lambda header: weight_shapes(TinyPolicy)
+
+
+TINY = types.SimpleNamespace(
+    make_policy=lambda method, config=None: TinyPolicy(),
+    load_policy=tiny_load_policy,
+    policy_weights=tiny_policy_weights,
+    INPUT_OPTIONS=(),
+)
 
 
 def tiny_config(**changes) -> TrainConfig:

@@ -20,6 +20,7 @@ import dataclasses
 import importlib
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -47,6 +48,7 @@ __all__ = [
     "MODES",
     "make_policy",
     "load_policy",
+    "policy_weights",
     "read_checkpoint",
 ]
 
@@ -477,6 +479,18 @@ def _checked_config(header: dict[str, Any], where: str) -> PolicyConfig:
     return config
 
 
+def policy_weights(path: str | os.PathLike) -> Callable[[dict[str, Any]], dict[str, tuple[int, ...]]]:
+    """The ``weights`` check of :func:`~.checkpoint.read_checkpoint` for a policy file at ``path``: its header's config is
+    checked (method, feature layout, every field's type and range) before any tensor is read, and gives the weights' shapes."""
+    where = os.fspath(path)
+
+    def shapes(header: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        config = _checked_config(header, where)
+        return weight_shapes(lambda: make_policy(config.method, config))
+
+    return shapes
+
+
 def load_policy(
     path: str | os.PathLike,
     map_location: Any = None,
@@ -494,12 +508,7 @@ def load_policy(
     the ``extra`` dict given to :meth:`LearnedPolicy.save`.
     """
     where = os.fspath(path)
-
-    def shapes(header: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-        config = _checked_config(header, where)
-        return weight_shapes(lambda: make_policy(config.method, config))
-
-    checkpoint = read_checkpoint(path, allow_unsafe_pickle=allow_unsafe_pickle, weights=shapes)
+    checkpoint = read_checkpoint(path, allow_unsafe_pickle=allow_unsafe_pickle, weights=policy_weights(path))
     config = _checked_config(checkpoint.header, where)
     if graph is not None:
         if checkpoint.trained_for is None:

@@ -111,7 +111,7 @@ def resume_point(
     newest: tuple[int, Path] | None = None
     for path in candidates:
         if path.exists():
-            checkpoint = read_checkpoint(path)
+            checkpoint = read_checkpoint(path, weights=library.policy_weights(path))  # the header checked before any tensor is read
             found = state_from_extra(checkpoint.extra, path)
             if path == run.last_checkpoint and found is None:
                 raise ValueError(f"{path} holds a policy but no training state; it was not written by `workbench train`")
