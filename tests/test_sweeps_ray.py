@@ -165,7 +165,9 @@ class LocalCluster:
                 "--no-monitor",
                 *options,
             ]
-            done = subprocess.run(command + ["--include-dashboard=false", "--disable-usage-stats"], env=env, capture_output=True, text=True)
+            command += ["--include-dashboard=false", "--disable-usage-stats"]
+            # a session of its own: where the kernel shares the CPU per session (autogroup), the node gets a session's share
+            done = subprocess.run(command, env=env, capture_output=True, text=True, start_new_session=True)
             if done.returncode == 0:
                 return
             stop_processes(folder)

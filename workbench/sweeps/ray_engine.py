@@ -47,8 +47,9 @@ class RayStartError(ValueError):
 
 @contextlib.contextmanager
 def connect(address: str | None, num_cpus: int | None, progress: bool = True) -> Iterator[Any]:
-    """Ray, connected to the cluster at ``address`` or to a new private local instance with ``num_cpus`` CPUs (default: all
-    cores); yields ``(ray, runtime_env)``, the runtime environment the tasks need for the workers to import this workbench.
+    """Ray, connected to the cluster at ``address`` (default: ``$RAY_ADDRESS``) or to a new private local instance with
+    ``num_cpus`` CPUs (default: all cores); yields ``(ray, runtime_env)``, the runtime environment the tasks need for the
+    workers to import this workbench.
 
     On exit the driver disconnects, and a private instance is stopped; a joined cluster keeps running.
     """
@@ -59,6 +60,7 @@ def connect(address: str | None, num_cpus: int | None, progress: bool = True) ->
     if ray.is_initialized():  # the caller's own connection: use it as it is
         yield ray, _runtime_env_for(ray, progress)
         return
+    address = address or os.environ.get("RAY_ADDRESS")  # Ray's own convention: ray.init() would join it too
     if address:
         _join(ray, address)
         try:
@@ -220,7 +222,7 @@ def _runtime_env_for(ray: Any, progress: bool) -> dict[str, Any] | None:
     if progress:
         differ = sum(fingerprint != mine for fingerprint in theirs)
         print(f"{differ} of {len(nodes)} Ray nodes import another workbench (or none): shipping this one", file=sys.stderr)
-    return {"py_modules": [_staged_package()]}
+    return {"py_modules": [_staged_package()], "excludes": ["__pycache__"]}
 
 
 _STAGED: dict[str, str] = {}
