@@ -269,6 +269,32 @@ def test_bench_learned_on_the_cluster_gives_the_local_engines_cells_and_resumes(
 
 
 @pytest.mark.slow
+def test_bench_learned_on_the_local_pool_gives_the_serial_cells_and_resumes(tmp_path, capsys):
+    """The engine path of bench learned without Ray: cells measured in pool processes equal the serial ones."""
+    pytest.importorskip("torch")
+    from workbench.bench import learned
+
+    serial = learned.run(quick=True, root=tmp_path / "serial")
+    pooled = learned.run(quick=True, root=tmp_path / "pool", engine="local", workers=2)
+    assert pooled["cells"].keys() == serial["cells"].keys()
+    for key, cell in serial["cells"].items():
+        theirs = pooled["cells"][key]
+        assert (theirs["makespan"], theirs["evaluations"]) == (cell["makespan"], cell["evaluations"]), key
+        assert [point[:2] for point in theirs["anytime"]] == [point[:2] for point in cell["anytime"]], key
+    cache = tmp_path / "pool" / learned.CACHE
+    partial = json.loads(cache.read_text())
+    dropped = sorted(partial)[:3]
+    for key in dropped:
+        del partial[key]
+    cache.write_text(json.dumps(partial))
+    capsys.readouterr()
+    again = learned.run(quick=True, root=tmp_path / "pool", engine="local", workers=2)
+    assert f"bench learned: 7 of 10 cells already in {cache}, skipped" in capsys.readouterr().err
+    assert all(again["cells"][key]["makespan"] == serial["cells"][key]["makespan"] for key in dropped)
+    assert all(again["cells"][key] == pooled["cells"][key] for key in partial), "cached cells are not measured again"
+
+
+@pytest.mark.slow
 def test_a_ray_sweep_completes_at_load_average_8_on_2_cores(tmp_path):
     """Twelve ``nice`` busy loops on the two cores this test and its Ray instance are pinned to; once the load average
     reaches 8, a private Ray instance starts and the sweep completes with every cell ok."""
