@@ -81,7 +81,7 @@ def _join(ray: Any, address: str) -> None:
     if "://" not in address and address != "auto":
         host, _, port = address.rpartition(":")
         try:
-            socket.create_connection((host or "127.0.0.1", int(port)), timeout=REACH_SECONDS).close()
+            socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=REACH_SECONDS).close()
         except (OSError, ValueError) as exc:
             reason = exc.strerror or str(exc) if isinstance(exc, OSError) else f"{port!r} is not a port"
             raise RayStartError(
@@ -91,6 +91,8 @@ def _join(ray: Any, address: str) -> None:
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     except Exception as exc:  # Ray raises ConnectionError, RuntimeError or a bare Exception here
+        with contextlib.suppress(Exception):
+            ray.shutdown()
         raise RayStartError(f"could not join the Ray cluster at --address {address}: {_first_line(exc)}") from None
 
 
@@ -98,6 +100,7 @@ def _start_private(ray: Any, num_cpus: int, progress: bool) -> str:
     """Start a private instance in a new temporary folder (returned), retrying a start that failed."""
     package_root = str(Path(__file__).resolve().parents[2])
     path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    reason, temp_dir = "", ""
     for attempt in range(1, START_ATTEMPTS + 1):
         temp_dir = tempfile.mkdtemp(prefix="wb-ray-")  # short: Ray's socket paths live under it
         try:
@@ -115,17 +118,15 @@ def _start_private(ray: Any, num_cpus: int, progress: bool) -> str:
                 ray.shutdown()
             stop_processes(temp_dir)
             reason = _first_line(exc)
-            if attempt == START_ATTEMPTS:
-                load = os.getloadavg()[0]
-                raise RayStartError(
-                    f"Ray did not start a local instance with --num-cpus {num_cpus} in {START_ATTEMPTS} attempts ({reason}); "
-                    f"load average {load:.1f} on {os.cpu_count()} cores: retry when the machine is less busy, lower --num-cpus, "
-                    f"join a running cluster with --address (docs/sweeps.md), or use --engine local; Ray's logs: {temp_dir}"
-                ) from None
+        if attempt < START_ATTEMPTS:  # the last attempt's folder stays: its logs say what went wrong
             shutil.rmtree(temp_dir, ignore_errors=True)
             if progress:
                 print(f"Ray did not start (attempt {attempt} of {START_ATTEMPTS}: {reason}); trying again", file=sys.stderr)
-    raise AssertionError("unreachable")
+    raise RayStartError(
+        f"Ray did not start a local instance with --num-cpus {num_cpus} in {START_ATTEMPTS} attempts ({reason}); "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: retry when the machine is less busy, lower --num-cpus, "
+        f"join a running cluster with --address (docs/sweeps.md), or use --engine local; Ray's logs: {temp_dir}"
+    )
 
 
 def _present(names: dict[str, str]) -> dict[str, str]:
