@@ -141,8 +141,12 @@ class LocalCluster:
         self.port = free_ports(1)[0]
         self.address = f"127.0.0.1:{self.port}"
         env = {**os.environ, **LOAD_TOLERANT_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
-        self._start(["--head", f"--port={self.port}", *self._port_options(head=True)], {**env, "PYTHONPATH": str(ROOT)})
-        self._start([f"--address={self.address}", *self._port_options(head=False)], {**env, "PYTHONPATH": worker_pythonpath})
+        try:
+            self._start(["--head", f"--port={self.port}", *self._port_options(head=True)], {**env, "PYTHONPATH": str(ROOT)})
+            self._start([f"--address={self.address}", *self._port_options(head=False)], {**env, "PYTHONPATH": worker_pythonpath})
+        except BaseException:
+            self.stop()
+            raise
 
     @staticmethod
     def _port_options(head: bool) -> list[str]:
@@ -171,6 +175,7 @@ class LocalCluster:
             if done.returncode == 0:
                 return
             stop_processes(folder)
+            shutil.rmtree(self.folders.pop(), ignore_errors=True)
             if attempt == ray_engine.START_ATTEMPTS - 1:
                 raise RuntimeError(f"ray start {' '.join(options)} failed: {done.stderr[-2000:]}")
 
