@@ -133,6 +133,42 @@ def test_stop_processes_stops_the_processes_naming_a_folder_and_their_children_o
         other.wait()
 
 
+def fingerprint_in_child(pythonpath: str, cwd: Path) -> str:
+    code = "from workbench.sweeps.ray_engine import code_fingerprint; print(code_fingerprint())"
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_fingerprint_tells_this_workbench_from_one_with_a_changed_line(tmp_path):
+    older = tmp_path / "older"
+    shutil.copytree(ROOT / "workbench", older / "workbench", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    shutil.copytree(ROOT / "datasets", older / "datasets")
+    mine = ray_engine.code_fingerprint()
+    assert fingerprint_in_child(str(ROOT), tmp_path) == mine
+    assert fingerprint_in_child(str(older), tmp_path) == mine, "the same sources and datasets elsewhere: the same workbench"
+    with open(older / "workbench" / "__init__.py", "a", encoding="utf-8") as handle:
+        handle.write("# an older release\n")
+    assert fingerprint_in_child(str(older), tmp_path) != mine
+
+
+def test_the_shipped_package_carries_its_datasets_like_an_installed_wheel(tmp_path):
+    import workbench as wb
+
+    staged = ray_engine._staged_package()
+    try:
+        assert staged.name == "workbench" and (staged / "data" / "doppler-paper").is_dir()
+        assert not list(staged.rglob("__pycache__"))
+        code = "import workbench as wb, workbench.datasets as d; print(d.DATASETS_DIR); print(wb.bundled_graph('ffnn').num_nodes)"
+        env = {**os.environ, "PYTHONPATH": str(staged.parent)}
+        env.pop("WORKBENCH_DATASETS", None)
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+        folder, nodes = done.stdout.split()
+        assert Path(folder).resolve() == (staged / "data").resolve() and int(nodes) == wb.bundled_graph("ffnn").num_nodes
+        assert fingerprint_in_child(str(staged.parent), tmp_path) == ray_engine.code_fingerprint(), "shipped: the driver's workbench"
+    finally:
+        shutil.rmtree(staged.parent)
+
+
 class LocalCluster:
     """A head and one worker node started with ``ray start`` (one CPU each, own temporary folders and ports), stopped by pid."""
 

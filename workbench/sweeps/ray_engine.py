@@ -58,13 +58,15 @@ def connect(address: str | None, num_cpus: int | None, progress: bool = True) ->
     except ImportError:
         raise ValueError("engine 'ray' needs Ray: pip install 'doppler-workbench[sweeps]'") from None
     if ray.is_initialized():  # the caller's own connection: use it as it is
-        yield ray, _runtime_env_for(ray, progress)
+        with _runtime_env_for(ray, progress) as runtime_env:
+            yield ray, runtime_env
         return
     address = address or os.environ.get("RAY_ADDRESS")  # Ray's own convention: ray.init() would join it too
     if address:
         _join(ray, address)
         try:
-            yield ray, _runtime_env_for(ray, progress)
+            with _runtime_env_for(ray, progress) as runtime_env:
+                yield ray, runtime_env
         finally:
             ray.shutdown()
         return
@@ -210,8 +212,10 @@ def _fingerprint_function() -> Callable[[], str | None]:
 code_fingerprint = _fingerprint_function()
 
 
-def _runtime_env_for(ray: Any, progress: bool) -> dict[str, Any] | None:
-    """None when every node with CPUs imports the driver's workbench; else a ``py_modules`` runtime environment that ships it."""
+@contextlib.contextmanager
+def _runtime_env_for(ray: Any, progress: bool) -> Iterator[dict[str, Any] | None]:
+    """None when every node with CPUs imports the driver's workbench; else a ``py_modules`` runtime environment that ships it
+    (a staged copy, when the datasets lie outside the package, removed on exit)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     mine = code_fingerprint()
@@ -219,26 +223,29 @@ def _runtime_env_for(ray: Any, progress: bool) -> dict[str, Any] | None:
     probe = ray.remote(num_cpus=0, max_retries=2)(code_fingerprint)
     theirs = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote() for node in nodes])
     if all(fingerprint == mine for fingerprint in theirs):
-        return None
+        yield None
+        return
     if progress:
         differ = sum(fingerprint != mine for fingerprint in theirs)
         print(f"{differ} of {len(nodes)} Ray nodes import another workbench (or none): shipping this one", file=sys.stderr)
-    return {"py_modules": [_staged_package()], "excludes": ["__pycache__"]}
+    package = Path(__file__).resolve().parents[1]
+    staged = _staged_package()
+    try:
+        yield {"py_modules": [str(staged)], "excludes": ["__pycache__"]}
+    finally:
+        if staged != package:
+            shutil.rmtree(staged.parent, ignore_errors=True)
 
 
-_STAGED: dict[str, str] = {}
-
-
-def _staged_package() -> str:
-    """The workbench package folder as an installed wheel lays it out (datasets in ``data/``), staged once per process."""
-    from ..datasets import DATASETS_DIR as datasets
+def _staged_package() -> Path:
+    """The workbench package folder as an installed wheel lays it out (datasets in ``data/``): the package itself when it
+    is one, else a copy with the datasets, in a new temporary folder."""
+    from ..datasets import DATASETS_DIR
 
     package = Path(__file__).resolve().parents[1]
-    if datasets.resolve() == package / "data":
-        return str(package)
-    if str(package) not in _STAGED:
-        target = Path(tempfile.mkdtemp(prefix="wb-ship-")) / "workbench"
-        shutil.copytree(package, target, ignore=shutil.ignore_patterns("__pycache__", ".*", "data"))
-        shutil.copytree(datasets, target / "data", ignore=shutil.ignore_patterns("__pycache__", ".*"))
-        _STAGED[str(package)] = str(target)
-    return _STAGED[str(package)]
+    if DATASETS_DIR.resolve() == package / "data":
+        return package
+    target = Path(tempfile.mkdtemp(prefix="wb-ship-")) / "workbench"
+    shutil.copytree(package, target, ignore=shutil.ignore_patterns("__pycache__", ".*", "data"))
+    shutil.copytree(DATASETS_DIR, target / "data", ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    return target
