@@ -18,7 +18,10 @@ run on the same machine state. Each cell records the makespan, wall and
 process CPU seconds, the evaluations counted and the any-time curve
 (``[evaluation, best so far, CPU seconds]``), cached in
 ``runs/bench-learned/fair.json`` (rewritten atomically after each), so an
-interrupted run resumes where it stopped.
+interrupted run resumes where it stopped. ``engine="local"`` or ``"ray"``
+(``workbench bench learned --engine ... --address ...``, docs/sweeps.md) measures
+the cells concurrently on a process pool, a private Ray instance or a Ray cluster,
+with the same makespans and evaluations.
 
 Tables: each learned method ÷ fair local_search at equal evaluations (mean
 over seeds, then mean, range and wins / ties / losses over graphs); at equal
