@@ -47,6 +47,10 @@ def load_graph_argument(value: str):
         raise CliError(f"{value}: no such file, and no bundled graph of that name ({', '.join(PAPER_GRAPHS)})") from None
 
 
+ENGINES = ("serial", "local", "ray")
+"""The engines of ``sweep``, ``reproduce`` and ``bench learned`` (:data:`workbench.sweeps.runners.ENGINES`)."""
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
