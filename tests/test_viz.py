@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -252,12 +253,16 @@ def test_static_fallbacks_put_a_png_beside_the_interactive_figure(monkeypatch):
     import plotly.io as pio
 
     monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
+    monkeypatch.setattr(pio.defaults, "headers", pio.defaults.headers)
     assert viz.static_fallbacks()
     try:
-        bundle = pio.renderers._build_mime_bundle(viz.message_figure("hello").to_dict())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            bundle = pio.renderers._build_mime_bundle(viz.message_figure("hello").to_dict())
     finally:
         kaleido.stop_sync_server(silence_warnings=True)
     assert "application/vnd.plotly.v1+json" in bundle and bundle["image/png"]
+    assert not [str(w.message) for w in caught], "a warning under every figure (Kaleido's 'kopts argument is ignored')"
 
 
 def test_long_runs_are_thinned_for_drawing_but_smoothed_over_every_row():

@@ -10,7 +10,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["to_png", "write_figure", "static_fallbacks"]
+__all__ = ["to_png", "write_figure", "static_fallbacks", "static_fallbacks_on", "figure_bundle"]
 
 
 def _browser() -> None:
@@ -54,18 +54,41 @@ def static_fallbacks(width: int = 1000) -> bool:
 
     JupyterLab draws the interactive view; viewers that run no JavaScript
     show the PNG. Starts one Kaleido chromium for the session (the first
-    figure takes seconds, the next ones under a second). Returns ``False``
-    and changes nothing when Kaleido or chromium is unavailable.
+    figure takes seconds, the next ones under a second), handing it the
+    options plotly would pass with each image (which a running server
+    ignores, with a warning under every figure). Returns ``False`` and
+    changes nothing when Kaleido or chromium is unavailable.
     """
     import plotly.io as pio
 
     _browser()
+    options = {"plotlyjs": pio.defaults.plotlyjs, "mathjax": pio.defaults.mathjax, "headers": pio.defaults.headers}
     try:
         import kaleido
 
-        kaleido.start_sync_server(silence_warnings=True)
+        kaleido.start_sync_server(**{k: v for k, v in options.items() if v}, silence_warnings=True)
     except Exception:  # no Kaleido or no browser: interactive figures only
         return False
+    pio.defaults.headers = {}  # the server has them; plotly now passes no per-image options
     pio.renderers["png"].width = width
     pio.renderers.default = "plotly_mimetype+png"
     return True
+
+
+def static_fallbacks_on() -> bool:
+    """Whether :func:`static_fallbacks` is in effect: figures are shown with a PNG beside them."""
+    import plotly.io as pio
+
+    return "png" in str(pio.renderers.default).split("+")
+
+
+def figure_bundle(figure: go.Figure) -> dict[str, Any]:
+    """What a notebook shows for ``figure``: plotly's JSON (JupyterLab and Notebook 7 draw it) and, with
+    :func:`static_fallbacks` on, a PNG for viewers without JavaScript."""
+    import plotly.io as pio
+
+    data = figure.to_dict()
+    bundle = dict(pio.renderers["plotly_mimetype"].to_mimebundle(data))
+    if static_fallbacks_on():
+        bundle.update(pio.renderers["png"].to_mimebundle(data))
+    return bundle
