@@ -161,6 +161,7 @@ def test_the_panels_output_carries_a_static_copy_for_viewers_without_widgets(com
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.widget.model_id
     static = bundle["text/html"]
     assert static.count('<img src="data:image/png;base64,') == 2, "the bars and the Gantt charts"
+    assert 'alt="chain_mm_112nodes on 4 devices"' in static
     assert "critical_path" in static and "<table" in static and "<script" not in static
     assert "chain_mm_112nodes on 4 devices" in bundle["text/plain"]
     for output in (panel.bars_output, panel.gantts_output):

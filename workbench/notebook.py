@@ -332,7 +332,8 @@ class ComparePanel:
             for item in output.outputs:
                 png = item["data"].get("image/png")
                 if png:
-                    parts.append(f'<img src="data:image/png;base64,{png}"/>')
+                    title = item["data"].get("application/vnd.plotly.v1+json", {}).get("layout", {}).get("title", {}).get("text", "")
+                    parts.append(f'<img src="data:image/png;base64,{png}" alt="{html.escape(str(title))}"/>')
         return "<div>" + "\n".join(parts) + "</div>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
