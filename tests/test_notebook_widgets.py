@@ -153,9 +153,17 @@ def test_the_panel_uses_core_widgets_only():
 
 
 def test_the_panels_output_carries_a_static_copy_for_viewers_without_widgets(comparison, monkeypatch):
-    monkeypatch.setattr("workbench.viz.export.static_fallbacks_on", lambda: True)  # PNGs without starting chromium
-    png = base64.b64encode(b"png").decode()
-    monkeypatch.setattr("plotly.io._renderers.PngRenderer.to_mimebundle", lambda self, fig: {"image/png": png})
+    import plotly.io as pio
+    from plotly.io.base_renderers import MimetypeRenderer
+
+    from workbench.viz.export import PNG_RENDERER
+
+    class FakePng(MimetypeRenderer):  # what static_fallbacks() registers, without starting chromium
+        def to_mimebundle(self, fig_dict):
+            return {"image/png": base64.b64encode(b"png").decode()}
+
+    pio.renderers[PNG_RENDERER] = FakePng()
+    monkeypatch.setattr(pio.renderers, "default", f"plotly_mimetype+{PNG_RENDERER}")
     panel = compare_panel(comparison, devices=(4, 8), methods=["critical_path", "heft"])
     bundle = panel._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.widget.model_id
