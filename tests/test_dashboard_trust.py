@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from workbench.dashboard.pages import graph as graph_page, whatif
 from workbench.dashboard.sources import save_upload
 from workbench.dashboard.work import RUNNER, Cancelled, run_bounded
 
-from .test_dashboard_limits import alive, spin, wait_for
+from .test_dashboard_limits import alive, cpu_seconds, new_child, serving, spin, wait_for
 
 CHAIN = "bundled:doppler-paper/chain_mm_112nodes.txt"
 CHAIN_FILE = Path(wb.__file__).resolve().parents[1] / "datasets" / "doppler-paper" / "chain_mm_112nodes.txt"
@@ -226,20 +227,23 @@ def test_a_png_export_takes_a_slot(context, monkeypatch):
 
 
 # ----------------------------------------------------------- over HTTP
-def dash_post(client, output: str, outputs: list, inputs: list, state: list, changed: str):
-    """One callback request as the browser sends it (ids and properties as Dash names them)."""
+def callback_body(output: str, outputs: list, inputs: list, state: list, changed: str) -> dict:
+    """One callback request's JSON as the browser sends it (ids and properties as Dash names them)."""
 
     def spec(pairs, values=None):
         return [{"id": i, "property": p, **({"value": values[n]} if values is not None else {})} for n, (i, p) in enumerate(pairs)]
 
-    body = {
+    return {
         "output": output,
         "outputs": spec(outputs) if len(outputs) > 1 else spec(outputs)[0],
         "inputs": spec([(i, p) for i, p, _ in inputs], [v for _, _, v in inputs]),
         "state": spec([(i, p) for i, p, _ in state], [v for _, _, v in state]),
         "changedPropIds": [changed],
     }
-    return client.post("/_dash-update-component", json=body, headers={"Host": "localhost"})
+
+
+def dash_post(client, *request):
+    return client.post("/_dash-update-component", json=callback_body(*request), headers={"Host": "localhost"})
 
 
 def diff_request(client, state):
@@ -251,18 +255,39 @@ def diff_request(client, state):
     )
 
 
-def move_request(client, state, ops="0-3"):
+def edit_request(state, ops="0-3", button="whatif-move") -> tuple:
     figure = {"index": "whatif", "page": "compare", "type": "figure"}
     output = '..whatif-assignment.data...{"index":"whatif","page":"compare","type":"figure"}.figure...whatif-summary.children..'
     outputs = [("whatif-assignment", "data"), (figure, "figure"), ("whatif-summary", "children")]
-    inputs = [("whatif-base", "value", 0), ("whatif-move", "n_clicks", 1), ("whatif-polish", "n_clicks", None)]
+    inputs = [("whatif-base", "value", 0), ("whatif-move", "n_clicks", 1), ("whatif-polish", "n_clicks", 1)]
     states = [
         ("whatif-ops", "value", ops),
         ("whatif-device", "value", 1),
         ("whatif-assignment", "data", None),
         ("compare-state", "data", state),
     ]
-    return dash_post(client, output, outputs, inputs, states, "whatif-move.n_clicks")
+    return output, outputs, inputs, states, f"{button}.n_clicks"
+
+
+def move_request(client, state, ops="0-3"):
+    return dash_post(client, *edit_request(state, ops))
+
+
+@pytest.mark.slow
+def test_polish_stops_when_the_browser_leaves(context):
+    """The probe's case: Polish kept burning CPU after the client left. Now its child dies with the connection."""
+    app = create_app(runs_dir=context.runs_dir)
+    state = good_state(budget=app.workbench_context.limits.max_budget)  # the longest polish the server allows
+    work.run_placement(app.workbench_context, CHAIN, "critical_path", 4, 0, state["budget"], None)  # the start, as Compare left it
+    body = json.dumps(callback_body(*edit_request(state, button="whatif-polish"))).encode()
+    with serving(app) as port:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        head = f"POST /_dash-update-component HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        child = new_child(set())
+        assert wait_for(lambda: cpu_seconds(child) > 0.2, 20)  # it is searching
+        sock.close()
+        assert wait_for(lambda: not alive(child), 5), "the polish kept running after the client left"
 
 
 def test_forged_stores_over_http_are_answered_with_a_message_and_start_nothing(context, monkeypatch):

@@ -63,6 +63,10 @@ GRACE = 15.0
 """Seconds a child may run past its request's time limit (start-up, a placer's last step)."""
 SLOT_WAIT = 5.0
 """Seconds a request waits for a free slot before it is refused."""
+CHILD_NICENESS = 10
+"""How much lower a child's scheduling priority is than the server's, so a request that needs no child is answered
+promptly while every slot is busy (on a machine with no more cores than slots). A child keeps the server's session, so
+where Linux schedules sessions as groups (autogroup) it shares the server's group and counts against nobody else."""
 _IN_CHILD = False
 PRELOAD = ["workbench", "workbench.placers", "workbench.sim", "workbench.generators", "workbench.dashboard.sources"]
 
@@ -231,7 +235,9 @@ def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: in
     global _IN_CHILD
     _IN_CHILD = True  # the parent checked this request already; a child never starts children
     with contextlib.suppress(OSError):
-        os.setsid()  # its own process group, so the parent kills what it starts with it
+        os.setpgid(0, 0)  # its own process group, so the parent kills what it starts with it
+    with contextlib.suppress(OSError):
+        os.nice(CHILD_NICENESS)
     if memory_mb is not None:
         _limit_memory(memory_mb)
     try:
