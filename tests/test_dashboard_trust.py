@@ -129,11 +129,10 @@ def test_polish_runs_in_a_killable_child_stopped_at_the_servers_deadline(context
 
 
 def allocate_in_a_subprocess(megabytes: int, pid_file: str) -> int:
-    """Start a process (as Kaleido starts its browser) that allocates; return its pid once it has, then wait."""
-    code = f"import sys, time; x = bytearray({megabytes} << 20); x[::4096] = b'1' * len(x[::4096]); print(1, flush=True); time.sleep(60)"
-    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    """Start a process in a session of its own (as Kaleido starts its browser) that allocates and sleeps; write its pid."""
+    code = f"import time; x = bytearray({megabytes} << 20); x[::4096] = b'1' * len(x[::4096]); time.sleep(60)"
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, start_new_session=True)
     Path(pid_file).write_text(str(process.pid))
-    process.stdout.readline()
     process.wait()
     return 0
 

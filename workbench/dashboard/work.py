@@ -15,9 +15,9 @@ together; a request that finds no free slot within :data:`SLOT_WAIT` seconds
 is refused. A child may add at most ``limits.max_work_memory_mb`` of memory:
 its data segment is capped (``RLIMIT_DATA``), and the resident memory of its
 whole process tree is watched, so work that starts a browser (PNG export) is
-held to the cap too. Each child leads its own process group, killed as one
-(a browser it started included), and every child is killed when the
-dashboard exits. :func:`run_bounded` runs a function under all of a
+held to the cap too. Each child leads its own process group; it is killed
+with that group and every process it started (a browser in a session of its
+own included), and every child is killed when the dashboard exits. :func:`run_bounded` runs a function under all of a
 server's caps; everything a page computes beyond one simulation goes through it.
 """
 
@@ -63,10 +63,6 @@ GRACE = 15.0
 """Seconds a child may run past its request's time limit (start-up, a placer's last step)."""
 SLOT_WAIT = 5.0
 """Seconds a request waits for a free slot before it is refused."""
-CHILD_NICENESS = 10
-"""How much lower a child's scheduling priority is than the server's, so a request that needs no child is answered
-promptly while every slot is busy (on a machine with no more cores than slots). A child keeps the server's session, so
-where Linux schedules sessions as groups (autogroup) it shares the server's group and counts against nobody else."""
 _IN_CHILD = False
 PRELOAD = ["workbench", "workbench.placers", "workbench.sim", "workbench.generators", "workbench.dashboard.sources"]
 
@@ -166,8 +162,12 @@ class WorkRunner:
 
     def _end(self, child) -> None:
         if child.pid is not None:  # started; not yet reaped, so its id is still its own
+            started = _tree(child.pid)[1:]  # listed before the child dies: then they would belong to init
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)  # the child and whatever it started
+                os.killpg(child.pid, signal.SIGKILL)  # the child and its process group
+            for pid in started:  # and what left the group (Kaleido starts its browser in a session of its own)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             if child.is_alive():
                 child.kill()
             child.join(5)
@@ -212,18 +212,27 @@ def _closed(sock: socket.socket) -> bool:
         return False
 
 
-def _tree_bytes(pid: int | None) -> int:
-    """Resident memory of process ``pid`` and its descendants (Linux ``/proc``; 0 where it cannot be read)."""
-    total, pending, seen = 0, [pid], set()
+def _tree(pid: int | None) -> list[int]:
+    """Process ``pid`` and its descendants, whatever their process group or session (Linux ``/proc``)."""
+    found: list[int] = []
+    pending = [] if pid is None else [pid]
     while pending:
         current = pending.pop()
-        if current is None or current in seen:
+        if current in found:
             continue
-        seen.add(current)
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * resource.getpagesize()
+        found.append(current)
+        with contextlib.suppress(OSError, ValueError):
             for task in os.listdir(f"/proc/{current}/task"):
                 pending += [int(c) for c in Path(f"/proc/{current}/task/{task}/children").read_text().split()]
+    return found
+
+
+def _tree_bytes(pid: int | None) -> int:
+    """Resident memory of process ``pid`` and its descendants (0 where it cannot be read)."""
+    total = 0
+    for member in _tree(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += int(Path(f"/proc/{member}/statm").read_text().split()[1]) * resource.getpagesize()
     return total
 
 
@@ -236,8 +245,6 @@ def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: in
     _IN_CHILD = True  # the parent checked this request already; a child never starts children
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own process group, so the parent kills what it starts with it
-    with contextlib.suppress(OSError):
-        os.nice(CHILD_NICENESS)
     if memory_mb is not None:
         _limit_memory(memory_mb)
     try:
