@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import socket
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench.dashboard import create_app, work
+from workbench.dashboard import anytime, components, create_app, work
 from workbench.dashboard.context import DashboardContext
 from workbench.dashboard.limits import LimitError, Limits
 from workbench.dashboard.pages import graph as graph_page, whatif
@@ -138,22 +139,44 @@ def allocate_in_a_subprocess(megabytes: int, pid_file: str) -> int:
 
 
 def test_every_child_is_held_to_the_memory_cap_its_process_tree_included(context, tmp_path):
-    small = limited(context, max_work_memory_mb=200)
+    small = limited(context, max_work_memory_mb=400)
     with pytest.raises(LimitError, match="--max-work-memory-mb"):
-        run_bounded(small, bytearray, 1000 << 20)  # a builtin: the child imports nothing under its cap
+        run_bounded(small, bytearray, 4000 << 20)  # a builtin: the child imports nothing under its cap
     assert len(run_bounded(small, bytearray, 50 << 20)) == 50 << 20
     pid_file = tmp_path / "pid"
     with pytest.raises(LimitError, match="--max-work-memory-mb"):
-        run_bounded(small, allocate_in_a_subprocess, 600, str(pid_file), cap_data=False)
+        run_bounded(small, allocate_in_a_subprocess, 900, str(pid_file), cap_data=False)
     grandchild = int(pid_file.read_text())
     assert wait_for(lambda: not alive(grandchild), 5), "the process the child started outlived it"
 
 
-def test_placements_are_held_to_the_memory_cap(context):
-    tiny = limited(context, max_work_memory_mb=1)
-    work.run_placement.cache_clear()
-    with pytest.raises(LimitError, match="--max-work-memory-mb"):
-        work.run_placement(tiny, CHAIN, "local_search", 4, 0, 2000, None)
+WORK = [
+    ("placement", lambda ctx: work.run_placement(ctx, CHAIN, "local_search", 4, 0, 50, None)),
+    ("polish", lambda ctx: work.polish_placement(ctx, CHAIN, 4, 0, 50, None, [0] * 76)),
+    ("any-time series", lambda ctx: anytime.anytime_record(ctx, CHAIN, "local_search", 4, 0, 50, 5.0)),
+    ("upload check", lambda ctx: work.check_upload(ctx, CHAIN_FILE, "chain.txt")),
+    ("generation", lambda ctx: work.check_generated(ctx, json.dumps({"kind": "layered", "params": {"layers": 3, "width": 2}}))),
+    ("graph drawing", lambda ctx: graph_page.graph_view(ctx, CHAIN, "compute", None, 4)),
+    ("PNG export", lambda ctx: components.download_payload(ctx, "png-button", "x", {"data": []}, None)),
+]
+
+
+@pytest.mark.parametrize("name, start", WORK, ids=[name for name, _ in WORK])
+def test_every_piece_of_work_takes_a_slot_the_memory_cap_and_a_deadline(context, monkeypatch, name, start):
+    calls: list = []
+
+    def record(function, *args, **caps):
+        calls.append(caps)
+        raise Cancelled("stopped: recorded")
+
+    monkeypatch.setattr(RUNNER, "run", record)
+    for cached in (work.run_placement, work.check_generated, anytime.anytime_record):
+        cached.cache_clear()
+    caps = limited(context, max_concurrent=3, max_work_memory_mb=123, max_time_limit=7.0)
+    with contextlib.suppress(Cancelled):
+        start(caps)
+    assert len(calls) == 1, name
+    assert calls[0]["max_concurrent"] == 3 and calls[0]["memory_mb"] == 123 and 0 < calls[0]["seconds"] <= 7.0 + work.GRACE
 
 
 def test_an_upload_is_parsed_in_a_child_and_refused_beyond_the_graph_caps(context, monkeypatch):
