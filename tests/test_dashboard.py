@@ -155,16 +155,16 @@ def test_graph_figure_layers_ops_by_depth_and_marks_the_critical_path():
 
 
 @pytest.mark.slow
-def test_png_and_csv_downloads_of_a_card():
+def test_png_and_csv_downloads_of_a_card(context):
     from workbench.dashboard.components import download_payload
 
     figure = figures.makespan_bars({"a": 1.0, "b": 2.0}, 0.5).to_plotly_json()  # what the browser sends back
-    data, text = download_payload("png-button", "compare/makespans", figure, None)
+    data, text = download_payload(context, "png-button", "compare/makespans", figure, None)
     assert text == "" and data["filename"] == "compare-makespans.png"
     assert base64.b64decode(data["content"])[:8] == b"\x89PNG\r\n\x1a\n"
-    data, _ = download_payload("csv-button", "compare/makespans", figure, "method,makespan\na,1\n")
+    data, _ = download_payload(context, "csv-button", "compare/makespans", figure, "method,makespan\na,1\n")
     assert data["content"].startswith("method,makespan")
-    assert download_payload("csv-button", "x", figure, None) == (None, "no data to download")
+    assert download_payload(context, "csv-button", "x", figure, None) == (None, "no data to download")
 
 
 # ------------------------------------------------------------- safe input

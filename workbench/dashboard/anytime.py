@@ -23,7 +23,7 @@ from .context import DashboardContext
 from .learned import ACTIVE, checkpoint_origin
 from .limits import LimitError
 from .sources import load_graph_key, parse_method
-from .work import GRACE, RUNNER
+from .work import GRACE, run_bounded
 
 __all__ = ["MAX_SEEDS", "MODES", "anytime_options", "default_series", "anytime_record", "anytime_view"]
 
@@ -91,8 +91,7 @@ def _record(context: DashboardContext, graph_key: str, value: str, devices: int,
 @lru_cache(maxsize=256)
 def anytime_record(context: DashboardContext, graph_key: str, value: str, devices: int, seed: int, budget: int, time_limit: float) -> list:
     """:func:`_record` in a killable child process (cached)."""
-    args = (context, graph_key, value, devices, seed, budget, time_limit)
-    return RUNNER.run(_record, *args, max_concurrent=context.limits.max_concurrent, seconds=time_limit + GRACE)
+    return run_bounded(context, _record, context, graph_key, value, devices, seed, budget, time_limit, seconds=time_limit + GRACE)
 
 
 def anytime_view(
@@ -104,9 +103,16 @@ def anytime_view(
     budget: Any,
     seeds: Any,
 ) -> list:
-    """The chart (and a message per failed series) for the chosen series, budget and number of seeds."""
+    """The chart (and a message per failed series) for the chosen series, budget and number of seeds.
+
+    ``options`` are the series on offer, computed by the server (:func:`anytime_options`), never the browser's list:
+    a value not among them is refused.
+    """
     if not graph_key or not values:
         return [message("choose one or more series", "warning")]
+    offered = {o["value"] for o in options}
+    if not isinstance(values, list) or not all(isinstance(v, str) and v in offered for v in values) or len(set(values)) < len(values):
+        return [message("choose the series among those offered for this graph and device count")]
     try:
         budget, seeds = int(budget), int(seeds)
     except (TypeError, ValueError):

@@ -94,25 +94,47 @@ def figure_card(
     )
 
 
-def download_payload(kind: str, index: str, figure: Any, csv_text: str | None) -> tuple[dict | None, str]:
-    """``(dcc.Download data, message)`` for a PNG or CSV download of one card."""
+MAX_PNG_HEIGHT = 4000
+"""Pixels of height (before scaling) a PNG export renders at most, whatever height the figure sent asks for."""
+
+
+def download_payload(context: Any, kind: str, index: str, figure: Any, csv_text: Any) -> tuple[dict | None, str]:
+    """``(dcc.Download data, message)`` for a PNG or CSV download of one card.
+
+    The figure comes from the browser: it is rendered in a killable child under the server's caps
+    (:func:`~workbench.dashboard.work.run_bounded`; the browser Kaleido starts is held to the memory cap too), at most
+    :data:`MAX_PNG_HEIGHT` pixels high; a failure or a refusal is the message.
+    """
     name = _slug(index)
     if kind == "csv-button":
-        if not csv_text:
+        if not csv_text or not isinstance(csv_text, str):
             return None, "no data to download"
         return dcc.send_string(csv_text, f"{name}.csv"), ""
-    if not figure:
+    if not figure or not isinstance(figure, dict):
         return None, "no figure to export"
-    from workbench.viz import to_png
+    from .work import run_bounded
 
     try:
-        png = to_png(figure)
-    except Exception as exc:  # Kaleido or its browser missing or failing: say so, keep the page alive
+        png = run_bounded(context, _png, figure, seconds=context.limits.max_time_limit, cap_data=False)
+    except Exception as exc:  # Kaleido or its browser missing or failing, a cap, a malformed figure: say so, keep the page alive
         return None, f"PNG export failed: {exc}"
     return dcc.send_bytes(png, f"{name}.png"), ""
 
 
-def register_download_callback(app) -> None:
+def _png(figure: dict) -> bytes:
+    """The figure as PNG bytes, its height capped at :data:`MAX_PNG_HEIGHT` (runs in the child)."""
+    import plotly.graph_objects as go
+
+    from workbench.viz import to_png
+
+    shown = go.Figure(figure)
+    height = shown.layout.height
+    if height is not None and height > MAX_PNG_HEIGHT:
+        shown.layout.height = MAX_PNG_HEIGHT
+    return to_png(shown)
+
+
+def register_download_callback(app, context: Any) -> None:
     """Pattern-matching callbacks serving every card's PNG, CSV and trace-event buttons."""
 
     @app.callback(
@@ -128,7 +150,7 @@ def register_download_callback(app) -> None:
         trigger = ctx.triggered_id
         if not trigger:
             return no_update, no_update
-        data, text = download_payload(trigger["type"], f"{trigger['page']}-{trigger['index']}", figure, csv_text)
+        data, text = download_payload(context, trigger["type"], f"{trigger['page']}-{trigger['index']}", figure, csv_text)
         return (data if data is not None else no_update), text
 
     @app.callback(
@@ -139,6 +161,6 @@ def register_download_callback(app) -> None:
     )
     def perfetto(_clicks, events):
         trigger = ctx.triggered_id
-        if not events or not trigger:
+        if not events or not isinstance(events, str) or not trigger:
             return no_update
         return dcc.send_string(events, f"{_slug(trigger['page'] + '-' + trigger['index'])}.trace.json")
