@@ -295,6 +295,8 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
         ("place", {"graph": "ffnn", "method": "doppler@runs:../../etc/passwd"}, "not a method of this workbench"),
         ("sweep", {"config": "datasets/x.yaml", "address": "127.0.0.1:6379@evil.example.com"}, "not an address"),
         ("calibrate", {"graph": "ffnn", "engine": "localhost:evil.example.com"}, "not an address"),
+        ("place", {"graph": "ffnn", "trace": "../datasets/t.json"}, "a run name is"),
+        ("place", {"graph": "ffnn", "start": "README.md"}, "under datasets/ or runs/"),
     ]
     for command, values, words in refused:
         with pytest.raises(LaunchError, match=words.replace("(", r"\(")):
@@ -306,6 +308,8 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
     )
     assert argv[:2] == ["ffnn", "chain"] and f"init_checkpoint={(context.runs_dir / 'a' / 'last.pt').resolve()}" in argv
     assert validate_arguments(context, "calibrate", {"graph": "ffnn", "engine": "localhost:7070"})[-1] == "localhost:7070"
+    trace = validate_arguments(context, "place", {"graph": "ffnn", "trace": "t.json"})
+    assert trace[trace.index("--trace") + 1] == str((context.runs_dir / "t.json").resolve())  # a trace is written under runs/ too
     sweep = validate_arguments(context, "sweep", {"config": "runs/grid.yaml"})
     assert sweep[-2:] == ["--out", str((context.runs_dir / "grid.csv").resolve())]  # results stay under runs/
     (context.runs_dir / "elsewhere").symlink_to(context.runs_dir.parent)  # a link in runs/ out of it

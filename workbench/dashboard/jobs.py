@@ -120,10 +120,10 @@ def command_arguments(command: str) -> list[Argument]:
 
 GRAPH_ARGUMENTS = {"graph", "graphs", "more_graphs", "eval", "eval_graphs"}
 """Arguments naming graphs: ``datasets/...``, ``runs/...`` or a bundled graph's name."""
-FILE_ARGUMENTS = {"config", "checkpoint", "init_checkpoint", "assignment", "init", "from_checkpoint", "resume"}
+FILE_ARGUMENTS = {"config", "checkpoint", "init_checkpoint", "assignment", "init", "from_checkpoint", "resume", "start", "start_policy"}
 """Arguments naming other files: ``datasets/...`` or ``runs/...`` only."""
 POSITIONAL_NAMES = {"graph", "graphs", "config"}
-OUTPUT_ARGUMENTS = {"out", "output", "run_dir"}
+OUTPUT_ARGUMENTS = {"out", "output", "run_dir", "trace"}
 SET_FIELDS = {
     "graphs": "graphs",
     "init_checkpoint": "init_checkpoint",
