@@ -6,11 +6,16 @@ import sys
 
 from ..extras import extras_of, pip_install
 from . import CliError
-from .common import DEFAULT_DEVICES, add_trace_arguments, load_graph_argument, placement_argument, positive_int, print_json, write_trace
-
-# A search (a method with an evaluation budget) stops here unless --time-limit says otherwise: a budget sized for a small
-# graph can take hours on a large one; the output says when the clock stopped it.
-SEARCH_TIME_LIMIT = 600.0
+from .common import (
+    DEFAULT_DEVICES,
+    SEARCH_TIME_LIMIT,
+    add_trace_arguments,
+    load_graph_argument,
+    placement_argument,
+    positive_int,
+    print_json,
+    write_trace,
+)
 
 
 def register(sub) -> None:
