@@ -42,7 +42,7 @@ from tests.conftest import tracked_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-RUN_LANGUAGES = {"bash": "bash", "python": "python"}
+RUN_LANGUAGES = {"bash", "python"}
 LISTING_LANGUAGES = {"text", "json"}
 FULL = os.environ.get("WORKBENCH_DOCS_FULL") == "1"
 # A command that states no time should take well under this; one that states a time may take SLACK times that (in CPU
@@ -84,7 +84,6 @@ class Block:
     language: str
     body: str
     markers: list[str] = field(default_factory=list)
-    marker_line: int = 0
 
     @property
     def name(self) -> str:
@@ -106,7 +105,7 @@ def blocks(path: Path) -> list[Block]:
             above -= 1
         end = next((i for i in range(index + 1, len(lines)) if lines[i].startswith("```")), None)
         assert end is not None, f"{path.name}:{index + 1}: a fenced block is never closed"
-        found.append(Block(path, index + 1, opening.group(1), "\n".join(lines[index + 1 : end]) + "\n", markers, above + 2))
+        found.append(Block(path, index + 1, opening.group(1), "\n".join(lines[index + 1 : end]) + "\n", markers))
         index = end + 1
     return found
 
@@ -197,7 +196,7 @@ def test_every_block_is_tagged_and_every_skip_has_a_reason():
     """An untagged fence would escape the runner; skips must stay few and explained."""
     skipped = []
     for block in all_blocks():
-        assert block.language in set(RUN_LANGUAGES) | LISTING_LANGUAGES, f"{block.name}: tag the fence bash, python, text or json"
+        assert block.language in RUN_LANGUAGES | LISTING_LANGUAGES, f"{block.name}: tag the fence bash, python, text or json"
         if block.language in RUN_LANGUAGES:
             skipped += [(block.name, unit.text.strip(), unit.skipped) for unit in commands(block) if unit.skipped]
         else:
