@@ -15,8 +15,8 @@ import pytest
 
 import workbench as wb
 from workbench import viz as figures
-from workbench.dashboard import create_app
-from workbench.dashboard.context import PathError, resolve_inside
+from workbench.dashboard import context as dashboard_context, create_app
+from workbench.dashboard.context import PathError, checkout_root, default_runs_dir, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, method_label, parse_method, save_upload
@@ -173,6 +173,22 @@ def test_paths_cannot_escape_their_folder(tmp_path):
     for bad in ("../x", "/etc/passwd", "a/../../x", ""):
         with pytest.raises(PathError):
             resolve_inside(tmp_path, bad)
+
+
+def test_runs_folder_is_the_checkouts_or_else_the_current_folders_never_site_packages(tmp_path, monkeypatch):
+    """An installed wheel's package sits in site-packages, whose parent is no checkout: its runs go to ./runs, not beside it."""
+    root = Path(figures.__file__).resolve().parents[2]
+    assert checkout_root(root / "workbench") == root and dashboard_context.CHECKOUT == root
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    (site / "workbench").mkdir(parents=True)
+    assert checkout_root(site / "workbench") is None
+    monkeypatch.delenv("WORKBENCH_RUNS", raising=False)
+    assert default_runs_dir() == root / "runs"
+    monkeypatch.setattr(dashboard_context, "CHECKOUT", None)
+    monkeypatch.chdir(tmp_path)
+    assert default_runs_dir() == tmp_path / "runs"
+    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "shared"))
+    assert default_runs_dir() == tmp_path / "shared"
 
 
 def test_uploads_are_checked_and_errors_name_the_file(context):

@@ -86,6 +86,9 @@ def _json_source(text: str, what: str) -> tuple[str, Any]:
 
 
 DEFAULT_DEVICES = 4
+# `place` and `compare` stop a search (a method with an evaluation budget) after this many seconds unless --time-limit
+# says otherwise: a budget sized for a small graph can take hours on a large one; `place` says when the clock cut it.
+SEARCH_TIME_LIMIT = 600.0
 """The device count of a command given neither ``--devices`` nor a placement file that names one."""
 
 

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .context import REPO_ROOT, DashboardContext, PathError, resolve_inside
+from .context import CHECKOUT, DashboardContext, PathError, resolve_inside
 from .limits import LimitError
 
 __all__ = [
@@ -365,7 +365,8 @@ class JobManager:
                 "PYTHONUNBUFFERED": "1",
                 "DGLBACKEND": "pytorch",
                 "WORKBENCH_RUNS": str(self.ctx.runs_dir),
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+                # a checkout's package first (an installed one is found anyway)
+                "PYTHONPATH": os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT), os.environ.get("PYTHONPATH")])),
             }
             with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as log:
                 process = subprocess.Popen(

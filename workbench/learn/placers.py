@@ -111,9 +111,9 @@ class DopplerPlacer(LearnedPlacer):
     ``rollouts`` per step, Adam at ``learning_rate``, imitation of the best so far
     weighted ``imitation_weight``; ``polish`` gives that fraction of the budget to
     ``local_search`` from the best placement so far, in ``rounds`` bursts interleaved
-    with the adaptation; ``time_limit`` caps its wall time. Without it those seven options are unused. It serves the
-    doppler methods with a learned PLC (``doppler``, and ``doppler_plc_only``, whose zero-shot checkpoint gives an unseen
-    graph per-instance search).
+    with the adaptation; ``time_limit`` caps its wall time; ``progress`` shows a bar of the evaluations spent and the
+    gain so far. Without it those eight options are unused. It serves the doppler methods with a learned PLC
+    (``doppler``, and ``doppler_plc_only``, whose zero-shot checkpoint gives an unseen graph per-instance search).
     """
 
     def __init__(
@@ -130,6 +130,7 @@ class DopplerPlacer(LearnedPlacer):
         rounds: int = ActiveSearchConfig.rounds,
         time_limit: float | None = ActiveSearchConfig.time_limit,
         guard: bool = False,
+        progress: bool = False,
     ) -> None:
         super().__init__(method, checkpoint, samples, guard)
         if search not in SEARCHES:
@@ -151,11 +152,12 @@ class DopplerPlacer(LearnedPlacer):
         except ValueError as error:
             raise PlacerError(str(error)) from None
         self.search = search
+        self.progress = progress
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         if self.search == "none":
             return super().place(graph, devices, seed)
-        found = active_search(self._policy(graph, devices), graph, devices, self.search_config, seed)
+        found = active_search(self._policy(graph, devices), graph, devices, self.search_config, seed, progress=self.progress)
         details = {
             "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
             "search": self.search,
