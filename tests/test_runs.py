@@ -282,7 +282,7 @@ def test_a_followed_table_reads_only_appended_lines_and_whole_again_when_rewritt
     assert table.poll() == "same"
 
 
-def test_a_followed_run_reads_like_read_run_and_a_stopped_run_is_not_read_again(tmp_path):
+def test_a_followed_run_reads_like_read_run_and_a_stopped_run_is_not_read_again(tmp_path, monkeypatch):
     folder = write_comma_run(tmp_path / "run")
     writer = runs.RunWriter(folder)
     writer.update_meta(status="running")
@@ -298,10 +298,11 @@ def test_a_followed_run_reads_like_read_run_and_a_stopped_run_is_not_read_again(
     assert follower.run.metrics.equals(runs.read_run(folder).metrics)
     writer.update_meta(status="finished")
     assert follower.poll().other and follower.run.status == "finished"
-    with runs.CsvLog(writer.metrics_path, runs.METRIC_COLUMNS) as log:
+    opened: list[object] = []
+    monkeypatch.setattr(runs.follow, "open", lambda *args, **kw: opened.append(args) or open(*args, **kw), raising=False)
+    assert not follower.poll().any and opened == [], "a finished run whose files did not change is not read at all"
+    with runs.CsvLog(writer.metrics_path, runs.METRIC_COLUMNS) as log:  # a finished run still being copied in
         log.append([{"stage": "sim", "episode": 7, "graph": COMMA, "makespan": 3.0}])
-    assert not follower.poll().any and len(follower.run.metrics) == 7, "a finished run's tables are not read again"
-    writer.update_meta(status="running")  # resumed: meta.json changes first
     assert follower.poll().appended == 1 and len(follower.run.metrics) == 8
     followers = runs.RunFollowers(most=1)
     assert followers.poll(folder)[1].reloaded and not followers.poll(folder)[1].any

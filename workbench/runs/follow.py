@@ -9,8 +9,9 @@ table again when the file is another one, shorter, or no longer holds those
 bytes there. A :class:`RunFollower` follows one run directory: its tables,
 ``meta.json``, ``config.json`` and best placement (these are read again only
 when their size or time stamp changes). A run whose ``meta.json`` says it has
-stopped (:data:`SETTLED`) costs one ``stat`` per poll until ``meta.json``
-changes: its tables are not read again. :class:`RunFollowers` keeps one
+stopped (:data:`SETTLED`) costs three ``stat`` calls per poll (``meta.json``
+and both tables) and nothing is read until one of them changes (a run copied
+in, whose ``meta.json`` came before its tables, is still read to its end). :class:`RunFollowers` keeps one
 follower per folder for a server's pages.
 
 The rows are the ones :func:`~workbench.runs.read_run` gives (it is a
@@ -183,9 +184,11 @@ class RunFollower:
     def poll(self) -> RunChange:
         """Read what changed since the last poll (everything at the first)."""
         meta_stamp = _stamp(self.paths.meta_path)
-        if self._polled and self.settled and meta_stamp == self._stamps.get("meta"):
+        tables = (_stamp(self.paths.metrics_path), _stamp(self.paths.greedy_path))
+        if self._polled and self.settled and meta_stamp == self._stamps.get("meta") and tables == self._stamps.get("tables"):
             return RunChange(generation=self.metrics.generation, revision=self.revision)
         self._polled = True
+        self._stamps["tables"] = tables
         other = self._poll_json(meta_stamp)
         metrics = self.metrics.poll()
         other = self._poll_best() or other

@@ -4,8 +4,8 @@ reference lines), their configs, the best placement.
 Lists the runs under the runs folder (:func:`workbench.runs.list_runs`, the
 same as Compare) and the shipped pretrained runs (``datasets/pretrained/*``,
 read-only). Runs are read through :class:`workbench.runs.RunFollowers`: a poll
-reads only the lines appended since the last one, and a stopped run only
-``stat``\\ s its ``meta.json``.
+reads only the lines appended since the last one, and a stopped run reads
+nothing until its files change.
 
 What is drawn follows one source of truth, the ``training-selection`` store,
 changed in the browser alone (a click on a table row, "Select all", "Clear"),
