@@ -136,7 +136,7 @@ def test_training_page_draws_the_run_curve_and_follows_new_episodes(server, serv
     metrics = Path(server_runs) / "demo" / "metrics.csv"
     text = metrics.read_text()
     metrics.write_text(text[: text.rfind("\n") + 1] + "".join(f"sim,{e},chain_mm_112nodes,1.6e13,,,,,,,,,,,sim\n" for e in range(120, 130)))
-    page.wait_for_selector("td:text-is('130')", timeout=15_000)  # the episode count updates without a reload
+    page.wait_for_selector('td[data-dash-column="episodes"] >> text="130"', timeout=60_000)  # the count updates without a reload
     page.wait_for_function(  # and the curve reaches the new episodes (the half-written line was completed: 129 the last)
         "() => [...document.querySelectorAll('.js-plotly-plot')].some(g => (g._fullData || []).some(t => t.name === 'demo (raw)'"
         " && t.x[t.x.length - 1] === 129))",
