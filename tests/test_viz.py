@@ -272,6 +272,10 @@ def test_long_runs_are_thinned_for_drawing_but_smoothed_over_every_row():
     raw, line = (t for t in fig.data if t.legendgroup == "long")
     assert len(raw.x) <= viz.training.MAX_RAW_POINTS and len(line.x) <= viz.training.MAX_LINE_POINTS
     assert raw.x[-1] > 299_000 and set(np.round(line.y[1:], 6)) == {0.5}  # the mean of every pair, not of the kept points
+    spiky = frame.assign(makespan=np.where(episodes == 123_457, 9.0, np.where(episodes == 7, -9.0, 1.0)))
+    raw, line = (t for t in viz.training_curves({"spiky": spiky}, raw_points=500, line_points=100).data if t.legendgroup == "spiky")
+    assert len(raw.x) <= 500 and len(line.x) <= 100 and line.x[-1] == 299_999
+    assert {123_457, 7, 0, 299_999} <= set(raw.x), "a stretch's extremes and the ends are kept, not every k-th point"
 
 
 def test_the_png_renderer_tries_a_figure_again_when_kaleidos_page_was_not_ready(monkeypatch):

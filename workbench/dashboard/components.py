@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 from dash import MATCH, Input, Output, State, ctx, dcc, html, no_update
 
-__all__ = ["card_id", "controls", "field", "figure_card", "message", "register_download_callback", "download_payload"]
+__all__ = ["card_id", "controls", "csv_on_demand", "field", "figure_card", "message", "register_download_callback", "download_payload"]
 
 
 def message(text: str, kind: str = "error") -> html.Div:
@@ -134,6 +135,12 @@ def _png(figure: dict) -> bytes:
     return to_png(shown)
 
 
+def csv_on_demand(app, page: str, make: Callable[[Any], str | None]) -> None:
+    """Make the CSV of ``page``'s cards when a CSV button is clicked: their ``csv-data`` store holds a small request, and
+    ``make(request)`` writes the CSV, so a large table is never sent to the browser with a redraw."""
+    app.workbench_csv_makers = {**getattr(app, "workbench_csv_makers", {}), page: make}
+
+
 def register_download_callback(app, context: Any) -> None:
     """Pattern-matching callbacks serving every card's PNG, CSV and trace-event buttons."""
 
@@ -150,6 +157,9 @@ def register_download_callback(app, context: Any) -> None:
         trigger = ctx.triggered_id
         if not trigger:
             return no_update, no_update
+        make = getattr(app, "workbench_csv_makers", {}).get(trigger["page"])
+        if make is not None and trigger["type"] == "csv-button" and csv_text is not None:
+            csv_text = make(csv_text)
         data, text = download_payload(context, trigger["type"], f"{trigger['page']}-{trigger['index']}", figure, csv_text)
         return (data if data is not None else no_update), text
 
