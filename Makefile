@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export DGLBACKEND := pytorch
 
-.PHONY: setup app lint test system-deps
+.PHONY: setup app lint test system-deps notebooks
 
 setup: $(STAMP)
 
@@ -37,6 +37,11 @@ lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(PY) -m mypy
+
+# Re-execute the notebooks in place (fast mode, a PNG beside every figure), so GitHub shows
+# their outputs; tests/test_notebooks.py fails while a notebook's code is newer than its outputs.
+notebooks: setup system-deps
+	$(PY) -m workbench.notebook_outputs
 
 test: setup system-deps lint
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -27,6 +27,11 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8050)
     parser.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error overlay)")
+    parser.add_argument(
+        "--runs",
+        metavar="DIR",
+        help="the training runs folder (default $WORKBENCH_RUNS, else runs/ in the checkout, or in the current folder when installed)",
+    )
     Limits.add_arguments(parser)
     args = parser.parse_args()
     try:
@@ -38,7 +43,7 @@ def main() -> None:
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _exit_on)  # so the jobs and folders are cleaned up as on Ctrl-C
-    app = create_app(limits=limits, bound_host=args.host)
+    app = create_app(runs_dir=args.runs, limits=limits, bound_host=args.host)
     print(f"Doppler workbench dashboard on http://{args.host}:{args.port}  (runs: {app.workbench_context.runs_dir})")
     if args.host in ("0.0.0.0", "::") and not limits.allow_hosts:
         print(

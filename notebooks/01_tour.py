@@ -18,7 +18,8 @@
 #
 # Load one of the DOPPLER paper's dataflow graphs, look at it, simulate a
 # placement on four devices, draw its Gantt chart and placement heatmap, and
-# read the lower bound that no schedule can beat. Takes about ten seconds.
+# read the lower bound that no schedule can beat. Takes about half a minute
+# (on a 2-core machine busy with other work), most of it drawing the PNGs.
 #
 # Times are in the graph's own unit; the paper divides by 1e10 when it
 # reports, and so do the captions here.
@@ -41,8 +42,7 @@ import pandas as pd
 import workbench as wb
 from workbench import viz as figures
 
-if not FAST:
-    figures.static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
+figures.static_fallbacks()  # a PNG beside each interactive chart, so the saved notebook renders on GitHub and nbviewer
 
 graph = wb.bundled_graph(GRAPH)
 pd.Series(figures.graph_statistics(graph, DEVICES))

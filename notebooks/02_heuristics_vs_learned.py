@@ -22,8 +22,10 @@
 # policies where a checkpoint ships in `datasets/pretrained/`. A results
 # table, makespan bars, Gantt charts side by side, and a panel to pick the
 # graph, devices and methods yourself, and the best makespan against the
-# simulator evaluations spent. Takes about four minutes with the full search
-# budgets (about a minute in fast mode).
+# simulator evaluations spent. Takes 4 minutes in fast mode
+# (`WORKBENCH_FAST=1`, small budgets; the saved outputs come from it) on a
+# 2-core machine busy with other work; the full search budgets took 22
+# minutes on such a machine.
 
 # %% tags=["parameters"]
 import os
@@ -54,8 +56,7 @@ from workbench.placers import placers
 from workbench.training.pretrained import summary_table
 from workbench.viz import static_fallbacks
 
-if not FAST:
-    static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
+static_fallbacks()  # a PNG beside each interactive chart, so the saved notebook renders on GitHub and nbviewer
 
 graphs = [wb.bundled_graph(name) for name in GRAPHS]
 descriptions = placers()
@@ -87,7 +88,11 @@ Markdown(summary_table())
 # %%
 comparison = Comparison(
     graphs,
-    options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}, "cpsat": {"time_limit": CPSAT_SECONDS}},
+    options={
+        "local_search": {"budget": LOCAL_SEARCH_BUDGET},
+        "learned_search": {"budget": LOCAL_SEARCH_BUDGET},
+        "cpsat": {"time_limit": CPSAT_SECONDS},
+    },
     seed=SEED,
 )
 table = comparison.run(DEVICES)
@@ -105,9 +110,15 @@ table.head(12)
 
 # %%
 px.bar(
-    table, x="graph", y="vs_critical_path", color="method", barmode="group", facet_row="devices",
-    title="makespan relative to critical path (lower is better)", height=600,
-)  # fmt: skip
+    table,
+    x="graph",
+    y="vs_critical_path",
+    color="method",
+    barmode="group",
+    facet_row="devices",
+    title="makespan relative to critical path (lower is better)",
+    height=600,
+)
 
 # %%
 table.groupby("method", sort=False)[["vs_critical_path", "gap", "seconds"]].mean().sort_values("vs_critical_path")
@@ -176,7 +187,9 @@ anytime_figure(
 # ## Pick for yourself
 # Choose a graph, the device count and the methods; the table, bars and
 # Gantt charts redraw. Placements already made above are reused, new ones are
-# placed on the spot.
+# placed on the spot. The saved notebook keeps a static copy of the panel
+# (its table and charts as images), which GitHub shows; run the cell for the
+# live panel.
 
 # %%
 compare_panel(comparison, devices=DEVICES, selected=["critical_path", "best_constructive", "local_search", *pretrained[GRAPHS[0]]])

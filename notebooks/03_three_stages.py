@@ -22,8 +22,10 @@
 # measurements of the real system (here `workbench.systems.LocalExecutor`:
 # one worker per device on this machine, real matmuls and copies; CUDA when
 # present). Then the per-stage curves against the teacher and local search,
-# and what changed in the placement from one stage to the next. Takes about
-# four minutes with the full budget (under a minute in fast mode).
+# and what changed in the placement from one stage to the next. Takes 2.5
+# minutes in fast mode (`WORKBENCH_FAST=1`, a few episodes per stage; the
+# saved outputs come from it) on a 2-core machine busy with other work; the
+# full budget takes several times as long.
 
 # %% tags=["parameters"]
 import os
@@ -58,8 +60,7 @@ from workbench.runs import greedy_evaluations, read_run
 from workbench.systems import make_oracle
 from workbench.training import TrainConfig, train
 
-if not FAST:
-    figures.static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
+figures.static_fallbacks()  # a PNG beside each interactive chart, so the saved notebook renders on GitHub and nbviewer
 
 graph = wb.bundled_graph(GRAPH)
 baselines = Comparison([graph], options={"local_search": {"budget": LOCAL_SEARCH_BUDGET}}, seed=SEED)

@@ -20,8 +20,9 @@
 # process pool, read the results as a pandas table and plot them; the same
 # grid runs on a Ray cluster by changing one argument. Then a second sweep
 # over generated graphs of growing size shows how each method's wall time
-# and solution quality scale. Takes about five minutes with the full grid
-# (under a minute in fast mode).
+# and solution quality scale. Takes about a minute in fast mode
+# (`WORKBENCH_FAST=1`, a smaller grid; the saved outputs come from it) on a
+# 2-core machine busy with other work; the full grid takes several times as long.
 
 # %% tags=["parameters"]
 import os
@@ -52,8 +53,7 @@ import workbench as wb
 from workbench.notebook import relative_to, scaling_exponents
 from workbench.viz import static_fallbacks
 
-if not FAST:
-    static_fallbacks()  # a PNG beside each interactive chart, so the executed notebook renders on GitHub and nbviewer
+static_fallbacks()  # a PNG beside each interactive chart, so the saved notebook renders on GitHub and nbviewer
 
 methods = ["critical_path", "heft", "peft", "etf", "random", {"method": "local_search", "options": {"budget": LOCAL_SEARCH_BUDGET}}]
 config = {

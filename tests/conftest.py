@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +14,7 @@ from hypothesis import strategies as st
 import workbench as wb
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
+ROOT = Path(__file__).resolve().parent.parent
 
 SMALL_DAGS = {
     "single_op": ([5.0], []),
@@ -79,3 +83,13 @@ def paper_graphs() -> dict[str, wb.DataflowGraph]:
 
 def assignments_for(graph: wb.DataflowGraph, devices: int, count: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, devices, size=(count, graph.num_nodes))
+
+
+def tracked_tree(dest: Path) -> Path:
+    """A copy of the checkout's files (tracked, and new ones git does not ignore): what a clean clone holds."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        if (ROOT / name).is_file():  # a tracked file deleted in the work tree is not part of the copy
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest

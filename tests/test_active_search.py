@@ -177,6 +177,16 @@ def test_a_time_limit_stops_active_search_early_with_its_best_so_far(checkpoint,
     assert evaluations[0] == 1 and found.details["evaluations"] == 1 and found.makespan == greedy.makespan
 
 
+def test_active_search_shows_the_evaluations_spent_and_its_gain_over_the_greedy_start(checkpoint, capsys):
+    graph = wb.bundled_graph("chain_mm")
+    found = wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, search="active", budget=40, polish=0.5, progress=True)
+    bar = capsys.readouterr().err.splitlines()[-1]
+    assert bar.startswith("active search") and "40/40" in bar
+    assert f"best={found.makespan:.6g}, gain={1 - found.makespan / found.details['start_makespan']:.2%}" in bar
+    wb.place(graph, "doppler", devices=4, checkpoint=checkpoint, search="active", budget=40)
+    assert capsys.readouterr().err == "", "no bar unless asked"
+
+
 def test_place_cli_runs_active_search_with_a_polish_share(checkpoint, capsys):
     import json
 

@@ -42,7 +42,7 @@ LAYER_OF = {
     "learn": "learned policies / backends", "systems": "learned policies / backends",
     "training": "training",
     "sweeps": "experiments", "bench": "experiments",
-    "dashboard": "views", "notebook": "views", "cli": "views", "__main__": "views",
+    "dashboard": "views", "notebook": "views", "notebook_outputs": "views", "cli": "views", "__main__": "views",
 }  # fmt: skip
 """Each top-level module or subpackage of ``workbench`` and its layer."""
 

@@ -8,6 +8,7 @@ authenticity, so what makes a file safe to load is the checks themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -35,22 +36,29 @@ CHAIN = wb.bundled_graph("chain_mm")
 SMALL = PolicyConfig(width=16, message_passing_steps=2, head_hidden=(16,), attention_heads=2)
 
 
-@pytest.fixture(scope="module")
-def policy_file(tmp_path_factory) -> Path:
+def write_policy(path: Path, method: str = "doppler", **changes: Any) -> Path:
+    """A small policy (``SMALL`` with ``changes``) trained for chain_mm on 4 devices, saved at ``path``."""
     torch.manual_seed(0)
-    policy = make_policy("doppler", SMALL)
+    policy = make_policy(method, dataclasses.replace(SMALL, method=method, **changes))
     policy.trained_for = TrainedFor.of([CHAIN], 4)
-    path = tmp_path_factory.mktemp("policy") / "doppler.safetensors"
     policy.save(path)
     return path
 
 
-@pytest.fixture(scope="module")
-def scorer_file(tmp_path_factory) -> Path:
+def write_scorer(path: Path) -> Path:
     torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("scorer") / "scorer.safetensors"
     save_scorer(path, MoveScorer(ScorerConfig(hidden=8, layers=2)), {"episodes": 0})
     return path
+
+
+@pytest.fixture(scope="module")
+def policy_file(tmp_path_factory) -> Path:
+    return write_policy(tmp_path_factory.mktemp("policy") / "doppler.safetensors")
+
+
+@pytest.fixture(scope="module")
+def scorer_file(tmp_path_factory) -> Path:
+    return write_scorer(tmp_path_factory.mktemp("scorer") / "scorer.safetensors")
 
 
 def parts(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
@@ -139,18 +147,18 @@ def test_every_policy_config_field_has_a_type_and_a_range():
     assert PolicyConfig.from_dict({"width": 16, "head_hidden": [8, 8], "negative_slope": 0}).head_hidden == (8, 8)
 
 
-@pytest.mark.parametrize(
-    "document, message",
-    [
-        ({"config": ...}, "lacks config"),
-        ({"config": [1, 2]}, "policy config must be a JSON object"),
-        ({"method": "gdp"}, "says method 'gdp' but its config says 'doppler'"),
-        ({"feature_layout": {"version": 0}}, "another feature layout"),
-        ({"format_version": 10**400}, "has checkpoint format version 1000000000"),
-    ],
-    ids=["no_config", "config_list", "method_forged", "layout", "format_version_huge"],
-)
-def test_a_malformed_policy_header_is_refused(tmp_path, policy_file, document, message):
+HEADER_CASES = {
+    "no_config": ({"config": ...}, "lacks config"),
+    "config_list": ({"config": [1, 2]}, "policy config must be a JSON object"),
+    "method_forged": ({"method": "gdp"}, "says method 'gdp' but its config says"),
+    "layout": ({"feature_layout": {"version": 0}}, "another feature layout"),
+    "format_version_huge": ({"format_version": 10**400}, "has checkpoint format version 1000000000"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEADER_CASES))
+def test_a_malformed_policy_header_is_refused(tmp_path, policy_file, case):
+    document, message = HEADER_CASES[case]
     path = forge(policy_file, tmp_path / "forged.safetensors", document)
     with pytest.raises(CheckpointError, match=re.escape(message)):
         load_policy(path)
@@ -261,11 +269,14 @@ def test_a_malformed_move_scorer_is_refused_with_a_checkpoint_error(tmp_path, sc
         wb.place(CHAIN, "learned_search", devices=4, checkpoint=path, budget=20)
 
 
+SCORER_WEIGHT_CASES = {
+    "float64": (lambda t: t.double(), "is stored as 'F64'"),
+    "nan": (lambda t: torch.full_like(t, float("nan")), "NaN or infinite"),
+}
+
+
 def test_a_move_scorer_with_float64_or_non_finite_weights_is_refused(tmp_path, scorer_file):
-    for case, change, message in [
-        ("float64", lambda t: t.double(), "is stored as 'F64'"),
-        ("nan", lambda t: torch.full_like(t, float("nan")), "NaN or infinite"),
-    ]:
+    for case, (change, message) in SCORER_WEIGHT_CASES.items():
         with pytest.raises(CheckpointError, match=message):
             load_scorer(with_weight(scorer_file, tmp_path / f"{case}.safetensors", change))
 

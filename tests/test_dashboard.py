@@ -15,12 +15,12 @@ import pytest
 
 import workbench as wb
 from workbench import viz as figures
-from workbench.dashboard import create_app
-from workbench.dashboard.context import PathError, resolve_inside
+from workbench.dashboard import context as dashboard_context, create_app
+from workbench.dashboard.context import PathError, checkout_root, default_runs_dir, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, graph as graph_page, measured, training
 from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, method_label, parse_method, save_upload
-from workbench.runs import GREEDY_COLUMNS, GREEDY_PERIODIC, RunPaths, read_frame, read_run, reference_lines
+from workbench.runs import GREEDY_COLUMNS, GREEDY_PERIODIC, RunFollowers, RunPaths, read_frame, read_run, reference_lines
 
 DIAMOND = wb.DataflowGraph.from_edges(
     [1.0, 4.0, 3.0, 1.0], [(0, 1, 2.0), (0, 2, 2.0), (1, 3, 2.0), (2, 3, 2.0)], names=("a", "b", "c", "d")
@@ -155,16 +155,16 @@ def test_graph_figure_layers_ops_by_depth_and_marks_the_critical_path():
 
 
 @pytest.mark.slow
-def test_png_and_csv_downloads_of_a_card():
+def test_png_and_csv_downloads_of_a_card(context):
     from workbench.dashboard.components import download_payload
 
     figure = figures.makespan_bars({"a": 1.0, "b": 2.0}, 0.5).to_plotly_json()  # what the browser sends back
-    data, text = download_payload("png-button", "compare/makespans", figure, None)
+    data, text = download_payload(context, "png-button", "compare/makespans", figure, None)
     assert text == "" and data["filename"] == "compare-makespans.png"
     assert base64.b64decode(data["content"])[:8] == b"\x89PNG\r\n\x1a\n"
-    data, _ = download_payload("csv-button", "compare/makespans", figure, "method,makespan\na,1\n")
+    data, _ = download_payload(context, "csv-button", "compare/makespans", figure, "method,makespan\na,1\n")
     assert data["content"].startswith("method,makespan")
-    assert download_payload("csv-button", "x", figure, None) == (None, "no data to download")
+    assert download_payload(context, "csv-button", "x", figure, None) == (None, "no data to download")
 
 
 # ------------------------------------------------------------- safe input
@@ -173,6 +173,22 @@ def test_paths_cannot_escape_their_folder(tmp_path):
     for bad in ("../x", "/etc/passwd", "a/../../x", ""):
         with pytest.raises(PathError):
             resolve_inside(tmp_path, bad)
+
+
+def test_runs_folder_is_the_checkouts_or_else_the_current_folders_never_site_packages(tmp_path, monkeypatch):
+    """An installed wheel's package sits in site-packages, whose parent is no checkout: its runs go to ./runs, not beside it."""
+    root = Path(figures.__file__).resolve().parents[2]
+    assert checkout_root(root / "workbench") == root and dashboard_context.CHECKOUT == root
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    (site / "workbench").mkdir(parents=True)
+    assert checkout_root(site / "workbench") is None
+    monkeypatch.delenv("WORKBENCH_RUNS", raising=False)
+    assert default_runs_dir() == root / "runs"
+    monkeypatch.setattr(dashboard_context, "CHECKOUT", None)
+    monkeypatch.chdir(tmp_path)
+    assert default_runs_dir() == tmp_path / "runs"
+    monkeypatch.setenv("WORKBENCH_RUNS", str(tmp_path / "shared"))
+    assert default_runs_dir() == tmp_path / "shared"
 
 
 def test_uploads_are_checked_and_errors_name_the_file(context):
@@ -240,19 +256,23 @@ def test_a_stray_quote_in_metrics_spoils_no_other_row(tmp_path):
 
 def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context):
     write_run(context.runs_dir, "good")
-    curves, csv, losses, gantt, gantt_csv, _status, _configs, events = training.training_view(context, ["runs:good"], "loss", 10)
+    followers = RunFollowers()
+    view = training.training_view(context, ["runs:good"], "loss", 10, followers=followers)
+    curves, request, losses, gantt, gantt_csv, _status, _configs, events, _drawn = view
     assert sum(e.get("cat") == "op" for e in json.loads(events)["traceEvents"]) == gantt_csv.count("\n") - 1
     assert any(t.name == "good" for t in curves.data) and any(t.name == "good" for t in losses.data)
     assert any(t.name.startswith("teacher") for t in curves.data) and not any(t.name.startswith("teacher") for t in losses.data)
-    assert len(op_bars(gantt)) == 4 and "makespan" in pd.read_csv(pd.io.common.StringIO(csv)).columns
+    csv = training.metrics_csv(context, followers, request)  # made when the CSV button is clicked, not sent with the figure
+    assert len(op_bars(gantt)) == 4 and len(pd.read_csv(pd.io.common.StringIO(csv))) == 60 and len(json.dumps(request)) < 100
     (context.runs_dir / "empty").mkdir()
     (context.runs_dir / "empty" / "meta.json").write_text("not json")
-    *_, status, _configs, _events = training.training_view(context, ["runs:empty"], "loss", 10)
+    *_, status, _configs, _events, _drawn = training.training_view(context, ["runs:empty"], "loss", 10)
     assert "unreadable" in str(status) and "metrics.csv is missing" in str(status)
-    with pytest.raises(PathError):
-        training.signature(context, ["runs:../../etc"])
-    with pytest.raises(PathError):
-        training.signature(context, ["pretrained:../../etc"])
+    for key in ("runs:../../etc", "pretrained:../../etc"):
+        with pytest.raises(PathError):
+            training.read_selected(context, followers, [key])
+        assert training.redraw(context, followers, [key], "loss", 10, "episode", False, None)[6].className == "wb-message wb-error"
+        assert training.metrics_csv(context, followers, {"runs": [key]}) is None
 
 
 # -------------------------------------------------------------- callbacks
@@ -445,13 +465,17 @@ def test_gantt_zoom_is_copied_to_every_other_gantt(context):
 
 def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     write_run(context.runs_dir / "bench-training" / "doppler", "seed0")
-    keys = [o["value"] for o in training.run_options(context)]
+    rows = training.table_rows(context, RunFollowers())
+    keys = [row["id"] for row in rows]
     assert keys[0] == "runs:bench-training/doppler/seed0"
     assert {k for k in keys if k.startswith("pretrained:")} == {
         f"pretrained:{g}" for g in ("chain_mm_112nodes", "ffnn_192nodes", "full_transformer_layer_261nodes", "transformer_block_215nodes")
     }
-    curves, _, _, gantt, _, status, configs, _events = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10)
-    assert "1.2001e13" in str(status) and "rl_lr_start" in str(configs)
+    curves, _, _, gantt, _, _status, configs, _events, _drawn = training.training_view(
+        context, ["pretrained:chain_mm_112nodes"], "loss", 10
+    )
+    shipped = next(row for row in rows if row["id"] == "pretrained:chain_mm_112nodes")
+    assert shipped["best"] == "1.2001e13" and shipped["status"] == "finished" and "rl_lr_start" in str(configs)
     assert "makespan 1.2001e13" in gantt.layout.title.text  # best_placement.json, simulated
     greedy = [t for t in curves.data if "greedy" in (t.name or "")]
     assert {t.name.split(": ")[1] for t in greedy} == {"greedy, kept Stage II weights", "greedy, final policy"}  # no greedy.csv
@@ -466,7 +490,7 @@ def test_a_run_two_levels_deep_is_offered_on_training_and_compare_with_the_weigh
     run.checkpoint_dir.mkdir()
     for name in ("il", "sim", "sim-best", "last"):
         run.checkpoint(name).write_bytes(b"weights")
-    assert "runs:sweep1/seed0" in [o["value"] for o in training.run_options(context)]
+    assert "runs:sweep1/seed0" in [row["id"] for row in training.table_rows(context, RunFollowers())]
     offered = {o["value"]: o["label"] for o in compare.method_options(context, wb.bundled_graph("chain_mm"), 4)}
     il, best = (f"doppler@runs:{run.checkpoint(name).relative_to(context.runs_dir).as_posix()}" for name in ("il", "sim-best"))
     assert [v for v in offered if v.startswith("doppler@runs:")] == [il, best], "each stage's weights to use: sim-best, not sim or last"
@@ -479,8 +503,11 @@ def test_training_charts_every_row_of_a_run_whose_graph_path_holds_a_comma(conte
     from tests.test_runs import COMMA, write_comma_run
 
     write_comma_run(context.runs_dir / "comma")
-    _curves, csv, *_rest, status, _configs, _events = training.training_view(context, ["runs:comma"], "loss", 10)
-    charted = pd.read_csv(pd.io.common.StringIO(csv))
+    followers = RunFollowers()
+    _curves, request, *_rest, status, _configs, _events, _drawn = training.training_view(
+        context, ["runs:comma"], "loss", 10, "episode", followers
+    )
+    charted = pd.read_csv(pd.io.common.StringIO(training.metrics_csv(context, followers, request)))
     assert charted["graph"].tolist() == [COMMA] * 6 and charted["episode"].tolist() == list(range(6))
     assert "damaged" not in str(status)
 

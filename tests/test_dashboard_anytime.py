@@ -96,22 +96,21 @@ def test_the_subtitle_names_a_learned_policy_only_when_its_series_is_drawn(conte
 
 
 def test_cancel_kills_the_running_child_at_once_and_keeps_what_was_drawn(context):
-    options = series_options(context)
     known = set(work.RUNNER.children())
     data, results, progress, poll_off, cancel_style = compare.anytime_step(
-        context, "anytime-run", None, FFNN, 4, options, ["local_search"], 200_000, 2
+        context, "anytime-run", None, FFNN, 4, ["local_search"], 200_000, 2
     )
     assert data["id"] and not poll_off and cancel_style == compare.SHOWN and "0 of 2 runs done" in texts(progress)
     assert results == []  # nothing finished yet: no chart, no caption
     found: list[int] = []
     assert wait_for(lambda: found.extend(set(work.RUNNER.children()) - known) or found, 60), "no child started"
-    data, results, progress, poll_off, cancel_style = compare.anytime_step(context, "anytime-cancel", data, FFNN, 4, options, [], 0, 0)
+    data, results, progress, poll_off, cancel_style = compare.anytime_step(context, "anytime-cancel", data, FFNN, 4, [], 0, 0)
     job = anytime.find_job(data["id"])
     assert wait_for(lambda: job.state == "cancelled", 10)
     assert wait_for(lambda: not set(work.RUNNER.children()) & set(found), 5), "the child outlived its cancel"
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
         os.kill(found[0], 0)
-    data, results, progress, poll_off, cancel_style = compare.anytime_step(context, "anytime-poll", data, FFNN, 4, options, [], 0, 0)
+    data, results, progress, poll_off, cancel_style = compare.anytime_step(context, "anytime-poll", data, FFNN, 4, [], 0, 0)
     assert poll_off and cancel_style == compare.HIDDEN
     assert "stopped after 0 of 2 runs: 0 series drawn; not run: local_search" in texts(progress)
 

@@ -19,7 +19,7 @@ import pytest
 import workbench as wb
 from workbench.dashboard import create_app
 from workbench.dashboard.context import DashboardContext
-from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
+from workbench.dashboard.jobs import RANDOM_FEATURES_MAX, JobManager, LaunchError, validate_arguments
 from workbench.dashboard.limits import LimitError, Limits
 from workbench.dashboard.pages import compare, launch
 from workbench.dashboard.picker import resolve_graph_key
@@ -236,9 +236,25 @@ def test_host_header_must_name_this_server():
     client = app.server.test_client()
     for host in ("localhost:8050", "127.0.0.1", "[::1]:8050", "10.1.2.3:8050"):
         assert client.get("/_dash-layout", headers={"Host": host}).status_code == 200, host
-    for host in ("evil.example.com", "evil.example.com:8050", "localhost.evil.example.com", "127.0.0.1.nip.io", "10.1.2.4"):
+    refused = [
+        *("evil.example.com", "evil.example.com:8050", "localhost.evil.example.com", "127.0.0.1.nip.io", "10.1.2.4"),
+        *("127.0.0.1:8097@evil.example.com", "localhost:evil.example.com", "localhost:8050:80", "localhost, evil.example.com"),
+        *("[::1]evil.example.com", "[evil.example.com]:8050", "localhost/x", "user@localhost", "localhost:", ""),
+    ]
+    for host in refused:
         response = client.get("/_dash-layout", headers={"Host": host})
         assert response.status_code == 400 and b"Host header" in response.data, host
+
+
+def test_a_doubled_host_header_is_refused():
+    """Two Host headers (the first naming this server) reach the real server, which joins them: refused."""
+    app = create_app()
+    with serving(app) as port:
+        for hosts, status in [(["localhost"], b"200"), (["localhost", "evil.example.com"], b"400"), (["localhost", "localhost"], b"400")]:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                head = "".join(f"Host: {host}\r\n" for host in hosts)
+                sock.sendall(f"GET /_dash-layout HTTP/1.1\r\n{head}Connection: close\r\n\r\n".encode())
+                assert sock.makefile("rb").readline().split()[1] == status, hosts
 
 
 def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
@@ -267,6 +283,20 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
         ("sweep", {"config": "datasets/x.yaml", "workers": str((os.cpu_count() or 1) + 1)}, "its cores"),
         ("train", {"graphs": "ffnn", "out": "r", "set": "search_samples=1000000"}, "--max-count"),
         ("train", {"graphs": "ffnn", "out": "r", "set": "threads=5000"}, "--max-count"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "random_features=1e8"}, "random_features must be a whole number from 0 to 256"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "random_features=257"}, "from 0 to 256"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "rollouts_per_update=100000"}, "--max-count"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "selection_samples=100000"}, "--max-count"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "no_such_field=1"}, "not a TrainConfig field"),
+        ("train", {"graphs": " ".join(["ffnn"] * 5000), "out": "r"}, "--max-graphs"),
+        ("train", {"graphs": "ffnn", "out": "r", "eval": " ".join(["chain_mm"] * 5000)}, "--max-graphs"),
+        ("train", {"graphs": "ffnn", "out": "r", "set": "eval_graphs=" + ",".join(["ffnn"] * 300)}, "--max-graphs"),
+        ("calibrate", {"graph": "ffnn", "target_seconds": "1e9"}, "--max-time-limit"),
+        ("place", {"graph": "ffnn", "method": "doppler@runs:../../etc/passwd"}, "not a method of this workbench"),
+        ("sweep", {"config": "datasets/x.yaml", "address": "127.0.0.1:6379@evil.example.com"}, "not an address"),
+        ("calibrate", {"graph": "ffnn", "engine": "localhost:evil.example.com"}, "not an address"),
+        ("place", {"graph": "ffnn", "trace": "../datasets/t.json"}, "a run name is"),
+        ("place", {"graph": "ffnn", "start": "README.md"}, "under datasets/ or runs/"),
     ]
     for command, values, words in refused:
         with pytest.raises(LaunchError, match=words.replace("(", r"\(")):
@@ -278,8 +308,17 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
     )
     assert argv[:2] == ["ffnn", "chain"] and f"init_checkpoint={(context.runs_dir / 'a' / 'last.pt').resolve()}" in argv
     assert validate_arguments(context, "calibrate", {"graph": "ffnn", "engine": "localhost:7070"})[-1] == "localhost:7070"
+    trace = validate_arguments(context, "place", {"graph": "ffnn", "trace": "t.json"})
+    assert trace[trace.index("--trace") + 1] == str((context.runs_dir / "t.json").resolve())  # a trace is written under runs/ too
     sweep = validate_arguments(context, "sweep", {"config": "runs/grid.yaml"})
     assert sweep[-2:] == ["--out", str((context.runs_dir / "grid.csv").resolve())]  # results stay under runs/
+    (context.runs_dir / "elsewhere").symlink_to(context.runs_dir.parent)  # a link in runs/ out of it
+    for command in ("train", "place"):
+        with pytest.raises(LaunchError, match="is outside"):
+            validate_arguments(context, command, {"graphs" if command == "train" else "graph": "ffnn", "out": "elsewhere"})
+    from workbench.learn.policy import POLICY_FIELDS
+
+    assert POLICY_FIELDS["random_features"].high == RANDOM_FEATURES_MAX  # the launch check is the policy's own range
     wider = DashboardContext(
         context.runs_dir, context.datasets_dir, context.upload_dir, Limits(allow_oracles=("mylab.oracles:cluster",), max_devices=8)
     )

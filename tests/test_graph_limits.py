@@ -1,5 +1,5 @@
-"""Loaders bound memory by the file, not by what it claims: a 100 MB file of each format in a child process,
-the streaming line reader, JSON's counts before parsing, and control characters in names."""
+"""Loaders bound memory by the file, not by what it claims: a 100 MB file of each format in a child process, refused
+or loaded, the streaming line reader, JSON's counts before parsing, and control characters in names."""
 
 from __future__ import annotations
 
@@ -49,23 +49,54 @@ def write_json(path: Path) -> str:
     return "items a JSON input may hold"
 
 
+def write_stg_that_loads(path: Path) -> str:
+    """A valid STG file of two tasks whose first task line runs on with 100 MB of blanks."""
+    path.write_text("2\n0 0 0\n1 3 1 0" + " " * SIZE + "\n2 4 1 1\n3 0 1 2\n")
+    return "loaded 2 ops, 1 edges"
+
+
+def write_paper_that_loads(path: Path) -> str:
+    """A valid paper file whose first op has an op type of 100 MB."""
+    path.write_text("3\n0,\n0\n1\n10,40," + "m" * SIZE + "\n20,50\n")
+    return "loaded 2 ops, 1 edges"
+
+
+def write_json_that_loads(path: Path) -> str:
+    """A valid JSON graph named by a 100 MB string."""
+    graph = {"format": "workbench-graph", "compute": [1, 2], "src": [0], "dst": [1], "comm": [3], "metadata": {"name": "n" * SIZE}}
+    path.write_text(json.dumps(graph))
+    return "loaded 2 ops, 1 edges"
+
+
 # The child's own peak (VmHWM): ru_maxrss would also count the pytest process it was forked from.
 PEAK = """
 import re, sys
 import workbench as wb
 try:
-    wb.load_graph(sys.argv[1])
+    graph = wb.load_graph(sys.argv[1])
+    print(f"loaded {graph.num_nodes} ops, {graph.num_edges} edges")
 except wb.formats.GraphFormatError as exc:
     print(exc)
 print(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
 """
 
 
-@pytest.mark.parametrize("write", [write_stg, write_paper, write_json], ids=["stg", "paper", "json"])
-def test_a_100_mb_file_is_refused_within_three_times_its_size(tmp_path, write):
+WRITERS = {
+    "stg": write_stg,
+    "paper": write_paper,
+    "json": write_json,
+    "stg_that_loads": write_stg_that_loads,
+    "paper_that_loads": write_paper_that_loads,
+    "json_that_loads": write_json_that_loads,
+}
+
+
+@pytest.mark.parametrize("case", list(WRITERS))
+def test_a_100_mb_file_loads_or_is_refused_within_three_times_its_size_plus_200_mb(tmp_path, case):
     if not Path("/proc/self/status").exists():
         pytest.skip("needs Linux /proc")
-    path = tmp_path / {write_stg: "big.stg", write_paper: "big.txt", write_json: "big.json"}[write]
+    write = WRITERS[case]
+    path = tmp_path / ("big" + {"stg": ".stg", "paper": ".txt", "json": ".json"}[case.split("_")[0]])
     reason = write(path)
     size = path.stat().st_size
     assert size >= SIZE

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.learn import CheckpointError, EnvConfig, PlacementEnv, PlacementState, PolicyConfig, load_policy, make_policy
-from workbench.learn.features import static_features
+from workbench.learn.features import longest_path_members, static_features
 from workbench.sim import Evaluator
 
 from .conftest import save_trained_for
@@ -74,8 +74,8 @@ def test_static_features_match_hand_computed_values():
     def members(path):
         return {r: sorted(path[1][path[0] == r].tolist()) for r in range(4)}
 
-    assert members(f.down_path) == {0: [0, 2, 3], 1: [1, 3], 2: [2, 3], 3: [3]}
-    assert members(f.up_path) == {0: [0], 1: [0, 1], 2: [0, 2], 3: [0, 2, 3]}
+    assert members(longest_path_members(HAND, downward=True)) == {0: [0, 2, 3], 1: [1, 3], 2: [2, 3], 3: [3]}
+    assert members(longest_path_members(HAND, downward=False)) == {0: [0], 1: [0, 1], 2: [0, 2], 3: [0, 2, 3]}
     assert f.time_scale == 13
 
 
@@ -190,6 +190,18 @@ def test_rollout_is_reproducible_with_a_generator(doppler):
     assert np.array_equal(runs[0].assignment, runs[1].assignment) and np.array_equal(runs[0].order, runs[1].order)
     assert float(runs[0].log_prob) == float(runs[1].log_prob)
     assert not np.array_equal(runs[0].assignment, runs[2].assignment)
+
+
+def test_an_episode_without_gradients_places_the_same_and_marks_its_unscored_log_prob(doppler):
+    """Inference skips the batched re-scoring: same placement, and NaN log-probabilities nobody can mistake for real ones."""
+    graph = wb.bundled_graph("chain_mm")
+    scored = doppler.rollout(graph, 4, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        unscored = doppler.rollout(graph, 4, generator=torch.Generator().manual_seed(3))
+        taught = doppler.rollout(graph, 4, mode="teacher")
+    assert np.array_equal(scored.assignment, unscored.assignment) and np.array_equal(scored.order, unscored.order)
+    assert np.isfinite(float(scored.log_prob)) and np.isnan(float(unscored.log_prob)) and np.isnan(float(unscored.entropy))
+    assert np.isfinite(float(taught.imitation_loss)), "a teacher episode is scored with or without gradients"
 
 
 def test_batched_log_prob_matches_a_step_by_step_recomputation(doppler):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -94,21 +97,109 @@ def test_panel_redraws_when_a_widget_changes(comparison):
     assert panel.bars.layout.title.text.startswith("ffnn_192nodes")
 
 
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+def _decoded(value):
+    """plotly's JSON with its base64 arrays (``{"dtype", "bdata"}``) back as numpy arrays."""
+    if isinstance(value, dict) and set(value) >= {"dtype", "bdata"}:
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        return array.reshape(value["shape"]) if "shape" in value else array
+    if isinstance(value, dict):
+        return {k: _decoded(v) for k, v in value.items()}
+    return [_decoded(v) for v in value] if isinstance(value, list) else value
+
+
+def _shown(output) -> go.Figure:
+    """The figure an ``Output`` widget of the panel shows (what the notebook draws, not the panel's attributes)."""
+    [item] = output.outputs
+    return go.Figure(_decoded(item["data"][PLOTLY_MIME]))
+
+
 def test_the_panels_shown_figures_change_with_the_widgets(comparison):
-    """What the notebook displays (the FigureWidgets and the table widget) follows the controls, not only the attributes."""
+    """What the notebook displays (the Output widgets and the table widget) follows the controls, not only the attributes."""
     panel = compare_panel(comparison, devices=(4, 8), methods=["critical_path", "heft", "round_robin"], selected=["critical_path", "heft"])
-    shown_bars = panel.bars_widget
-    assert list(shown_bars.data[0].y) == ["critical_path", "heft"] and "chain_mm_112nodes" in shown_bars.layout.title.text
-    before = list(shown_bars.data[0].x)
+    bars_output = panel.bars_output
+    assert list(_shown(bars_output).data[0].y) == ["critical_path", "heft"] and "chain_mm_112nodes" in _shown(bars_output).layout.title.text
+    before = list(_shown(bars_output).data[0].x)
     panel.graph.value = "ffnn_192nodes"
-    assert panel.bars_widget is shown_bars  # redrawn in place, not replaced by a figure nobody displays
-    assert shown_bars.layout.title.text.startswith("ffnn_192nodes") and list(shown_bars.data[0].x) != before
-    assert list(shown_bars.data[0].x) == [comparison.placement("ffnn_192nodes", 4, m).makespan for m in ("critical_path", "heft")]
-    panel.devices.value = 8
-    assert len(panel.gantts_widget.layout.yaxis.tickvals) == 8 and "ffnn_192nodes" in panel.table_widget.value
+    assert panel.bars_output is bars_output  # redrawn in place, not replaced by a widget nobody displays
+    shown = _shown(bars_output)
+    assert shown.layout.title.text.startswith("ffnn_192nodes") and list(shown.data[0].x) != before
+    assert list(shown.data[0].x) == pytest.approx([comparison.placement("ffnn_192nodes", 4, m).makespan for m in ("critical_path", "heft")])
+    panel.devices.value = 8  # the charts follow the device count, not only the table
+    assert len(_shown(panel.gantts_output).layout.yaxis.tickvals) == 8 and "ffnn_192nodes" in panel.table_widget.value
+    assert "8 devices" in _shown(panel.bars_output).layout.title.text
     panel.methods.value = ("round_robin",)
-    assert list(panel.bars_widget.data[0].y) == ["round_robin"]
-    assert sum(1 for t in panel.gantts_widget.data if t.type == "bar" and t.customdata is not None) >= 1
+    assert list(_shown(panel.bars_output).data[0].y) == ["round_robin"]
+    assert sum(1 for t in _shown(panel.gantts_output).data if t.type == "bar" and t.customdata is not None) >= 1
+    panel.methods.value = ()
+    assert panel.bars_output.outputs == () and panel.gantts_output.outputs == () and panel.table_widget.value == ""
+
+
+def test_the_panel_uses_core_widgets_only():
+    """plotly's FigureWidget is an anywidget, which JupyterLab failed to restore on reopening ("Failed to initialize model")."""
+    import ipywidgets
+
+    panel = compare_panel([wb.bundled_graph("chain_mm_112nodes")], devices=(4,), methods=["critical_path"])
+    stack, seen = [panel.widget], []
+    while stack:
+        widget = stack.pop()
+        seen.append(widget)
+        stack.extend(getattr(widget, "children", ()))
+    assert all(w._model_module == "@jupyter-widgets/controls" or isinstance(w, ipywidgets.Output) for w in seen), {
+        type(w).__name__ for w in seen
+    }
+
+
+def test_the_panels_output_carries_a_static_copy_for_viewers_without_widgets(comparison, monkeypatch):
+    import plotly.io as pio
+    from plotly.io.base_renderers import MimetypeRenderer
+
+    from workbench.viz.export import PNG_RENDERER
+
+    class FakePng(MimetypeRenderer):  # what static_fallbacks() registers, without starting chromium
+        def to_mimebundle(self, fig_dict):
+            return {"image/png": base64.b64encode(b"png").decode()}
+
+    pio.renderers[PNG_RENDERER] = FakePng()
+    monkeypatch.setattr(pio.renderers, "default", f"plotly_mimetype+{PNG_RENDERER}")
+    panel = compare_panel(comparison, devices=(4, 8), methods=["critical_path", "heft"])
+    bundle = panel._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.widget.model_id
+    static = bundle["text/html"]
+    assert static.count('<img src="data:image/png;base64,') == 2, "the bars and the Gantt charts"
+    assert 'alt="chain_mm_112nodes on 4 devices"' in static
+    assert "critical_path" in static and "<table" in static and "<script" not in static
+    assert "chain_mm_112nodes on 4 devices" in bundle["text/plain"]
+    for output in (panel.bars_output, panel.gantts_output):
+        assert output.outputs[0]["data"]["image/png"], "the PNG rides along inside the widget too (classic notebook, saved state)"
+
+
+def test_the_gantt_grid_lays_out_without_overlap(comparison):
+    """Each chart's band of the figure's height holds its device rows; titles sit in the gap above their own chart."""
+    methods = ["critical_path", "round_robin", "heft", "local_search"]
+    for devices in (4, 8):
+        fig = comparison.gantts("chain_mm_112nodes", devices, methods, columns=2)
+        plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+        bands = {}
+        for index in range(1, 5):
+            y, x = fig.layout[f"yaxis{index if index > 1 else ''}"], fig.layout[f"xaxis{index if index > 1 else ''}"]
+            bands[index] = (y.domain, x.domain)
+            assert (y.domain[1] - y.domain[0]) * plot_px / devices >= 36, "room for a two-line device label per row"
+        for a in range(1, 5):
+            for b in range(a + 1, 5):
+                (ya, xa), (yb, xb) = bands[a], bands[b]
+                overlap_y = min(ya[1], yb[1]) - max(ya[0], yb[0])
+                overlap_x = min(xa[1], xb[1]) - max(xa[0], xb[0])
+                assert overlap_y < 0 or overlap_x < 0, f"charts {a} and {b} overlap"
+        for index, annotation in enumerate(fig.layout.annotations, start=1):
+            (y0, y1), (x0, x1) = bands[index]
+            assert annotation.text.startswith(methods[index - 1]) and x0 <= annotation.x <= x1
+            assert annotation.y == pytest.approx(y1) and annotation.yanchor == "bottom"
+            above = [band[0][0] for band in bands.values() if band[0][0] > y1 + 1e-9]
+            room = ((min(above) if above else 1 + fig.layout.margin.t / plot_px) - y1) * plot_px
+            assert room >= 40, f"the title of {methods[index - 1]} has {room:.0f} px above its chart"
 
 
 def test_learned_methods_are_offered_where_a_checkpoint_ships(tmp_path, monkeypatch):

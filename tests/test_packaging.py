@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import tracked_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -60,16 +62,6 @@ def test_parquet_support_is_in_the_extra_that_names_it():
     assert "Parquet needs pyarrow, in the `sweeps` extra" in " ".join((ROOT / "docs" / "contracts.md").read_text().split())
 
 
-def _tracked_tree(dest: Path) -> Path:
-    """A copy of the checkout's files (tracked, and new ones git does not ignore): a build from it sees what a clean clone holds."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        if (ROOT / name).is_file():  # a tracked file deleted in the work tree is not part of the build
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    return dest
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
 def test_installed_wheel_carries_its_datasets_and_checkpoints(tmp_path):
@@ -81,7 +73,7 @@ def test_installed_wheel_carries_its_datasets_and_checkpoints(tmp_path):
     wheels = tmp_path / "wheels"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), "."],
-        cwd=_tracked_tree(tmp_path / "src"),
+        cwd=tracked_tree(tmp_path / "src"),
         capture_output=True,
         text=True,
     )
@@ -106,7 +98,7 @@ def test_installed_wheel_carries_its_datasets_and_checkpoints(tmp_path):
 
     away = tmp_path / "elsewhere"
     away.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WORKBENCH_DATASETS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WORKBENCH_DATASETS", "WORKBENCH_RUNS")}
 
     def workbench(*args: str) -> str:
         out = subprocess.run([venv / "bin" / "workbench", *args], cwd=away, env=env, capture_output=True, text=True, timeout=600)
@@ -118,6 +110,10 @@ def test_installed_wheel_carries_its_datasets_and_checkpoints(tmp_path):
     assert placed["method"] == "doppler" and len(placed["assignment"]) == 180
     assert placed["details"]["checkpoint"] == str(site / "workbench" / "data" / "pretrained" / "ffnn_192nodes" / "doppler.safetensors")
     assert all(name in workbench("bench", "sim", "--quick") for name in ("chain_mm_112nodes", "full_transformer_layer_261nodes"))
+    # the dashboard's runs folder: the current folder's runs/, not one beside site-packages
+    code = "from workbench.dashboard.context import CHECKOUT, default_runs_dir; print(CHECKOUT, default_runs_dir())"
+    where = subprocess.run([python, "-c", code], cwd=away, env=env, capture_output=True, text=True, timeout=600)
+    assert where.stdout.split() == ["None", str(away / "runs")], where.stderr[-2000:]
 
 
 def test_the_extras_map_names_the_extras_that_install_each_module():

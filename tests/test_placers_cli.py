@@ -29,6 +29,36 @@ def test_place_local_search_json_reports_its_budget(capsys):
     assert {"method", "assignment", "makespan", "lower_bound", "seconds"} <= set(data)
 
 
+def test_a_search_reports_its_gain_over_its_start_and_has_a_default_clock(capsys, monkeypatch):
+    from workbench.cli import compare as compare_command, place as place_command
+    from workbench.placers import place
+
+    given = {}
+
+    def spy(graph, method, devices, seed, **options):
+        given[method] = options
+        return place(graph, method=method, devices=devices, seed=seed, **options)
+
+    monkeypatch.setattr("workbench.placers.place", spy)
+    assert main(["place", "chain_mm", "--method", "local_search", "--budget", "300", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert given["local_search"]["time_limit"] == place_command.SEARCH_TIME_LIMIT
+    assert main(["place", "chain_mm", "--method", "local_search", "--budget", "300"]) == 0
+    start, makespan = data["details"]["start_makespan"], data["makespan"]
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("search"))
+    assert line == f"search       300 evaluations, {1 - makespan / start:.2%} shorter than {data['details']['start_method']} ({start:,.6g})"
+    assert main(["place", "chain_mm", "--method", "heft"]) == 0  # a one-pass method: no clock passed, no search line
+    assert "time_limit" not in given["heft"] and "search " not in capsys.readouterr().out
+    for command in (place_command, compare_command):
+        monkeypatch.setattr(command, "SEARCH_TIME_LIMIT", 1e-6)  # the default clock cuts a budget it cannot spend
+    assert main(["place", "chain_mm", "--method", "local_search", "--budget", "100000"]) == 0
+    assert "; stopped by the 1e-06 s clock (--time-limit)" in capsys.readouterr().out
+    assert main(["place", "chain_mm", "--method", "local_search", "--time-limit", "-1"]) == 2
+    assert "--time-limit must be > 0 seconds, got -1.0" in capsys.readouterr().err
+    assert main(["compare", "chain_mm", "--methods", "heft,local_search", "--budget", "100000"]) == 0  # compare has the same clock
+    assert given["local_search"]["time_limit"] == 1e-6 and "time_limit" not in given["heft"]
+
+
 def test_place_learned_search_starts_from_a_given_policy(capsys):
     shipped = "datasets/pretrained/ffnn_192nodes/doppler.safetensors"
     assert main(["place", "ffnn", "--method", "learned_search", "--budget", "40", "--start-policy", shipped, "--json"]) == 0

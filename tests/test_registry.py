@@ -88,10 +88,9 @@ def test_the_derived_method_lists_follow_the_registry():
     from workbench.cli.compare import parse_methods
     from workbench.notebook import HEURISTICS, LEARNED, SEARCH
     from workbench.placers.best_constructive import constructive_methods
-    from workbench.training.config import METHODS as TRAINABLE
 
     assert list(HEURISTICS) == list(PAPER_METHODS) == methods("baseline", "heuristic", "rule")
-    assert list(SEARCH) == methods("search", "exact") and list(LEARNED) == list(TRAINABLE) == methods("learned")
+    assert list(SEARCH) == methods("search", "exact") and list(LEARNED) == methods("learned")
     assert set(STG_METHODS) == set(methods()) - set(methods("random", "learned"))
     assert constructive_methods() == methods("heuristic") + methods("rule") + methods("baseline") and "affinity" in constructive_methods()
     assert constructive_methods("literature") == methods("heuristic") + methods("baseline")

@@ -158,13 +158,15 @@ def write_comma_run(folder: Path, episodes: int = 6) -> Path:
     with run.open_metrics(config) as metrics:
         for episode in range(episodes):
             stage = "il" if episode < episodes // 2 else "sim"
-            metrics.append_row({"stage": stage, "episode": episode, "graph": COMMA, "makespan": 10.0 - episode, "seconds": 0.5 * episode})
+            losses = {"loss_imitation": 0.4} if stage == "il" else {"baseline": -1.0, "loss_policy": 0.4}
+            logged = {"reward": -1.0, "loss": 0.5, "loss_entropy": 0.1, "lr": 1e-3, "oracle": "sim", "seconds": 0.5 * episode, **losses}
+            metrics.append_row({"stage": stage, "episode": episode, "graph": COMMA, "makespan": 10.0 - episode, **logged})
     run.append_greedy("sim", episodes // 2, 1.0, {COMMA: 7.5})
     return folder
 
 
 def test_a_graph_path_with_a_comma_reads_the_same_through_every_reader(tmp_path):
-    from workbench.training.resume import check_metrics
+    from workbench.runs.validate import Progress, RunPlan, check_metrics
 
     folder = write_comma_run(tmp_path / "run")
     paths, problems = runs.RunPaths(folder), []
@@ -179,8 +181,9 @@ def test_a_graph_path_with_a_comma_reads_the_same_through_every_reader(tmp_path)
     assert runs.read_rows(paths.greedy_path)[0]["graph"] == COMMA and run.greedy["graph"].tolist() == [COMMA]
     curve = runs.greedy_evaluations(run, COMMA)
     assert curve[["episode", "makespan", "what"]].values.tolist() == [[3.0, 7.5, runs.GREEDY_PERIODIC]]
-    columns = tuple(runs.METRIC_COLUMNS)
-    assert check_metrics(paths.metrics_path, columns, 6, lambda e: "il" if e < 3 else "sim").rows == 6, "resume reads it too"
+    stages, lr = (("il", 0, 3), ("sim", 3, 6)), {"il": (1e-3, 1e-3), "sim": (1e-3, 1e-3)}
+    plan = RunPlan("doppler", 0, 2, (COMMA,), stages, 1, 0, 6, lr, tuple(runs.METRIC_COLUMNS), {COMMA: 1.0})
+    assert check_metrics(paths.metrics_path, plan, Progress(6, "sim"))[0] == 6, "resume reads it too"
 
 
 def test_runs_are_listed_down_to_max_depth_never_inside_a_run_newest_first(tmp_path):
@@ -240,3 +243,73 @@ def test_a_table_grows_by_whole_lines_and_a_resume_keeps_what_the_checkpoint_saw
     assert path.read_text().splitlines()[0] == "episode,graph,loss", "the declared columns are the header"
     runs.CsvLog(path, ("episode",)).start()
     assert path.read_text() == "episode\n"
+
+
+def follow_log(path, episodes) -> None:
+    with runs.CsvLog(path, runs.METRIC_COLUMNS) as log:
+        log.append({"stage": "il", "episode": e, "graph": "g", "makespan": 10.0 - e, "oracle": "sim"} for e in episodes)
+
+
+def test_a_followed_table_reads_only_appended_lines_and_whole_again_when_rewritten(tmp_path, monkeypatch):
+    path = tmp_path / "metrics.csv"
+    runs.CsvLog(path, runs.METRIC_COLUMNS).start()
+    follow_log(path, range(5))
+    table = runs.TableFollower(path)
+    assert table.poll() == "reloaded" and table.frame["episode"].tolist() == list(range(5))
+    assert table.poll() == "same"
+    parsed: list[bytes] = []
+    real_parse = runs.follow.parse_table
+    monkeypatch.setattr(runs.follow, "parse_table", lambda raw, *args, **kw: parsed.append(raw) or real_parse(raw, *args, **kw))
+    follow_log(path, range(5, 8))
+    with open(path, "a") as handle:
+        handle.write("il,8,g,2.0,,,,,")  # half written: not read yet
+    assert table.poll() == "appended" and table.frame["episode"].tolist() == list(range(8))
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert parsed == [lines[0] + b"".join(lines[6:9])], "the header and the three lines appended, nothing else"
+    with open(path, "a") as handle:
+        handle.write(",,,,,,sim\nil,9,g\n")  # line 11 is damaged; its number is the file's line number
+    problems: list[str] = []
+    whole = runs.read_frame(path, problems)
+    assert table.poll() == "appended" and table.frame.equals(whole) and table.problems == problems
+    assert problems == ["metrics.csv: skipped 1 damaged line(s) (line 11): each line needs 15 fields and a whole episode number"]
+    generation = table.generation
+    with open(path, "r+b") as handle:  # a resumed run cuts the table back to what its checkpoint saw, then appends again
+        handle.truncate(len(b"".join(path.read_bytes().splitlines(keepends=True)[:4])))
+    follow_log(path, [3, 4, 5, 6, 7, 8, 9, 10])
+    assert table.poll() == "reloaded" and table.generation == generation + 1
+    assert table.frame.equals(runs.read_frame(path)) and table.frame["episode"].tolist() == list(range(11))
+    runs.CsvLog(path, runs.METRIC_COLUMNS).write([{"stage": "il", "episode": 0, "graph": "g", "makespan": 1.0}])  # a new file
+    assert table.poll() == "reloaded" and table.frame["makespan"].tolist() == [1.0]
+    path.unlink()
+    assert table.poll() == "reloaded" and table.frame.empty and table.problems == ["metrics.csv is missing (no episode logged yet)"]
+    assert table.poll() == "same"
+
+
+def test_a_followed_run_reads_like_read_run_and_a_stopped_run_is_not_read_again(tmp_path, monkeypatch):
+    folder = write_comma_run(tmp_path / "run")
+    writer = runs.RunWriter(folder)
+    writer.update_meta(status="running")
+    follower = runs.RunFollower(folder)
+    first = follower.poll()
+    assert first.reloaded and first.other and first.generation == 1 and first.revision == 1
+    assert follower.run.metrics.equals(runs.read_run(folder).metrics) and follower.run.problems == runs.read_run(folder).problems
+    assert not follower.poll().any
+    with runs.CsvLog(writer.metrics_path, runs.METRIC_COLUMNS) as log:
+        log.append([{"stage": "sim", "episode": 6, "graph": COMMA, "makespan": 4.0}])
+    change = follower.poll()
+    assert (change.appended, change.reloaded, change.other, change.revision) == (1, False, False, 1)
+    assert follower.run.metrics.equals(runs.read_run(folder).metrics)
+    writer.update_meta(status="finished")
+    assert follower.poll().other and follower.run.status == "finished"
+    opened: list[object] = []
+    monkeypatch.setattr(runs.follow, "open", lambda *args, **kw: opened.append(args) or open(*args, **kw), raising=False)
+    assert not follower.poll().any and opened == [], "a finished run whose files did not change is not read at all"
+    with runs.CsvLog(writer.metrics_path, runs.METRIC_COLUMNS) as log:  # a finished run still being copied in
+        log.append([{"stage": "sim", "episode": 7, "graph": COMMA, "makespan": 3.0}])
+    assert follower.poll().appended == 1 and len(follower.run.metrics) == 8
+    followers = runs.RunFollowers(most=1)
+    assert followers.poll(folder)[1].reloaded and not followers.poll(folder)[1].any
+    followers.poll(tmp_path / "missing")
+    run, change = followers.poll(folder)
+    assert change.reloaded and len(run.metrics) == 8, "beyond `most` runs, the least recently polled is forgotten"
+    assert followers.poll(tmp_path / "missing")[0].problems == ("missing is not a run directory",)

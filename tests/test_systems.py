@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import workbench as wb
+from workbench.cli import main
 from workbench.systems import Measurement, MeasurementError, SimulatorOracle, calibrate, measure, spearman, trace_violations
 from workbench.systems.executor import CalibratedKernels, LocalExecutor, WaitKernels
 
@@ -58,7 +59,8 @@ def test_simulator_oracle_makespan_is_measure_without_the_trace(overhead):
 
 def test_every_backend_is_the_one_cost_oracle_and_training_adapts_only_functions():
     from workbench.systems import CostOracle, FastCostOracle, RemoteEngine, makespan_of
-    from workbench.training.oracle import CallableOracle, as_oracle, oracle_kind
+    from workbench.systems.oracle import CallableOracle, as_oracle
+    from workbench.training.oracle import oracle_kind
 
     graph = wb.bundled_graph("chain_mm")
     assignment = np.arange(graph.num_nodes) % 2
@@ -77,6 +79,35 @@ def test_every_backend_is_the_one_cost_oracle_and_training_adapts_only_functions
         makespan_of(as_oracle(lambda g, a: float("nan"), 2), graph, assignment)
     with pytest.raises(TypeError, match="measure"):
         as_oracle(42, 2)
+
+
+def constant_oracle(devices: int):
+    """A ``module:factory`` oracle for the resolver test: a plain function, which the resolver wraps."""
+    return lambda graph, assignment: 2.5
+
+
+def test_one_resolver_builds_every_kind_of_oracle_for_training_and_the_cli(capsys):
+    from workbench.systems import CallableOracle, RemoteEngine, make_oracle, oracle_spec_kind
+    from workbench.training import TrainConfig
+    from workbench.training.oracle import oracle_from_spec
+
+    assert isinstance(oracle_from_spec("sim", 2), SimulatorOracle)
+    assert isinstance(oracle_from_spec("local", 2), LocalExecutor)
+    remote = oracle_from_spec("127.0.0.1:9", 2)
+    assert isinstance(remote, RemoteEngine) and remote.address == "127.0.0.1:9" and remote.devices == 2
+    wrapped = make_oracle("tests.test_systems:constant_oracle", 2)
+    assert isinstance(wrapped, CallableOracle) and wrapped.measure(wb.bundled_graph("chain_mm"), [0]).seconds == 2.5
+    for spec in ("sim", "local", "host:80", "pkg.mod:factory"):
+        TrainConfig(("chain_mm",), oracle=spec)  # accepted by the config as by the resolver
+    for spec in ("simulator", "host:", ":80", "module:"):
+        with pytest.raises(ValueError, match="use 'sim', 'local', HOST:PORT of a remote engine, or module:factory"):
+            oracle_spec_kind(spec)
+        with pytest.raises(ValueError, match="TrainConfig.oracle"):
+            TrainConfig(("chain_mm",), oracle=spec)
+    with pytest.raises(ValueError, match="cannot import it"):
+        make_oracle("tests.test_systems:no_such_factory", 2)
+    assert main(["calibrate", "chain_mm", "--engine", "sim"]) == 2
+    assert "--engine is HOST:PORT" in capsys.readouterr().err
 
 
 def test_calibration_asks_every_oracle_for_traces():

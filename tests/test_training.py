@@ -24,7 +24,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import workbench
 from workbench.datasets import STG_DIR
-from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
+from workbench.learn.checkpoint import read_checkpoint, weight_shapes, write_checkpoint
 from workbench.runs import GREEDY_COLUMNS, METRIC_COLUMNS, read_meta, read_rows
 from workbench.schedule import PartialSchedule
 from workbench.training import TrainConfig, train
@@ -123,7 +123,17 @@ def tiny_load_policy(path, map_location=None):
     return policy
 
 
-TINY = types.SimpleNamespace(make_policy=lambda method, config=None: TinyPolicy(), load_policy=tiny_load_policy, INPUT_OPTIONS=())
+def tiny_policy_weights(path):
+    """The header check resume reads a checkpoint with: a tiny policy's weights, whatever the header."""
+    return lambda header: weight_shapes(TinyPolicy)
+
+
+TINY = types.SimpleNamespace(
+    make_policy=lambda method, config=None: TinyPolicy(),
+    load_policy=tiny_load_policy,
+    policy_weights=tiny_policy_weights,
+    INPUT_OPTIONS=(),
+)
 
 
 def tiny_config(**changes) -> TrainConfig:
@@ -468,6 +478,8 @@ def test_cli_trains_with_the_stand_in_policy_and_resumes(tmp_path, monkeypatch, 
         (["--set", "nonsense=1"], "--set 'nonsense=1'"),
         (["--set", "il_lr=fast"], "not a valid float"),
         (["--set", "tensorboard=maybe"], "not a valid bool"),
+        (["--set", "grad_clip=nan"], "TrainConfig.grad_clip must be a finite number, got nan"),
+        (["--set", "rl_lr_start=inf"], "TrainConfig.rl_lr_start must be a finite number, got inf"),
         (["--init-checkpoint", "/nowhere/x.pt"], "/nowhere/x.pt does not exist"),
     ],
 )
@@ -699,11 +711,16 @@ def test_greedy_evaluations_survive_a_resume_at_and_after_a_stage_boundary(tmp_p
     assert without_time(read_rows(tmp_path / "run" / "greedy.csv")) == expected
 
 
-def test_a_run_from_before_greedy_csv_resumes_and_starts_one(tmp_path):
+def test_a_missing_greedy_csv_is_started_afresh_only_when_no_evaluation_came_before_the_checkpoint(tmp_path):
     config = tiny_config(greedy_every=2)
-    out = tmp_path / "run"
-    with pytest.raises(Crash):
-        train(config, out, library=TINY, progress=False, callback=crash_at(9))
-    (out / "greedy.csv").unlink()
-    train(config, out, library=TINY, progress=False)
-    assert [int(r["episode"]) for r in read_rows(out / "greedy.csv")] == [10, 12]
+    early, late = tmp_path / "early", tmp_path / "late"  # checkpoints after episode 3 (Stage I) and 9 (evaluated at 6 and 8)
+    for out, crash in ((early, 4), (late, 9)):
+        with pytest.raises(Crash):
+            train(config, out, library=TINY, progress=False, callback=crash_at(crash))
+        (out / "greedy.csv").unlink()
+    train(config, early, library=TINY, progress=False)
+    assert [int(r["episode"]) for r in read_rows(early / "greedy.csv")] == [6, 8, 10, 12]
+    before = {p: p.read_bytes() for p in late.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"greedy\.csv: missing, but 2 greedy evaluation\(s\) came before the checkpoint"):
+        train(config, late, library=TINY, progress=False)
+    assert {p: p.read_bytes() for p in late.rglob("*") if p.is_file()} == before

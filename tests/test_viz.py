@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -252,12 +253,16 @@ def test_static_fallbacks_put_a_png_beside_the_interactive_figure(monkeypatch):
     import plotly.io as pio
 
     monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
+    monkeypatch.setattr(pio.defaults, "headers", pio.defaults.headers)
     assert viz.static_fallbacks()
     try:
-        bundle = pio.renderers._build_mime_bundle(viz.message_figure("hello").to_dict())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            bundle = pio.renderers._build_mime_bundle(viz.message_figure("hello").to_dict())
     finally:
         kaleido.stop_sync_server(silence_warnings=True)
     assert "application/vnd.plotly.v1+json" in bundle and bundle["image/png"]
+    assert not [str(w.message) for w in caught], "a warning under every figure (Kaleido's 'kopts argument is ignored')"
 
 
 def test_long_runs_are_thinned_for_drawing_but_smoothed_over_every_row():
@@ -267,3 +272,34 @@ def test_long_runs_are_thinned_for_drawing_but_smoothed_over_every_row():
     raw, line = (t for t in fig.data if t.legendgroup == "long")
     assert len(raw.x) <= viz.training.MAX_RAW_POINTS and len(line.x) <= viz.training.MAX_LINE_POINTS
     assert raw.x[-1] > 299_000 and set(np.round(line.y[1:], 6)) == {0.5}  # the mean of every pair, not of the kept points
+    spiky = frame.assign(makespan=np.where(episodes == 123_457, 9.0, np.where(episodes == 7, -9.0, 1.0)))
+    raw, line = (t for t in viz.training_curves({"spiky": spiky}, raw_points=500, line_points=100).data if t.legendgroup == "spiky")
+    assert len(raw.x) <= 500 and len(line.x) <= 100 and line.x[-1] == 299_999
+    assert {123_457, 7, 0, 299_999} <= set(raw.x), "a stretch's extremes and the ends are kept, not every k-th point"
+
+
+def test_the_png_renderer_tries_a_figure_again_when_kaleidos_page_was_not_ready(monkeypatch):
+    from plotly.io.base_renderers import PngRenderer
+
+    from workbench.viz.export import _png_renderer
+
+    calls = []
+
+    def flaky(self, fig_dict):
+        calls.append(fig_dict)
+        if len(calls) < 3:
+            raise RuntimeError("ReferenceError: kaleido_scopes is not defined")
+        return {"image/png": "ok"}
+
+    monkeypatch.setattr(PngRenderer, "to_mimebundle", flaky)
+    assert _png_renderer(100).to_mimebundle({"data": []}) == {"image/png": "ok"} and len(calls) == 3
+    calls.clear()
+
+    def down(self, fig_dict):
+        calls.append(fig_dict)
+        raise RuntimeError("down")
+
+    monkeypatch.setattr(PngRenderer, "to_mimebundle", down)
+    with pytest.raises(RuntimeError, match="down"):
+        _png_renderer(100).to_mimebundle({"data": []})
+    assert len(calls) == 3, "three tries, then the error"

@@ -430,13 +430,15 @@ def read_stg(path: Path) -> DataflowGraph:
         if cost[t] != 0:
             raise GraphFormatError(path, f"dummy task {t} must have cost 0, has {cost[t]:g}", int(seen[t]))
     order = np.argsort(np.frombuffer(dst, dtype=np.int64), kind="stable")  # by task, each task's predecessors in file order
+    edges = np.frombuffer(src, dtype=np.int64)[order], np.frombuffer(dst, dtype=np.int64)[order]
+    del order, src, dst  # the reader's buffers go before the graph makes its own copies
     return _build(
         path,
         lambda error: int(seen[error.op + 1]) if error.op is not None else None,
         compute=cost[1 : n + 1],
-        src=np.frombuffer(src, dtype=np.int64)[order],
-        dst=np.frombuffer(dst, dtype=np.int64)[order],
-        comm=np.zeros(len(src)),
+        src=edges[0],
+        dst=edges[1],
+        comm=np.zeros(edges[0].size),
         names=tuple(f"t{t}" for t in range(1, n + 1)),
         metadata={"format": "stg", "name": path.stem},
     )

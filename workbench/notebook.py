@@ -240,10 +240,15 @@ def stage_placements(run_dir: str | Path, graph: DataflowGraph) -> dict[str, Pla
 class ComparePanel:
     """Pick a graph, a device count and methods; the table, makespan bars and Gantt charts redraw.
 
-    ``widget`` is the ipywidgets box (a notebook shows the panel itself);
-    ``table``, ``bars`` and ``gantts`` hold what is currently drawn, and the
-    charts are shown through ``bars_widget`` and ``gantts_widget``
-    (``go.FigureWidget``s, updated in place on every change).
+    ``widget`` is the box of plain ipywidgets a notebook shows; ``table``,
+    ``bars`` and ``gantts`` hold what is currently drawn. Each chart is a
+    ``go.Figure`` shown in an ``Output`` widget (``bars_output``,
+    ``gantts_output``) whose output is replaced on every change: core widgets
+    only, which JupyterLab and Notebook 7 restore from a live kernel when a
+    notebook is reopened and from a saved widget state without one. The
+    panel's own output carries a static copy (the status, the table and, with
+    :func:`workbench.viz.static_fallbacks` on, the charts as PNGs) that viewers
+    without a widget manager show: GitHub, nbviewer, ``jupyter nbconvert``.
     """
 
     def __init__(
@@ -269,9 +274,9 @@ class ComparePanel:
         )
         self.status = widgets.HTML()
         self.table_widget = widgets.HTML()
-        self.bars_widget, self.gantts_widget = go.FigureWidget(), go.FigureWidget()
+        self.bars_output, self.gantts_output = widgets.Output(), widgets.Output()
         controls = widgets.HBox([widgets.VBox([self.graph, self.devices]), self.methods])
-        self.widget = widgets.VBox([controls, self.status, self.table_widget, self.bars_widget, self.gantts_widget])
+        self.widget = widgets.VBox([controls, self.status, self.table_widget, self.bars_output, self.gantts_output])
         self.table: pd.DataFrame | None = None
         self.bars: go.Figure | None = None
         self.gantts: go.Figure | None = None
@@ -283,7 +288,7 @@ class ComparePanel:
         """Place what is missing for the current choice and draw it again."""
         methods = list(self.methods.value)
         if not methods:
-            self.status.value = "<b>pick at least one method</b>"
+            self._show("<b>pick at least one method</b>")
             return
         graph, devices = self.graph.value, self.devices.value
         self.status.value = f"placing {graph} on {devices} devices with {len(methods)} method(s)..."
@@ -296,25 +301,46 @@ class ComparePanel:
         methods = [m for m in methods if m not in failed]
         notes = "".join(f"<br>{m} skipped: {html.escape(message)}" for m, message in failed.items())
         if not methods:
-            self.status.value = "nothing to draw" + notes
+            self._show("nothing to draw" + notes)
             return
         table = self.comparison.table()
         self.table = table[(table["graph"] == graph) & (table["devices"] == devices) & table["method"].isin(methods)].reset_index(drop=True)
         self.bars = self.comparison.bars(graph, devices, methods)
         self.gantts = self.comparison.gantts(graph, devices, methods, columns=self.columns)
         best = self.table.loc[self.table["makespan"].idxmin()]
-        self.status.value = (
-            f"best: <b>{best['method']}</b>, makespan {best['makespan']:.4g} ({best['gap']:.1%} above the lower bound){notes}"
+        self._show(
+            f"best: <b>{best['method']}</b>, makespan {best['makespan']:.4g} ({best['gap']:.1%} above the lower bound){notes}",
+            self.table.to_html(index=False, float_format=lambda v: f"{v:.5g}"),
+            (self.bars, self.gantts),
         )
-        self.table_widget.value = self.table.to_html(index=False, float_format=lambda v: f"{v:.5g}")
-        for widget, figure in ((self.bars_widget, self.bars), (self.gantts_widget, self.gantts)):
-            with widget.batch_update():
-                widget.data = ()
-                widget.add_traces(figure.data)
-                widget.layout = figure.layout
+
+    def _show(self, status: str, table: str = "", figures: tuple[go.Figure, ...] = ()) -> None:
+        """Put ``status``, ``table`` and ``figures`` (nothing drawn for the charts left out) on the widgets."""
+        from .viz import figure_bundle
+
+        if not figures:
+            self.table, self.bars, self.gantts = None, None, None
+        self.status.value, self.table_widget.value = status, table
+        for index, output in enumerate((self.bars_output, self.gantts_output)):
+            shown = [figure_bundle(figures[index])] if index < len(figures) else []
+            output.outputs = tuple({"output_type": "display_data", "data": data, "metadata": {}} for data in shown)
+
+    def static_html(self) -> str:
+        """What is drawn now as HTML without scripts: the status, the table and each chart's PNG where it has one."""
+        parts = [f"<p>{self.status.value}</p>", self.table_widget.value]
+        for output in (self.bars_output, self.gantts_output):
+            for item in output.outputs:
+                png = item["data"].get("image/png")
+                if png:
+                    title = item["data"].get("application/vnd.plotly.v1+json", {}).get("layout", {}).get("title", {}).get("text", "")
+                    parts.append(f'<img src="data:image/png;base64,{png}" alt="{html.escape(str(title))}"/>')
+        return "<div>" + "\n".join(parts) + "</div>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs))
+        bundle["text/html"] = self.static_html()  # skipped where the widget draws
+        bundle["text/plain"] = f"compare panel: {self.graph.value} on {self.devices.value} devices, {', '.join(self.methods.value)}"
+        return bundle
 
 
 def compare_panel(

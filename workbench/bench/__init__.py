@@ -43,6 +43,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "workbench.bench.runs",
         "the run reader (workbench.runs) on a 300,000-episode metrics.csv: frame, rows and whole run, plain and quoted graph paths",
     ),
+    "ties": (
+        "workbench.bench.ties",
+        "how much ties matter: each list-scheduling heuristic under id, ready and random tie orders, and ties=K",
+    ),
     "scale": (
         "workbench.bench.scale",
         "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference; "

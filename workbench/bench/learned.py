@@ -18,7 +18,10 @@ run on the same machine state. Each cell records the makespan, wall and
 process CPU seconds, the evaluations counted and the any-time curve
 (``[evaluation, best so far, CPU seconds]``), cached in
 ``runs/bench-learned/fair.json`` (rewritten atomically after each), so an
-interrupted run resumes where it stopped.
+interrupted run resumes where it stopped. ``engine="local"`` or ``"ray"``
+(``workbench bench learned --engine ... --address ...``, docs/sweeps.md) measures
+the cells concurrently on a process pool, a private Ray instance or a Ray cluster,
+with the same makespans and evaluations.
 
 Tables: each learned method ÷ fair local_search at equal evaluations (mean
 over seeds, then mean, range and wins / ties / losses over graphs); at equal
@@ -125,12 +128,36 @@ def measure(graph: Any, cell: Cell) -> dict[str, Any]:
     }
 
 
-def run(quick: bool = False, root: Path | None = None, splits: Iterable[str] = tuple(SPLIT_DEVICES)) -> dict[str, Any]:
-    """Measure every cell not cached under ``root`` yet (one thread: CPU seconds then mean one core), then tabulate."""
+def measure_task(graph: Any, cell: Cell) -> tuple[str, dict[str, Any]]:
+    """One cell as an engine's task (:func:`workbench.sweeps.run_tasks`): the graph may come as its ``to_dict()`` form; torch on
+    one thread in the process that measures."""
+    from ..graph import DataflowGraph
+
+    _single_thread()
+    return cell.key, measure(graph if isinstance(graph, DataflowGraph) else DataflowGraph.from_dict(graph), cell)
+
+
+def run(
+    quick: bool = False,
+    root: Path | None = None,
+    splits: Iterable[str] = tuple(SPLIT_DEVICES),
+    engine: str = "serial",
+    workers: int | None = None,
+    address: str | None = None,
+) -> dict[str, Any]:
+    """Measure every cell not cached under ``root`` yet, then tabulate.
+
+    ``engine``: ``serial`` (default: one process, one thread, so that CPU seconds then mean one core and the methods of
+    one comparison run back to back), ``local`` (a pool of ``workers`` processes) or ``ray`` (a private instance with
+    ``workers`` CPUs, or the cluster at ``address``); cells run concurrently there, each on one thread, and each is cached
+    as it finishes, so an interrupted run resumes on any engine. Makespans and evaluations do not depend on the engine.
+    """
+    import sys
     import tempfile
 
     from .. import corpus
     from ..progress import progress_bar
+    from ..sweeps import run_tasks
 
     _single_thread()
     root = Path(root or (tempfile.mkdtemp(prefix="bench-learned-") if quick else ROOT))
@@ -138,12 +165,15 @@ def run(quick: bool = False, root: Path | None = None, splits: Iterable[str] = t
     cached: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     chosen = cells(quick, splits)
     entries = {e.name: e for e in corpus.entries()}
-    graphs: dict[str, Any] = {}
     todo = [c for c in chosen if c.key not in cached]
-    for cell in progress_bar(todo, desc="bench learned", unit="cell"):
-        if cell.graph not in graphs:
-            graphs[cell.graph] = corpus.build(entries[cell.graph])
-        cached[cell.key] = measure(graphs[cell.graph], cell)
+    if len(todo) < len(chosen):
+        print(f"bench learned: {len(chosen) - len(todo)} of {len(chosen)} cells already in {path}, skipped", file=sys.stderr)
+    graphs = {name: corpus.build(entries[name]) for name in dict.fromkeys(c.graph for c in todo)}
+    tasks = [(graphs[c.graph], c) for c in todo]
+    for key, result in progress_bar(
+        run_tasks(measure_task, tasks, engine, workers, address), total=len(todo), desc="bench learned", unit="cell"
+    ):
+        cached[key] = result
         atomic_write_json(path, cached)
     results = {c.key: cached[c.key] for c in chosen}
     return {"benchmark": "learned", "quick": quick, "root": str(root), "cells": results, "markdown": markdown(chosen, results)}

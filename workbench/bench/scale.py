@@ -341,34 +341,8 @@ def _plot(rows: list[dict[str, Any]], path: Path | None) -> Path | None:
     if path is None:
         return None
     try:
-        import plotly.graph_objects as go
-        from plotly.subplots import make_subplots
-    except ImportError:
+        from ..viz import write_figure
+        from ..viz.reports import scaling_figure
+    except ImportError:  # plotly is the dashboard extra's
         return None
-    import plotly.express as px
-
-    figure = make_subplots(rows=1, cols=2, subplot_titles=("seconds per call", "peak traced memory (MiB)"))
-    for index, name in enumerate(dict.fromkeys(r["method"] for r in rows)):
-        colour = px.colors.qualitative.Dark24[index % 24]
-        for devices, dash in zip(DEVICES, ("solid", "dot"), strict=True):
-            measured = [r for r in rows if r["method"] == name and r["devices"] == devices and r["seconds"] is not None]
-            x = [r["nodes"] for r in measured]
-            for col, key in ((1, "seconds"), (2, "peak_mib")):
-                figure.add_trace(
-                    go.Scatter(
-                        x=x,
-                        y=[r[key] for r in measured],
-                        name=f"{name}, {devices} devices",
-                        legendgroup=f"{name}{devices}",
-                        showlegend=col == 1,
-                        line={"dash": dash, "color": colour},
-                    ),
-                    row=1,
-                    col=col,
-                )
-    figure.update_xaxes(type="log", title_text="ops")
-    figure.update_yaxes(type="log")
-    figure.update_layout(width=1300, height=650, template="plotly_white", legend={"font": {"size": 11}})
-    from ..sweeps.figures import write_figure
-
-    return write_figure(figure, path)
+    return write_figure(scaling_figure(rows, DEVICES), path)

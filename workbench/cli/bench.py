@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import print_json
+from . import CliError
+from .common import ENGINES, positive_int, print_json
 
 
 def register(sub) -> None:
@@ -12,13 +13,26 @@ def register(sub) -> None:
     parser.add_argument("name", choices=sorted(BENCHMARKS), metavar="NAME", help=", ".join(f"{k}: {v[1]}" for k, v in BENCHMARKS.items()))
     parser.add_argument("--quick", action="store_true", help="shorter timings (a smoke test)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--engine", choices=ENGINES, help="learned only: run its cells serially (default), on a local process pool, or on Ray (resumable)"
+    )
+    parser.add_argument("--address", help="learned only: a running Ray cluster to join (implies --engine ray), e.g. HOST:6379")
+    parser.add_argument(
+        "--workers", "--num-cpus", type=positive_int, help="learned only: processes (local) or CPUs of a private Ray instance"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..bench import get_benchmark, machine
 
-    result = get_benchmark(args.name)(quick=args.quick)
+    engine = args.engine or ("ray" if args.address else None)
+    if args.name != "learned" and (engine or args.workers):
+        raise CliError(f"--engine, --address and --workers are for bench learned; {args.name} measures in this process")
+    if args.address and engine != "ray":
+        raise CliError(f"--address joins a Ray cluster: it needs --engine ray, not {engine!r}")
+    options = {"engine": engine or "serial", "workers": args.workers, "address": args.address} if args.name == "learned" else {}
+    result = get_benchmark(args.name)(quick=args.quick, **options)
     result["machine"] = machine()
     if args.json:
         print_json(result)

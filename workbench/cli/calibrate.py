@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..systems import EngineError, LocalExecutor, RemoteEngine, calibrate
+    from ..systems import EngineError, calibrate, make_oracle, oracle_spec_kind
     from ..systems.executor import WaitKernels
     from . import CliError
 
@@ -44,18 +44,24 @@ def run(args) -> int:
         raise CliError(f"--timeout must be > 0 seconds, got {args.timeout}")
     graph = load_graph_argument(args.graph)
     if args.engine:
-        oracle = RemoteEngine.from_address(args.engine)
+        if oracle_spec_kind(args.engine) != "remote":
+            raise CliError(f"--engine is HOST:PORT of a remote engine, got {args.engine!r}")
+        oracle = make_oracle(args.engine, args.devices)
         try:
             hello = oracle.hello()
         except EngineError as exc:
             raise CliError(str(exc)) from None
         if hello["devices"] < args.devices:
             raise CliError(f"the engine at {args.engine} has {hello['devices']} devices, fewer than --devices {args.devices}")
-        oracle.devices = args.devices
     else:
         require_modules("the local executor (calibrate without --engine)", "torch")
-        oracle = LocalExecutor(
-            args.devices, args.device, args.time_scale, args.target_seconds, kernels=WaitKernels() if args.emulate else None
+        oracle = make_oracle(
+            "local",
+            args.devices,
+            device=args.device,
+            time_scale=args.time_scale,
+            target_seconds=args.target_seconds,
+            kernels=WaitKernels() if args.emulate else None,
         )
     out = Path(args.out) if args.out else Path(os.environ.get("WORKBENCH_RUNS") or "runs") / f"calibrate-{graph.name}-{args.devices}d"
     try:

@@ -47,6 +47,10 @@ def load_graph_argument(value: str):
         raise CliError(f"{value}: no such file, and no bundled graph of that name ({', '.join(PAPER_GRAPHS)})") from None
 
 
+ENGINES = ("serial", "local", "ray")
+"""The engines of ``sweep``, ``reproduce`` and ``bench learned`` (:data:`workbench.sweeps.runners.ENGINES`)."""
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -82,6 +86,9 @@ def _json_source(text: str, what: str) -> tuple[str, Any]:
 
 
 DEFAULT_DEVICES = 4
+# `place` and `compare` stop a search (a method with an evaluation budget) after this many seconds unless --time-limit
+# says otherwise: a budget sized for a small graph can take hours on a large one; `place` says when the clock cut it.
+SEARCH_TIME_LIMIT = 600.0
 """The device count of a command given neither ``--devices`` nor a placement file that names one."""
 
 

@@ -7,7 +7,7 @@ import sys
 from ..extras import extras_of, pip_install
 from ..placers import methods as registered
 from . import CliError
-from .common import add_graph_argument, load_graph_argument, positive_int, print_json
+from .common import SEARCH_TIME_LIMIT, add_graph_argument, load_graph_argument, positive_int, print_json
 
 DEFAULT_KINDS = ("baseline", "heuristic", "rule", "search")
 """The kinds of method compared by default: all but random, exact (slow) and learned (need checkpoints)."""
@@ -23,7 +23,12 @@ def register(sub) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations for search methods")
-    parser.add_argument("--time-limit", type=float, metavar="SECONDS", help="wall-time limit for search and exact methods")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help=f"wall-time limit for search and exact methods (a search's default is {SEARCH_TIME_LIMIT:g} s)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
@@ -65,7 +70,8 @@ def run(args) -> int:
     placements = []
     for method in methods:
         accepted = placer_options(method)
-        options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit)) if v is not None and k in accepted}
+        clock = SEARCH_TIME_LIMIT if args.time_limit is None and "budget" in accepted else args.time_limit  # place's default
+        options = {k: v for k, v in (("budget", args.budget), ("time_limit", clock)) if v is not None and k in accepted}
         placements.append(place(graph, method=method, devices=args.devices, seed=args.seed, **options))
     bound = max(p.lower_bound for p in placements)
     rows = [{**p.to_dict(), "gap": optimality_gap(p.makespan, bound)} for p in placements]  # each row a placement file's form

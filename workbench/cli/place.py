@@ -6,7 +6,16 @@ import sys
 
 from ..extras import extras_of, pip_install
 from . import CliError
-from .common import DEFAULT_DEVICES, add_trace_arguments, load_graph_argument, placement_argument, positive_int, print_json, write_trace
+from .common import (
+    DEFAULT_DEVICES,
+    SEARCH_TIME_LIMIT,
+    add_trace_arguments,
+    load_graph_argument,
+    placement_argument,
+    positive_int,
+    print_json,
+    write_trace,
+)
 
 
 def register(sub) -> None:
@@ -18,7 +27,10 @@ def register(sub) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations (search methods)")
     parser.add_argument(
-        "--time-limit", type=float, metavar="SECONDS", help="wall-time limit (search and exact methods; doppler's best of --samples)"
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help=f"wall-time limit (search and exact methods; doppler's best of --samples; a search's default is {SEARCH_TIME_LIMIT:g} s)",
     )
     parser.add_argument("--checkpoint", help="checkpoint file (learned methods)")
     parser.add_argument("--samples", type=positive_int, help="learned methods: best of the greedy placement and SAMPLES-1 further ones")
@@ -70,8 +82,13 @@ def run(args) -> int:
         "polish": args.polish,
         "start_policy": args.start_policy,
     }
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise CliError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     options = {k: v for k, v in given.items() if v is not None}
-    if args.method == "local_search" and sys.stderr.isatty():
+    accepted = set(placer_options(args.method)) if args.method in REGISTRY else set()
+    if {"budget", "time_limit"} <= accepted and args.time_limit is None:
+        options["time_limit"] = SEARCH_TIME_LIMIT
+    if "progress" in accepted and sys.stderr.isatty():
         options["progress"] = True  # a tqdm bar on the terminal; stdout stays clean for --json
     graph = load_graph_argument(args.graph)
     devices = args.devices or DEFAULT_DEVICES
@@ -97,9 +114,22 @@ def run(args) -> int:
     simple = lower_bound(graph, devices)
     if placement.lower_bound > simple:
         print(f"             proven by {placement.method}; the simple bound is {simple:,.6g}")
+    if "start_makespan" in placement.details:
+        print(f"search       {search_summary(placement, options.get('time_limit'))}")
     print(f"seconds      {placement.seconds:.3f}")
     print(f"assignment   {placement.assignment.tolist()}")
     for what, path in (("placement", args.out), ("trace", args.trace)):
         if path:
             print(f"{what:<12} {path}")
     return 0
+
+
+def search_summary(placement, time_limit: float | None) -> str:
+    """What a search gained over its start, in how many evaluations, and whether the clock stopped it."""
+    start = float(placement.details["start_makespan"])
+    gain = 1 - placement.makespan / start if start > 0 else 0.0
+    where = placement.details.get("start_method") or "the policy's greedy placement"
+    text = f"{placement.evaluations:,} evaluations, {gain:.2%} shorter than {where} ({start:,.6g})"
+    if time_limit is not None and placement.seconds >= 0.95 * time_limit:
+        text += f"; stopped by the {time_limit:g} s clock (--time-limit)"
+    return text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import positive_int
+from .common import ENGINES, positive_int
 
 
 def register(sub) -> None:
@@ -14,7 +14,7 @@ def register(sub) -> None:
         " (default runs/reproduce/results.md; --out docs/results.md updates the repository's report)",
     )
     parser.add_argument("--seeds", type=positive_int, help="seeds per cell (default 5, quick 2)")
-    parser.add_argument("--engine", choices=("serial", "local", "ray"), default="serial")
+    parser.add_argument("--engine", choices=ENGINES, default="serial")
     parser.add_argument("--workers", type=positive_int)
     parser.add_argument("--graphs", nargs="+", metavar="GRAPH", help="only these paper graphs (names or prefixes)")
     parser.add_argument("--runs", default="runs", help="training run directories to take learned checkpoints from")
@@ -23,7 +23,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..extras import require_modules
     from ..sweeps.reproduce import DEFAULT_OUT, reproduce
+
+    require_modules("workbench reproduce (its report's figure)", "plotly")
 
     report = reproduce(
         quick=args.quick,

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from .common import positive_int
+from .common import ENGINES, positive_int
 
 
 def register(sub) -> None:
     parser = sub.add_parser("sweep", help="run a grid of graphs × devices × methods × seeds (resumable)")
     parser.add_argument("config", metavar="CONFIG", help="a sweep config (.yaml, .yml or .json); see examples/sweeps/")
+    parser.add_argument("--engine", choices=ENGINES, help="serial, a local process pool, or Ray (default: the config's, else serial)")
     parser.add_argument(
-        "--engine", choices=("serial", "local", "ray"), help="serial, a local process pool, or Ray (default: the config's, else serial)"
+        "--address", help="a running Ray cluster to join (implies --engine ray), e.g. HOST:6379 from `ray start --head` (docs/sweeps.md)"
     )
-    parser.add_argument("--address", help="an existing Ray cluster to join (implies --engine ray), e.g. auto or HOST:6379")
-    parser.add_argument("--workers", type=positive_int, help="processes (local) or CPUs of a private Ray instance (default: all cores)")
+    parser.add_argument(
+        "--workers", "--num-cpus", type=positive_int, help="processes (local) or CPUs of a private Ray instance (default: all cores)"
+    )
     parser.add_argument("--out", help="results table, .csv or .parquet (default: the config's out)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)

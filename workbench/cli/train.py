@@ -34,7 +34,11 @@ def register(sub) -> None:
     parser.add_argument(
         "--eval", nargs="+", default=[], metavar="GRAPH", help="graphs not trained on, placed by the trained policy at the end (transfer)"
     )
-    parser.add_argument("--oracle", default="sim", help="cost oracle of the real stage: sim, or module:factory")
+    parser.add_argument(
+        "--oracle",
+        default="sim",
+        help="cost oracle of the real stage: sim, local (the local executor), HOST:PORT of a remote engine, or module:factory",
+    )
     parser.add_argument(
         "--set",
         action="append",

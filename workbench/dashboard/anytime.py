@@ -41,7 +41,7 @@ from .context import DashboardContext
 from .learned import ACTIVE, checkpoint_origin
 from .limits import LimitError
 from .sources import load_graph_key, parse_method
-from .work import GRACE, RUNNER
+from .work import GRACE, run_bounded
 
 __all__ = [
     "ABANDONED",
@@ -149,11 +149,8 @@ def anytime_record(
         if args in _RECORDS:
             _RECORDS.move_to_end(args)
             return _RECORDS[args]
-    limits = context.limits
     # a job waits for a free slot as long as it is wanted: Compare's own placements may hold them
-    record = RUNNER.run(
-        _record, *args, max_concurrent=limits.max_concurrent, seconds=time_limit + GRACE, should_stop=should_stop, slot_wait=float("inf")
-    )
+    record = run_bounded(context, _record, *args, seconds=time_limit + GRACE, should_stop=should_stop, slot_wait=float("inf"))
     with _RECORDS_LOCK:
         _RECORDS[args] = record
         while len(_RECORDS) > MAX_RECORDS:
@@ -274,9 +271,16 @@ def start_anytime(
     budget: Any,
     seeds: Any,
 ) -> AnytimeJob | list:
-    """Start a job for the chosen series, budget and number of seeds; or the messages saying why not."""
+    """Start a job for the chosen series, budget and number of seeds; or the messages saying why not.
+
+    ``options`` are the series on offer, computed by the server (:func:`anytime_options`), never the browser's list:
+    a value not among them is refused.
+    """
     if not graph_key or not values:
         return [message("choose one or more series", "warning")]
+    offered = {o["value"] for o in options}
+    if not isinstance(values, list) or not all(isinstance(v, str) and v in offered for v in values) or len(set(values)) < len(values):
+        return [message("choose the series among those offered for this graph and device count")]
     try:
         budget, seeds = int(budget), int(seeds)
     except (TypeError, ValueError):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 from dash import MATCH, Input, Output, State, ctx, dcc, html, no_update
 
-__all__ = ["card_id", "controls", "field", "figure_card", "message", "register_download_callback", "download_payload"]
+__all__ = ["card_id", "controls", "csv_on_demand", "field", "figure_card", "message", "register_download_callback", "download_payload"]
 
 
 def message(text: str, kind: str = "error") -> html.Div:
@@ -94,25 +95,53 @@ def figure_card(
     )
 
 
-def download_payload(kind: str, index: str, figure: Any, csv_text: str | None) -> tuple[dict | None, str]:
-    """``(dcc.Download data, message)`` for a PNG or CSV download of one card."""
+MAX_PNG_HEIGHT = 4000
+"""Pixels of height (before scaling) a PNG export renders at most, whatever height the figure sent asks for."""
+
+
+def download_payload(context: Any, kind: str, index: str, figure: Any, csv_text: Any) -> tuple[dict | None, str]:
+    """``(dcc.Download data, message)`` for a PNG or CSV download of one card.
+
+    The figure comes from the browser: it is rendered in a killable child under the server's caps
+    (:func:`~workbench.dashboard.work.run_bounded`; the browser Kaleido starts is held to the memory cap too), at most
+    :data:`MAX_PNG_HEIGHT` pixels high; a failure or a refusal is the message.
+    """
     name = _slug(index)
     if kind == "csv-button":
-        if not csv_text:
+        if not csv_text or not isinstance(csv_text, str):
             return None, "no data to download"
         return dcc.send_string(csv_text, f"{name}.csv"), ""
-    if not figure:
+    if not figure or not isinstance(figure, dict):
         return None, "no figure to export"
-    from workbench.viz import to_png
+    from .work import run_bounded
 
     try:
-        png = to_png(figure)
-    except Exception as exc:  # Kaleido or its browser missing or failing: say so, keep the page alive
+        png = run_bounded(context, _png, figure, seconds=context.limits.max_time_limit, cap_data=False)
+    except Exception as exc:  # Kaleido or its browser missing or failing, a cap, a malformed figure: say so, keep the page alive
         return None, f"PNG export failed: {exc}"
     return dcc.send_bytes(png, f"{name}.png"), ""
 
 
-def register_download_callback(app) -> None:
+def _png(figure: dict) -> bytes:
+    """The figure as PNG bytes, its height capped at :data:`MAX_PNG_HEIGHT` (runs in the child)."""
+    import plotly.graph_objects as go
+
+    from workbench.viz import to_png
+
+    shown = go.Figure(figure)
+    height = shown.layout.height
+    if height is not None and height > MAX_PNG_HEIGHT:
+        shown.layout.height = MAX_PNG_HEIGHT
+    return to_png(shown)
+
+
+def csv_on_demand(app, page: str, make: Callable[[Any], str | None]) -> None:
+    """Make the CSV of ``page``'s cards when a CSV button is clicked: their ``csv-data`` store holds a small request, and
+    ``make(request)`` writes the CSV, so a large table is never sent to the browser with a redraw."""
+    app.workbench_csv_makers = {**getattr(app, "workbench_csv_makers", {}), page: make}
+
+
+def register_download_callback(app, context: Any) -> None:
     """Pattern-matching callbacks serving every card's PNG, CSV and trace-event buttons."""
 
     @app.callback(
@@ -128,7 +157,10 @@ def register_download_callback(app) -> None:
         trigger = ctx.triggered_id
         if not trigger:
             return no_update, no_update
-        data, text = download_payload(trigger["type"], f"{trigger['page']}-{trigger['index']}", figure, csv_text)
+        make = getattr(app, "workbench_csv_makers", {}).get(trigger["page"])
+        if make is not None and trigger["type"] == "csv-button" and csv_text is not None:
+            csv_text = make(csv_text)
+        data, text = download_payload(context, trigger["type"], f"{trigger['page']}-{trigger['index']}", figure, csv_text)
         return (data if data is not None else no_update), text
 
     @app.callback(
@@ -139,6 +171,6 @@ def register_download_callback(app) -> None:
     )
     def perfetto(_clicks, events):
         trigger = ctx.triggered_id
-        if not events or not trigger:
+        if not events or not isinstance(events, str) or not trigger:
             return no_update
         return dcc.send_string(events, f"{_slug(trigger['page'] + '-' + trigger['index'])}.trace.json")

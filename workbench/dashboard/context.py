@@ -20,7 +20,15 @@ from .limits import Limits
 
 __all__ = ["DashboardContext", "default_runs_dir", "resolve_inside", "PathError"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+
+def checkout_root(package_dir: Path) -> Path | None:
+    """The checkout that holds the package folder ``package_dir`` (an editable install, or ``PYTHONPATH`` pointing at
+    the repository), or None when the package is installed (a wheel in site-packages, whose parent holds no pyproject.toml)."""
+    root = package_dir.resolve().parent
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+CHECKOUT = checkout_root(Path(__file__).parents[1])
 
 
 class PathError(ValueError):
@@ -28,8 +36,12 @@ class PathError(ValueError):
 
 
 def default_runs_dir() -> Path:
-    """``$WORKBENCH_RUNS`` when set, else ``runs/`` at the repository root."""
-    return Path(os.environ.get("WORKBENCH_RUNS") or REPO_ROOT / "runs")
+    """``$WORKBENCH_RUNS`` when set, else ``runs/`` at the root of the checkout this package runs from, else (an
+    installed wheel) ``runs/`` in the current working directory, never beside site-packages."""
+    override = os.environ.get("WORKBENCH_RUNS")
+    if override:
+        return Path(override)
+    return (CHECKOUT if CHECKOUT is not None else Path.cwd()) / "runs"
 
 
 def resolve_inside(root: Path, relative: str | os.PathLike) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -92,6 +93,7 @@ def create_app(
         suppress_callback_exceptions=True,
         title="Doppler workbench",
         index_string=INDEX,
+        on_error=_refused,
     )
     app.server.config["MAX_CONTENT_LENGTH"] = 64 * 1024 * 1024
     _check_host_header(app.server, limits, bound_host)
@@ -105,7 +107,7 @@ def create_app(
             layout=_bind(page.layout, context, jobs),
         )
         page.register_callbacks(app, context, jobs)
-    register_download_callback(app)
+    register_download_callback(app, context)
     app.layout = html.Div(
         [
             html.Nav(
@@ -113,6 +115,7 @@ def create_app(
                 children=[html.Span("Doppler workbench", className="wb-brand")] + [dcc.Link(page.NAME, href=page.PATH) for page in PAGES],
             ),
             dcc.Store(id="selected-op", data=None),
+            html.Div(id=SERVER_MESSAGE, className="wb-page"),
             html.Div(dash.page_container, className="wb-page"),
         ]
     )
@@ -122,13 +125,26 @@ def create_app(
     return app
 
 
+SERVER_MESSAGE = "server-message"
+"""Where a request that no page check foresaw is answered (:func:`_refused`)."""
+
+
+def _refused(error: Exception) -> None:
+    """Dash's last resort for a callback that raised: the error as a message at the top of the page, the callback's
+    outputs unchanged, never an HTTP 500 (the pages answer what they foresee themselves)."""
+    from .components import message
+
+    logging.getLogger(__name__).warning("a dashboard request was refused: %s: %s", type(error).__name__, error)
+    dash.set_props(SERVER_MESSAGE, {"children": message(f"request refused: {error}")})
+
+
 def _check_host_header(server, limits: Limits, bound_host: str | None) -> None:
     """Answer 400 to a request whose Host header names another site: a page there cannot reach this server by DNS rebinding."""
     import flask
 
     @server.before_request
     def refuse_foreign_host():
-        if not limits.host_allowed(flask.request.headers.get("Host"), bound_host):
+        if not limits.host_allowed(flask.request.headers.getlist("Host"), bound_host):
             return flask.Response(
                 "400 Bad Request: this dashboard does not answer to that Host header (see --allow-hosts)\n",
                 status=400,

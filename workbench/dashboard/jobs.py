@@ -28,10 +28,10 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .context import REPO_ROOT, DashboardContext, PathError, resolve_inside
+from .context import CHECKOUT, DashboardContext, PathError, resolve_inside
 from .limits import LimitError
 
 __all__ = [
@@ -120,10 +120,10 @@ def command_arguments(command: str) -> list[Argument]:
 
 GRAPH_ARGUMENTS = {"graph", "graphs", "more_graphs", "eval", "eval_graphs"}
 """Arguments naming graphs: ``datasets/...``, ``runs/...`` or a bundled graph's name."""
-FILE_ARGUMENTS = {"config", "checkpoint", "init_checkpoint", "assignment", "init", "from_checkpoint", "resume"}
+FILE_ARGUMENTS = {"config", "checkpoint", "init_checkpoint", "assignment", "init", "from_checkpoint", "resume", "start", "start_policy"}
 """Arguments naming other files: ``datasets/...`` or ``runs/...`` only."""
 POSITIONAL_NAMES = {"graph", "graphs", "config"}
-OUTPUT_ARGUMENTS = {"out", "output", "run_dir"}
+OUTPUT_ARGUMENTS = {"out", "output", "run_dir", "trace"}
 SET_FIELDS = {
     "graphs": "graphs",
     "init_checkpoint": "init_checkpoint",
@@ -132,9 +132,14 @@ SET_FIELDS = {
     "devices": "devices",
     "episodes": "episodes",
     "search_samples": "search_samples",
+    "selection_samples": "selection_samples",
+    "rollouts_per_update": "rollouts_per_update",
     "threads": "threads",
 }
 """``--set FIELD=VALUE`` fields checked like the option of the same meaning (tuples item by item)."""
+RANDOM_FEATURES_MAX = 256
+"""The most noise columns ``--set random_features`` may add: the policy config's own range
+(``workbench.learn.policy.POLICY_FIELDS``, not imported here: it needs torch)."""
 
 
 def _is_bundled_name(value: str) -> bool:
@@ -153,7 +158,12 @@ def _check_value(ctx: DashboardContext, dest: str, value: str) -> str:
         value = value.removeprefix("runs/")
         if not _NAME.fullmatch(value):
             raise LaunchError(f"{flag}: a run name is letters, digits, '_', '-', '.' (got {value!r})")
-        return str(resolve_inside(ctx.runs_dir, value))
+        try:
+            return str(resolve_inside(ctx.runs_dir, value))
+        except PathError as exc:  # a link in runs/ pointing elsewhere
+            raise LaunchError(f"{flag} {value!r}: {exc}") from None
+    if dest == "method" and value not in _registered_methods():
+        raise LaunchError(f"{flag} {value!r} is not a method of this workbench (see workbench place --list)")
     if dest == "set":
         return _check_setting(ctx, value)
     try:
@@ -176,20 +186,49 @@ def _check_value(ctx: DashboardContext, dest: str, value: str) -> str:
     raise LaunchError(f"{flag} {value!r}: {what} must be under datasets/ or runs/ (write them as datasets/... or runs/...)")
 
 
+def _registered_methods() -> set[str]:
+    from workbench.placers import placers
+
+    return set(placers())
+
+
 def _check_setting(ctx: DashboardContext, item: str) -> str:
     """``FIELD=VALUE`` of ``train --set``, its value checked as the matching option's would be."""
     name, sep, text = item.partition("=")
     name = name.strip().replace("-", "_")
     if not sep:
         raise LaunchError(f"--set {item!r}: expected FIELD=VALUE")
+    from workbench.training import TrainConfig
+
+    if name not in {f.name for f in fields(TrainConfig)}:
+        raise LaunchError(f"--set {item!r}: {name!r} is not a TrainConfig field (see workbench train --fields)")
+    count = _whole_number(text) if name == "random_features" else 0
+    if count is None or not 0 <= count <= RANDOM_FEATURES_MAX:
+        raise LaunchError(f"--set random_features must be a whole number from 0 to {RANDOM_FEATURES_MAX} (got {text.strip()!r})")
     dest = SET_FIELDS.get(name)
     if dest is None:
         return f"{name}={text}"
     if dest in GRAPH_ARGUMENTS:
-        checked = ",".join(_check_value(ctx, dest, part.strip()) for part in text.split(",") if part.strip())
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        _check_count(ctx, f"--set {name}", len(parts))
+        checked = ",".join(_check_value(ctx, dest, part) for part in parts)
     else:
         checked = _check_value(ctx, dest, text.strip())
     return f"{name}={checked}"
+
+
+def _whole_number(text: str) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def _check_count(ctx: DashboardContext, flag: str, count: int) -> None:
+    try:
+        ctx.limits.check_graph_count(flag, count)
+    except LimitError as exc:
+        raise LaunchError(str(exc)) from None
 
 
 def validate_arguments(ctx: DashboardContext, command: str, values: dict[str, object]) -> list[str]:
@@ -219,6 +258,8 @@ def validate_arguments(ctx: DashboardContext, command: str, values: dict[str, ob
         for item in items:
             if item.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", item):
                 raise LaunchError(f"{argument.flag or dest}: {item!r} looks like an option, not a value")
+        if dest in GRAPH_ARGUMENTS:
+            _check_count(ctx, argument.flag or dest.upper(), len(items))
         items = [_check_value(ctx, dest, item) for item in items]
         if argument.flag is None:
             positional.extend(items)
@@ -324,7 +365,8 @@ class JobManager:
                 "PYTHONUNBUFFERED": "1",
                 "DGLBACKEND": "pytorch",
                 "WORKBENCH_RUNS": str(self.ctx.runs_dir),
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+                # a checkout's package first (an installed one is found anyway)
+                "PYTHONPATH": os.pathsep.join(filter(None, [CHECKOUT and str(CHECKOUT), os.environ.get("PYTHONPATH")])),
             }
             with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as log:
                 process = subprocess.Popen(

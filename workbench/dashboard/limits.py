@@ -19,11 +19,12 @@ import argparse
 import dataclasses
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Limits", "LimitError", "LOCAL_HOSTS"]
+__all__ = ["Limits", "LimitError", "LOCAL_HOSTS", "parse_host"]
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Names of this machine that every allow-list of hosts contains."""
@@ -67,8 +68,15 @@ class Limits:
             "WORKBENCH_MAX_COUNT", "placements, repeats, search samples and threads of a launched command; workers also at most the cores"
         ),
     )
+    max_graphs: int = field(
+        default=256, metadata=_option("WORKBENCH_MAX_GRAPHS", "graphs a launched training run trains on, and graphs it evaluates")
+    )
     max_work_memory_mb: int = field(
-        default=2048, metadata=_option("WORKBENCH_MAX_WORK_MEMORY_MB", "MiB of memory a graph generation may add")
+        default=2048,
+        metadata=_option(
+            "WORKBENCH_MAX_WORK_MEMORY_MB",
+            "MiB of memory one computation (a placement, a polish, a drawing, an upload check, a PNG export) may add",
+        ),
     )
     max_concurrent: int = field(
         default=2, metadata=_option("WORKBENCH_MAX_CONCURRENT", "placements and generations running at once, all clients together")
@@ -167,6 +175,11 @@ class Limits:
             )
         return budget, time_limit
 
+    def check_graph_count(self, flag: str, count: int) -> None:
+        """Refuses more than ``max_graphs`` graphs for one Launch argument."""
+        if count > self.max_graphs:
+            raise LimitError(f"{flag}: at most {self.max_graphs:,} graphs (got {count:,}; the server's --max-graphs)")
+
     def check_launch_value(self, dest: str, value: str) -> None:
         """Refuses one Launch argument (``dest`` as argparse names it) beyond a cap or off an allow-list.
 
@@ -178,7 +191,7 @@ class Limits:
         elif dest == "budget" and (number := _maybe(value, int)) is not None:
             if not 1 <= number <= self.max_budget:
                 raise LimitError(f"{flag} must be from 1 to {self.max_budget:,} (got {value}; the server's --max-budget)")
-        elif dest in ("time_limit", "timeout") and (number := _maybe(value, float)) is not None:
+        elif dest in ("time_limit", "timeout", "target_seconds") and (number := _maybe(value, float)) is not None:
             if not 0 < number <= self.max_time_limit:
                 raise LimitError(
                     f"{flag} must be more than 0 and at most {self.max_time_limit:g} s (got {value}; the server's --max-time-limit)"
@@ -201,6 +214,8 @@ class Limits:
                 )
         elif dest in ("engine", "address") and value not in ("serial", "local", "ray", "auto"):
             host = _host_of(value)
+            if host is None:
+                raise LimitError(f"{flag} {value!r} is not an address (HOST:PORT, [v6]:PORT or ray://HOST:PORT)")
             if host not in self.allow_engine_hosts:
                 raise LimitError(
                     f"{flag} {value!r}: host {host!r} is not allowed; "
@@ -212,16 +227,18 @@ class Limits:
         names = [*LOCAL_HOSTS, *self.allow_hosts]
         if bound_host and bound_host not in ("0.0.0.0", "::", ""):
             names.append(bound_host)
-        return list(dict.fromkeys(name.lower() for name in names))
+        return list(dict.fromkeys(_canonical(name) for name in names))
 
-    def host_allowed(self, header: str | None, bound_host: str | None = None) -> bool:
-        """True when a ``Host`` header (``name``, ``name:port``, ``[v6]:port``) names a trusted host (DNS rebinding defence)."""
-        if not header:
+    def host_allowed(self, headers: list[str], bound_host: str | None = None) -> bool:
+        """True when the request's ``Host`` headers are one header (``name``, ``name:port``, ``[v6]:port``, parsed strictly by
+        :func:`parse_host`) naming a trusted host (DNS rebinding defence)."""
+        if len(headers) != 1:
             return False
-        return _host_of(header) in self.trusted_hosts(bound_host)
+        host = parse_host(headers[0])
+        return host is not None and host in self.trusted_hosts(bound_host)
 
 
-COUNT_ARGUMENTS = ("placements", "repeats", "samples", "search_samples", "threads", "workers")
+COUNT_ARGUMENTS = ("placements", "repeats", "samples", "search_samples", "selection_samples", "rollouts_per_update", "threads", "workers")
 """Launch arguments that multiply a command's work, capped by ``max_count`` (``workers`` also by the cores)."""
 
 
@@ -259,12 +276,41 @@ def _maybe(text: str, kind: type) -> Any:
         return None
 
 
-def _host_of(address: str) -> str:
-    """The host of ``HOST:PORT``, ``[v6]:PORT``, ``ray://HOST:PORT`` or a bare host (lower case)."""
-    text = address.strip().split("://", 1)[-1].split("/", 1)[0]
-    if text.startswith("["):
-        return text[1 : text.find("]")].lower() if "]" in text else text.lower()
+_PORT = r"(?::[0-9]{1,5})?"
+_HOST_FORMS = (
+    re.compile(r"\[([0-9A-Fa-f:.]+)\]" + _PORT),  # [v6] or [v6]:port
+    re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)" + _PORT),  # a name or IPv4 address, then :port
+)
+
+
+def parse_host(text: str | None) -> str | None:
+    """The host named by ``HOST``, ``HOST:PORT`` or ``[v6]:PORT`` (lower case), ``None`` when the text is anything else.
+
+    Strict (RFC 3986's ``host [":" port]``): a second ``:``, a ``@``, a comma (two Host headers joined) or any other
+    character makes it ``None``, so ``127.0.0.1:8097@evil.example.com`` or ``localhost:evil.example.com`` names no host.
+    """
+    if text is None:
+        return None
+    for form in _HOST_FORMS:
+        match = form.fullmatch(text)
+        if match:
+            host = match[1]
+            try:
+                return str(ipaddress.ip_address(host))
+            except ValueError:
+                return None if form is _HOST_FORMS[0] else host.lower()
+    return None
+
+
+def _canonical(name: str) -> str:
+    """A host name in lower case, an IP address in its standard form (``::1``, not ``0::1``)."""
     try:
-        return str(ipaddress.ip_address(text))
+        return str(ipaddress.ip_address(name.strip("[]")))
     except ValueError:
-        return text.rsplit(":", 1)[0].lower() if ":" in text else text.lower()
+        return name.lower()
+
+
+def _host_of(address: str) -> str | None:
+    """The host of ``HOST:PORT``, ``[v6]:PORT``, ``ray://HOST:PORT`` or a bare host (lower case), ``None`` when malformed."""
+    scheme, sep, rest = address.strip().partition("://")
+    return parse_host((rest if sep else scheme).split("/", 1)[0])

@@ -127,9 +127,10 @@ def register_graph_picker(app, context: DashboardContext, prefix: str) -> None:
         prevent_initial_call=True,
     )
     def uploaded(contents, filename):
+        filename = filename if isinstance(filename, str) and filename else "upload"
         try:
-            key = save_upload(context, filename or "upload", contents)
-        except (UploadError, ValueError) as exc:
+            key = save_upload(context, filename, contents)
+        except (UploadError, ValueError, RuntimeError) as exc:  # RuntimeError: the child was stopped (Cancelled) or failed
             return no_update, no_update, message(str(exc))
         return key, "uploaded", message(f"uploaded {filename}", "info")
 

@@ -34,7 +34,7 @@ from workbench.runs import RunPaths, checkpoint_name, list_runs, pretrained_chec
 
 from .context import DashboardContext, PathError
 from .learned import ACTIVE, pretrained_name, split_active
-from .work import check_generated
+from .work import check_generated, check_upload
 
 __all__ = [
     "MAX_UPLOAD_BYTES",
@@ -121,6 +121,7 @@ def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
     if path.suffix not in GRAPH_SUFFIXES and kind == "bundled":
         raise PathError(f"{rest!r} is not a graph file")
     graph = _load_file(str(path), path.stat().st_mtime_ns if path.exists() else 0)
+    ctx.limits.check_graph_size(graph.num_nodes, graph.num_edges, graph_label(key))
     return graph.with_metadata(name=_UPLOAD_NAME.fullmatch(rest).group(1)) if kind == "upload" else graph
 
 
@@ -150,12 +151,15 @@ def _generated(spec_text: str) -> wb.DataflowGraph:
 
 
 def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
-    """Keep an uploaded file (a ``dcc.Upload`` data URL) and check it is a graph; returns its key.
+    """Keep an uploaded file (a ``dcc.Upload`` data URL) and check it is a graph within the caps; returns its key.
 
-    Raises :class:`UploadError` for a refused upload and ``GraphFormatError``
-    (message naming the uploaded file) when the file is not a graph.
+    Its size is checked before it is decoded; it is parsed in a killable child
+    under the server's caps (:func:`~workbench.dashboard.work.check_upload`).
+    Raises :class:`UploadError` for a refused upload, ``LimitError`` for a
+    graph beyond the size caps and ``GraphFormatError`` (message naming the
+    uploaded file) when the file is not a graph.
     """
-    if not contents or "," not in contents:
+    if not isinstance(contents, str) or "," not in contents:
         raise UploadError("the upload is empty")
     payload = contents.split(",", 1)[1]
     if len(payload) * 3 // 4 > MAX_UPLOAD_BYTES:
@@ -173,10 +177,10 @@ def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
     path = ctx.upload_dir / name
     atomic_write_bytes(path, data)
     try:
-        wb.load_graph(path)
-    except wb.GraphFormatError as exc:
+        check_upload(ctx, path, filename)
+    except Exception:
         path.unlink(missing_ok=True)
-        raise wb.GraphFormatError(filename, exc.reason, exc.line) from None
+        raise
     return f"upload:{name}"
 
 

@@ -19,7 +19,7 @@ from dash import dash_table
 from workbench.placers import placer_class, placer_options
 from workbench.viz import critical_path_split, format_number, format_time, method_color
 
-__all__ = ["COLUMNS", "Stop", "plural", "stop_reason", "summary_rows", "summary_table", "sort_rows"]
+__all__ = ["COLUMNS", "SORTABLE", "Stop", "plural", "stop_reason", "summary_rows", "summary_table", "sort_rows"]
 
 COLUMNS = [
     ("method", "method"),
@@ -131,16 +131,17 @@ def sort_rows(rows: list[dict[str, Any]], sort_by: list[dict[str, str]] | None) 
     return out
 
 
+SORTABLE: dict[str, Any] = {"sort_action": "custom", "sort_mode": "single", "sort_by": [], "style_as_list_view": True}
+"""A DataTable sorted by the server (:func:`sort_rows`: by each column's number), one column at a time, rows as a list."""
+
+
 def summary_table(table_id: str, rows: list[dict[str, Any]]) -> dash_table.DataTable:
     """The sortable table: each method's name in its own color (the color its bar has)."""
     return dash_table.DataTable(
         id=table_id,
         columns=[{"id": key, "name": name} for key, name in COLUMNS],
         data=rows,
-        sort_action="custom",
-        sort_mode="single",
-        sort_by=[],
-        style_as_list_view=True,
+        **SORTABLE,
         style_table={"overflowX": "auto"},
         style_cell={
             "fontFamily": "inherit",

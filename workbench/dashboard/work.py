@@ -12,9 +12,13 @@ within :data:`POLL` seconds when
 
 At most ``limits.max_concurrent`` children run at once, for all clients
 together; a request that finds no free slot within :data:`SLOT_WAIT` seconds
-is refused. A graph generation may also add at most
-``limits.max_work_memory_mb`` of memory. Children are killed when the
-dashboard exits.
+is refused. A child may add at most ``limits.max_work_memory_mb`` of memory:
+its data segment is capped (``RLIMIT_DATA``), and the resident memory of its
+whole process tree is watched, so work that starts a browser (PNG export) is
+held to the cap too. Each child leads its own process group; it is killed
+with that group and every process it started (a browser in a session of its
+own included), and every child is killed when the dashboard exits. :func:`run_bounded` runs a function under all of a
+server's caps; everything a page computes beyond one simulation goes through it.
 
 A child runs torch on one thread (:func:`_one_thread`): two children and the
 server share the machine's cores, and on a loaded 2-core machine a best of
@@ -27,6 +31,7 @@ a learned method's child does not import torch again (about 10 s on a busy
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import itertools
 import multiprocessing
@@ -34,12 +39,14 @@ import os
 import pickle
 import resource
 import select
+import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import workbench as wb
@@ -51,11 +58,13 @@ __all__ = [
     "Cancelled",
     "WorkRunner",
     "RUNNER",
+    "run_bounded",
     "run_placement",
     "search_clock",
     "simulate_placement",
     "polish_placement",
     "check_generated",
+    "check_upload",
 ]
 
 POLL = 0.1
@@ -102,6 +111,7 @@ class WorkRunner:
         max_concurrent: int,
         seconds: float,
         memory_mb: int | None = None,
+        cap_data: bool = True,
         should_stop: Callable[[], str | None] | None = None,
         slot_wait: float = SLOT_WAIT,
     ) -> Any:
@@ -110,7 +120,10 @@ class WorkRunner:
         Args:
             max_concurrent: children allowed at once (this one included).
             seconds: the deadline, from when the child starts.
-            memory_mb: memory the child may add to what it starts with (``None``: no cap).
+            memory_mb: memory the child may add to what it starts with (``None``: no cap): its data segment, and the
+                resident memory of its process tree, polled.
+            cap_data: cap the data segment; ``False`` for work that starts a browser (which reserves more than it uses),
+                held to ``memory_mb`` by the poll alone.
             should_stop: says why to stop (or ``None`` to go on); default: the
                 current Flask request's client left, was superseded or cancelled.
             slot_wait: seconds to wait for a free slot before the request is refused.
@@ -121,16 +134,19 @@ class WorkRunner:
         if reason:
             raise Cancelled(f"stopped: {reason}")
         reader, writer = self._context.Pipe(duplex=False)
-        child = self._context.Process(target=_child_main, args=(writer, function, args, memory_mb), daemon=True)
+        child = self._context.Process(target=_child_main, args=(writer, function, args, memory_mb if cap_data else None), daemon=True)
         try:
             self._take_slot(child, max_concurrent, should_stop, slot_wait)
             deadline = time.monotonic() + seconds
             child.start()
             writer.close()
+            baseline = _tree_bytes(child.pid)
             while not reader.poll(POLL):
                 reason = should_stop() or ("its deadline passed" if time.monotonic() > deadline else None)
                 if reason:
                     raise Cancelled(f"stopped: {reason}")
+                if memory_mb is not None and _tree_bytes(child.pid) - baseline > memory_mb << 20:
+                    raise LimitError(_memory_message(memory_mb))
             try:
                 ok, value = reader.recv()
             except EOFError:
@@ -186,7 +202,13 @@ class WorkRunner:
             self._children.add(child)
 
     def _end(self, child) -> None:
-        if child.pid is not None:  # started
+        if child.pid is not None:  # started; not yet reaped, so its id is still its own
+            started = _tree(child.pid)[1:]  # listed before the child dies: then they would belong to init
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)  # the child and its process group
+            for pid in started:  # and what left the group (Kaleido starts its browser in a session of its own)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             if child.is_alive():
                 child.kill()
             child.join(5)
@@ -233,16 +255,46 @@ def _closed(sock: socket.socket) -> bool:
         return False
 
 
+def _tree(pid: int | None) -> list[int]:
+    """Process ``pid`` and its descendants, whatever their process group or session (Linux ``/proc``)."""
+    found: list[int] = []
+    pending = [] if pid is None else [pid]
+    while pending:
+        current = pending.pop()
+        if current in found:
+            continue
+        found.append(current)
+        with contextlib.suppress(OSError, ValueError):
+            for task in os.listdir(f"/proc/{current}/task"):
+                pending += [int(c) for c in Path(f"/proc/{current}/task/{task}/children").read_text().split()]
+    return found
+
+
+def _tree_bytes(pid: int | None) -> int:
+    """Resident memory of process ``pid`` and its descendants (0 where it cannot be read)."""
+    total = 0
+    for member in _tree(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += int(Path(f"/proc/{member}/statm").read_text().split()[1]) * resource.getpagesize()
+    return total
+
+
+def _memory_message(memory_mb: int | None) -> str:
+    return f"this needs more than {memory_mb} MiB of memory (the server's --max-work-memory-mb)"
+
+
 def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: int | None) -> None:
     global _IN_CHILD
     _IN_CHILD = True  # the parent checked this request already; a child never starts children
     _one_thread()
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # its own process group, so the parent kills what it starts with it
     if memory_mb is not None:
         _limit_memory(memory_mb)
     try:
         answer = (True, function(*args))
     except MemoryError:
-        answer = (False, LimitError(f"this needs more than {memory_mb} MiB of memory (the server's --max-work-memory-mb)"))
+        answer = (False, LimitError(_memory_message(memory_mb)))
     except Exception as exc:  # sent back to the request, which shows it
         answer = (False, exc if _round_trips(exc) else RuntimeError(str(exc)))
     try:
@@ -274,19 +326,45 @@ def _round_trips(exc: Exception) -> bool:
 
 
 def _limit_memory(memory_mb: int) -> None:
-    """Cap the child's address space at what it has now plus ``memory_mb`` (Linux; elsewhere no cap)."""
+    """Cap the child's data segment (heap and private writable mappings, ``RLIMIT_DATA``) at what it has now plus
+    ``memory_mb`` (Linux; elsewhere no cap). Not the address space: torch's libraries reserve gigabytes they never use."""
     try:
-        with open("/proc/self/statm") as handle:
-            pages = int(handle.read().split()[0])
-    except OSError:
+        status = Path("/proc/self/status").read_text().splitlines()
+        data = next(int(line.split()[1]) << 10 for line in status if line.startswith("VmData:"))
+    except (OSError, StopIteration, ValueError):
         return
-    size = pages * resource.getpagesize() + (memory_mb << 20)
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (size if hard == resource.RLIM_INFINITY else min(size, hard), hard))
+    size = data + (memory_mb << 20)
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    resource.setrlimit(resource.RLIMIT_DATA, (size if hard == resource.RLIM_INFINITY else min(size, hard), hard))
 
 
 RUNNER = WorkRunner()
 """The process-wide runner the pages use."""
+
+
+def run_bounded(
+    ctx: DashboardContext,
+    function: Callable[..., Any],
+    *args: Any,
+    seconds: float | None = None,
+    cap_data: bool = True,
+    should_stop: Callable[[], str | None] | None = None,
+    slot_wait: float = SLOT_WAIT,
+) -> Any:
+    """``function(*args)`` in a killable child under all of the server's caps: one of ``max_concurrent`` slots, at most
+    ``max_work_memory_mb`` more memory, stopped after ``seconds`` from its start (default ``max_time_limit`` plus
+    :data:`GRACE`), or when ``should_stop`` says so (default: the client leaves, replaces or cancels the request)."""
+    limits = ctx.limits
+    return RUNNER.run(
+        function,
+        *args,
+        max_concurrent=limits.max_concurrent,
+        seconds=limits.max_time_limit + GRACE if seconds is None else seconds,
+        memory_mb=limits.max_work_memory_mb,
+        cap_data=cap_data,
+        should_stop=should_stop,
+        slot_wait=slot_wait,
+    )
 
 
 # ------------------------------------------------------------------ the work
@@ -309,8 +387,7 @@ def run_placement(
 
     clock = time_limit if time_limit is not None else search_clock(ctx, value)
     seconds = (clock or ctx.limits.max_time_limit) + GRACE
-    args = (ctx, graph_key, value, devices, seed, budget, clock)
-    return RUNNER.run(sources.run_placement, *args, max_concurrent=ctx.limits.max_concurrent, seconds=seconds)
+    return run_bounded(ctx, sources.run_placement, ctx, graph_key, value, devices, seed, budget, clock, seconds=seconds)
 
 
 def search_clock(ctx: DashboardContext, value: str) -> float | None:
@@ -355,8 +432,7 @@ def polish_placement(
     """What-if's polish: local search from ``start`` within ``budget`` (and ``time_limit``), in a killable child stopped
     after the request's time limit or the server's ``max_time_limit`` (plus :data:`GRACE`)."""
     seconds = (time_limit or ctx.limits.max_time_limit) + GRACE
-    args = (ctx, graph_key, devices, seed, budget, time_limit, start)
-    return RUNNER.run(_polish, *args, max_concurrent=ctx.limits.max_concurrent, seconds=seconds)
+    return run_bounded(ctx, _polish, ctx, graph_key, devices, seed, budget, time_limit, start, seconds=seconds)
 
 
 def _polish(ctx: DashboardContext, graph_key: str, devices: int, seed: int, budget: int, time_limit: float | None, start: list[int]) -> Any:
@@ -373,13 +449,7 @@ def check_generated(ctx: DashboardContext, spec_text: str) -> None:
     """Generate the graph of a ``generated:`` key once in a child under the memory cap; refuse it beyond the size caps."""
     if _IN_CHILD:
         return
-    nodes, edges = RUNNER.run(
-        _generated_size,
-        spec_text,
-        max_concurrent=ctx.limits.max_concurrent,
-        seconds=ctx.limits.max_time_limit,
-        memory_mb=ctx.limits.max_work_memory_mb,
-    )
+    nodes, edges = run_bounded(ctx, _generated_size, spec_text, seconds=ctx.limits.max_time_limit)
     ctx.limits.check_graph_size(nodes, edges, "the generated graph")
 
 
@@ -387,4 +457,25 @@ def _generated_size(spec_text: str) -> tuple[int, int]:
     from .sources import _generated
 
     graph = _generated(spec_text)
+    return graph.num_nodes, graph.num_edges
+
+
+def check_upload(ctx: DashboardContext, path: Path, what: str) -> None:
+    """Load an uploaded graph file once in a child under the caps; refuse it beyond the graph size caps.
+
+    Raises ``GraphFormatError`` (naming ``what``) for a file that is not a graph, :class:`LimitError` beyond a cap.
+    """
+    size = _upload_size(str(path)) if _IN_CHILD else run_bounded(ctx, _upload_size, str(path), seconds=ctx.limits.max_time_limit)
+    if isinstance(size[0], str):
+        raise wb.GraphFormatError(what, size[0], size[1])
+    ctx.limits.check_graph_size(size[0], size[1], what)
+
+
+def _upload_size(path: str) -> tuple[Any, Any]:
+    """``(ops, edges)`` of a graph file, or ``(reason, line)`` of the :class:`~workbench.GraphFormatError` it raises
+    (which does not survive pickling)."""
+    try:
+        graph = wb.load_graph(path)
+    except wb.GraphFormatError as exc:
+        return exc.reason, exc.line
     return graph.num_nodes, graph.num_edges

@@ -39,6 +39,7 @@ _EXPORTS = {
     "PolicyConfig": ".policy",
     "Rollout": ".policy",
     "load_policy": ".policy",
+    "policy_weights": ".policy",
     "make_policy": ".policy",
     "read_checkpoint": ".policy",
     "TrainedFor": ".checkpoint",

@@ -117,11 +117,15 @@ class SearchResult:
     polished: int = 0
 
 
-def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices, config: ActiveSearchConfig, seed: int = 0) -> SearchResult:
+def active_search(
+    policy: LearnedPolicy, graph: DataflowGraph, devices: Devices, config: ActiveSearchConfig, seed: int = 0, progress: bool = False
+) -> SearchResult:
     """Adapt a PLC logit table to ``graph`` within ``config.budget`` evaluations; the best placement seen.
 
-    ``policy`` must be a DOPPLER policy with a learned PLC; its weights are not changed.
+    ``policy`` must be a DOPPLER policy with a learned PLC; its weights are not changed. ``progress`` shows a bar of the
+    evaluations spent, with the best makespan and its gain over the greedy start.
     """
+    from ..progress import progress_bar
     from ..sim import Evaluator
 
     began, began_cpu = time.perf_counter(), time.process_time()
@@ -133,6 +137,7 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
     if not getattr(policy, "learn_place", False):
         raise ValueError(f"active search adapts PLC's logits: it needs a doppler policy with a learned PLC, not {policy.method!r}")
     evaluator = Evaluator(graph, devices)
+    bar = progress_bar(total=config.budget, disable=not progress, unit="eval", desc="active search")
     frozen = [p.requires_grad for p in policy.parameters()]
     policy.requires_grad_(False)
     try:
@@ -150,6 +155,7 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
         with torch.no_grad():
             best = play("greedy")
         start = best_makespan = float(evaluator(best.assignment))
+        bar.update(1)
         assignment, order, guide_order = best.assignment, best.order, best.order
         found_at, steps, polished, anytime = 1, 0, 0, BestSoFar(began_cpu)
         anytime.add([start])
@@ -163,6 +169,7 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
                 batch = [play("sample") for _ in range(min(config.rollouts, adapt * round_ // rounds - evaluator.evaluations))]
                 makespans = np.atleast_1d(evaluator(np.stack([r.assignment for r in batch])))
                 anytime.add(makespans, evaluator.evaluations + polished)
+                bar.update(len(batch))
                 winner = int(np.argmin(makespans))
                 if makespans[winner] < best_makespan:
                     assignment, order, best_makespan = batch[winner].assignment, batch[winner].order, float(makespans[winner])
@@ -185,10 +192,13 @@ def active_search(policy: LearnedPolicy, graph: DataflowGraph, devices: Devices,
                 for evaluation, makespan, *_ in local.details["anytime"]:
                     anytime.add([makespan], evaluator.evaluations + polished + int(evaluation))
                 polished += int(local.details["evaluations"])
+                bar.update(int(local.details["evaluations"]))
                 if local.makespan < best_makespan:
                     assignment, order, best_makespan = local.assignment, None, local.makespan
                     found_at = evaluator.evaluations + polished
+            bar.set_postfix(best=f"{best_makespan:.6g}", gain=f"{1 - best_makespan / start:.2%}" if start > 0 else "-")
     finally:
+        bar.close()
         for parameter, flag in zip(policy.parameters(), frozen, strict=True):
             parameter.requires_grad_(flag)
     evaluations = evaluator.evaluations + polished

@@ -16,10 +16,11 @@ JSON document (key ``workbench``)::
 and the rest of the JSON document, so a flipped byte anywhere is refused.
 It protects integrity, not authenticity: anyone who can write the file can
 recompute it (docs/contracts.md). What makes a file safe to load is what is
-checked: the header before any tensor is read (every config field's type and
-range, ``trained_for``; a loader's ``weights`` callback derives the exact
-weight shapes from the config without allocating them), then the weights
-(float32 or float16, finite, of exactly those shapes).
+checked: the header first, read alone (at most :data:`MAX_HEADER_BYTES`)
+before the rest of the file (every config field's type and range,
+``trained_for``; a loader's ``weights`` callback derives the exact weight
+shapes from the config without allocating them), then the weights (float32
+or float16, finite, of exactly those shapes).
 
 Reading never unpickles: safetensors parses the tensors, ``json`` the rest.
 Files of the old pickle format (``.pt``) are refused unless the caller passes
@@ -41,10 +42,11 @@ import re
 import stat
 import struct
 import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import safetensors.torch
@@ -81,8 +83,11 @@ MAX_CHECKPOINT_BYTES = 1 << 28
 MAX_PARAMETERS = 1 << 24
 """Most weights (numbers) a policy's config may imply, checked before its module is built: 64 MiB of float32, 16 times
 the paper preset's doppler policy."""
-MAX_TRAINED_GRAPHS = 100_000
-"""Most graphs ``trained_for`` may list."""
+MAX_HEADER_BYTES = 1 << 23
+"""Largest JSON header a checkpoint may have (a training run's is about 24 kB): checked before it is read, it bounds what
+parsing it costs (8 MiB of empty JSON objects take about 200 MiB as Python objects)."""
+MAX_TRAINED_GRAPHS = 20_000
+"""Most graphs ``trained_for`` may list (their names, sizes and fingerprints fit in :data:`MAX_HEADER_BYTES`)."""
 WEIGHT_DTYPES = {"F32": torch.float32, "F16": torch.float16}
 """What a weight tensor may be stored as (safetensors' names); it is used as float32."""
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
@@ -337,7 +342,7 @@ def _digest(document: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) ->
     for name in sorted(tensors):
         tensor = tensors[name].contiguous()
         digest.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy() if tensor.numel() else b"")  # hashed in place, not copied
     return digest.hexdigest()
 
 
@@ -363,6 +368,8 @@ def write_checkpoint(
     document["extra"] = _encode(extra, "extra", tensors)
     document["sha256"] = _digest(document, tensors)
     data = safetensors.torch.save(tensors, metadata={_METADATA_KEY: json.dumps(document, allow_nan=False)})
+    if int.from_bytes(data[:8], "little") > MAX_HEADER_BYTES:
+        raise ValueError(f"refusing to write {path}: its header would hold more than the {MAX_HEADER_BYTES:,} bytes a checkpoint may hold")
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         handle.write(data)
         handle.flush()
@@ -393,20 +400,20 @@ def read_checkpoint(path: str | os.PathLike, allow_unsafe_pickle: bool = False, 
     TorchScript archives are refused regardless.
     """
     path = Path(path)
-    raw = _read_bytes(path)
-    looks_safetensors = raw[8:9] == b"{"  # an 8-byte header length, then the JSON header
-    if not looks_safetensors and (raw[:4] == b"PK\x03\x04" or raw[:1] == b"\x80"):  # torch.save's zip, or its legacy pickle
+    with _open_checkpoint(path) as handle:
+        head = handle.read(9)
+        if head[8:9] == b"{" or not (head[:4] == b"PK\x03\x04" or head[:1] == b"\x80"):  # not torch.save's zip or legacy pickle
+            return _read_safetensors(path, handle, weights)
         if not allow_unsafe_pickle:
             raise CheckpointError(
                 f"refusing to load {path}: it is a pickle checkpoint (the .pt format of older workbench versions), and unpickling "
                 f"can run arbitrary code. If you made it yourself, convert it once: {MIGRATE_HINT.format(path=path)}"
             )
-        checkpoint = _read_pickle(path, raw)
-        if weights is not None:
-            stored = {f"weights/{k}": _index_entry(v) for k, v in checkpoint.weights.items()}
-            _check_weight_index(path, stored, _expected(path, weights, checkpoint.header))
-        return _as_float32(checkpoint) if weights is not None else checkpoint
-    return _read_safetensors(path, raw, weights)
+        checkpoint = _read_pickle(path, _read_all(path, handle))
+    if weights is not None:
+        stored = {f"weights/{k}": _index_entry(v) for k, v in checkpoint.weights.items()}
+        _check_weight_index(path, stored, _expected(path, weights, checkpoint.header))
+    return _as_float32(checkpoint) if weights is not None else checkpoint
 
 
 _DTYPE_NAMES = {dtype: name for name, dtype in WEIGHT_DTYPES.items()}
@@ -449,7 +456,9 @@ def _as_float32(checkpoint: Checkpoint) -> Checkpoint:
     return _finite(dataclasses.replace(checkpoint, weights=weights), {f"weights/{k}": v for k, v in weights.items()})
 
 
-def _read_bytes(path: Path) -> bytes:
+@contextmanager
+def _open_checkpoint(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading when it is a regular file of at most :data:`MAX_CHECKPOINT_BYTES` bytes."""
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -460,18 +469,36 @@ def _read_bytes(path: Path) -> bytes:
         raise CheckpointError(f"policy checkpoint {path} is not a regular file")
     if info.st_size > MAX_CHECKPOINT_BYTES:
         raise CheckpointError(f"policy checkpoint {path} is {info.st_size:,} bytes, over the {MAX_CHECKPOINT_BYTES:,}-byte limit")
-    return path.read_bytes()
-
-
-def _read_safetensors(path: Path, raw: bytes, weights: Expected | None) -> Checkpoint:
-    corrupt = f"{path} is not a readable policy checkpoint (truncated or corrupt?)"
-    if len(raw) < 10 or raw[8:9] != b"{":
-        raise CheckpointError(f"{corrupt}: no safetensors header")
-    (size,) = struct.unpack("<Q", raw[:8])
-    if size > len(raw) - 8:
-        raise CheckpointError(f"{corrupt}: its header claims {size:,} bytes, the file has {len(raw) - 8:,}")
     try:
-        index = json.loads(raw[8 : 8 + size])
+        with open(path, "rb") as handle:
+            yield handle
+    except OSError as error:
+        raise CheckpointError(f"policy checkpoint {path} cannot be read: {error.strerror}") from None
+
+
+def _read_all(path: Path, handle: BinaryIO) -> bytes:
+    """The whole file, from its first byte (a file that grew past the size limit since it was opened is refused)."""
+    handle.seek(0)
+    raw = handle.read(MAX_CHECKPOINT_BYTES + 1)
+    if len(raw) > MAX_CHECKPOINT_BYTES:
+        raise CheckpointError(f"policy checkpoint {path} is over the {MAX_CHECKPOINT_BYTES:,}-byte limit")
+    return raw
+
+
+def _read_safetensors(path: Path, handle: BinaryIO, weights: Expected | None) -> Checkpoint:
+    """The checkpoint in the open file ``handle``: its header is read and checked first, the tensors only after."""
+    corrupt = f"{path} is not a readable policy checkpoint (truncated or corrupt?)"
+    handle.seek(0)
+    head, file_size = handle.read(9), os.fstat(handle.fileno()).st_size
+    if file_size < 10 or head[8:9] != b"{":
+        raise CheckpointError(f"{corrupt}: no safetensors header")
+    (size,) = struct.unpack("<Q", head[:8])
+    if size > file_size - 8:
+        raise CheckpointError(f"{corrupt}: its header claims {size:,} bytes, the file has {file_size - 8:,}")
+    if size > MAX_HEADER_BYTES:
+        raise CheckpointError(f"{path} has a header of {size:,} bytes, more than the {MAX_HEADER_BYTES:,} allowed (MAX_HEADER_BYTES)")
+    try:
+        index = json.loads((head[8:] + handle.read(max(size - 1, 0)))[:size])
         metadata = index.get("__metadata__") or {} if isinstance(index, dict) else {}
         if _METADATA_KEY not in metadata:
             raise CheckpointError(f"{path} is not a workbench policy checkpoint (a safetensors file without the {_METADATA_KEY!r} header)")
@@ -496,7 +523,7 @@ def _read_safetensors(path: Path, raw: bytes, weights: Expected | None) -> Check
     if weights is not None:
         _check_weight_index(path, index, _expected(path, weights, header))
     try:
-        tensors = safetensors.torch.load(raw)
+        tensors = safetensors.torch.load(_read_all(path, handle))  # the file's bytes are freed once the tensors are made
     except Exception as error:  # safetensors raises its own SafetensorError on damaged files
         raise CheckpointError(f"{corrupt}: {' '.join(str(error).split())[:200]}") from None
     if document.get("sha256") != _digest(document, tensors):

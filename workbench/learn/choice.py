@@ -38,7 +38,8 @@ class Rollout:
     Attributes:
         assignment: device per op.
         order: ops in the order they were placed.
-        log_prob: sum over steps of log pi of the actions taken (all learned heads), differentiable.
+        log_prob: sum over steps of log pi of the actions taken (all learned heads), differentiable; NaN when
+            a policy played the episode without gradients and skipped scoring it (:func:`finish_rollout`).
         entropy: mean over steps of the learned heads' summed entropies, differentiable.
         imitation_loss: with ``teacher=True``: mean over steps of ``-log`` of the
             probability the heads gave the teacher's tied-best actions.
@@ -192,11 +193,24 @@ def combine(heads: list[HeadTerms], steps: int, device: torch.device) -> tuple[t
 
 
 def finish_rollout(
-    assignment: np.ndarray, order: np.ndarray, heads: list[HeadTerms], teacher: bool, agreed: int, device: torch.device
+    assignment: np.ndarray,
+    order: np.ndarray,
+    heads: list[HeadTerms],
+    teacher: bool,
+    agreed: int,
+    device: torch.device,
+    scored: bool = True,
 ) -> Rollout:
-    """The :class:`Rollout` of an episode whose learned heads scored ``heads`` and agreed with the teacher ``agreed`` times."""
+    """The :class:`Rollout` of an episode whose learned heads scored ``heads`` and agreed with the teacher ``agreed`` times.
+
+    ``scored=False``: the policy skipped scoring its decisions (an episode
+    played without gradients, for its placement only); log-probabilities and
+    entropy are then NaN, so that no caller mistakes them for real values.
+    """
     steps = int(order.size)
     step_log_prob, entropy, imitation = combine(heads, steps, device)
+    if not scored:
+        step_log_prob, entropy = torch.full((steps,), float("nan"), device=device), torch.tensor(float("nan"), device=device)
     return Rollout(
         assignment=np.asarray(assignment, dtype=np.int64).copy(),
         order=np.asarray(order, dtype=np.int64),

@@ -172,6 +172,11 @@ class DopplerPolicy(LearnedPolicy):
         """PLC's logits ``(..., devices)`` from device features ``(..., devices, F)`` and the precomputed parts."""
         return self.plc_head.finish(self.plc_head.part("device", self.plc_device(device_feats)) + own.unsqueeze(-2) + device_sum)
 
+    @property
+    def reads_paths(self) -> bool:
+        """SEL reads path sums; a policy whose SEL is a rule (``doppler_plc_only``) does not."""
+        return self.learn_select
+
     # ------------------------------------------------- paper preset switches
     @property
     def per_step_select(self) -> bool:
@@ -374,29 +379,31 @@ class DopplerPolicy(LearnedPolicy):
             devices_chosen[t] = target
             state.place(op, target, earliest)
         heads = []
-        if self.per_step_select:
-            index, legal, _ = sel.padded()
-            index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
-            heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
-        elif self.learn_select and select_by == "earliest_start":
-            index, legal, _ = sel.padded()
-            rule = np.zeros(index.shape)
-            for row, values in zip(rule, select_rule_rows, strict=True):
-                row[: values.size] = values
-            scores = e.sel_logits[torch.from_numpy(index).to(device)] + torch.as_tensor(rule, dtype=e.sel_logits.dtype, device=device)
-            heads.append(sel.terms_at(scores))
-        elif self.learn_select:
-            heads.append(sel.terms(e.sel_logits + torch.as_tensor(select_rule, dtype=e.sel_logits.dtype, device=device)))
-        if self.learn_place:
-            order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
-            feats_t = torch.from_numpy(feats).to(device)
-            if self.per_step_place:
-                logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
-            else:
-                logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
-            logits = logits - torch.as_tensor(place_rule, dtype=logits.dtype, device=device)
-            heads.append(plc.terms(logits if offset is None else logits + offset[order]))
-        rollout = finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device)
+        scored = torch.is_grad_enabled() or teacher  # else only the placement is wanted: skip the batched re-scoring
+        if scored:
+            if self.per_step_select:
+                index, legal, _ = sel.padded()
+                index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
+                heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
+            elif self.learn_select and select_by == "earliest_start":
+                index, legal, _ = sel.padded()
+                rule = np.zeros(index.shape)
+                for row, values in zip(rule, select_rule_rows, strict=True):
+                    row[: values.size] = values
+                scores = e.sel_logits[torch.from_numpy(index).to(device)] + torch.as_tensor(rule, dtype=e.sel_logits.dtype, device=device)
+                heads.append(sel.terms_at(scores))
+            elif self.learn_select:
+                heads.append(sel.terms(e.sel_logits + torch.as_tensor(select_rule, dtype=e.sel_logits.dtype, device=device)))
+            if self.learn_place:
+                order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
+                feats_t = torch.from_numpy(feats).to(device)
+                if self.per_step_place:
+                    logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
+                else:
+                    logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
+                logits = logits - torch.as_tensor(place_rule, dtype=logits.dtype, device=device)
+                heads.append(plc.terms(logits if offset is None else logits + offset[order]))
+        rollout = finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device, scored)
         return dataclasses.replace(rollout, rule=config.gate_rules[pair]) if config.gate_rules else rollout
 
 

@@ -100,9 +100,6 @@ class StaticFeatures:
         src, dst: endpoints of the bidirected message-passing edges (forward
             edges first, then their reverses).
         edge: ``(2m, len(EDGE_FEATURES))`` float32 per bidirected edge.
-        down_path: ``(rows, cols)``: op ``rows[k]`` has op ``cols[k]`` on its
-            longest path to an exit (itself included).
-        up_path: the same for the longest path from an entry.
         time_scale: the divisor of the dynamic time features.
         bottom_level: unscaled bottom levels (the critical-path teacher's key).
     """
@@ -111,8 +108,6 @@ class StaticFeatures:
     src: np.ndarray
     dst: np.ndarray
     edge: np.ndarray
-    down_path: tuple[np.ndarray, np.ndarray]
-    up_path: tuple[np.ndarray, np.ndarray]
     time_scale: float
     bottom_level: np.ndarray
 
@@ -179,8 +174,6 @@ def static_features(graph: DataflowGraph) -> StaticFeatures:
         src=np.concatenate([graph.src, graph.dst]),
         dst=np.concatenate([graph.dst, graph.src]),
         edge=np.stack([comm, reverse], axis=1).astype(np.float32),
-        down_path=longest_path_members(graph, downward=True),
-        up_path=longest_path_members(graph, downward=False),
         time_scale=longest if longest > 0 else 1.0,
         bottom_level=bottom,
     )

@@ -29,6 +29,8 @@ __all__ = ["JointPolicy"]
 class JointPolicy(LearnedPolicy):
     """One softmax over every (ready op, device) pair."""
 
+    reads_paths = True
+
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__(config)
         w = config.width

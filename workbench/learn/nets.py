@@ -22,6 +22,7 @@ feature row (a paper graph has 4 to 20) and multiplies each edge group by it.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ import torch
 from torch import nn
 
 from ..graph import DataflowGraph
-from .features import EDGE_FEATURES, NODE_FEATURES, static_features
+from .features import EDGE_FEATURES, NODE_FEATURES, longest_path_members, static_features
 
 __all__ = [
     "ACTIVATIONS",
@@ -160,24 +161,33 @@ class GraphTensors:
     graph: dgl.DGLGraph
     node: torch.Tensor
     edge: torch.Tensor
-    down_path: tuple[torch.Tensor, torch.Tensor]
-    up_path: tuple[torch.Tensor, torch.Tensor]
     topological_order: torch.Tensor
     num_nodes: int
+    down_path: tuple[torch.Tensor, torch.Tensor] | None = None
+    """``(rows, cols)``: op ``rows[k]`` has op ``cols[k]`` on its longest path to an exit, itself included
+    (:func:`~workbench.learn.features.longest_path_members`); None unless asked for (``graph_tensors(paths=True)``)."""
+    up_path: tuple[torch.Tensor, torch.Tensor] | None = None
+    """The same for the longest path from an entry."""
 
 
 _tensor_cache: weakref.WeakKeyDictionary[DataflowGraph, dict[str, GraphTensors]] = weakref.WeakKeyDictionary()
 
 
-def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
-    """The bidirected DGL graph and feature tensors of ``graph`` on ``device`` (cached)."""
+def graph_tensors(graph: DataflowGraph, device: torch.device, paths: bool = True) -> GraphTensors:
+    """The bidirected DGL graph and feature tensors of ``graph`` on ``device`` (cached).
+
+    ``paths``: include the longest-path members that SEL's path sums read. They hold an op per step of every op's
+    path (n x depth pairs: most of the memory and time on a deep 100,000-op graph), so a policy that does not
+    read them leaves them out.
+    """
     per_device = _tensor_cache.setdefault(graph, {})
     key = str(device)
+
+    def as_long(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=torch.int64, device=device)
+
     if key not in per_device:
         feats = static_features(graph)
-
-        def as_long(a: np.ndarray) -> torch.Tensor:
-            return torch.as_tensor(a, dtype=torch.int64, device=device)
 
         dg = dgl.graph((torch.as_tensor(feats.src), torch.as_tensor(feats.dst)), num_nodes=graph.num_nodes)
         try:
@@ -188,10 +198,13 @@ def graph_tensors(graph: DataflowGraph, device: torch.device) -> GraphTensors:
             graph=dg,
             node=torch.as_tensor(feats.node, device=device),
             edge=torch.as_tensor(feats.edge, device=device),
-            down_path=(as_long(feats.down_path[0]), as_long(feats.down_path[1])),
-            up_path=(as_long(feats.up_path[0]), as_long(feats.up_path[1])),
             topological_order=as_long(np.array(graph.topological_order)),
             num_nodes=graph.num_nodes,
+        )
+    if paths and per_device[key].down_path is None:
+        down, up = (longest_path_members(graph, downward) for downward in (True, False))
+        per_device[key] = dataclasses.replace(
+            per_device[key], down_path=(as_long(down[0]), as_long(down[1])), up_path=(as_long(up[0]), as_long(up[1]))
         )
     return per_device[key]
 
@@ -204,8 +217,10 @@ def sums_before(parts: torch.Tensor, devices: np.ndarray, num_devices: int) -> t
     return torch.cumsum(placed, dim=0) - placed
 
 
-def path_sum(embedding: torch.Tensor, path: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Per op, the sum of ``embedding`` over the ops on its path (``path`` from :func:`graph_tensors`)."""
+def path_sum(embedding: torch.Tensor, path: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """Per op, the sum of ``embedding`` over the ops on its path (``path`` from :func:`graph_tensors` with ``paths=True``)."""
+    if path is None:
+        raise ValueError("path sums need graph_tensors(..., paths=True)")
     rows, cols = path
     return torch.zeros_like(embedding).index_add_(0, rows, embedding[cols])
 

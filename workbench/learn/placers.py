@@ -30,11 +30,6 @@ from .policy import LearnedPolicy, load_policy
 __all__ = [
     "LearnedPlacer",
     "DopplerPlacer",
-    "DopplerSelOnlyPlacer",
-    "DopplerPlcOnlyPlacer",
-    "PlacetoPlacer",
-    "GDPPlacer",
-    "JointPlacer",
     "pretrained_path",
     "SEARCHES",
 ]
@@ -55,12 +50,12 @@ class LearnedPlacer(Placer):
 
     With ``guard``, every one-pass method's placement (:func:`~workbench.placers.best_constructive.constructive_starts`) is
     evaluated too, one counted evaluation each, and the best of all wins: never worse than ``best_constructive``, at the
-    cost of the evaluations it spends.
+    cost of the evaluations it spends. One class serves every learned method: the registry passes ``method``
+    (:func:`~workbench.learn.registry.register_policy`).
     """
 
-    method = ""
-
-    def __init__(self, checkpoint: str | os.PathLike | None = None, samples: int = 1, guard: bool = False) -> None:
+    def __init__(self, method: str, checkpoint: str | os.PathLike | None = None, samples: int = 1, guard: bool = False) -> None:
+        self.method = method
         if int(samples) < 1:
             raise PlacerError(f"samples must be >= 1, got {samples}")
         self.checkpoint = checkpoint
@@ -121,15 +116,16 @@ class DopplerPlacer(LearnedPlacer):
     ``rollouts`` per step, Adam at ``learning_rate``, imitation of the best so far
     weighted ``imitation_weight``; ``polish`` gives that fraction of the budget to
     ``local_search`` from the best placement so far, in ``rounds`` bursts interleaved
-    with the adaptation; ``time_limit`` caps its wall time. Without it those six options are unused;
-    ``time_limit`` also caps best of ``samples``, which then keeps the best of those drawn by then (``details["drawn"]``,
-    at least the greedy placement).
+    with the adaptation; ``time_limit`` caps its wall time; ``progress`` shows a bar of the evaluations spent and the
+    gain so far. Without it those eight options are unused; ``time_limit`` also caps best of ``samples``, which then
+    keeps the best of those drawn by then (``details["drawn"]``, at least the greedy placement). It serves the doppler
+    methods with a learned PLC (``doppler``, and ``doppler_plc_only``, whose zero-shot checkpoint gives an unseen graph
+    per-instance search).
     """
-
-    method = "doppler"
 
     def __init__(
         self,
+        method: str,
         checkpoint: str | os.PathLike | None = None,
         samples: int = 1,
         search: str = "none",
@@ -141,8 +137,9 @@ class DopplerPlacer(LearnedPlacer):
         rounds: int = ActiveSearchConfig.rounds,
         time_limit: float | None = ActiveSearchConfig.time_limit,
         guard: bool = False,
+        progress: bool = False,
     ) -> None:
-        super().__init__(checkpoint, samples, guard)
+        super().__init__(method, checkpoint, samples, guard)
         if search not in SEARCHES:
             raise PlacerError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
         if search == "active" and self.samples > 1:
@@ -162,6 +159,7 @@ class DopplerPlacer(LearnedPlacer):
         except ValueError as error:
             raise PlacerError(str(error)) from None
         self.search = search
+        self.progress = progress
 
     def _deadline(self, started: float) -> float | None:
         limit = self.search_config.time_limit
@@ -170,7 +168,7 @@ class DopplerPlacer(LearnedPlacer):
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
         if self.search == "none":
             return super().place(graph, devices, seed)
-        found = active_search(self._policy(graph, devices), graph, devices, self.search_config, seed)
+        found = active_search(self._policy(graph, devices), graph, devices, self.search_config, seed, progress=self.progress)
         details = {
             "checkpoint": str(self.checkpoint or pretrained_path(graph, self.method)),
             "search": self.search,
@@ -183,34 +181,3 @@ class DopplerPlacer(LearnedPlacer):
             **asdict(self.search_config),
         }
         return Decision(found.assignment, order=found.order, details=details)
-
-
-class DopplerSelOnlyPlacer(LearnedPlacer):
-    """Ablation: learned SEL, critical-path device choice."""
-
-    method = "doppler_sel_only"
-
-
-class DopplerPlcOnlyPlacer(DopplerPlacer):
-    """Ablation: critical-path op choice, learned PLC; the zero-shot policy's method. Active search adapts its PLC, so an unseen
-    graph gets per-instance search from the zero-shot checkpoint (``search="active"``, the options of :class:`DopplerPlacer`)."""
-
-    method = "doppler_plc_only"
-
-
-class PlacetoPlacer(LearnedPlacer):
-    """Placeto (Addanki et al., NeurIPS 2019), as reimplemented in :mod:`workbench.learn.placeto`."""
-
-    method = "placeto"
-
-
-class GDPPlacer(LearnedPlacer):
-    """GDP (Zhou et al., 2019), as reimplemented in :mod:`workbench.learn.gdp`."""
-
-    method = "gdp"
-
-
-class JointPlacer(LearnedPlacer):
-    """One policy over (ready op, device) pairs (:mod:`workbench.learn.joint`)."""
-
-    method = "joint"

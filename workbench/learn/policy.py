@@ -21,6 +21,7 @@ import importlib
 import os
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -36,6 +37,7 @@ from .choice import MODES, Chooser, Rollout, check_mode
 from .env import Guide, PlacementState
 from .features import FEATURE_LAYOUT, random_node_features
 from .nets import ACTIVATIONS, GraphTensors, graph_tensors
+from .registry import POLICIES
 
 __all__ = [
     "PolicyConfig",
@@ -47,18 +49,12 @@ __all__ = [
     "MODES",
     "make_policy",
     "load_policy",
+    "policy_weights",
     "read_checkpoint",
 ]
 
-# method -> (module, class, constructor keyword arguments)
-METHODS: dict[str, tuple[str, str, dict[str, str]]] = {
-    "doppler": ("workbench.learn.doppler", "DopplerPolicy", {}),
-    "doppler_sel_only": ("workbench.learn.doppler", "DopplerPolicy", {"place": "critical_path"}),
-    "doppler_plc_only": ("workbench.learn.doppler", "DopplerPolicy", {"select": "critical_path"}),
-    "placeto": ("workbench.learn.placeto", "PlacetoPolicy", {}),
-    "gdp": ("workbench.learn.gdp", "GDPPolicy", {}),
-    "joint": ("workbench.learn.joint", "JointPolicy", {}),
-}
+METHODS = POLICIES
+"""Learned method -> ``(module, class, constructor keyword arguments)``: the policies :func:`~.registry.register_policy` registered."""
 CANDIDATE_CHUNK = 16
 """Best-of-K placements drawn between two looks at the clock when a deadline is set."""
 INPUT_OPTIONS = ("random_features", "capacity_features", "affinity_features")
@@ -394,9 +390,14 @@ class LearnedPolicy(nn.Module, ABC):
         """Where random node features come from: ``generator``, or without one a generator seeded 0 (draw 0 is the greedy placement)."""
         return generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
 
+    @property
+    def reads_paths(self) -> bool:
+        """Whether the networks read longest-path sums (:func:`~.nets.path_sum`): then :meth:`inputs` includes the paths."""
+        return False
+
     def inputs(self, graph: DataflowGraph, draws: torch.Generator) -> GraphTensors:
         """The graph's input tensors, with ``random_features`` fresh noise columns from ``draws`` appended to the node features."""
-        inputs = graph_tensors(graph, self.device)
+        inputs = graph_tensors(graph, self.device, paths=self.reads_paths)
         if not self.config.random_features:
             return inputs
         noise = random_node_features(graph.num_nodes, self.config.random_features, draws).to(self.device)
@@ -486,6 +487,18 @@ def _checked_config(header: dict[str, Any], where: str) -> PolicyConfig:
     return config
 
 
+def policy_weights(path: str | os.PathLike) -> Callable[[dict[str, Any]], dict[str, tuple[int, ...]]]:
+    """The ``weights`` check of :func:`~.checkpoint.read_checkpoint` for a policy file at ``path``: its header's config is
+    checked (method, feature layout, every field's type and range) before any tensor is read, and gives the weights' shapes."""
+    where = os.fspath(path)
+
+    def shapes(header: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        config = _checked_config(header, where)
+        return weight_shapes(lambda: make_policy(config.method, config))
+
+    return shapes
+
+
 def load_policy(
     path: str | os.PathLike,
     map_location: Any = None,
@@ -503,12 +516,7 @@ def load_policy(
     the ``extra`` dict given to :meth:`LearnedPolicy.save`.
     """
     where = os.fspath(path)
-
-    def shapes(header: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-        config = _checked_config(header, where)
-        return weight_shapes(lambda: make_policy(config.method, config))
-
-    checkpoint = read_checkpoint(path, allow_unsafe_pickle=allow_unsafe_pickle, weights=shapes)
+    checkpoint = read_checkpoint(path, allow_unsafe_pickle=allow_unsafe_pickle, weights=policy_weights(path))
     config = _checked_config(checkpoint.header, where)
     if graph is not None:
         if checkpoint.trained_for is None:

@@ -18,43 +18,51 @@ TEACHERS = ("critical_path", "affinity")
 earliest-start device) or ``affinity`` (the smallest affinity cost: earliest finish plus the transfer the choice forces at consumers
 whose other inputs are placed, :mod:`workbench.placers.affinity`)."""
 
-register_placer(
+POLICIES: dict[str, tuple[str, str, dict[str, str]]] = {}
+"""Learned method -> ``(module, class, constructor keyword arguments)`` of its policy; written by :func:`register_policy`."""
+
+
+def register_policy(
+    name: str, module: str, cls: str, description: str, kwargs: dict[str, str] | None = None, placer: str = "LearnedPlacer"
+) -> None:
+    """Register learned method ``name`` in one line: its policy factory (class ``cls`` of ``module``, built with ``kwargs`` and a
+    :class:`~workbench.learn.policy.PolicyConfig`), its placer (a class of :mod:`workbench.learn.placers`: ``LearnedPlacer``,
+    or ``DopplerPlacer`` for per-instance active search), its one-line description; its kind is ``learned``.
+
+    The method then trains (``workbench train --method NAME``), loads from checkpoints, and is offered by ``workbench
+    compare``, the dashboard and sweeps. Nothing here imports torch: the module loads when the method is used.
+    """
+    POLICIES[name] = (module, cls, dict(kwargs or {}))
+    register_placer(name, _PLACERS, placer, description, "learned", requires=_NEEDS, fixed={"method": name})
+
+
+_DOPPLER = "workbench.learn.doppler"
+register_policy(
     "doppler",
-    _PLACERS,
-    "DopplerPlacer",
+    _DOPPLER,
+    "DopplerPolicy",
     "DOPPLER: learned SEL (next op) + PLC (device) policies; needs a checkpoint; search='active' adapts it to the graph",
-    "learned",
-    requires=_NEEDS,
+    placer="DopplerPlacer",
 )
-register_placer(
-    "placeto",
-    _PLACERS,
-    "PlacetoPlacer",
-    "Placeto: topological order, placement-aware embeddings; needs a checkpoint",
-    "learned",
-    requires=_NEEDS,
+register_policy(
+    "placeto", "workbench.learn.placeto", "PlacetoPolicy", "Placeto: topological order, placement-aware embeddings; needs a checkpoint"
 )
-register_placer(
-    "gdp", _PLACERS, "GDPPlacer", "GDP: graph encoder + attention, all ops in one pass; needs a checkpoint", "learned", requires=_NEEDS
-)
-register_placer(
-    "joint", _PLACERS, "JointPlacer", "one policy over (ready op, device) pairs; needs a checkpoint", "learned", requires=_NEEDS
-)
-register_placer(
+register_policy("gdp", "workbench.learn.gdp", "GDPPolicy", "GDP: graph encoder + attention, all ops in one pass; needs a checkpoint")
+register_policy("joint", "workbench.learn.joint", "JointPolicy", "one policy over (ready op, device) pairs; needs a checkpoint")
+register_policy(
     "doppler_sel_only",
-    _PLACERS,
-    "DopplerSelOnlyPlacer",
+    _DOPPLER,
+    "DopplerPolicy",
     "ablation: learned SEL, critical-path device choice; needs a checkpoint",
-    "learned",
-    requires=_NEEDS,
+    kwargs={"place": "critical_path"},
 )
-register_placer(
+register_policy(
     "doppler_plc_only",
-    _PLACERS,
-    "DopplerPlcOnlyPlacer",
-    "ablation: critical-path op order, learned PLC; needs a checkpoint",
-    "learned",
-    requires=_NEEDS,
+    _DOPPLER,
+    "DopplerPolicy",
+    "ablation: critical-path op order, learned PLC; needs a checkpoint; search='active' adapts it to the graph",
+    kwargs={"select": "critical_path"},
+    placer="DopplerPlacer",
 )
 register_placer(
     "learned_search",

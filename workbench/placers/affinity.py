@@ -28,8 +28,9 @@ from numba import njit
 from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
-from .base import Decision, Placer
+from .base import Decision
 from .list_scheduling import ReadyQueue, schedule_decision
+from .ties import ListScheduler, TieBreak
 
 __all__ = ["AFFINITY_TIE_RTOL", "AffinityTables", "affinity_tables", "affinity_cost", "affinity_delay", "AffinityPlacer"]
 
@@ -186,16 +187,16 @@ def affinity_delay(schedule: PartialSchedule, op: int, earliest_start: np.ndarra
     return np.where(delay <= AFFINITY_TIE_RTOL * abs(cheapest), 0.0, delay)  # np.isclose's test at atol 0, for finite costs
 
 
-class AffinityPlacer(Placer):
+class AffinityPlacer(ListScheduler):
     """Largest bottom level first, on the device with the smallest affinity cost (module docstring)."""
 
-    def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
+    def schedule(self, graph: DataflowGraph, devices: Devices, ties: TieBreak) -> Decision:
         schedule = PartialSchedule(graph, devices)
-        queue = ReadyQueue(schedule, graph.bottom_level(with_comm=True))  # critical_path's order
+        queue = ReadyQueue(schedule, graph.bottom_level(with_comm=True), ties)  # critical_path's order
         while not schedule.done:
             op = queue.pop()
             starts = schedule.earliest_starts(op)
             delay = affinity_delay(schedule, op, starts)
-            schedule.place(op, int(np.flatnonzero(delay == 0)[0]), starts)
+            schedule.place(op, ties.first(delay == 0), starts)
             queue.add(schedule.newly_ready)
         return schedule_decision(schedule)

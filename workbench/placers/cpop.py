@@ -13,8 +13,9 @@ import numpy as np
 
 from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
-from .base import Decision, Placer
+from .base import Decision
 from .list_scheduling import InsertionSchedule, ReadyQueue, downward_rank, mean_costs, schedule_decision, upward_rank
+from .ties import ListScheduler, TieBreak
 
 
 def critical_ops(graph: DataflowGraph, priority: np.ndarray) -> np.ndarray:
@@ -29,10 +30,10 @@ def critical_ops(graph: DataflowGraph, priority: np.ndarray) -> np.ndarray:
     return np.array(path, dtype=np.int64)
 
 
-class CpopPlacer(Placer):
+class CpopPlacer(ListScheduler):
     """The critical path on its fastest device; other ops on their earliest-finish device."""
 
-    def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
+    def schedule(self, graph: DataflowGraph, devices: Devices, ties: TieBreak) -> Decision:
         compute, comm = mean_costs(graph, devices)
         priority = upward_rank(graph, compute, comm) + downward_rank(graph, compute, comm)
         on_path = np.zeros(graph.num_nodes, dtype=bool)
@@ -40,10 +41,10 @@ class CpopPlacer(Placer):
             on_path[critical_ops(graph, priority)] = True
         path_device = int(np.argmax(as_cluster(devices).speeds))
         schedule = InsertionSchedule(graph, devices)
-        queue = ReadyQueue(schedule, priority)
+        queue = ReadyQueue(schedule, priority, ties)
         while not schedule.done:
             op = queue.pop()
-            device = path_device if on_path[op] else int(np.argmin(schedule.earliest_finishes(op)))
+            device = path_device if on_path[op] else ties.argmin(schedule.earliest_finishes(op))
             schedule.place(op, device)
             queue.add(schedule.newly_ready)
         return schedule_decision(schedule, critical_path_ops=int(on_path.sum()))

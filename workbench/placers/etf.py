@@ -3,7 +3,8 @@
 At every step, among all ready ops and all devices, place the (op, device)
 pair that can start earliest (no insertion: an op goes after the device's
 last op); ties go to the op with the larger static level (longest
-compute-only path to an exit), then the smaller op and device ids.
+compute-only path to an exit), then the smaller op and device ids
+(``ties`` changes the last two: :mod:`workbench.placers.ties`).
 """
 
 from __future__ import annotations
@@ -15,39 +16,38 @@ import numpy as np
 from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
-from .base import Decision, Placer
+from .base import Decision
 from .list_scheduling import schedule_decision
+from .ties import ListScheduler, TieBreak, TieRanks
 
 
-class EtfPlacer(Placer):
+class EtfPlacer(ListScheduler):
     """The ready (op, device) pair with the earliest start, larger static level on ties."""
 
-    def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
+    def schedule(self, graph: DataflowGraph, devices: Devices, ties: TieBreak) -> Decision:
         schedule = PartialSchedule(graph, devices)
-        pairs = _EarliestPairs(schedule, graph.bottom_level(with_comm=False))
+        pairs = _EarliestPairs(schedule, TieRanks(graph.bottom_level(with_comm=False), ties))
         while not schedule.done:
             op = pairs.pop()
             starts = schedule.earliest_starts(op)
-            schedule.place(op, int(np.argmin(starts)), starts)
+            schedule.place(op, ties.argmin(starts), starts)
             pairs.add(schedule.newly_ready)
         return schedule_decision(schedule)
 
 
 class _EarliestPairs:
     """ETF's choice without rescanning the ready ops: per device, a heap of ready ops by input arrival there, and a heap
-    of those that can start at the current earliest start by (larger static level, smaller id).
+    of those that can start at the current earliest start by (larger static level, then the tie order).
 
     An op's arrival times never change once it is ready, device free times only grow, and so does the earliest start
     over all pairs (every newly ready op's inputs arrive after its last producer started); an op whose arrival on a
     device is at most that earliest start stays a candidate there for good. The choice is exactly the scan's.
     """
 
-    def __init__(self, schedule: PartialSchedule, static_level: np.ndarray) -> None:
+    def __init__(self, schedule: PartialSchedule, ranks: TieRanks) -> None:
         self.schedule = schedule
-        self._order = np.lexsort((np.arange(len(static_level)), -np.asarray(static_level, dtype=float))).tolist()
-        self._rank = [0] * len(static_level)  # by (larger static level, smaller id): integers compare faster than tuples
-        for rank, op in enumerate(self._order):
-            self._rank[op] = rank
+        self._ranks = ranks  # by (larger static level, then the tie order)
+        self._rank: dict[int, int] = {}  # each queued op's rank, given once
         self._arrival: dict[int, list[float]] = {}
         self._waiting: list[list[tuple[float, int]]] = [[] for _ in range(schedule.num_devices)]  # (arrival there, op)
         self._startable: list[list[int]] = [[] for _ in range(schedule.num_devices)]  # ranks
@@ -59,18 +59,19 @@ class _EarliestPairs:
         for op in ops:
             arrival = self.schedule.arrival_times(op).tolist()
             self._arrival[op] = arrival
+            rank = self._rank[op] = self._ranks.ranked(op)
             for device, time in enumerate(arrival):
                 if time <= self._earliest:
-                    heapq.heappush(self._startable[device], self._rank[op])
+                    heapq.heappush(self._startable[device], rank)
                 else:
                     heapq.heappush(self._waiting[device], (time, op))
 
     def pop(self) -> int:
-        """The ready op of the pair with the earliest start (larger static level, then smaller id, on ties)."""
+        """The ready op of the pair with the earliest start (larger static level, then the tie order, on ties)."""
         free = self.schedule.device_free.tolist()
         earliest = np.inf
         for device, (startable, waiting) in enumerate(zip(self._startable, self._waiting, strict=True)):
-            while startable and self._order[startable[0]] not in self._arrival:
+            while startable and self._ranks.op(startable[0]) not in self._arrival:
                 heapq.heappop(startable)
             while waiting and waiting[0][1] not in self._arrival:
                 heapq.heappop(waiting)
@@ -89,6 +90,6 @@ class _EarliestPairs:
                 best = startable[0]
         if best is None:
             raise RuntimeError("no ready op to place")  # unreachable while the schedule is not done
-        op = self._order[best]
-        del self._arrival[op]
+        op = self._ranks.op(best)
+        del self._arrival[op], self._rank[op]
         return op

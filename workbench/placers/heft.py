@@ -9,21 +9,20 @@ simulator then runs them under the runtime's own dispatch order.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..cluster import Devices
 from ..graph import DataflowGraph
-from .base import Decision, Placer
+from .base import Decision
 from .list_scheduling import InsertionSchedule, mean_costs, rank_order, schedule_decision, upward_rank
+from .ties import ListScheduler, TieBreak
 
 
-class HeftPlacer(Placer):
+class HeftPlacer(ListScheduler):
     """Decreasing upward rank; each op on its earliest-finish device, with insertion."""
 
-    def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
+    def schedule(self, graph: DataflowGraph, devices: Devices, ties: TieBreak) -> Decision:
         schedule = InsertionSchedule(graph, devices)
         rank = upward_rank(graph, *mean_costs(graph, devices))
-        for op in rank_order(graph, rank).tolist():
+        for op in rank_order(graph, rank, ties).tolist():
             starts = schedule.earliest_starts(op)
-            schedule.place(op, int(np.argmin(starts + graph.compute[op] / schedule.speeds)), starts)
+            schedule.place(op, ties.argmin(starts + graph.compute[op] / schedule.speeds), starts)
         return schedule_decision(schedule)

@@ -3,7 +3,7 @@
 - :class:`InsertionSchedule`: a :class:`~workbench.schedule.PartialSchedule`
   whose ops may start in an idle gap of a device's timeline (the insertion
   policy of Topcuoglu et al. 2002) instead of only after the device's last op.
-- :class:`ReadyQueue`: the ready ops by decreasing priority, smallest id on ties.
+- :class:`ReadyQueue`: the ready ops by decreasing priority, ties by a :class:`~workbench.placers.ties.TieBreak`.
 - :func:`mean_costs`: each op's compute time and each edge's transfer time
   averaged over the devices (over distinct device pairs for transfers), the
   "average cost" every one of these ranks is built on.
@@ -24,6 +24,7 @@ from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
 from ..schedule import PartialSchedule
 from .base import Decision
+from .ties import TieBreak, TieRanks
 
 __all__ = ["InsertionSchedule", "ReadyQueue", "mean_costs", "upward_rank", "downward_rank", "rank_order", "schedule_decision"]
 
@@ -154,24 +155,22 @@ def _insert_interval(
 
 
 class ReadyQueue:
-    """A schedule's ready ops, the one with the largest ``key`` first, the smallest id on ties (``argmax`` over the
-    ready ops in id order, without rescanning them at every step)."""
+    """A schedule's ready ops, the one with the largest ``key`` first, ties by a :class:`~workbench.placers.ties.TieBreak`
+    (the smaller id without one), without rescanning the ready ops at every step."""
 
-    def __init__(self, schedule: PartialSchedule, key: np.ndarray) -> None:
-        self._order = np.lexsort((np.arange(len(key)), -np.asarray(key, dtype=float))).tolist()  # by (-key, id)
-        self._rank = np.empty(len(key), dtype=np.int64)
-        self._rank[self._order] = np.arange(len(key))
-        self._heap = self._rank[schedule.ready_ops].tolist()  # a heap of ranks: integers compare faster than (key, id)
+    def __init__(self, schedule: PartialSchedule, key: np.ndarray, ties: TieBreak | None = None) -> None:
+        self._ranks = TieRanks(key, ties or TieBreak.of("id", len(key), schedule.num_devices))
+        self._heap = [self._ranks.ranked(op) for op in schedule.ready_ops]
         heapq.heapify(self._heap)
 
     def pop(self) -> int:
         """The next op (removed)."""
-        return self._order[heapq.heappop(self._heap)]
+        return self._ranks.op(heapq.heappop(self._heap))
 
     def add(self, ops: list[int]) -> None:
         """Queue ``ops`` (those a placement just made ready)."""
-        for rank in self._rank[ops].tolist():
-            heapq.heappush(self._heap, rank)
+        for op in ops:
+            heapq.heappush(self._heap, self._ranks.ranked(int(op)))
 
 
 def mean_costs(graph: DataflowGraph, devices: Devices) -> tuple[np.ndarray, np.ndarray]:
@@ -210,10 +209,12 @@ def downward_rank(graph: DataflowGraph, compute: np.ndarray, comm: np.ndarray) -
     return rank
 
 
-def rank_order(graph: DataflowGraph, rank: np.ndarray) -> np.ndarray:
-    """Ops by decreasing ``rank``; ties (zero-cost ops) in topological order."""
+def rank_order(graph: DataflowGraph, rank: np.ndarray, ties: TieBreak | None = None) -> np.ndarray:
+    """Ops by decreasing ``rank``; ties in the topological order of ``ties`` (:meth:`TieBreak.topological_order`), so
+    that equally ranked ops (zero-cost ones) keep their dependencies."""
     position = np.empty(graph.num_nodes, dtype=np.int64)
-    position[graph.topological_order] = np.arange(graph.num_nodes)
+    order = graph.topological_order if ties is None else ties.topological_order(graph)
+    position[order] = np.arange(graph.num_nodes)
     return np.lexsort((position, -rank))
 
 

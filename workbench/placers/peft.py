@@ -14,8 +14,9 @@ import numpy as np
 
 from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
-from .base import Decision, Placer
+from .base import Decision
 from .list_scheduling import InsertionSchedule, ReadyQueue, mean_costs, schedule_decision
+from .ties import ListScheduler, TieBreak
 
 
 def optimistic_cost_table(graph: DataflowGraph, devices: Devices) -> np.ndarray:
@@ -35,17 +36,17 @@ def optimistic_cost_table(graph: DataflowGraph, devices: Devices) -> np.ndarray:
     return table
 
 
-class PeftPlacer(Placer):
+class PeftPlacer(ListScheduler):
     """Decreasing mean OCT; each op on the device minimising earliest finish + OCT."""
 
-    def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
+    def schedule(self, graph: DataflowGraph, devices: Devices, ties: TieBreak) -> Decision:
         table = optimistic_cost_table(graph, devices)
         rank = table.mean(axis=1)
         schedule = InsertionSchedule(graph, devices)
-        queue = ReadyQueue(schedule, rank)
+        queue = ReadyQueue(schedule, rank, ties)
         while not schedule.done:
             op = queue.pop()
             starts = schedule.earliest_starts(op)
-            schedule.place(op, int(np.argmin(starts + graph.compute[op] / schedule.speeds + table[op])), starts)
+            schedule.place(op, ties.argmin(starts + graph.compute[op] / schedule.speeds + table[op]), starts)
             queue.add(schedule.newly_ready)
         return schedule_decision(schedule)

@@ -15,6 +15,7 @@ only: importing this module must stay cheap (``import workbench`` imports it).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -62,6 +63,8 @@ class PlacerEntry(NamedTuple):
         description: one line for listings.
         kind: a key of :data:`KINDS`.
         requires: top-level modules of optional extras the method needs (``("torch", "dgl")``); see :mod:`workbench.extras`.
+        fixed: ``(name, value)`` constructor arguments the registry gives the class, so that one class serves several methods
+            (every learned policy's placer gets its ``method``); they are not options.
     """
 
     module: str
@@ -69,17 +72,27 @@ class PlacerEntry(NamedTuple):
     description: str
     kind: str
     requires: tuple[str, ...] = ()
+    fixed: tuple[tuple[str, Any], ...] = ()
 
 
 REGISTRY: dict[str, PlacerEntry] = {}
 
 
-def register_placer(name: str, module: str, cls: str, description: str, kind: str = "heuristic", requires: tuple[str, ...] = ()) -> None:
+def register_placer(
+    name: str,
+    module: str,
+    cls: str,
+    description: str,
+    kind: str = "heuristic",
+    requires: tuple[str, ...] = (),
+    fixed: Mapping[str, Any] | None = None,
+) -> None:
     """Register (or replace) method ``name``: class ``cls`` of ``module``, imported only when used; ``requires`` names the
-    modules of optional extras it needs, so that listings can leave it out and using it says which extra to install."""
+    modules of optional extras it needs, so that listings can leave it out and using it says which extra to install;
+    ``fixed`` holds constructor arguments the registry passes itself (:attr:`PlacerEntry.fixed`)."""
     if kind not in KINDS:
         raise PlacerError(f"unknown kind {kind!r} for method {name!r}; kinds: {', '.join(KINDS)}")
-    REGISTRY[name] = PlacerEntry(module, cls, description, kind, tuple(requires))
+    REGISTRY[name] = PlacerEntry(module, cls, description, kind, tuple(requires), tuple(sorted((fixed or {}).items())))
 
 
 register_placer("single", "workbench.placers.simple", "SinglePlacer", "every op on device 0", "baseline")
@@ -167,7 +180,8 @@ def require(method: str) -> None:
 @cache
 def _load(entry: PlacerEntry) -> tuple[type, tuple[str, ...]]:
     cls = getattr(importlib.import_module(entry.module), entry.cls)
-    return cls, _constructor_options(cls)
+    fixed = {name for name, _ in entry.fixed}
+    return cls, tuple(option for option in _constructor_options(cls) if option not in fixed)
 
 
 def _constructor_options(cls: type) -> tuple[str, ...]:
@@ -199,4 +213,4 @@ def get_placer(method: str, **options: Any) -> Placer:
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise PlacerError(f"method {method!r} does not take option(s) {', '.join(unknown)}; it takes: {', '.join(accepted) or 'none'}")
-    return placer_class(method)(**options)
+    return placer_class(method)(**dict(_entry(method).fixed), **options)

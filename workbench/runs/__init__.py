@@ -8,7 +8,11 @@ read it through this package:
 - :mod:`.read`: one reader for ``metrics.csv`` and ``greedy.csv`` (rows as
   strings or a frame, damaged lines skipped and reported), ``meta.json``,
   the best placement and the checkpoints (:func:`read_run`);
+- :mod:`.follow`: the same reading done incrementally, for a page that polls
+  growing runs (:class:`RunFollowers`: each poll reads only the appended lines);
 - :mod:`.listing`: one rule for which folders are runs (:func:`list_runs`);
+- :mod:`.validate`: every field of a run's files checked before a resume
+  writes anything (:func:`~.validate.check_run`);
 - :mod:`.greedy`: a run's greedy evaluations as one curve;
 - :mod:`.write`: the one writer of every trainer's tables (:class:`CsvLog`:
   declared columns, whole appended lines, resume keeps the rows a checkpoint
@@ -17,6 +21,7 @@ read it through this package:
 pandas is imported only when a frame is built.
 """
 
+from .follow import SETTLED, RunChange, RunFollower, RunFollowers, TableFollower
 from .greedy import GREEDY_PERIODIC, greedy_evaluations
 from .layout import (
     CHECKPOINT_SUFFIX,
@@ -72,6 +77,11 @@ __all__ = [
     "references",
     "reference",
     "reference_lines",
+    "SETTLED",
+    "RunChange",
+    "RunFollower",
+    "RunFollowers",
+    "TableFollower",
     "MAX_DEPTH",
     "RunSummary",
     "is_run",

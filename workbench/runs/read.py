@@ -88,7 +88,6 @@ def _whole_episodes(frame: pd.DataFrame, reread: Callable[[], pd.DataFrame]) -> 
 def _read_table(path: str | os.PathLike, problems: list[str] | None, strings: bool) -> pd.DataFrame:
     """The one reader of ``metrics.csv`` and ``greedy.csv`` (see the module docstring): every field a string as written
     (``strings``), or the word columns as strings and the others as numbers."""
-    import numpy as np
     import pandas as pd
 
     problems = problems if problems is not None else []
@@ -103,10 +102,20 @@ def _read_table(path: str | os.PathLike, problems: list[str] | None, strings: bo
         problems.append(f"{name} is unreadable: {exc}")
         return pd.DataFrame()
     raw = raw[: raw.rfind(b"\n") + 1]  # a half-written last line is no damage: it is being written
-    head, _, data = raw.partition(b"\n")
     if not raw:
         problems.append(f"{name} has no complete line yet")
         return pd.DataFrame()
+    return parse_table(raw, name, problems, strings)
+
+
+def parse_table(raw: bytes, name: str, problems: list[str], strings: bool = False, first_line: int = 2) -> pd.DataFrame:
+    """The rows of ``raw``, a table's header line then whole lines (each ending in a newline), read by the rules of the
+    module docstring; ``first_line`` is the line number in the file of the first line after the header (a damaged line
+    is named by it). Used on a whole table, and on the lines appended to one (:class:`~workbench.runs.TableFollower`)."""
+    import numpy as np
+    import pandas as pd
+
+    head, _, data = raw.partition(b"\n")
     header = next(csv.reader([head.decode("utf-8", errors="replace")]), [])
     sound, blank = _sound_lines(data, len(header))
     if not (sound | blank).all():
@@ -126,7 +135,7 @@ def _read_table(path: str | os.PathLike, problems: list[str] | None, strings: bo
         if not strings:
             frame[EPISODE] = frame[EPISODE].astype("int64")
     if len(damaged):
-        numbers = ", ".join(str(n + 2) for n in damaged[:DAMAGED_NAMED]) + (", …" if len(damaged) > DAMAGED_NAMED else "")
+        numbers = ", ".join(str(n + first_line) for n in damaged[:DAMAGED_NAMED]) + (", …" if len(damaged) > DAMAGED_NAMED else "")
         rule = f"{len(header)} fields" + (" and a whole episode number" if EPISODE in header else "")
         problems.append(f"{name}: skipped {len(damaged)} damaged line(s) (line {numbers}): each line needs {rule}")
     for column in [] if strings else frame.columns:
@@ -217,26 +226,15 @@ class Run:
 
 
 def read_run(path: str | os.PathLike) -> Run:
-    """Read one run directory; never raises for missing or damaged contents (they are in :attr:`Run.problems`)."""
-    import pandas as pd
+    """Read one run directory; never raises for missing or damaged contents (they are in :attr:`Run.problems`).
 
-    path = Path(path)
-    problems: list[str] = []
-    if not path.is_dir():
-        problems.append(f"{path.name} is not a run directory")
-        return Run(path.name, path, None, None, pd.DataFrame(), pd.DataFrame(), None, None, (), tuple(problems))
-    paths = RunPaths(path)
-    meta = _read_json(paths.meta_path, problems)
-    config = _read_json(paths.config_path, problems)
-    metrics = read_frame(paths.metrics_path, problems)
-    if len(metrics.columns) and EPISODE not in metrics.columns:
-        problems.append(f"{paths.metrics_path.name} has no {EPISODE!r} column in its header")
-        metrics = pd.DataFrame()
-    greedy = read_frame(paths.greedy_path, problems) if paths.greedy_path.is_file() else pd.DataFrame()
-    best, trace = _best_placement(paths, problems)
-    if meta and meta.get("status") in ("failed", "diverged") and meta.get("error"):
-        problems.append(f"the run failed: {meta['error']}")
-    return Run(path.name, path, meta, config, metrics, greedy, best, trace, paths.checkpoints(), tuple(problems))
+    It is a :class:`~workbench.runs.RunFollower`'s first poll, so a page that follows a run sees the same rows and problems.
+    """
+    from .follow import RunFollower
+
+    follower = RunFollower(path)
+    follower.poll()
+    return follower.run
 
 
 EXPORTED_BEST = "best_placement.json"

@@ -17,7 +17,6 @@ import pandas as pd
 
 from ..fileio import atomic_write_text
 from ..runs import RunPaths, try_read_json
-from .figures import write_figure
 from .paper import PAPER_COLUMNS, PAPER_GRAPH_TITLES, PAPER_REPORTED, ROWS, TIME_SCALE, paper_improvement
 
 __all__ = [
@@ -186,12 +185,11 @@ def checkpoint_provenance(checkpoints: Mapping[tuple[str, str], str]) -> str:
 def write_comparison_figure(stats: pd.DataFrame, graphs: list[str], path_stem: Path) -> Path | None:
     """Improvement over critical path per graph: ours (4 devices) beside the paper's. PNG, else HTML."""
     try:
-        import plotly.graph_objects as go
-        from plotly.subplots import make_subplots
-    except ImportError:
+        from ..viz import write_figure
+        from ..viz.reports import improvement_bars
+    except ImportError:  # plotly is the dashboard extra's
         return None
-    chart = make_subplots(rows=1, cols=2, subplot_titles=("ours: simulator, 4 devices", "paper: real system, 4×P100"), shared_yaxes=True)
-    titles = [PAPER_GRAPH_TITLES[g] for g in graphs]
+    ours = {}
     for row in ROWS:
         if row.label == "critical_path":
             continue
@@ -200,12 +198,9 @@ def write_comparison_figure(stats: pd.DataFrame, graphs: list[str], path_stem: P
             match = stats[(stats["graph"] == g) & (stats["devices"] == 4) & (stats["label"] == row.label)]
             values.append(100 * match.iloc[0]["improvement"] if len(match) else None)
         if any(v is not None for v in values):
-            chart.add_trace(go.Bar(name=row.label, x=titles, y=values, legendgroup="ours"), row=1, col=1)
-    for column in PAPER_COLUMNS[1:]:
-        values = [100 * paper_improvement(g, column) for g in graphs]
-        chart.add_trace(go.Bar(name=f"paper: {column}", x=titles, y=values, legendgroup="paper"), row=1, col=2)
-    chart.update_layout(barmode="group", yaxis_title="improvement over critical path (%)", width=1300, height=520, template="plotly_white")
-    return write_figure(chart, path_stem.with_suffix(".png"))
+            ours[row.label] = values
+    paper = {column: [100 * paper_improvement(g, column) for g in graphs] for column in PAPER_COLUMNS[1:]}
+    return write_figure(improvement_bars(ours, paper, [PAPER_GRAPH_TITLES[g] for g in graphs]), path_stem.with_suffix(".png"))
 
 
 def write_section(path: Path, body: str) -> None:

@@ -2,7 +2,8 @@
 
 Every engine calls the same :func:`run_cell` (one :func:`workbench.place`,
 errors caught and recorded) and hands each finished row back to the driver,
-which is the only writer of the results table. Scheduling, retries of lost
+which is the only writer of the results table; :func:`run_tasks` runs any other
+independent work (``workbench bench learned``'s cells) on the same engines. Scheduling, retries of lost
 workers and fault tolerance are the pool's or Ray's; there is no distribution
 layer of our own.
 """
@@ -15,6 +16,7 @@ import socket
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -25,7 +27,7 @@ from ..provenance import now
 from .grid import Cell, SweepConfig, load_config, parse_config
 from .results import ResultsTable
 
-__all__ = ["sweep", "run_cell"]
+__all__ = ["sweep", "run_cell", "run_tasks", "ENGINES"]
 
 MAX_ERROR_CHARS = 500
 
@@ -65,21 +67,23 @@ def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registry_entr
     return row
 
 
-Task = tuple[Cell, DataflowGraph, Any]
-
-
 def _portable(tasks: list[Task]) -> list[Task]:
-    """The tasks with each graph as a plain dict (graphs hold a mappingproxy, which does not pickle)."""
+    """The tasks with each graph as a plain dict (graphs hold a mappingproxy, which does not pickle), one dict per graph."""
     plain: dict[int, dict[str, Any]] = {}
-    for _, graph, _ in tasks:
-        if id(graph) not in plain:
-            plain[id(graph)] = graph.to_dict()
-    return [(cell, plain[id(graph)], entry) for cell, graph, entry in tasks]
-
-
-def _serial(tasks: list[Task], workers: int | None, address: str | None) -> Iterator[dict[str, Any]]:
     for task in tasks:
-        yield run_cell(*task)
+        for arg in task:
+            if isinstance(arg, DataflowGraph) and id(arg) not in plain:
+                plain[id(arg)] = arg.to_dict()
+    return [tuple(plain.get(id(arg), arg) if isinstance(arg, DataflowGraph) else arg for arg in task) for task in tasks]
+
+
+Task = tuple[Any, ...]
+Engine = Callable[[Callable[..., Any], list[Task], int | None, str | None, bool], Iterator[Any]]
+
+
+def _serial(function: Callable[..., Any], tasks: list[Task], workers: int | None, address: str | None, progress: bool) -> Iterator[Any]:
+    for task in tasks:
+        yield function(*task)
 
 
 def _one_thread_per_worker() -> None:
@@ -88,11 +92,11 @@ def _one_thread_per_worker() -> None:
         os.environ.setdefault(name, "1")
 
 
-def _local(tasks: list[Task], workers: int | None, address: str | None) -> Iterator[dict[str, Any]]:
+def _local(function: Callable[..., Any], tasks: list[Task], workers: int | None, address: str | None, progress: bool) -> Iterator[Any]:
     # spawn: safe with threads (numba, torch) in the driver; children inherit sys.path
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers or os.cpu_count(), mp_context=context, initializer=_one_thread_per_worker)
-    pending = {pool.submit(run_cell, *task) for task in _portable(tasks)}
+    pending = {pool.submit(function, *task) for task in _portable(tasks)}
     try:
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -102,33 +106,34 @@ def _local(tasks: list[Task], workers: int | None, address: str | None) -> Itera
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _ray(tasks: list[Task], workers: int | None, address: str | None) -> Iterator[dict[str, Any]]:
-    """Join the cluster at ``address`` (whose workers must have this workbench installed), or start a
-    private local instance with ``workers`` CPUs; shut down only an instance this call started."""
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("engine 'ray' needs Ray: pip install 'doppler-workbench[sweeps]'") from None
-    started = not ray.is_initialized()
-    if started:
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:  # a private local instance that imports this same workbench checkout
-            package_root = str(Path(__file__).resolve().parents[2])
-            ray.init(
-                num_cpus=workers or os.cpu_count(),
-                include_dashboard=False,
-                log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": package_root}},
-            )
-    try:
-        remote = ray.remote(max_retries=2)(run_cell)
-        graph_refs: dict[int, Any] = {}  # each graph goes to the object store once
+def _ray(function: Callable[..., Any], tasks: list[Task], workers: int | None, address: str | None, progress: bool) -> Iterator[Any]:
+    """Join the cluster at ``address``, or start a private local instance with ``workers`` CPUs (:mod:`.ray_engine`), now:
+    a failure to connect is reported before any progress bar is drawn."""
+    results = _ray_results(function, tasks, workers, address, progress)
+    next(results)
+    return results
+
+
+def _ray_results(
+    function: Callable[..., Any], tasks: list[Task], workers: int | None, address: str | None, progress: bool
+) -> Iterator[Any]:
+    from .ray_engine import connect
+
+    with connect(address, workers, progress) as (ray, runtime_env):
+        yield None  # connected
+        options: dict[str, Any] = {"max_retries": 2} | ({"runtime_env": runtime_env} if runtime_env else {})
+        remote = ray.remote(**options)(function)
+        portable = _portable(tasks)
+        counts = Counter(id(arg) for task in portable for arg in task)
+        refs: dict[int, Any] = {}  # an argument shared by several tasks (a graph) goes to the object store once
         pending = []
-        for cell, graph, entry in _portable(tasks):
-            if id(graph) not in graph_refs:
-                graph_refs[id(graph)] = ray.put(graph)
-            pending.append(remote.remote(cell, graph_refs[id(graph)], entry))
+        for task in portable:
+            args = []
+            for arg in task:
+                if counts[id(arg)] > 1 and id(arg) not in refs:
+                    refs[id(arg)] = ray.put(arg)
+                args.append(refs.get(id(arg), arg))
+            pending.append(remote.remote(*args))
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
@@ -136,16 +141,29 @@ def _ray(tasks: list[Task], workers: int | None, address: str | None) -> Iterato
         finally:
             for ref in pending:
                 ray.cancel(ref)
-    finally:
-        if started:
-            ray.shutdown()
 
 
-ENGINES: dict[str, Callable[[list[Task], int | None, str | None], Iterable[dict[str, Any]]]] = {
-    "serial": _serial,
-    "local": _local,
-    "ray": _ray,
-}
+ENGINES: dict[str, Engine] = {"serial": _serial, "local": _local, "ray": _ray}
+
+
+def run_tasks(
+    function: Callable[..., Any],
+    tasks: Iterable[Task],
+    engine: str = "serial",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: bool = True,
+) -> Iterator[Any]:
+    """``function(*task)`` for every task on ``engine``, yielded as each finishes (in any order).
+
+    ``function`` must be importable by name (a module-level function) for ``local`` and ``ray``;
+    a :class:`DataflowGraph` argument reaches it as its ``to_dict()`` form there. ``workers``: processes
+    (``local``) or the CPUs of a private Ray instance; ``address``: a Ray cluster to join instead.
+    Stopping the iteration (an interrupt) cancels the tasks not finished.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
+    return ENGINES[engine](function, list(tasks), workers, address, progress)
 
 
 def sweep(
@@ -171,6 +189,8 @@ def sweep(
     engine = engine or ("ray" if address else config.engine)
     if engine not in ENGINES:
         raise ValueError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
+    if address and engine != "ray":
+        raise ValueError(f"--address joins a Ray cluster: it needs --engine ray, not {engine!r}")
     table = ResultsTable(out or config.out)
     cells = config.cells()
     finished = table.finished()
@@ -184,10 +204,11 @@ def sweep(
         graphs = {cell.graph.label: cell.graph for cell in todo}
         loaded = {label: spec.load() for label, spec in graphs.items()}
         tasks = [(cell, loaded[cell.graph.label], REGISTRY.get(cell.method)) for cell in todo]
+        rows = run_tasks(run_cell, tasks, engine, workers or config.workers, address or config.address, progress)
         bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc=config.name, unit="cell", disable=not progress)
         errors = 0
         try:
-            for row in ENGINES[engine](tasks, workers or config.workers, address or config.address):
+            for row in rows:
                 table.add(row)
                 errors += row["status"] != "ok"
                 bar.set_postfix(errors=errors, refresh=False)

@@ -27,11 +27,13 @@ import numpy as np
 from ..graph import DataflowGraph
 from ..imports import lazy_exports
 from .oracle import (
+    CallableOracle,
     CostOracle,
     FastCostOracle,
     Measurement,
     MeasurementError,
     SimulatorOracle,
+    as_oracle,
     makespan_of,
     scaled_trace,
     spearman,
@@ -41,9 +43,13 @@ from .oracle import (
 __all__ = [
     "measure",
     "make_oracle",
+    "oracle_spec_kind",
+    "ORACLE_SPECS",
     "Measurement",
     "MeasurementError",
     "CostOracle",
+    "CallableOracle",
+    "as_oracle",
     "FastCostOracle",
     "makespan_of",
     "SimulatorOracle",
@@ -79,21 +85,53 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 
+ORACLE_SPECS = "'sim', 'local', HOST:PORT of a remote engine, or module:factory"
+"""What :func:`make_oracle` accepts, for messages and help texts."""
+
+
+def oracle_spec_kind(spec: str) -> str:
+    """Which kind of oracle ``spec`` names: ``"sim"``, ``"local"``, ``"remote"`` (``HOST:PORT``, the port all digits) or
+    ``"factory"`` (``module:factory``); a :class:`ValueError` naming the accepted forms otherwise."""
+    if spec in ("sim", "local"):
+        return spec
+    head, colon, tail = str(spec).rpartition(":")
+    if colon and head and tail.isdigit():
+        return "remote"
+    if colon and head and tail.isidentifier():
+        return "factory"
+    raise ValueError(f"unknown oracle {spec!r}; use {ORACLE_SPECS}")
+
+
 def make_oracle(oracle: str | CostOracle = "sim", devices: int = 4, **options: Any) -> CostOracle:
-    """An oracle by name: ``"sim"``, ``"local"``, or ``"HOST:PORT"`` of a remote engine; oracles pass through."""
+    """The one oracle resolver, used by training, calibration, the dashboard and sweeps.
+
+    ``oracle`` is ``"sim"``, ``"local"``, ``"HOST:PORT"`` of a remote engine, or ``"module:factory"`` (a callable taking
+    ``devices=N`` and returning a :class:`CostOracle` or a function ``f(graph, assignment) -> seconds``); an oracle passes
+    through. ``options`` go to the oracle's constructor.
+    """
     if not isinstance(oracle, str):
         return oracle
-    if oracle == "sim":
+    kind = oracle_spec_kind(oracle)
+    if kind == "sim":
         return SimulatorOracle(devices, **options)
-    if oracle == "local":
+    if kind == "local":
         from .executor import LocalExecutor
 
         return LocalExecutor(devices, **options)
-    if ":" in oracle:
+    if kind == "remote":
         from .remote import RemoteEngine
 
         return RemoteEngine.from_address(oracle, devices=devices, **options)
-    raise ValueError(f"unknown oracle {oracle!r}; use 'sim', 'local' or HOST:PORT of a remote engine")
+    from ..imports import import_object
+
+    try:
+        factory = import_object(oracle)
+    except ValueError as exc:
+        raise ValueError(f"oracle {oracle!r}: cannot import it ({exc})") from None
+    try:
+        return as_oracle(factory(devices=devices, **options), devices)
+    except TypeError as exc:
+        raise ValueError(f"oracle {oracle!r}: {exc}") from None
 
 
 def measure(

@@ -21,7 +21,7 @@ of a failed Measurement raises :class:`MeasurementError`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,7 +34,7 @@ from ..sim.trace import Trace
 
 __all__ = [
     "Measurement", "MeasurementError", "CostOracle", "FastCostOracle", "makespan_of", "SimulatorOracle", "scaled_trace",
-    "trace_violations", "spearman",
+    "trace_violations", "spearman", "CallableOracle", "as_oracle",
 ]  # fmt: skip
 
 
@@ -327,3 +327,30 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     if ra.std() == 0 or rb.std() == 0:
         return math.nan
     return float(np.corrcoef(ra, rb)[0, 1])
+
+
+class CallableOracle:
+    """A plain function ``f(graph, assignment) -> seconds`` as a :class:`~workbench.systems.oracle.CostOracle` (one sample each)."""
+
+    def __init__(self, function: Callable[[DataflowGraph, np.ndarray], float], devices: Devices) -> None:
+        self.function = function
+        self.devices = devices
+
+    def measure(
+        self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0, trace: bool = False
+    ) -> Measurement:
+        return Measurement.from_samples([float(self.function(graph, np.asarray(assignment)))], oracle="callable")
+
+
+def as_oracle(value: CostOracle | Callable[[DataflowGraph, np.ndarray], float] | None, devices: Devices) -> CostOracle:
+    """``None`` → the simulator; a :class:`~workbench.systems.oracle.CostOracle` → itself; a function → :class:`CallableOracle`."""
+    if value is None:
+        return SimulatorOracle(devices)
+    if isinstance(value, CostOracle):
+        return value
+    if callable(value):
+        return CallableOracle(value, devices)
+    raise TypeError(
+        f"an oracle is a CostOracle (devices and measure(graph, assignment, ...)) or a function f(graph, assignment) -> seconds; "
+        f"got {type(value).__name__}"
+    )

@@ -14,6 +14,7 @@ import ast
 import dataclasses
 import inspect
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from itertools import pairwise
@@ -21,11 +22,11 @@ from typing import Any
 
 from ..learn.registry import TEACHERS
 from ..placers import methods
+from ..systems import oracle_spec_kind
 
-__all__ = ["TrainConfig", "STAGES", "METHODS", "field_docs", "parse_overrides", "add_config_arguments", "device_counts"]
+__all__ = ["TrainConfig", "STAGES", "field_docs", "parse_overrides", "add_config_arguments", "device_counts"]
 
 STAGES = ("il", "sim", "real")
-METHODS = tuple(methods("learned"))
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     """Gradient norm clip per update (0 disables)."""
     oracle: str = "sim"
-    """Cost oracle of the ``real`` stage: ``sim`` (the simulator) or ``module:factory``, a callable taking ``devices=N`` and returning an
-    object with ``measure(graph, assignment) -> seconds``.
+    """Cost oracle of the ``real`` stage (:func:`workbench.systems.make_oracle`): ``sim`` (the simulator), ``local`` (the local
+    executor), ``HOST:PORT`` of a remote engine, or ``module:factory``, a callable taking ``devices=N`` and returning a cost oracle
+    or a function ``f(graph, assignment) -> seconds``.
     """
     tensorboard: bool = False
     """Also log every metrics column to TensorBoard in ``<run>/tensorboard`` (needs ``pip install -e '.[tensorboard]'``)."""
@@ -158,6 +160,10 @@ class TrainConfig:
         object.__setattr__(self, "eval_graphs", tuple(str(g) for g in self.eval_graphs))
         object.__setattr__(self, "stages", tuple(str(s) for s in self.stages))
         object.__setattr__(self, "episodes", tuple(int(e) for e in self.episodes))
+        for item in fields(self):  # nan passes every comparison below (grad_clip=nan turned clipping off); inf passes "> 0"
+            value = getattr(self, item.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"TrainConfig.{item.name} must be a finite number, got {value}")
         if not self.graphs:
             raise ValueError("TrainConfig.graphs: give at least one graph")
         if not self.stages:
@@ -173,8 +179,8 @@ class TrainConfig:
             )
         if any(e < 1 for e in self.episodes):
             raise ValueError(f"TrainConfig.episodes: every stage needs at least 1 episode, got {list(self.episodes)}")
-        if self.method not in METHODS:
-            raise ValueError(f"TrainConfig.method: unknown method {self.method!r}; methods are {', '.join(METHODS)}")
+        if self.method not in methods("learned"):  # read now: a policy registered after import trains too
+            raise ValueError(f"TrainConfig.method: unknown method {self.method!r}; methods are {', '.join(methods('learned'))}")
         if self.devices < 1:
             raise ValueError(f"TrainConfig.devices must be >= 1, got {self.devices}")
         for name in ("il_lr", "rl_lr_start", "rl_lr_end"):
@@ -216,8 +222,10 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.discount must be in (0, 1], got {self.discount}")
         if self.baseline not in ("running_mean", "cumulative_mean"):
             raise ValueError(f"TrainConfig.baseline: use running_mean or cumulative_mean, got {self.baseline!r}")
-        if self.oracle != "sim" and ":" not in self.oracle:
-            raise ValueError(f"TrainConfig.oracle: use 'sim' or 'module:factory', got {self.oracle!r}")
+        try:
+            oracle_spec_kind(self.oracle)
+        except ValueError as exc:
+            raise ValueError(f"TrainConfig.oracle: {exc}") from None
 
     @classmethod
     def paper(cls, graphs: tuple[str, ...], **changes: Any) -> TrainConfig:
@@ -279,7 +287,7 @@ class TrainConfig:
             raise ValueError(f"{source}: unknown TrainConfig field(s) {', '.join(unknown)}")
         try:
             return cls(**data)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # a field the constructor refuses: name the file too
             raise ValueError(f"{source}: {exc}") from None
 
     def replace(self, **changes: Any) -> TrainConfig:

@@ -15,11 +15,14 @@ with a checkpoint (a second Ctrl-C aborts at once); a hard kill loses the
 episodes since the last checkpoint, which the next run replays.
 
 A stage's checkpoint is written before ``last``, so a kill between the two
-writes leaves the newer state in the stage checkpoint, and the resumed run
-starts from the newest of them. A resumed run first checks its files
-(:mod:`.resume`) and refuses a damaged directory instead of rewriting it. A
-non-finite loss or weight stops the run with status ``diverged``; its
-checkpoints keep the last finite weights.
+writes leaves the newer state in the stage checkpoint; the resumed run
+starts from the newest of them and first copies it to ``last``. A resumed
+run first checks every field of its files (:mod:`.resume`,
+:mod:`workbench.runs.validate`) and refuses a damaged directory instead of
+rewriting it. A non-finite loss or weight, or an update that fails on
+non-finite values (Adam overflowing float32), stops the run with status
+``diverged``; its checkpoints keep the last finite weights. The status
+``finished`` is written last, after ``last`` and the final evaluation.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import contextlib
 import dataclasses
 import importlib
 import math
+import re
 import shlex
 import signal
 import sys
@@ -43,15 +47,16 @@ import numpy as np
 import torch
 
 from ..graph import DataflowGraph
-from ..learn.checkpoint import TrainedFor
+from ..learn.checkpoint import TrainedFor, stale_temporaries
 from ..placers import methods
 from ..provenance import machine, now as _now, versions
+from ..runs.validate import best_folder, read_json_object
 from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
-from .resume import ResumeError, read_json_file, remove_stale_temporaries, resume_point
+from .resume import ResumeError, check_directory, hand_over, read_json_file, remove_stale_temporaries, resume_point
 from .rundir import MetricsWriter, RunDirectory
 from .search import candidates, search
 
@@ -164,21 +169,25 @@ def train(
     real = as_oracle(oracle, config.devices) if oracle is not None else oracle_from_spec(config.oracle, config.devices)
     trained_for = TrainedFor.of(graphs.values(), config.devices)
 
-    # --- 1. a new run, or the one already in `out` (checked before anything in it is touched) ---------------
+    # --- 1. a new run, or the one already in `out` (every file checked before anything in it is touched) ---------------
     existing = _existing_run(run, config)
-    if existing is not None and existing.get("status") in ("finished", "diverged"):
-        done = config.total_episodes if existing["status"] == "finished" else int(existing.get("episodes_done") or 0)
-        return TrainResult(run.path, existing["status"], done, existing.get("evaluation", {}))
     resume = resume_point(run, config, library, device, existing, trained_for) if existing is not None else None
-    best = _best_so_far(run, graphs) if existing is not None else {}
+    checked = check_directory(run, config, graphs, resume.state if resume else None) if existing is not None else None
+    if checked is not None and checked.status in ("finished", "diverged"):
+        if resume is not None:
+            hand_over(run, resume)
+        done = config.total_episodes if checked.status == "finished" else int(existing.get("episodes_done") or 0)
+        return TrainResult(run.path, checked.status, done, existing.get("evaluation", {}) if existing else {})
+    best = _best_so_far(run, graphs) if checked is not None else {}
     if run.path.is_dir():
         remove_stale_temporaries(run.path, run.checkpoint_dir, run.best_dir, *[p for p in run.best_dir.glob("*") if p.is_dir()])
-    if resume is not None:
+    if resume is not None and checked is not None:
         policy, state = resume.policy, resume.state
         torch.set_rng_state(state.torch_rng)
+        hand_over(run, resume)
         with open(run.metrics_path, "r+b") as handle:  # drop only the rows the resumed run replays
-            handle.truncate(resume.metrics.keep_bytes)
-        run.truncate_greedy(state.episode, state.stage)
+            handle.truncate(checked.metrics_keep)
+        run.truncate_greedy(checked.greedy_keep)
         run_id = existing.get("run_id") or state.run_id or uuid.uuid4().hex
         run.update_meta(status="running", error=None, run_id=run_id)
     else:
@@ -269,54 +278,20 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
     while session.episode < end:
         episode = session.episode
         name = names[(first + (episode - first) // group) % len(names)]
-        graph = graphs[name]
         session.generator.manual_seed(config.seed * 1_000_003 + episode)
         lr = state.optimizer.param_groups[0]["lr"]
         began = time.perf_counter()
-        if stage == "il":
-            epsilon = linear_schedule(config.il_epsilon, 0.0, episode - first, end - first) if config.il_epsilon_decay else None
-            steps = [imitation_episode(policy, state.optimizer, graph, config, session.generator, epsilon)]
-            steps[0]["makespan"] = session.sim.makespan(graph, steps[0]["rollout"].assignment)
-            steps[0]["reward"] = -steps[0]["makespan"] / state.references[name]
-        else:
-            epsilon = linear_schedule(config.rl_epsilon_start, config.rl_epsilon_end, episode - first, end - first)
-            count = min(group, end - episode)
-            self_imitation = config.self_imitation_weight > 0
-            elite = _guide(session.library, state.elites.get(name)) if self_imitation else None
-            steps = reinforce_update(
-                policy,
-                state.optimizer,
-                graph,
-                oracle,
-                state.references[name],
-                state.baselines.get(name),
-                epsilon,
-                config,
-                session.generator,
-                count,
-                elite,
-                seen=(episode - first) // (group * len(names)),
-                wait_weight=linear_schedule(config.transfer_wait_weight, 0.0, episode - first, end - first),
-            )
-            state.baselines[name] = steps[-1]["new_baseline"]
-            if self_imitation:
-                _keep_elite(state.elites, name, steps)
-            state.scheduler.step()
+        try:
+            steps = _update(session, state, stage, first, end, name, oracle)
+        except (RuntimeError, ValueError) as exc:  # Adam overflowing float32 (lr=1e38), NaN logits in a rollout, ...
+            problem = _non_finite_failure(exc, policy)
+            if problem is None:
+                raise
+            return _diverge(session, stage, episode, name, problem)
         _log_episodes(session, stage, name, oracle, steps, lr, (time.perf_counter() - began) / len(steps), state.references[name])
         problem = _divergence(steps, policy)
         if problem:
-            kept = (
-                f"{run.last_checkpoint.name} keeps the last finite weights (episode {session.saved_at})"
-                if session.saved_at
-                else "no checkpoint was written before"
-            )
-            run.update_meta(
-                status="diverged",
-                error=f"diverged in episode {episode} (stage {stage}, graph {name}): {problem}; {kept}",
-                diverged_at=episode,
-            )
-            session.bar.write(f"diverged in episode {episode}: {problem}; stopped ({kept})")
-            return "diverged"
+            return _diverge(session, stage, episode, name, problem)
 
         stage_done = session.episode == end
         if stage != "il" and config.greedy_every and (stage_done or _crossed(session.episode, len(steps), config.greedy_every)):
@@ -337,6 +312,65 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
             session.bar.write(f"stopped after episode {session.episode - 1}; rerun the same command to resume from {run.last_checkpoint}")
             return "interrupted"
     return "finished"
+
+
+def _update(session: Session, state: StageState, stage: str, first: int, end: int, name: str, oracle: Any) -> list[dict[str, Any]]:
+    """One update of ``stage`` on graph ``name`` from ``session.episode``: its rollouts' metrics (with the rollouts)."""
+    config, policy, graph, episode = session.config, session.policy, session.graphs[name], session.episode
+    if stage == "il":
+        epsilon = linear_schedule(config.il_epsilon, 0.0, episode - first, end - first) if config.il_epsilon_decay else None
+        steps = [imitation_episode(policy, state.optimizer, graph, config, session.generator, epsilon)]
+        steps[0]["makespan"] = session.sim.makespan(graph, steps[0]["rollout"].assignment)
+        steps[0]["reward"] = -steps[0]["makespan"] / state.references[name]
+        return steps
+    group = config.rollouts_per_update
+    self_imitation = config.self_imitation_weight > 0
+    steps = reinforce_update(
+        policy,
+        state.optimizer,
+        graph,
+        oracle,
+        state.references[name],
+        state.baselines.get(name),
+        linear_schedule(config.rl_epsilon_start, config.rl_epsilon_end, episode - first, end - first),
+        config,
+        session.generator,
+        min(group, end - episode),
+        _guide(session.library, state.elites.get(name)) if self_imitation else None,
+        seen=(episode - first) // (group * len(session.graphs)),
+        wait_weight=linear_schedule(config.transfer_wait_weight, 0.0, episode - first, end - first),
+    )
+    state.baselines[name] = steps[-1]["new_baseline"]
+    if self_imitation:
+        _keep_elite(state.elites, name, steps)
+    state.scheduler.step()
+    return steps
+
+
+def _diverge(session: Session, stage: str, episode: int, name: str, problem: str) -> str:
+    """End the run ``diverged`` in ``episode``: ``meta.json`` says what and where; the checkpoints keep the last finite weights."""
+    kept = (
+        f"{session.run.last_checkpoint.name} keeps the last finite weights (episode {session.saved_at})"
+        if session.saved_at
+        else "no checkpoint was written before"
+    )
+    session.run.update_meta(
+        status="diverged", error=f"diverged in episode {episode} (stage {stage}, graph {name}): {problem}; {kept}", diverged_at=episode
+    )
+    session.bar.write(f"diverged in episode {episode}: {problem}; stopped ({kept})")
+    return "diverged"
+
+
+_NON_FINITE_WORDS = re.compile(r"\b(nan|inf|infinity|overflow)\b|invalid values", re.IGNORECASE)
+
+
+def _non_finite_failure(exc: Exception, policy: Any) -> str | None:
+    """What went non-finite when an update raised ``exc`` (the weights, their gradients, or a float overflow or NaN the
+    message names); None for any other failure, which is not divergence."""
+    gradients = [p.grad for p in policy.parameters() if p.grad is not None]
+    if weights_are_finite(policy) and all(bool(torch.isfinite(g).all()) for g in gradients) and not _NON_FINITE_WORDS.search(str(exc)):
+        return None
+    return f"the update failed on non-finite values ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
 
 
 def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any, resume: TrainingState | None) -> StageState:
@@ -431,7 +465,7 @@ def _evaluate(session: Session, device: torch.device, unseen: dict[str, Dataflow
             "seen": False,
             **reference_makespans({name: graph}, config.devices)[name],
         }
-    run.update_meta(status="finished", evaluation=evaluation, finished=_now())
+    run.update_meta(status="finished", episodes_done=session.episode, evaluation=evaluation, finished=_now())
     return TrainResult(run.path, "finished", session.episode, evaluation)
 
 
@@ -524,7 +558,7 @@ def _existing_run(run: RunDirectory, config: TrainConfig) -> dict[str, Any] | No
     """The meta of the run already in ``run`` (same config), or None when the directory is new or empty."""
     existing = run.existing_config()
     if existing is None:
-        if run.path.is_dir() and any(run.path.iterdir()):
+        if run.path.is_dir() and set(run.path.iterdir()) - set(stale_temporaries(run.path)):  # a kill in the first save leaves one
             raise ValueError(f"{run.path} is not empty and holds no config.json: not a run directory; choose another --out")
         return None
     if existing != config:
@@ -555,21 +589,13 @@ def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> 
 
 
 def _best_so_far(run: RunDirectory, graphs: dict[str, DataflowGraph]) -> dict[str, float]:
-    """The makespan of each graph's ``best/placement.json``; a damaged one is refused naming the file."""
+    """The makespan of each graph's ``best/placement.json`` (checked by :func:`.resume.check_directory`)."""
     best = {}
     for name in graphs:
-        path = _best_dir(run, graphs, name) / "placement.json"
+        path = best_folder(run, tuple(graphs), name) / "placement.json"
         if path.exists():
-            placement = read_json_file(path, "the best placement so far")
-            makespan = placement.get("makespan") if isinstance(placement, dict) else None
-            if isinstance(makespan, bool) or not isinstance(makespan, (int, float)) or not math.isfinite(makespan):
-                raise ResumeError(f"{path} has no finite makespan; repair or remove it to resume")
-            best[name] = float(makespan)
+            best[name] = float(read_json_object(path)["makespan"])
     return best
-
-
-def _best_dir(run: RunDirectory, graphs: dict[str, DataflowGraph], name: str) -> Path:
-    return run.best_dir if len(graphs) == 1 else run.best_dir / name.replace("/", "_")
 
 
 def _write_best(run, config, graphs, name, assignment, order, makespan, stage, episode) -> None:
@@ -591,7 +617,7 @@ def _write_best(run, config, graphs, name, assignment, order, makespan, stage, e
     )
     trace = simulate(graphs[name], assignment, config.devices).trace.to_json()
     if len(graphs) > 1:
-        run.write_best(placement, trace, subdir=_best_dir(run, graphs, name).name)
+        run.write_best(placement, trace, subdir=best_folder(run, tuple(graphs), name).name)
     if name == next(iter(graphs)):
         run.write_best(placement, trace)
 

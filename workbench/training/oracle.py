@@ -4,60 +4,26 @@ Stage II asks the simulator (:class:`workbench.systems.SimulatorOracle`);
 Stage III asks an oracle that measures the real system: any
 :class:`~workbench.systems.oracle.CostOracle` (the backends in
 ``workbench/systems/``), or a plain function ``f(graph, assignment) ->
-seconds``, which :class:`CallableOracle` wraps. The contract itself lives in
+seconds``, which :class:`~workbench.systems.oracle.CallableOracle` wraps. The contract itself lives in
 :mod:`workbench.systems.oracle` (``docs/contracts.md``, "Cost oracle").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
-from ..cluster import Devices
 from ..graph import DataflowGraph
-from ..imports import import_object
-from ..systems.oracle import CostOracle, Measurement, SimulatorOracle, makespan_of
+from ..systems import make_oracle
+from ..systems.oracle import CallableOracle, CostOracle, SimulatorOracle, as_oracle, makespan_of
 
 __all__ = ["CallableOracle", "as_oracle", "oracle_from_spec", "oracle_kind", "makespan_of", "seconds_oracle"]
 
 
-class CallableOracle:
-    """A plain function ``f(graph, assignment) -> seconds`` as a :class:`~workbench.systems.oracle.CostOracle` (one sample each)."""
-
-    def __init__(self, function: Callable[[DataflowGraph, np.ndarray], float], devices: Devices) -> None:
-        self.function = function
-        self.devices = devices
-
-    def measure(
-        self, graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, repeats: int = 1, timeout: float = 60.0, trace: bool = False
-    ) -> Measurement:
-        return Measurement.from_samples([float(self.function(graph, np.asarray(assignment)))], oracle="callable")
-
-
-def as_oracle(value: CostOracle | Callable[[DataflowGraph, np.ndarray], float] | None, devices: Devices) -> CostOracle:
-    """``None`` → the simulator; a :class:`~workbench.systems.oracle.CostOracle` → itself; a function → :class:`CallableOracle`."""
-    if value is None:
-        return SimulatorOracle(devices)
-    if isinstance(value, CostOracle):
-        return value
-    if callable(value):
-        return CallableOracle(value, devices)
-    raise TypeError(
-        f"an oracle is a CostOracle (devices and measure(graph, assignment, ...)) or a function f(graph, assignment) -> seconds; "
-        f"got {type(value).__name__}"
-    )
-
-
 def oracle_from_spec(spec: str, devices: int) -> CostOracle:
-    """``"sim"`` → the simulator; ``"module:factory"`` → ``factory(devices=devices)`` as an oracle."""
-    if spec == "sim":
-        return SimulatorOracle(devices)
-    try:
-        factory = import_object(spec)
-    except ValueError as exc:
-        raise ValueError(f"oracle {spec!r}: cannot import it ({exc})") from None
-    return as_oracle(factory(devices=devices), devices)
+    """The oracle ``spec`` names (:func:`workbench.systems.make_oracle`: ``sim``, ``local``, ``HOST:PORT`` or ``module:factory``)."""
+    return make_oracle(spec, devices)
 
 
 def oracle_kind(oracle: CostOracle) -> str:

@@ -1,7 +1,8 @@
 """Where a resumed run starts (:func:`resume_point`), and the checks it makes of its own files before it touches any of them.
 
 A run directory damaged by hand, by a disk or by a copied file is refused
-with a message naming the file and the fault; nothing is rewritten and no
+with a message naming the file, line and field (:func:`workbench.runs.validate.check_run`,
+against the :func:`run_plan` of the config); nothing is rewritten and no
 metrics row is deleted. Only rows of episodes the checkpoint has not seen
 (the ones the resumed run replays) and a half-written last line are cut
 off, by truncating the file after the last row kept, so every earlier byte
@@ -10,24 +11,65 @@ stays as it was.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..fileio import atomic_write_bytes
+from ..graph import DataflowGraph
 from ..learn.checkpoint import CheckpointError, TrainedFor, read_checkpoint, stale_temporaries
+from ..runs import read_rows
+from ..runs.validate import Progress, RunCheck, RunDamaged, RunPlan, check_run
+from ..sim import lower_bound
 from .checkpoint import TrainingState, load_checkpoint, state_from_extra
 from .config import TrainConfig
 from .rundir import RunDirectory
 
-__all__ = ["ResumeError", "read_json_file", "MetricsCheck", "check_metrics", "ResumePoint", "resume_point", "remove_stale_temporaries"]
+__all__ = [
+    "ResumeError",
+    "read_json_file",
+    "run_plan",
+    "check_directory",
+    "ResumePoint",
+    "resume_point",
+    "hand_over",
+    "remove_stale_temporaries",
+]
+
+ResumeError = RunDamaged
+"""A run directory that cannot be resumed as it is (the message names the file, line and field)."""
 
 
-class ResumeError(ValueError):
-    """A run directory that cannot be resumed as it is."""
+def run_plan(config: TrainConfig, graphs: Mapping[str, DataflowGraph], columns: tuple[str, ...]) -> RunPlan:
+    """What ``config`` makes a run do, episode by episode, for :func:`~workbench.runs.validate.check_run`."""
+    rl = (min(config.rl_lr_start, config.rl_lr_end), max(config.rl_lr_start, config.rl_lr_end))
+    return RunPlan(
+        method=config.method,
+        seed=config.seed,
+        devices=config.devices,
+        graphs=tuple(graphs),
+        stages=tuple(config.stage_bounds()),
+        group=config.rollouts_per_update,
+        greedy_every=config.greedy_every,
+        checkpoint_every=config.checkpoint_every,
+        lr={stage: (config.il_lr, config.il_lr) if stage == "il" else rl for stage in config.stages},
+        columns=columns,
+        bounds={name: lower_bound(graph, config.devices) for name, graph in graphs.items()},
+    )
+
+
+def check_directory(
+    run: RunDirectory, config: TrainConfig, graphs: Mapping[str, DataflowGraph], state: TrainingState | None
+) -> RunCheck | None:
+    """Every file of ``run`` checked against ``config`` and its newest checkpoint's ``state``; ``None`` for a run killed
+    before it logged anything (no ``meta.json``, no checkpoint, no metrics row), which starts afresh."""
+    if not run.meta_path.exists() and state is None and not (run.metrics_path.exists() and read_rows(run.metrics_path)):
+        return None
+    progress = Progress(state.episode, state.stage) if state is not None else Progress()
+    return check_run(run.path, run_plan(config, graphs, run.columns(config)), graphs, progress)
 
 
 def read_json_file(path: str | os.PathLike, what: str = "file") -> Any:
@@ -48,102 +90,28 @@ def read_json_file(path: str | os.PathLike, what: str = "file") -> Any:
 
 
 @dataclass(frozen=True)
-class MetricsCheck:
-    """A checked ``metrics.csv``: rows for episodes ``0 .. rows - 1``; ``keep_bytes`` ends the last row before the resume point."""
-
-    rows: int
-    keep_bytes: int
-
-
-def check_metrics(path: str | os.PathLike, columns: tuple[str, ...], resume_at: int, stage_of: Callable[[int], str]) -> MetricsCheck:
-    """Check that ``metrics.csv`` holds one row per episode ``0, 1, ...`` at least up to ``resume_at - 1``.
-
-    Refused (:class:`ResumeError`, naming the file and line): a missing file,
-    a header other than ``columns``, a line that is not one CSV row of that
-    width, a non-integer, duplicate or missing episode, a row whose stage is
-    not the one the config gives that episode, and fewer rows than the
-    checkpoint has episodes. A half-written last line (no newline) is
-    allowed; it lies past ``keep_bytes``.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ResumeError(f"{path} is missing but the checkpoint is at episode {resume_at}; refusing to resume with a gap in the metrics")
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    complete = lines[:-1]  # the part after the last newline is empty or a half-written line
-    if not complete:
-        raise ResumeError(f"{path} has no header line; expected {','.join(columns)}")
-    header = _row(path, 1, complete[0])
-    if tuple(header) != columns:
-        diff = next((i for i, (a, b) in enumerate(zip(header, columns, strict=False)) if a != b), min(len(header), len(columns)))
-        found, wanted = (header[diff] if diff < len(header) else "(nothing)"), (columns[diff] if diff < len(columns) else "(nothing)")
-        raise ResumeError(
-            f"{path} line 1: the header differs from the expected one at column {diff + 1} ({found!r} instead of {wanted!r}); refusing to "
-            "resume"
-        )
-    offset, keep = len(complete[0]) + 1, None
-    episode_column, stage_column = columns.index("episode"), columns.index("stage")
-    for number, line in enumerate(complete[1:], start=2):
-        row = _row(path, number, line)
-        if len(row) != len(columns):
-            raise ResumeError(f"{path} line {number}: {len(row)} fields where the header has {len(columns)}; refusing to resume")
-        try:
-            episode = int(row[episode_column])
-        except ValueError:
-            raise ResumeError(f"{path} line {number}: episode {row[episode_column]!r} is not an integer; refusing to resume") from None
-        expected = number - 2
-        if episode != expected:
-            fault = f"episode {episode} appears twice" if episode < expected else f"episodes {expected}..{episode - 1} are missing"
-            raise ResumeError(f"{path} line {number}: {fault} (expected episode {expected}); refusing to resume")
-        if row[stage_column] != stage_of(episode):
-            raise ResumeError(
-                f"{path} line {number}: episode {episode} has stage {row[stage_column]!r}, the config says {stage_of(episode)!r}; "
-                "refusing to resume"
-            )
-        if episode == resume_at:
-            keep = offset
-        offset += len(line) + 1
-    rows = len(complete) - 1
-    if rows < resume_at:
-        raise ResumeError(
-            f"{path} ends at episode {rows - 1} but the checkpoint is at episode {resume_at}: "
-            "rows are missing (a truncated file, or a checkpoint from another run); refusing to resume"
-        )
-    return MetricsCheck(rows, offset if keep is None else keep)
-
-
-def _row(path: Path, number: int, line: bytes) -> list[str]:
-    try:
-        text = line.decode("utf-8")
-        rows = list(csv.reader([text], strict=True))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise ResumeError(f"{path} line {number} is not a CSV row ({exc}); refusing to resume") from None
-    return rows[0] if rows else []
-
-
-@dataclass(frozen=True)
 class ResumePoint:
-    """Where a resumed run starts: the newest checkpoint's policy and state, and the checked metrics."""
+    """Where a resumed run starts: the newest checkpoint (its file, policy and state)."""
 
+    path: Path
     policy: Any
     state: TrainingState
-    metrics: MetricsCheck
 
 
 def resume_point(
     run: RunDirectory, config: TrainConfig, library: Any, device: Any, meta: Mapping[str, Any], trained_for: TrainedFor
 ) -> ResumePoint | None:
-    """The newest training checkpoint of ``run`` (``last`` or a stage's) with the run's files checked; None when there is none.
+    """The newest training checkpoint of ``run`` (``last`` or a stage's); None when there is none.
 
     Refused: a checkpoint trained for other graphs or devices or written by
-    another run (``run_id``), a missing stage checkpoint the run is past, an
-    old pickle-format run, and a damaged ``metrics.csv`` (:func:`check_metrics`).
+    another run (``run_id``), a missing stage checkpoint the run is past, and
+    an old pickle-format run. The other files are :func:`check_directory`'s.
     """
     candidates = [run.last_checkpoint, *(run.stage_checkpoint(stage) for stage in config.stages)]
     newest: tuple[int, Path] | None = None
     for path in candidates:
         if path.exists():
-            checkpoint = read_checkpoint(path)
+            checkpoint = read_checkpoint(path, weights=library.policy_weights(path))  # the header checked before any tensor is read
             found = state_from_extra(checkpoint.extra, path)
             if path == run.last_checkpoint and found is None:
                 raise ValueError(f"{path} holds a policy but no training state; it was not written by `workbench train`")
@@ -181,9 +149,15 @@ def resume_point(
                 f"{run.stage_checkpoint(stage)} is missing although the run is past the end of stage {stage} (episode {end}); it cannot "
                 "be rebuilt, start a new run"
             )
-    stages = [(stage, end) for stage, _, end in config.stage_bounds()]
-    metrics = check_metrics(run.metrics_path, run.columns(config), state.episode, lambda e: next(s for s, end in stages if e < end))
-    return ResumePoint(policy, state, metrics)
+    return ResumePoint(newest[1], policy, state)
+
+
+def hand_over(run: RunDirectory, resume: ResumePoint) -> None:
+    """Finish a save a kill cut short: when a stage checkpoint is newer than ``last`` (written before it), ``last`` becomes
+    a copy of it and ``meta.json`` records its episode, so ``last`` and ``meta.json`` are never behind the newest weights."""
+    if resume.path != run.last_checkpoint:
+        atomic_write_bytes(run.last_checkpoint, resume.path.read_bytes())
+        run.update_meta(episodes_done=resume.state.episode)
 
 
 def remove_stale_temporaries(*folders: str | os.PathLike) -> list[Path]:

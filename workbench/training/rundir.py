@@ -61,16 +61,15 @@ class RunDirectory(RunWriter):
         with CsvLog(self.greedy_path, GREEDY_COLUMNS) as log:
             log.append(rows)
 
-    def truncate_greedy(self, episode: int, stage: str) -> None:
-        """Rewrite ``greedy.csv`` with the evaluations a checkpoint at ``episode`` of ``stage`` comes after (resume).
-
-        Those are the earlier episodes' and ``episode``'s own in ``stage``; an
-        evaluation at the start of the next stage is done again. A run written
-        before ``greedy.csv`` existed gets an empty one.
-        """
-        CsvLog(self.greedy_path, GREEDY_COLUMNS).start(
-            keep=lambda r: int(r["episode"]) < episode or (int(r["episode"]) == episode and r["stage"] == stage)
-        )
+    def truncate_greedy(self, keep_bytes: int | None) -> None:
+        """Cut ``greedy.csv`` after its first ``keep_bytes`` bytes (resume: the evaluations the checkpoint comes after, as
+        :func:`~workbench.runs.validate.check_greedy` found them), so every earlier byte stays; ``None``: the run has no
+        ``greedy.csv`` and no evaluation was due in it yet, so it gets an empty one."""
+        if keep_bytes is None:
+            CsvLog(self.greedy_path, GREEDY_COLUMNS).start()
+            return
+        with open(self.greedy_path, "r+b") as handle:
+            handle.truncate(keep_bytes)
 
     # --- metrics --------------------------------------------------------------------------
     def open_metrics(self, config: TrainConfig, first_episode: int = 0) -> MetricsWriter:

@@ -8,7 +8,7 @@ become files.
 
 from .anytime import anytime_figure, anytime_frame
 from .calibration import calibration_scatter
-from .export import static_fallbacks, to_png, write_figure
+from .export import figure_bundle, static_fallbacks, static_fallbacks_on, to_png, write_figure
 from .graphview import graph_figure, graph_frame, graph_statistics
 from .placement import diff_frame, diff_heatmap, heatmap_frame, heatmap_highlight, makespan_bars, makespan_frame, placement_heatmap
 from .style import (
@@ -50,6 +50,7 @@ __all__ = [
     "device_color",
     "diff_frame",
     "diff_heatmap",
+    "figure_bundle",
     "find_ops",
     "format_number",
     "format_time",
@@ -70,6 +71,7 @@ __all__ = [
     "op_names",
     "placement_heatmap",
     "static_fallbacks",
+    "static_fallbacks_on",
     "time_axis",
     "time_unit",
     "to_png",

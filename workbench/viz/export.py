@@ -10,7 +10,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["to_png", "write_figure", "static_fallbacks"]
+__all__ = ["to_png", "write_figure", "static_fallbacks", "static_fallbacks_on", "figure_bundle"]
 
 
 def _browser() -> None:
@@ -49,23 +49,71 @@ def write_figure(figure: Any, path: str | Path, width: int | None = None, height
         return html
 
 
+PNG_RENDERER = "workbench_png"
+"""The plotly renderer :func:`static_fallbacks` registers: plotly's PNG renderer, each image tried up to three times."""
+
+
+def _png_renderer(width: int) -> Any:
+    """plotly's PNG renderer, trying each figure up to three times: Kaleido reloads its page after every image, and on
+    a busy machine a render can find the page's script not loaded yet (``kaleido_scopes is not defined``)."""
+    from plotly.io.base_renderers import PngRenderer
+
+    class RetryingPng(PngRenderer):
+        def to_mimebundle(self, fig_dict: Any) -> Any:
+            for _ in range(2):
+                try:
+                    return super().to_mimebundle(fig_dict)
+                except RuntimeError:  # Kaleido's JavascriptError
+                    pass
+            return super().to_mimebundle(fig_dict)
+
+    return RetryingPng(width=width)
+
+
 def static_fallbacks(width: int = 1000) -> bool:
     """Show every plotly figure as its interactive view plus a PNG, so an executed notebook renders on GitHub and nbviewer.
 
     JupyterLab draws the interactive view; viewers that run no JavaScript
-    show the PNG. Starts one Kaleido chromium for the session (the first
-    figure takes seconds, the next ones under a second). Returns ``False``
-    and changes nothing when Kaleido or chromium is unavailable.
+    show the PNG. Starts one Kaleido chromium for the session and draws a
+    first tiny figure on it (the slow start), so later figures take under a
+    second. Plotly then passes no per-image options (a running server ignores
+    them, with a warning under every figure). Returns ``False`` and changes
+    nothing when Kaleido or chromium is unavailable.
     """
     import plotly.io as pio
 
     _browser()
+    renderer = _png_renderer(width)
+    headers = pio.defaults.headers
     try:
         import kaleido
 
-        kaleido.start_sync_server(silence_warnings=True)
+        options = {"plotlyjs": pio.defaults.plotlyjs, "mathjax": pio.defaults.mathjax}
+        kaleido.start_sync_server(**{k: v for k, v in options.items() if v}, silence_warnings=True)
+        pio.defaults.headers = {}
+        renderer.to_mimebundle(go.Figure().to_dict())
     except Exception:  # no Kaleido or no browser: interactive figures only
+        pio.defaults.headers = headers
         return False
-    pio.renderers["png"].width = width
-    pio.renderers.default = "plotly_mimetype+png"
+    pio.renderers[PNG_RENDERER] = renderer
+    pio.renderers.default = f"plotly_mimetype+{PNG_RENDERER}"
     return True
+
+
+def static_fallbacks_on() -> bool:
+    """Whether :func:`static_fallbacks` is in effect: figures are shown with a PNG beside them."""
+    import plotly.io as pio
+
+    return PNG_RENDERER in str(pio.renderers.default).split("+")
+
+
+def figure_bundle(figure: go.Figure) -> dict[str, Any]:
+    """What a notebook shows for ``figure``: plotly's JSON (JupyterLab and Notebook 7 draw it) and, with
+    :func:`static_fallbacks` on, a PNG for viewers without JavaScript."""
+    import plotly.io as pio
+
+    data = figure.to_dict()
+    bundle = dict(pio.renderers["plotly_mimetype"].to_mimebundle(data))
+    if static_fallbacks_on():
+        bundle.update(pio.renderers[PNG_RENDERER].to_mimebundle(data))
+    return bundle

@@ -447,36 +447,54 @@ def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any
     return shapes
 
 
+GRID_ROW_PX = 40
+"""Height of one device row in :func:`gantt_grid`: room for its two-line label (``dev 3`` over ``71% busy``)."""
+GRID_GAP_PX = 60
+"""Between two rows of charts in :func:`gantt_grid`: the lower chart's title, clear of the upper chart's last device."""
+
+
 def gantt_grid(graph, traces: Mapping[str, Any], columns: int = 2, title: str | None = None) -> go.Figure:
-    """One Gantt chart per label (``{label: Trace}``) in a grid sharing one time axis, so lengths compare at a glance."""
+    """One Gantt chart per label (``{label: Trace}``) in a grid sharing one time axis, so lengths compare at a glance.
+
+    Heights are laid out in pixels from the device count (:data:`GRID_ROW_PX` per device row, :data:`GRID_GAP_PX`
+    between rows of charts for the titles), so no chart's title or device labels fall on another chart.
+    """
     if not traces:
         raise ValueError("gantt_grid needs at least one trace")
     if columns < 1:
         raise ValueError(f"columns must be >= 1, got {columns}")
     columns = min(columns, len(traces))
     rows = math.ceil(len(traces) / columns)
+    charts = [gantt_figure(graph, trace, utilisation=False) for trace in traces.values()]
+    devices = max(len(chart.layout.yaxis.tickvals) for chart in charts)
+    plot_px = GRID_ROW_PX * devices + 20
+    top, bottom = (90 if title else 40), 60
+    height = top + bottom + rows * plot_px + (rows - 1) * GRID_GAP_PX
     labels = [f"{label}: makespan {format_time(trace.makespan, graph)}" for label, trace in traces.items()]
     fig = make_subplots(
-        rows=rows, cols=columns, shared_xaxes="all", subplot_titles=labels, vertical_spacing=0.25 / rows, horizontal_spacing=0.08
+        rows=rows,
+        cols=columns,
+        shared_xaxes="all",
+        subplot_titles=labels,
+        vertical_spacing=GRID_GAP_PX / (height - top - bottom) if rows > 1 else 0.0,
+        horizontal_spacing=0.12,
     )
     longest = max(trace.makespan for trace in traces.values())
-    devices = 1
-    for index, trace in enumerate(traces.values()):
+    for index, chart in enumerate(charts):
         row, col = divmod(index, columns)
-        chart = gantt_figure(graph, trace, utilisation=False)
         for item in chart.data:
             item.showlegend = False
             fig.add_trace(item, row=row + 1, col=col + 1)
-        fig.update_yaxes(chart.layout.yaxis, row=row + 1, col=col + 1)
-        devices = max(devices, len(chart.layout.yaxis.tickvals))
+        axis = chart.layout.yaxis  # its labels, not its domain: the grid places each chart
+        fig.update_yaxes(tickvals=axis.tickvals, ticktext=axis.ticktext, autorange=axis.autorange, row=row + 1, col=col + 1)
     fig.update_xaxes(range=[0, longest * 1.01 if longest > 0 else 1], exponentformat="power", showexponent="all")
     fig.update_xaxes(title=time_axis(graph)["title"], row=rows)
     fig.update_layout(
         barmode="overlay",
         bargap=0.1,
         hovermode="closest",
-        height=rows * (90 + 40 * devices) + 60,
-        margin=dict(l=10, r=10, t=70, b=40),
+        height=height,
+        margin=dict(l=10, r=10, t=top, b=bottom),
         template="plotly_white",
         title=title,
     )

@@ -39,7 +39,8 @@ def _spans(data: pd.DataFrame, x: str) -> list[tuple[str, float, float]]:
 
 
 MAX_RAW_POINTS = 20_000
-"""Raw points drawn per run and axis; a longer run shows every k-th episode (the rolling mean still uses all)."""
+"""Raw points drawn per run and axis by default; a longer run shows each stretch's lowest and highest (the rolling mean
+still uses all)."""
 MAX_LINE_POINTS = 2_000
 """Points of each rolling-mean line (an SVG line of 300,000 points took seconds to redraw)."""
 
@@ -68,6 +69,19 @@ def _stride(rows: int, most: int) -> int:
     return max(1, -(-rows // most))
 
 
+def extremes(values: Any, most: int) -> np.ndarray:
+    """Positions of at most ``most`` of ``values`` (no NaN) that keep their shape: the first and the last, and the lowest
+    and the highest of each of ``(most - 2) // 2`` equal stretches, in order (all positions when there are no more)."""
+    values = np.asarray(values, dtype=float)
+    if len(values) <= most:
+        return np.arange(len(values))
+    stretch = np.arange(len(values)) * max(1, (most - 2) // 2) // len(values)
+    order = np.lexsort((values, stretch))
+    firsts = np.flatnonzero(np.r_[True, stretch[order][1:] != stretch[order][:-1]])
+    lasts = np.r_[firsts[1:] - 1, len(order) - 1]
+    return np.unique(np.concatenate([[0, len(values) - 1], order[firsts], order[lasts]]))
+
+
 def training_curves(
     runs: Mapping[str, pd.DataFrame] | pd.DataFrame,
     metric: str = "makespan",
@@ -77,6 +91,8 @@ def training_curves(
     x: str = "episode",
     greedy: Mapping[str, pd.DataFrame] | None = None,
     graph: Any = None,
+    raw_points: int = MAX_RAW_POINTS,
+    line_points: int = MAX_LINE_POINTS,
 ) -> go.Figure:
     """``metric`` per ``x`` (``episode`` or ``seconds`` of training) for each run: raw points, a rolling mean, stages shaded.
 
@@ -89,11 +105,14 @@ def training_curves(
     small diamonds beside the sampled makespans, others as large diamonds. With
     one run its stages shade the whole height; with several, each run gets its
     own band at the bottom. Stage III makespans (seconds) go on a right axis.
+    Each run draws at most ``raw_points`` raw points per axis (:func:`extremes`)
+    and ``line_points`` points of its rolling mean.
     """
     if x not in X_TITLES:
         raise ValueError(f"x must be 'episode' or 'seconds', got {x!r}")
     runs = {"run": runs} if isinstance(runs, pd.DataFrame) else dict(runs)
     fig = go.Figure()
+    traces: list[go.Scatter | go.Scattergl] = []  # added at once: each add_trace copies the figure's data again
     palette = qualitative.Plotly
     shaded: list[tuple[str, list[tuple[str, float, float]]]] = []
     low, high, real_units = np.inf, -np.inf, set()
@@ -112,9 +131,9 @@ def training_curves(
                 continue
             if axis == "y2":
                 real_units.add(real_unit)
-            big = len(part) > 2000
-            raw = part.iloc[:: _stride(len(part), MAX_RAW_POINTS)]
-            fig.add_trace(
+            raw = part.iloc[extremes(part[metric], raw_points)]
+            big = len(raw) > 2000
+            traces.append(
                 (go.Scattergl if big else go.Scatter)(
                     x=raw[x],
                     y=raw[metric],
@@ -129,11 +148,12 @@ def training_curves(
                 )
             )
             smooth = part[metric].rolling(max(1, int(window)), min_periods=1).mean()
-            line_stride = _stride(len(part), MAX_LINE_POINTS)
-            fig.add_trace(
+            step = _stride(len(part), max(1, line_points - 1))
+            line_rows = np.unique(np.r_[np.arange(0, len(part), step), len(part) - 1])  # every step-th, and the last
+            traces.append(
                 go.Scatter(
-                    x=part[x].iloc[::line_stride],
-                    y=smooth.iloc[::line_stride],
+                    x=part[x].iloc[line_rows],
+                    y=smooth.iloc[line_rows],
                     mode="lines",
                     name=f"{label}{suffix}",
                     yaxis=axis,
@@ -151,7 +171,7 @@ def training_curves(
                 real_units.add(real_unit)
             periodic = what == GREEDY_PERIODIC
             name = f"{label}: {what}" + (f" (Stage III, {real_unit})" if real else "")
-            fig.add_trace(
+            traces.append(
                 go.Scatter(
                     x=points[x],
                     y=points["makespan"],
@@ -168,7 +188,7 @@ def training_curves(
     _shade(fig, shaded, high - low if np.isfinite(high - low) else 0.0, x)
     references = references or {}
     for index, (label, value) in enumerate(references.items()):
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=[low, high] if np.isfinite(low) else [0, 1],
                 y=[value, value],
@@ -178,6 +198,7 @@ def training_curves(
                 hovertemplate=f"{label} {format_number(value)}<extra></extra>",
             )
         )
+    fig.add_traces(traces)
     fig.update_xaxes(title=X_TITLES[x])
     y_title = time_axis(graph, metric)["title"] if metric == "makespan" else metric
     fig.update_yaxes(title=y_title, exponentformat="power", showexponent="all")
@@ -203,34 +224,42 @@ def _shade(fig: go.Figure, shaded: list[tuple[str, list[tuple[str, float, float]
     count = len(shaded)
     band = 0.06
     pad = 0.5 if x == "episode" else 0.0
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
     for index, (label, spans) in enumerate(shaded):
         y0, y1 = (0.0, 1.0) if count == 1 else (index * band, (index + 1) * band)
         for stage, first, last in spans:
-            fig.add_shape(
-                type="rect",
-                xref="x",
-                yref="paper",
-                x0=first - pad,
-                x1=last + pad,
-                y0=y0,
-                y1=y1,
-                line_width=0,
-                layer="below",
-                fillcolor=f"rgba({STAGE_RGB.get(stage, '127,127,127')},{0.10 if count == 1 else 0.4})",
+            shapes.append(
+                dict(
+                    type="rect",
+                    xref="x",
+                    yref="paper",
+                    x0=first - pad,
+                    x1=last + pad,
+                    y0=y0,
+                    y1=y1,
+                    line=dict(width=0),
+                    layer="below",
+                    fillcolor=f"rgba({STAGE_RGB.get(stage, '127,127,127')},{0.10 if count == 1 else 0.4})",
+                )
             )
             share = (last - first) / width if width > 0 else 1.0
             name = STAGE_NAMES.get(stage, stage)
             text = name if share > 0.25 else STAGE_SHORT.get(stage, stage)
             if count > 1:
                 text = f"{label}: {text}" if share > 0.4 else text
-            fig.add_annotation(
-                x=(first + last) / 2,
-                y=y1 if count == 1 else (y0 + y1) / 2,
-                xref="x",
-                yref="paper",
-                text=text,
-                hovertext=f"{label}: {name}",
-                showarrow=False,
-                yanchor="top" if count == 1 else "middle",
-                font=dict(size=11, color="#444"),
+            annotations.append(
+                dict(
+                    x=(first + last) / 2,
+                    y=y1 if count == 1 else (y0 + y1) / 2,
+                    xref="x",
+                    yref="paper",
+                    text=text,
+                    hovertext=f"{label}: {name}",
+                    showarrow=False,
+                    yanchor="top" if count == 1 else "middle",
+                    font=dict(size=11, color="#444"),
+                )
             )
+    # set once: each add_shape or add_annotation validates every one added before it again
+    fig.update_layout(shapes=[*fig.layout.shapes, *shapes], annotations=[*fig.layout.annotations, *annotations])

@@ -16,6 +16,7 @@ same graph and devices (:mod:`workbench.dashboard.anytime`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import flask
@@ -51,12 +52,11 @@ from ..anytime import (
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
-from ..limits import LimitError
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices, method_label, parse_method
 from ..summary import plural, sort_rows, stop_reason, summary_rows, summary_table
 from ..work import RUNNER, Cancelled, run_placement, search_clock, simulate_placement
-from .whatif import HIDDEN, SHOWN, editor, register_whatif_callbacks
+from .whatif import HIDDEN, MAX_SEED, SHOWN, checked_state, editor, register_whatif_callbacks
 
 PATH = "/"
 NAME = "Compare"
@@ -93,6 +93,17 @@ def carry_selection(context, selected: list[str] | None, options: list[dict[str,
     ``dropped`` names what has no counterpart."""
     kept, dropped = restore_selection(context, selected, None, options)
     return kept, [method_label(value) for value in dropped]
+
+
+MAX_SELECTED = 200
+"""Method values a request may carry as the selection or the pending list (more than any page offers)."""
+
+
+def _names(values: Any) -> list[str]:
+    """The method values the browser sent: a list of at most :data:`MAX_SELECTED` strings (anything else is nothing)."""
+    if not isinstance(values, list) or len(values) > MAX_SELECTED:
+        return []
+    return [value for value in values if isinstance(value, str)]
 
 
 def restore_selection(
@@ -183,7 +194,10 @@ def anytime_section() -> html.Div:
 
 
 def _devices(value: Any) -> int:
-    devices = int(value)
+    try:
+        devices = int(value)
+    except OverflowError:  # infinity
+        raise ValueError from None
     if not 1 <= devices <= MAX_DEVICES:
         raise ValueError
     return devices
@@ -201,13 +215,18 @@ def compare_view(
         return [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], None
     if not methods:
         return [message("choose one or more methods", "warning")], None
-    seed = int(seed or 0)
-    budget = int(budget) if budget else None
-    time_limit = float(time_limit) if time_limit else None
-    graph = load_graph_key(context, graph_key)
     try:
+        seed = int(seed or 0)
+        budget = int(budget) if budget else None
+        time_limit = float(time_limit) if time_limit else None
+    except (TypeError, ValueError, OverflowError):
+        return [message("the seed and the budget must be whole numbers, the time limit a number")], None
+    if not 0 <= seed <= MAX_SEED:
+        return [message(f"the seed must be from 0 to {MAX_SEED:,} (got {seed:,})")], None
+    try:
+        graph = load_graph_key(context, graph_key)
         budget, time_limit = context.limits.bound_compare(graph, devices, budget, time_limit)
-    except LimitError as exc:
+    except ValueError as exc:  # a LimitError, or a graph that does not load
         return [message(str(exc))], None
     bound = wb.lower_bound(graph, devices)
     learned = wb.placers.methods("learned")
@@ -323,11 +342,18 @@ def _cancelled(exc: Cancelled, context, time_limit: float | None) -> str:
     return str(exc).removeprefix("stopped: ")
 
 
+MAX_HIGHLIGHTED = 500
+"""Ops one highlight outlines (a search matching more outlines the first ones)."""
+
+
 def highlight_patches(context, state: dict | None, op: int | list[int] | None, output_ids: list[dict]) -> list:
-    """A figure Patch per output id (Gantt or heatmap of the current comparison) outlining ``op`` (or several ops)."""
+    """A figure Patch per output id (Gantt or heatmap of the current comparison) outlining ``op`` (or several ops).
+
+    ``state`` must have been revalidated (:func:`~workbench.dashboard.pages.whatif.checked_state`)."""
     if not state:
         return [no_update] * len(output_ids)
     graph = load_graph_key(context, state["graph_key"])
+    op = op[:MAX_HIGHLIGHTED] if isinstance(op, list) else op
     out = []
     for output in output_ids:
         kind, _, index = output["index"].partition("/")
@@ -360,13 +386,22 @@ def clicked_op(click: dict | None) -> int | None:
 
 
 def zoomed_range(relayout: dict | None, x_max: float) -> list[float] | None:
-    """The time range a Gantt chart's relayoutData sets (its timeline or its utilisation track), ``None`` if it sets none."""
+    """The time range a Gantt chart's relayoutData sets (its timeline or its utilisation track), ``None`` if it sets none
+    (or sets something else than two numbers)."""
+    try:
+        span = _zoomed_range(relayout, x_max)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return span if span is None or all(math.isfinite(v) for v in span) else None
+
+
+def _zoomed_range(relayout: dict | None, x_max: float) -> list[float] | None:
     if not relayout:
         return None
     for axis in ("xaxis", "xaxis2"):
         if f"{axis}.range[0]" in relayout and f"{axis}.range[1]" in relayout:
             return [float(relayout[f"{axis}.range[0]"]), float(relayout[f"{axis}.range[1]"])]
-        if isinstance(relayout.get(f"{axis}.range"), list):
+        if isinstance(relayout.get(f"{axis}.range"), list) and len(relayout[f"{axis}.range"]) == 2:
             return [float(v) for v in relayout[f"{axis}.range"]]
         if relayout.get(f"{axis}.autorange"):
             return [0.0, float(x_max)]
@@ -375,7 +410,7 @@ def zoomed_range(relayout: dict | None, x_max: float) -> list[float] | None:
 
 def zoom_patches(state: dict | None, source: str, relayout: dict | None, output_ids: list[dict]) -> list:
     """The same time range for every other Gantt chart of the comparison (Patches; ``no_update`` elsewhere)."""
-    span = zoomed_range(relayout, (state or {}).get("x_max") or 1.0) if state else None
+    span = zoomed_range(relayout, state.get("x_max") or 1.0) if isinstance(state, dict) else None
     out = []
     for output in output_ids:
         if span is None or not output["index"].startswith("gantt/") or output["index"] == source:
@@ -389,12 +424,13 @@ def zoom_patches(state: dict | None, source: str, relayout: dict | None, output_
     return out
 
 
-def anytime_step(context, trigger: str | None, shown: dict | None, graph_key, devices, options, selected, budget, seeds) -> tuple:
+def anytime_step(context, trigger: str | None, shown: dict | None, graph_key, devices, selected, budget, seeds) -> tuple:
     """``(job data, results, progress, poll disabled, Cancel style)`` after a Draw, a poll or a Cancel.
 
-    The chart is rebuilt only when a series finished or failed since the page last drew (``shown["version"]``).
+    A Draw takes the series on offer from the server (:func:`~workbench.dashboard.anytime.anytime_options`), never from
+    the browser. The chart is rebuilt only when a series finished or failed since the page last drew (``shown["version"]``).
     """
-    job = find_job((shown or {}).get("id"))
+    job = find_job(shown.get("id") if isinstance(shown, dict) else None)
     if trigger == "anytime-run":
         if job is not None:
             job.cancel()  # a new chart replaces this page's last one
@@ -402,7 +438,11 @@ def anytime_step(context, trigger: str | None, shown: dict | None, graph_key, de
             devices = _devices(devices)
         except (TypeError, ValueError):
             return None, [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], [], True, HIDDEN
-        started = start_anytime(context, graph_key, devices, options or [], selected, budget, seeds)
+        try:
+            options = anytime_options(context, method_options(context, load_graph_key(context, graph_key), devices)) if graph_key else []
+        except ValueError as exc:
+            return None, [message(str(exc))], [], True, HIDDEN
+        started = start_anytime(context, graph_key, devices, options, selected, budget, seeds)
         if isinstance(started, list):
             return None, started, [], True, HIDDEN
         job, shown = started, None
@@ -443,16 +483,21 @@ def register_callbacks(app, context, jobs) -> None:
     )
     def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, shown, pending):
         """One callback decides the methods for this graph and device count and draws them: no stale method list."""
-        if ctx.triggered_id == "compare-devices" and shown and (shown["graph_key"], shown["devices"]) == (graph_key, devices):
+        same = isinstance(shown, dict) and (shown.get("graph_key"), shown.get("devices")) == (graph_key, devices)
+        if ctx.triggered_id == "compare-devices" and same:
             return no_update, no_update, no_update, no_update, no_update  # the devices box fired again (Enter, then blur), no change
         if not graph_key:
             return no_update, no_update, [message("choose a graph", "warning")], None, no_update
         try:
-            graph = load_graph_key(context, graph_key)
-            options = method_options(context, graph, _devices(devices))
+            count = _devices(devices)
         except (TypeError, ValueError):
             return no_update, no_update, [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], None, no_update
-        kept, dropped = restore_selection(context, selected, pending, options)
+        try:
+            graph = load_graph_key(context, graph_key)
+        except ValueError as exc:
+            return no_update, no_update, [message(f"cannot load the graph: {exc}")], None, no_update
+        options = method_options(context, graph, count)
+        kept, dropped = restore_selection(context, _names(selected), _names(pending), options)
         if not kept and ctx.triggered_id != "compare-run":
             kept = default_methods(options)
         results, state = compare_view(context, graph_key, devices, kept, seed, budget, time_limit)
@@ -495,7 +540,7 @@ def register_callbacks(app, context, jobs) -> None:
         except (TypeError, ValueError):
             return [], []
         offered = {o["value"] for o in options}
-        kept = [v for v in selected or [] if v in offered]
+        kept = [v for v in _names(selected) if v in offered]
         return options, kept or default_series(options)
 
     @app.callback(
@@ -509,16 +554,15 @@ def register_callbacks(app, context, jobs) -> None:
         Input("anytime-cancel", "n_clicks"),
         State(f"{PAGE}-graph-key", "data"),
         State("compare-devices", "value"),
-        State("anytime-methods", "options"),
         State("anytime-methods", "value"),
         State("anytime-budget", "value"),
         State("anytime-seeds", "value"),
         State("anytime-job", "data"),
         prevent_initial_call=True,
     )
-    def anytime(_clicks, _polls, _cancel, graph_key, devices, options, selected, budget, seeds, shown):
+    def anytime(_clicks, _polls, _cancel, graph_key, devices, selected, budget, seeds, shown):
         """Draw starts a job (stopping this page's last one), the timer shows how far it got, Cancel stops it."""
-        return anytime_step(context, ctx.triggered_id, shown, graph_key, devices, options, selected, budget, seeds)
+        return anytime_step(context, ctx.triggered_id, shown, graph_key, devices, selected, budget, seeds)
 
     @app.callback(
         Output("selected-op", "data"), Input({"type": "figure", "page": PAGE, "index": ALL}, "clickData"), prevent_initial_call=True
@@ -538,12 +582,18 @@ def register_callbacks(app, context, jobs) -> None:
     )
     def highlight(op, query, state):
         outputs = [o["id"] for o in ctx.outputs_list[0]]
+        try:
+            state = checked_state(context, state) if state else None
+        except ValueError as exc:
+            return [no_update] * len(outputs), message(str(exc))
+        if op is not None and (isinstance(op, bool) or not isinstance(op, int)):
+            op = None  # the store holds one op id (clicked_op), or nothing
         if ctx.triggered_id != "compare-search":
             return highlight_patches(context, state, op, outputs), ""
         if not state or not query:
             return highlight_patches(context, state, None, outputs), ""
         graph = load_graph_key(context, state["graph_key"])
-        found = find_ops(graph, graph.num_nodes, query)
+        found = find_ops(graph, graph.num_nodes, str(query)[:200])
         note = (
             message(f"no op matches {query!r}", "warning")
             if not found

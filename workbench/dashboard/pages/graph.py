@@ -1,4 +1,9 @@
-"""Graph: the dataflow graph in layers (topological depth), colored by cost, op type or device, with its statistics."""
+"""Graph: the dataflow graph in layers (topological depth), colored by cost, op type or device, with its statistics.
+
+The graph is within the server's size caps (:func:`~workbench.dashboard.sources.load_graph_key`), and the drawing,
+its CSV and statistics are computed in a killable child under the server's caps
+(:func:`~workbench.dashboard.work.run_bounded`), as the placement coloring it is.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,12 @@ from workbench.viz import format_time, graph_figure, graph_frame, graph_statisti
 from ..components import controls, field, figure_card, message
 from ..picker import graph_picker, register_graph_picker
 from ..sources import load_graph_key, method_choices, method_label
-from ..work import run_placement
+from ..work import Cancelled, run_bounded, run_placement
 
 PATH = "/graph"
 NAME = "Graph"
 PAGE = "graph"
+COLORINGS = ("compute", "op_type", "device")
 
 
 def placement_options(context, graph_key: str | None, devices) -> list[dict[str, str]]:
@@ -23,7 +29,7 @@ def placement_options(context, graph_key: str | None, devices) -> list[dict[str,
 
     try:
         return method_options(context, load_graph_key(context, graph_key), int(devices))
-    except (TypeError, ValueError, OSError):
+    except (TypeError, ValueError, OverflowError, OSError):
         return [o for o in method_choices(context, "") if "@" not in o["value"]]
 
 
@@ -34,14 +40,12 @@ def layout(context, jobs, **_query) -> html.Div:
             html.H2("Dataflow graph"),
             controls(
                 graph_picker(PAGE, context),
-                field(
-                    "Color ops by", dcc.RadioItems(id="graph-color", options=["compute", "op_type", "device"], value="compute", inline=True)
-                ),
+                field("Color ops by", dcc.RadioItems(id="graph-color", options=list(COLORINGS), value="compute", inline=True)),
                 field(
                     "Placement (for device colors)",
                     dcc.Dropdown(id="graph-method", options=options, value="critical_path", clearable=False),
                 ),
-                field("Devices", dcc.Input(id="graph-devices", type="number", min=1, max=64, step=1, value=4)),
+                field("Devices", dcc.Input(id="graph-devices", type="number", min=1, max=context.limits.max_devices, step=1, value=4)),
             ),
             html.Div(id="graph-message"),
             figure_card(
@@ -58,33 +62,46 @@ def layout(context, jobs, **_query) -> html.Div:
 
 
 def graph_view(context, graph_key: str | None, color_by: str, method: str | None, devices) -> tuple:
-    """``(figure, csv text, statistics table, message)`` for the Graph page."""
+    """``(figure, csv text, statistics table, message)`` for the Graph page; a refusal or a failure is the message."""
     if not graph_key:
         return message_figure("choose a graph"), None, None, None
-    try:
+    most = context.limits.max_devices
+    if isinstance(devices, float) and devices.is_integer():
         devices = int(devices)
-        if not 1 <= devices <= 64:
-            raise ValueError
-    except (TypeError, ValueError):
-        return message_figure("devices must be 1..64"), None, None, message("devices must be a whole number from 1 to 64")
-    graph = load_graph_key(context, graph_key)
+    if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= most:
+        return message_figure(f"devices must be 1..{most}"), None, None, message(f"devices must be a whole number from 1 to {most}")
+    if color_by not in COLORINGS:
+        return message_figure("choose a coloring"), None, None, message(f"color ops by one of {', '.join(COLORINGS)}")
+    try:
+        graph = load_graph_key(context, graph_key)
+    except (ValueError, Cancelled) as exc:
+        return message_figure("no graph"), None, None, message(f"cannot load the graph: {exc}")
     assignment, note = None, None
     if color_by == "device":
         try:
-            assignment = run_placement(context, graph_key, method or "critical_path", devices).assignment
+            assignment = run_placement(context, graph_key, str(method or "critical_path"), devices).assignment
         except Exception as exc:  # show the failure, draw without devices
-            note, color_by = message(f"{method_label(method or '')} failed: {exc}"), "compute"
+            note, color_by = message(f"{method_label(str(method or ''))} failed: {exc}"), "compute"
     if color_by == "op_type" and graph.op_types is None:
         note = message("this graph has no op types; colored by compute instead", "info")
         color_by = "compute"
-    figure = graph_figure(graph, color_by=color_by, assignment=assignment, title=f"{graph.name}: {graph.num_nodes} ops")
-    stats = graph_statistics(graph, devices)
+    try:
+        figure, csv, stats = run_bounded(context, _drawing, context, graph_key, color_by, assignment, devices)
+    except (ValueError, Cancelled) as exc:
+        return message_figure("no drawing"), None, None, message(f"cannot draw the graph: {exc}")
     ratio = "communication / compute"
     rows = [
         html.Tr([html.Th(k), html.Td(f"{v:.4g}" if k == ratio else format_time(v, graph) if isinstance(v, float) else f"{v:,}")])
         for k, v in stats.items()
     ]
-    return figure, graph_frame(graph, assignment).to_csv(index=False), html.Table(rows, className="wb-table"), note
+    return figure, csv, html.Table(rows, className="wb-table"), note
+
+
+def _drawing(context, graph_key: str, color_by: str, assignment, devices: int) -> tuple:
+    """``(figure, csv text, statistics)`` of the Graph page (runs in the child)."""
+    graph = load_graph_key(context, graph_key)
+    figure = graph_figure(graph, color_by=color_by, assignment=assignment, title=f"{graph.name}: {graph.num_nodes} ops")
+    return figure, graph_frame(graph, assignment).to_csv(index=False), graph_statistics(graph, devices)
 
 
 def register_callbacks(app, context, jobs) -> None:

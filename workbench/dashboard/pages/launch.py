@@ -162,7 +162,7 @@ def register_callbacks(app, context, jobs) -> None:
         values = {item["id"]["dest"]: item.get("value") for item in ctx.states_list[1]}
         try:
             job = jobs.start(command, values)
-        except LaunchError as exc:
+        except ValueError as exc:  # LaunchError, or a value no check foresaw: a message either way
             return message(str(exc))
         except OSError as exc:
             return message(f"could not start the process: {exc}")

@@ -12,6 +12,7 @@ download it as JSON.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -23,13 +24,104 @@ import workbench as wb
 from workbench.viz import diff_frame, diff_heatmap, find_ops, format_time, gantt_figure, message_figure, trace_critical_path
 
 from ..components import field, figure_card, message
-from ..sources import load_graph_key
+from ..learned import checkpoint_origin, usable
+from ..limits import LimitError
+from ..sources import load_graph_key, parse_method
 from ..work import RUNNER, Cancelled, polish_placement, run_placement, simulate_placement
 
-__all__ = ["editor", "parse_ops", "move_ops", "diff_view", "register_whatif_callbacks"]
+__all__ = [
+    "editor",
+    "parse_ops",
+    "move_ops",
+    "diff_view",
+    "checked_state",
+    "checked_index",
+    "checked_assignment",
+    "register_whatif_callbacks",
+]
 
 PAGE = "compare"
 SHOWN, HIDDEN = {"display": "inline-block"}, {"display": "none"}
+MAX_OPS_TEXT = 10_000
+"""Characters of the ops box a Move reads (a range ``a-b`` is one part, however many ops it names)."""
+MAX_NAME_QUERIES = 16
+"""Names a Move looks up (each one reads every op's name)."""
+MAX_SEED = 2**32 - 1
+
+
+def _whole(value: Any, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise LimitError(f"{what} must be a whole number from {low:,} to {high:,} (got {value!r})")
+    return value
+
+
+def _integer(value: Any, what: str) -> int:
+    """A whole number (its range is checked against the caps after)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LimitError(f"{what} must be a whole number (got {value!r})")
+    return value
+
+
+def _finite(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise LimitError(f"{what} must be a finite number (got {value!r})")
+    return float(value)
+
+
+def checked_state(context, state: Any) -> dict:
+    """Compare's state store as the browser sent it back, rebuilt from what the server's caps allow (never trusted).
+
+    The graph key names a graph within the size caps; devices, budget and time limit are within the server's
+    ``--max-*`` (:meth:`~workbench.dashboard.limits.Limits.bound_compare`); every method is a distinct value that
+    :func:`~workbench.dashboard.sources.parse_method` accepts (a checkpoint inside datasets/ or runs/) and that may
+    place this graph; one label per method. Raises ``ValueError`` (a :class:`LimitError` beyond a cap) saying what
+    is wrong.
+    """
+    if not isinstance(state, dict):
+        raise LimitError("no comparison to work on; press Compare")
+    graph_key = state.get("graph_key")
+    if not isinstance(graph_key, str):
+        raise LimitError(f"not a graph key: {graph_key!r}")
+    graph = load_graph_key(context, graph_key)
+    devices = _integer(state.get("devices"), "devices")
+    budget = state.get("budget")
+    time_limit = state.get("time_limit")
+    budget = None if budget is None else _integer(budget, "the search budget")
+    time_limit = None if time_limit is None else _finite(time_limit, "the time limit")
+    budget, time_limit = context.limits.bound_compare(graph, devices, budget, time_limit)
+    methods, labels = state.get("methods"), state.get("labels")
+    if not isinstance(methods, list) or not methods or not all(isinstance(m, str) for m in methods) or len(set(methods)) < len(methods):
+        raise LimitError("the comparison's methods must be a list of distinct method names")
+    if not isinstance(labels, list) or len(labels) != len(methods) or not all(isinstance(label, str) for label in labels):
+        raise LimitError("the comparison needs one label per method")
+    for value in methods:
+        parse_method(context, value)
+        if not usable(checkpoint_origin(context, value), graph.name, devices):
+            raise LimitError(f"{value} was not trained for {graph.name} on {devices} devices")
+    x_max = state.get("x_max")
+    return {
+        "graph_key": graph_key,
+        "devices": devices,
+        "methods": methods,
+        "labels": labels,
+        "seed": _whole(state.get("seed"), "the seed", 0, MAX_SEED),
+        "budget": budget,
+        "time_limit": time_limit,
+        "x_max": None if x_max is None else max(0.0, _finite(x_max, "the time axis")),
+    }
+
+
+def checked_index(value: Any, state: dict, what: str) -> int:
+    """A method index (a dropdown's value) within the comparison's methods."""
+    return _whole(value, what, 0, len(state["methods"]) - 1)
+
+
+def checked_assignment(edited: Any, graph, devices: int) -> np.ndarray:
+    """The edited assignment the browser holds: one device in ``0..devices-1`` per op of ``graph``."""
+    values = edited.get("assignment") if isinstance(edited, dict) else None
+    if not isinstance(values, list) or len(values) != graph.num_nodes or not all(type(d) is int and 0 <= d < devices for d in values):
+        raise LimitError(f"the edited placement must give each of the {graph.num_nodes:,} ops a device in 0..{devices - 1}")
+    return np.asarray(values, dtype=np.int64)
 
 
 def editor(labels: list[tuple[int, str]], devices: int) -> html.Div:
@@ -73,18 +165,34 @@ def editor(labels: list[tuple[int, str]], devices: int) -> html.Div:
     )
 
 
-def parse_ops(graph, text: str | None) -> list[int]:
-    """Op ids from ``"3, 7-9, matmul"``: ids, inclusive ranges, or names (substring); raises ``ValueError`` saying what is wrong."""
-    ops: list[int] = []
-    for part in [p.strip() for p in (text or "").split(",") if p.strip()]:
-        span = re.fullmatch(r"(\d+)\s*-\s*(\d+)", part)
-        found = list(range(int(span[1]), int(span[2]) + 1)) if span else find_ops(graph, graph.num_nodes, part)
-        if not found or max(found) >= graph.num_nodes:
-            raise ValueError(f"no op matches {part!r} (ids run 0..{graph.num_nodes - 1})")
-        ops += [o for o in found if o not in ops]
+def parse_ops(graph, text: Any) -> list[int]:
+    """Op ids from ``"3, 7-9, matmul"``: ids, inclusive ranges, or names (substring); raises ``ValueError`` saying what is wrong.
+
+    Bounded before any op list is built: at most :data:`MAX_OPS_TEXT` characters and :data:`MAX_NAME_QUERIES` names,
+    and a range is checked against the graph's ops first.
+    """
+    text = "" if text is None else text
+    if not isinstance(text, str) or len(text) > MAX_OPS_TEXT:
+        raise ValueError(f"name the ops to move in at most {MAX_OPS_TEXT:,} characters")
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    spans = [re.fullmatch(r"(\d+)\s*-\s*(\d+)", part) for part in parts]
+    if sum(span is None and not part.isdigit() for part, span in zip(parts, spans, strict=True)) > MAX_NAME_QUERIES:
+        raise ValueError(f"name at most {MAX_NAME_QUERIES} ops by name in one move (ids and ranges a-b are not counted)")
+    ops: dict[int, None] = {}
+    for part, span in zip(parts, spans, strict=True):
+        if span:
+            first, last = (int(span[i]) if len(span[i]) < 10 else graph.num_nodes for i in (1, 2))
+            if first > last or last >= graph.num_nodes:
+                raise ValueError(f"no op matches {part!r} (ids run 0..{graph.num_nodes - 1})")
+            found: Any = range(first, last + 1)
+        else:
+            found = find_ops(graph, graph.num_nodes, part) if len(part) < 10 or not part.isdigit() else []
+            if not found:
+                raise ValueError(f"no op matches {part!r} (ids run 0..{graph.num_nodes - 1})")
+        ops.update(dict.fromkeys(found))
     if not ops:
         raise ValueError("name the ops to move")
-    return ops
+    return list(ops)
 
 
 def move_ops(assignment: Any, ops: list[int], device: Any, devices: int) -> np.ndarray:
@@ -105,17 +213,25 @@ def _placement(context, state: dict, index: int):
     return run_placement(*args), simulate_placement(*args)
 
 
-def diff_view(context, state: dict | None, a: Any, b: Any) -> tuple:
-    """``(figure, summary)``: where placements ``a`` and ``b`` (method indexes) put each op, the moved ops, each critical path."""
+def diff_view(context, state: Any, a: Any, b: Any) -> tuple:
+    """``(figure, summary)``: where placements ``a`` and ``b`` (method indexes) put each op, the moved ops, each critical path.
+
+    The state is revalidated (:func:`checked_state`); what it or the indexes get wrong is the summary's message.
+    """
     if not state or a is None or b is None:
         return message_figure("choose two placements"), ""
     from workbench.notebook import moved_ops
 
-    graph = load_graph_key(context, state["graph_key"])
-    (first, first_sim), (second, second_sim) = _placement(context, state, int(a)), _placement(context, state, int(b))
+    try:
+        state = checked_state(context, state)
+        a, b = checked_index(a, state, "A"), checked_index(b, state, "B")
+        graph = load_graph_key(context, state["graph_key"])
+        (first, first_sim), (second, second_sim) = _placement(context, state, a), _placement(context, state, b)
+    except (ValueError, Cancelled) as exc:
+        return message_figure("no diff"), message(str(exc))
     paths = trace_critical_path(graph, first_sim.trace), trace_critical_path(graph, second_sim.trace)
     frame = diff_frame(graph, first.assignment, second.assignment, *paths)
-    labels = state["labels"][int(a)], state["labels"][int(b)]
+    labels = state["labels"][a], state["labels"][b]
     renamed = moved_ops(first.assignment, second.assignment, state["devices"])
     summary = (
         f"{int(frame['moved'].sum())} of {graph.num_nodes} ops on another device id ({renamed} after renaming devices to match best); "
@@ -150,6 +266,29 @@ def whatif_result(context, state: dict, assignment: np.ndarray, note: str) -> tu
     return {"assignment": [int(d) for d in assignment], "makespan": float(result.makespan)}, figure, summary
 
 
+def edit_view(context, state: Any, base: Any, trigger: Any, ops_text: Any, device: Any, edited: Any) -> tuple:
+    """``(store data, figure, summary)`` of a what-if action: start from method ``base``, move ops, or polish.
+
+    Everything the browser holds (the comparison's state, the edited assignment) is revalidated first; raises
+    ``ValueError`` or :class:`Cancelled` saying what is wrong.
+    """
+    state = checked_state(context, state)
+    index = checked_index(base, state, "the placement to start from")
+    graph = load_graph_key(context, state["graph_key"])
+    placement, _ = _placement(context, state, index)
+    current = checked_assignment(edited, graph, state["devices"]) if edited and trigger != "whatif-base" else placement.assignment
+    devices = state["devices"]
+    if trigger == "whatif-move":
+        ops = parse_ops(graph, ops_text)
+        return whatif_result(context, state, move_ops(current, ops, device, devices), f"moved {len(ops)} op(s) to device {int(device)}")
+    if trigger == "whatif-polish":
+        budget = state["budget"] or 2000
+        polished = polish_placement(context, state["graph_key"], devices, state["seed"], budget, state["time_limit"], current.tolist())
+        note = f"polished by local search ({budget:,} evaluations) from the edited placement"
+        return whatif_result(context, state, polished.assignment, note)
+    return whatif_result(context, state, current, f"starting from {state['labels'][index]}")
+
+
 def register_whatif_callbacks(app, context) -> None:
     @app.callback(
         Output({"type": "figure", "page": PAGE, "index": "diff"}, "figure"),
@@ -177,26 +316,12 @@ def register_whatif_callbacks(app, context) -> None:
     def edit(base, _move, _polish, ops_text, device, edited, state):
         if not state or base is None:
             return no_update, no_update, ""
-        graph = load_graph_key(context, state["graph_key"])
-        placement, _ = _placement(context, state, int(base))
-        current = np.asarray(edited["assignment"]) if edited and ctx.triggered_id != "whatif-base" else placement.assignment
         try:
-            if ctx.triggered_id == "whatif-move":
-                ops = parse_ops(graph, ops_text)
-                return whatif_result(
-                    context, state, move_ops(current, ops, device, state["devices"]), f"moved {len(ops)} op(s) to device {int(device)}"
-                )
-            if ctx.triggered_id == "whatif-polish":
-                budget = state["budget"] or 2000
-                polished = polish_placement(
-                    context, state["graph_key"], state["devices"], state["seed"], budget, state.get("time_limit"), current.tolist()
-                )
-                return whatif_result(
-                    context, state, polished.assignment, f"polished by local search ({budget:,} evaluations) from the edited placement"
-                )
-        except (ValueError, Cancelled) as exc:
-            return no_update, no_update, message(f"polish did not finish: {exc}" if isinstance(exc, Cancelled) else str(exc))
-        return whatif_result(context, state, current, f"starting from {state['labels'][int(base)]}")
+            return edit_view(context, state, base, ctx.triggered_id, ops_text, device, edited)
+        except Cancelled as exc:
+            return no_update, no_update, message(f"polish did not finish: {exc}")
+        except ValueError as exc:
+            return no_update, no_update, message(str(exc))
 
     @app.callback(Input("whatif-cancel", "n_clicks"), prevent_initial_call=True)
     def cancel(_clicks):
@@ -213,8 +338,14 @@ def register_whatif_callbacks(app, context) -> None:
     def download(_clicks, edited, state):
         if not edited or not state:
             return no_update
-        graph = load_graph_key(context, state["graph_key"])
-        data = {"graph": graph.name, "devices": state["devices"], "assignment": edited["assignment"], "makespan": edited["makespan"]}
+        try:
+            state = checked_state(context, state)
+            graph = load_graph_key(context, state["graph_key"])
+            assignment = checked_assignment(edited, graph, state["devices"])
+        except ValueError:
+            return no_update
+        makespan = float(wb.simulate(graph, assignment, state["devices"]).makespan)
+        data = {"graph": graph.name, "devices": state["devices"], "assignment": assignment.tolist(), "makespan": makespan}
         return dcc.send_string(json.dumps(data, indent=1), f"{graph.name}-{state['devices']}dev-edited.json")
 
     @app.callback(
