@@ -204,3 +204,12 @@ def test_a_pages_cancel_button_stops_only_its_own_clients_request(context):
     assert work.RUNNER.cancel("10.0.0.7", "whatif-summary.children")
     thread.join(10)
     assert outcome == {"stop": "stopped: cancelled from the page"} and found[0] not in work.RUNNER.children()
+
+
+def test_a_draw_takes_its_series_from_the_server_not_the_browser(context):
+    known = set(work.RUNNER.children())
+    forged = "samples|doppler@runs:../../elsewhere"
+    data, results, progress, poll_off, cancel_style = compare.anytime_step(context, "anytime-run", None, FFNN, 4, [forged], 8, 1)
+    assert data is None and poll_off and cancel_style == compare.HIDDEN
+    assert "choose the series among those offered" in texts(results)
+    assert set(work.RUNNER.children()) == known  # nothing started
