@@ -205,7 +205,8 @@ class LocalCluster:
                 "--no-monitor",
                 *options,
             ]
-            command += ["--include-dashboard=false", "--disable-usage-stats"]
+            command += ["--include-dashboard=false"] if "--head" in options else []  # a worker node refuses the option
+            command += ["--disable-usage-stats"]
             # a session of its own: where the kernel shares the CPU per session (autogroup), the node gets a session's share
             done = subprocess.run(command, env=env, capture_output=True, text=True, start_new_session=True)
             if done.returncode == 0:
@@ -243,6 +244,7 @@ def cluster():
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_a_sweep_runs_on_a_head_plus_worker_cluster_with_the_drivers_workbench_shipped(cluster, recording_placer, tmp_path, capsys):
     log = tmp_path / "nodes.log"
     config = {**SMALL, "seeds": 6, "methods": ["critical_path", {"method": "node_recording", "options": {"log": str(log)}}]}
@@ -260,6 +262,7 @@ def test_a_sweep_runs_on_a_head_plus_worker_cluster_with_the_drivers_workbench_s
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_an_interrupted_ray_sweep_resumes_without_running_a_finished_cell_again(cluster, tmp_path, capsys):
     out = tmp_path / "r.csv"
     config = tmp_path / "c.json"
@@ -285,6 +288,7 @@ def test_an_interrupted_ray_sweep_resumes_without_running_a_finished_cell_again(
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_bench_learned_on_the_cluster_gives_the_local_engines_cells_and_resumes(cluster, tmp_path, capsys):
     pytest.importorskip("torch")
     from workbench.bench import learned
