@@ -7,14 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
+from workbench.bench.ties import schedulers
 from workbench.placers.base import get_placer
-from workbench.placers.registry import PlacerError, methods, placer_class, placer_options
-from workbench.placers.ties import TIE_RULES, ListScheduler, TieBreak, TieRanks, tie_rules
+from workbench.placers.registry import PlacerError, placer_options
+from workbench.placers.ties import TIE_RULES, TieBreak, TieRanks, tie_rules
 from workbench.sim import Evaluator
 
 from .conftest import random_dags
 
-SCHEDULERS = [m for m in methods("baseline", "random", "heuristic", "rule") if issubclass(placer_class(m), ListScheduler)]
+SCHEDULERS = schedulers()
 
 
 def test_every_list_scheduling_heuristic_takes_ties():

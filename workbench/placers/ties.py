@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from abc import abstractmethod
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,30 +94,19 @@ class TieBreak:
         """Kahn's order of ``graph`` taking ready ops by this order (``"id"``: :attr:`DataflowGraph.topological_order`)."""
         if self.rule == "id":
             return np.asarray(graph.topological_order)
+        ranks = TieRanks(np.zeros(graph.num_nodes), self)  # equal priorities: the tie order alone decides
         remaining = np.bincount(graph.dst, minlength=graph.num_nodes)
         ptr, succ, _ = graph.succ_csr
-        ready = [int(v) for v in np.flatnonzero(remaining == 0)]
-        order: list[int] = []
-        if self.op_key is None:
-            queue = deque(ready)
-            while queue:
-                u = queue.popleft()
-                order.append(u)
-                for v in succ[ptr[u] : ptr[u + 1]].tolist():
-                    remaining[v] -= 1
-                    if remaining[v] == 0:
-                        queue.append(v)
-            return np.array(order, dtype=np.int64)
-        key = self.op_key.tolist()
-        heap = [(key[v], v) for v in ready]
+        heap = [ranks.ranked(int(v)) for v in np.flatnonzero(remaining == 0)]
         heapq.heapify(heap)
+        order: list[int] = []
         while heap:
-            u = heapq.heappop(heap)[1]
+            u = ranks.op(heapq.heappop(heap))
             order.append(u)
             for v in succ[ptr[u] : ptr[u + 1]].tolist():
                 remaining[v] -= 1
                 if remaining[v] == 0:
-                    heapq.heappush(heap, (key[v], v))
+                    heapq.heappush(heap, ranks.ranked(v))
         return np.array(order, dtype=np.int64)
 
 
