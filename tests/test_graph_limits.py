@@ -126,7 +126,7 @@ def test_the_line_reader_splits_as_an_editor_does_whatever_the_chunk_size(tmp_pa
     data = ("\ufeff" if bom else "").encode() + "x".join(pieces).encode()
     path = tmp_path / "lines.txt"
     path.write_bytes(data)
-    monkeypatch.setattr(formats, "_CHUNK", chunk)
+    monkeypatch.setattr(formats.files, "_CHUNK", chunk)
     expected = editor_lines(data)
     if not any(line.strip() for line in expected):
         with pytest.raises(GraphFormatError, match="file is empty"):
@@ -147,7 +147,7 @@ def test_the_line_reader_names_the_line_of_a_bad_byte_with_any_chunk_size(tmp_pa
     path = tmp_path / "bad.txt"
     path.write_bytes(data)
     for chunk in (1, 2, 3, 1 << 18):
-        monkeypatch.setattr(formats, "_CHUNK", chunk)
+        monkeypatch.setattr(formats.files, "_CHUNK", chunk)
         with pytest.raises(GraphFormatError, match=reason) as info:
             list(read_lines(path))
         assert info.value.line == line, chunk

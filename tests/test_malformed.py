@@ -204,7 +204,7 @@ def test_every_graph_obeys_the_same_caps(tmp_path, monkeypatch):
         wb.DataflowGraph([MAX_COST * 2], [], [], [])
     assert wb.DataflowGraph([MAX_COST], [], [], []).compute[0] == MAX_COST
     graph = wb.load_graph(DATA / "bom" / "graph.json")
-    monkeypatch.setattr(wb.formats, "MAX_GRAPH_FILE_BYTES", 100)
+    monkeypatch.setattr(wb.formats.json_graph, "MAX_GRAPH_FILE_BYTES", 100)
     with pytest.raises(GraphError, match="more than the 100"):
         graph.save(tmp_path / "big.json")  # save refuses what load_graph would refuse
     monkeypatch.undo()
