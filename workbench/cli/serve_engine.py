@@ -1,4 +1,4 @@
-"""``workbench serve-engine GRAPH ... --devices N``: the reference remote engine (see ``workbench/systems/remote.py``)."""
+"""``workbench serve-engine GRAPH ... --devices N``: the reference remote engine (see ``workbench/systems/remote/``)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
   (``kernels.py``: :class:`CalibratedKernels`, :class:`WaitKernels`);
   :class:`ModuleKernels` runs a PyTorch model's own ops for a graph imported
   from that model (``module_kernels.py``).
-- :class:`RemoteEngine`: asks an engine over TCP (``remote.py``, which also
+- :class:`RemoteEngine`: asks an engine over TCP (``remote/``, which also
   documents the protocol and holds the reference server).
 - :func:`calibrate`: fit the simulator to measurements and report how well
   each ranks placements (``calibration.py``).

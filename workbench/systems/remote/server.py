@@ -1,292 +1,37 @@
-"""Talk to an execution engine over TCP: the protocol, the client oracle, and the reference server.
-
-The protocol (version 1) is JSON lines: each message is one JSON object on
-one line (UTF-8, ending in ``\\n``, at most 4 MiB). A client sends a request
-and reads one reply with the same ``id``; a connection may carry any number
-of requests in turn. An engine implementing it (such as the paper's
-einsummable runtime) needs only a JSON parser and a socket.
-
-Requests::
-
-    {"protocol": 1, "id": 1, "method": "hello"}
-    {"protocol": 1, "id": 2, "method": "measure", "graph": "ffnn_192nodes",
-     "fingerprint": "9f2c...",          # optional: sha256 of the graph's structure and costs
-     "assignment": [0, 1, 3, ...],      # device per op, ops numbered as in the graph file
-     "repeats": 3, "timeout": 60.0,     # timed runs; seconds for the whole measurement
-     "trace": false}                    # optional: also send the measured trace
-
-Replies::
-
-    {"id": 1, "ok": true, "protocol": 1, "engine": "...", "devices": 4,
-     "graphs": {"ffnn_192nodes": {"nodes": 180, "fingerprint": "9f2c..."}}}
-    {"id": 2, "ok": true, "seconds": 0.231, "samples": [0.229, 0.231, 0.240],
-     "details": {...}, "trace": null}
-    {"id": 2, "ok": false, "kind": "request", "error": "unknown graph 'x'; ..."}
-    {"id": 2, "ok": false, "kind": "measurement", "error": "op 17 ...: RuntimeError: ...",
-     "samples": [...]}
-    {"id": null, "ok": false, "kind": "busy", "error": "16 connections are open ..."}
-
-``kind: "request"`` means the request was wrong (nothing ran; the client
-raises :class:`EngineError`); ``kind: "measurement"`` means it ran and failed
-(the client returns a failed :class:`~workbench.systems.Measurement`);
-``kind: "busy"`` means nothing ran because the engine had no room (too many
-connections, or the request waited its whole timeout in line; a failed
-Measurement too). An engine started with a token requires ``"token"`` in
-every request. Traces
-use :meth:`workbench.Trace.to_dict`'s layout, in seconds. The graph's ``id``
-is its name (``graph.name``, the file's stem for the bundled files);
-``fingerprint`` is :func:`graph_fingerprint`.
-
-The client (:class:`RemoteEngine`) retries a refused or dropped connection
-``retries`` times with a growing pause, waits at most ``timeout +
-reply_margin`` seconds for a reply, and turns every failure (unreachable
-engine, no reply, a reply that is not protocol JSON) into a failed
-Measurement that says what happened. The reference server
-(:func:`serve_engine`, ``workbench serve-engine``) wraps any oracle (the
-local executor by default), binds 127.0.0.1 unless told otherwise (another
-address needs a token), checks every field of every request, and runs one
-measurement at a time, first come first served. It bounds what a client can
-make it hold: open connections (a connection takes one of the served slots
-only once a request authenticates, so connections that never send one, or
-send it a byte at a time, hold none), the request line (sized to its largest
-graph, and due whole within ``idle_timeout``), JSON nesting, numbers (finite
-only), the reply (4 MiB, else an error reply) and the waiting line. Every
-refusal is an error reply; the connection is closed after a line too long to
-read on, a line not sent in time, and a request that does not authenticate
-or finds no slot.
-"""
+"""The reference server: wraps any cost oracle, bounds what a client can make it hold, answers every request."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
-import itertools
-import json
-import math
-import os
 import socket
 import socketserver
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from ..graph import DataflowGraph
-from ..sim import check_assignment
-from ..sim.trace import Trace
-from .oracle import CostOracle, Measurement
-
-__all__ = [
-    "PROTOCOL",
-    "MAX_LINE",
-    "TOKEN_VARIABLE",
-    "EngineError",
-    "RemoteEngine",
-    "EngineServer",
-    "serve_engine",
-    "graph_fingerprint",
-    "is_loopback",
-]
-
-PROTOCOL = 1
-MAX_LINE = 4 << 20
-MAX_REPEATS = 1000
-TOKEN_VARIABLE = "WORKBENCH_ENGINE_TOKEN"
-"""Environment variable with the shared token, read by ``serve-engine`` and :meth:`RemoteEngine.from_address`."""
-_request_ids = itertools.count(1)
-
-
-class EngineError(RuntimeError):
-    """The engine rejected a request, or could not be asked at all (hello)."""
-
-
-def graph_fingerprint(graph: DataflowGraph) -> str:
-    """sha256 of the graph's ops, edges and costs (not its names or metadata)."""
-    digest = hashlib.sha256()
-    for array in (graph.compute, graph.src, graph.dst, graph.comm):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
-def _encode(message: Mapping[str, Any]) -> bytes:
-    return (json.dumps(message, allow_nan=False) + "\n").encode("utf-8")
-
-
-@dataclass
-class RemoteEngine:
-    """A cost oracle that asks an engine speaking the protocol above.
-
-    Attributes:
-        host: the engine's address.
-        port: its TCP port.
-        devices: devices assignments may use; ``None`` asks the engine (hello).
-        connect_timeout: seconds to wait for a connection.
-        reply_margin: seconds to wait for a reply beyond the measurement's timeout.
-        retries: extra attempts after a refused or dropped connection.
-        backoff: seconds before the first retry (doubled each time).
-        token: the engine's shared token, sent with every request (``None``: none).
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 7070
-    devices: int | None = None
-    connect_timeout: float = 5.0
-    reply_margin: float = 10.0
-    retries: int = 2
-    backoff: float = 0.2
-    token: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def from_address(cls, address: str, **options: Any) -> RemoteEngine:
-        """``RemoteEngine`` for ``"HOST:PORT"``; the token defaults to ``$WORKBENCH_ENGINE_TOKEN``."""
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"an engine address is HOST:PORT with a port in 1..65535, got {address!r}")
-        options.setdefault("token", os.environ.get(TOKEN_VARIABLE) or None)
-        return cls(host, int(port), **options)
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def _exchange(self, request: Mapping[str, Any], reply_timeout: float) -> dict[str, Any]:
-        """Send one request and read its reply; raises EngineError with the reason."""
-        payload = _encode({**request, "token": self.token} if self.token else request)
-        last: Exception | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
-            except OSError as exc:
-                last = exc
-                continue
-            with sock:
-                try:
-                    sock.settimeout(reply_timeout)
-                    sock.sendall(payload)
-                    line = sock.makefile("rb").readline(MAX_LINE + 1)
-                except TimeoutError:
-                    raise EngineError(f"engine at {self.address} sent no reply within {reply_timeout:.3g} s") from None
-                except OSError as exc:
-                    last = exc
-                    continue
-            if not line:
-                last = ConnectionError("the engine closed the connection without replying")
-                continue
-            return self._parse(line, request.get("id"))
-        raise EngineError(f"engine at {self.address} is unreachable after {self.retries + 1} attempts: {last}")
-
-    def _parse(self, line: bytes, request_id: Any) -> dict[str, Any]:
-        shown = line[:80].decode("utf-8", errors="replace").strip()
-        if len(line) > MAX_LINE:
-            raise EngineError(f"engine at {self.address} sent a reply longer than {MAX_LINE} bytes")
-        try:
-            reply = json.loads(line)
-        except ValueError:
-            raise EngineError(f"engine at {self.address} answered with something that is not JSON: {shown!r}") from None
-        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-            raise EngineError(f"engine at {self.address} answered without an 'ok' field: {shown!r}")
-        if reply.get("id") != request_id and not (reply.get("id") is None and reply["ok"] is False):  # id null: refused before reading
-            raise EngineError(f"engine at {self.address} answered request {reply.get('id')!r} instead of {request_id!r}")
-        return reply
-
-    def hello(self) -> dict[str, Any]:
-        """The engine's description (devices, graphs); raises :class:`EngineError` when it cannot be reached."""
-        reply = self._exchange({"protocol": PROTOCOL, "id": 0, "method": "hello"}, self.connect_timeout + self.reply_margin)
-        if not reply["ok"]:
-            raise EngineError(f"engine at {self.address} refused hello: {reply.get('error')}")
-        if not isinstance(reply.get("devices"), int) or reply["devices"] < 1:
-            raise EngineError(f"engine at {self.address} did not say how many devices it has")
-        return reply
-
-    def measure(
-        self,
-        graph: DataflowGraph,
-        assignment: Sequence[int] | np.ndarray,
-        repeats: int = 3,
-        timeout: float = 60.0,
-        trace: bool = False,
-    ) -> Measurement:
-        """Ask the engine to measure ``assignment`` of ``graph`` (sent by name and fingerprint)."""
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
-        oracle = f"remote {self.address}"
-        try:
-            if self.devices is None:
-                self.devices = int(self.hello()["devices"])
-            values = check_assignment(graph, assignment, self.devices)
-            request = {
-                "protocol": PROTOCOL,
-                "id": next(_request_ids),
-                "method": "measure",
-                "graph": graph.name,
-                "fingerprint": graph_fingerprint(graph),
-                "assignment": values.tolist(),
-                "repeats": int(repeats),
-                "timeout": float(timeout),
-                "trace": bool(trace),
-            }
-            reply = self._exchange(request, timeout + self.reply_margin)
-        except EngineError as exc:
-            return Measurement.failed(str(exc), oracle=oracle)
-        if not reply["ok"]:
-            error = str(reply.get("error", "no reason given"))
-            if reply.get("kind") == "request":
-                raise EngineError(f"engine at {self.address} rejected the request: {error}")
-            return Measurement.failed(error, samples=tuple(float(s) for s in reply.get("samples") or ()), oracle=oracle)
-        try:
-            seconds = float(reply["seconds"])
-            samples = tuple(float(s) for s in reply.get("samples") or (seconds,))
-            measured = Trace.from_dict(reply["trace"]) if reply.get("trace") else None
-        except (KeyError, TypeError, ValueError) as exc:
-            return Measurement.failed(f"engine at {self.address} sent a malformed measurement: {type(exc).__name__}: {exc}", oracle=oracle)
-        if not (math.isfinite(seconds) and seconds > 0):
-            return Measurement.failed(f"engine at {self.address} reported {seconds!r} seconds", oracle=oracle)
-        return Measurement(seconds, samples, (), measured, oracle, dict(reply.get("details") or {}))
-
-
-class _RequestError(ValueError):
-    """A request that breaks the protocol; the reply says why."""
+from ...graph import DataflowGraph
+from ...sim import check_assignment
+from ..oracle import CostOracle
+from .protocol import (
+    MAX_LINE,
+    MAX_REPEATS,
+    PROTOCOL,
+    TOKEN_VARIABLE,
+    RequestError,
+    encode,
+    graph_fingerprint,
+    parse_request,
+    request_error,
+    request_field,
+)
 
 
 class _Busy(RuntimeError):
     """The engine had no room for the request; nothing ran."""
-
-
-def _field(request: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
-    value = request.get(name, default)
-    if value is None or isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        raise _RequestError(f"field {name!r} must be {getattr(kind, '__name__', kind)}, got {value!r}"[:200])
-    return value
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _RequestError(f"number {text[:40]} is out of range")
-    return value
-
-
-def _no_constant(text: str) -> None:
-    raise _RequestError(f"{text} is not a number JSON allows")
-
-
-def _parse_request(line: bytes) -> Any:
-    """``json.loads`` that refuses NaN, infinities and numbers beyond a float, and nesting past the recursion limit."""
-    try:
-        return json.loads(line, parse_float=_finite, parse_constant=_no_constant)
-    except _RequestError:
-        raise
-    except RecursionError:
-        raise _RequestError("JSON nested too deeply") from None
-    except ValueError as exc:
-        raise _RequestError(f"not JSON: {exc}"[:300]) from None
 
 
 def _close_after_reply(sock: socket.socket, reply: bytes, linger: float) -> None:
@@ -358,11 +103,6 @@ class _TurnQueue:
                 self._changed.notify_all()
 
 
-def _request_error(error: str) -> bytes:
-    """The reply to a line that is no request (``id`` null)."""
-    return _encode({"id": None, "ok": False, "kind": "request", "error": error})
-
-
 class _LineReader:
     """Request lines from a socket, each with its own deadline: a client has ``seconds`` to send a whole line, however
     it spaces the bytes (one byte every few seconds holds nothing longer than one that sends nothing)."""
@@ -421,13 +161,13 @@ class _Handler(socketserver.BaseRequestHandler):
                 if line is None:  # no whole line in time: idle, or sending a byte at a time
                     if reader.buffer:
                         error = f"no complete request line within {self.server.idle_timeout:g} s"
-                        _close_after_reply(self.request, _request_error(error), linger=0.0)
+                        _close_after_reply(self.request, request_error(error), linger=0.0)
                     return
                 if not line:
                     return
                 if len(line) > limit and not line.endswith(b"\n"):  # the rest of an over-long line is not a request
                     error = f"request longer than {limit} bytes (this engine's limit for its graphs)"
-                    _close_after_reply(self.request, _request_error(error), linger=2.0)
+                    _close_after_reply(self.request, request_error(error), linger=2.0)
                     return
                 reply = self.server.reply_bytes(line, connection)
                 if not connection.slot:  # not authenticated, or no slot left: the reply says which, then the connection closes
@@ -547,7 +287,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
     def _refuse(self, request: socket.socket) -> None:
         """A ``busy`` reply to a connection beyond the cap, lingering in a thread (at most ``max_connections`` of them) so it arrives."""
         error = self._busy_message(self.max_connections + self.max_pending)
-        reply = _encode({"id": None, "ok": False, "kind": "busy", "error": error})
+        reply = encode({"id": None, "ok": False, "kind": "busy", "error": error})
         if not self._refusing.acquire(blocking=False):  # a flood: answer without waiting, never hold up accepting
             _close_after_reply(request, reply, linger=0.0)
             self.shutdown_request(request)
@@ -576,12 +316,12 @@ class EngineServer(socketserver.ThreadingTCPServer):
         """The encoded reply to one request line: always one JSON line of at most ``max_reply`` bytes."""
         reply = self.answer(line, connection)
         try:
-            encoded = _encode(reply)
+            encoded = encode(reply)
         except ValueError as exc:  # a result that JSON cannot carry (NaN, say)
-            encoded = _encode({"id": reply.get("id"), "ok": False, "kind": "measurement", "error": f"unencodable result: {exc}"})
+            encoded = encode({"id": reply.get("id"), "ok": False, "kind": "measurement", "error": f"unencodable result: {exc}"})
         if len(encoded) > self.max_reply:
             error = f"the reply ({len(encoded):,} bytes) exceeds the limit of {self.max_reply:,} bytes; ask without the trace"
-            encoded = _encode({"id": reply.get("id"), "ok": False, "kind": "request", "error": error})
+            encoded = encode({"id": reply.get("id"), "ok": False, "kind": "request", "error": error})
         return encoded
 
     def answer(self, line: bytes, connection: _Connection | None = None) -> dict[str, Any]:
@@ -591,26 +331,26 @@ class EngineServer(socketserver.ThreadingTCPServer):
             if connection is not None and self.token is None:
                 self.take_slot(connection)  # without a token, a whole line is all a client can show
             if len(line) > self.max_request:
-                raise _RequestError(f"request longer than {self.max_request} bytes (this engine's limit for its graphs)")
-            request = _parse_request(line)
+                raise RequestError(f"request longer than {self.max_request} bytes (this engine's limit for its graphs)")
+            request = parse_request(line)
             if not isinstance(request, dict):
-                raise _RequestError("a request is a JSON object")
+                raise RequestError("a request is a JSON object")
             request_id = request.get("id")
             if not (request_id is None or isinstance(request_id, (int, float, str)) and not isinstance(request_id, bool)):
                 request_id = None
-                raise _RequestError("field 'id' must be a number, a string or null")
+                raise RequestError("field 'id' must be a number, a string or null")
             self._authenticate(request)
             if connection is not None:
                 self.take_slot(connection)
             if request.get("protocol") != PROTOCOL:
-                raise _RequestError(f"unsupported protocol {request.get('protocol')!r}; this engine speaks {PROTOCOL}"[:200])
+                raise RequestError(f"unsupported protocol {request.get('protocol')!r}; this engine speaks {PROTOCOL}"[:200])
             method = request.get("method")
             if method == "hello":
                 return {"id": request_id, "ok": True, **self.describe()}
             if method == "measure":
                 return {"id": request_id, **self._measure(request)}
-            raise _RequestError(f"unknown method {method!r}; use 'hello' or 'measure'"[:200])
-        except _RequestError as exc:
+            raise RequestError(f"unknown method {method!r}; use 'hello' or 'measure'"[:200])
+        except RequestError as exc:
             return {"id": request_id, "ok": False, "kind": "request", "error": str(exc)}
         except _Busy as exc:
             return {"id": request_id, "ok": False, "kind": "busy", "error": str(exc)}
@@ -620,10 +360,10 @@ class EngineServer(socketserver.ThreadingTCPServer):
             return
         given = request.get("token")
         if not isinstance(given, str) or not hmac.compare_digest(given.encode("utf-8"), self.token):
-            raise _RequestError("this engine requires its shared token in the request's 'token' field" if given is None else "wrong token")
+            raise RequestError("this engine requires its shared token in the request's 'token' field" if given is None else "wrong token")
 
     def describe(self) -> dict[str, Any]:
-        from .. import __version__
+        from ... import __version__
 
         return {
             "protocol": PROTOCOL,
@@ -633,28 +373,28 @@ class EngineServer(socketserver.ThreadingTCPServer):
         }
 
     def _measure(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        name = _field(request, "graph", str)
+        name = request_field(request, "graph", str)
         if name not in self.graphs:
-            raise _RequestError(f"unknown graph {name!r}; this engine serves {', '.join(sorted(self.graphs))}"[:300])
+            raise RequestError(f"unknown graph {name!r}; this engine serves {', '.join(sorted(self.graphs))}"[:300])
         graph = self.graphs[name]
         fingerprint = request.get("fingerprint")
         if fingerprint is not None and fingerprint != self.fingerprints[name]:
-            raise _RequestError(f"graph {name!r} differs from the engine's copy (fingerprint mismatch)")
-        assignment = _field(request, "assignment", list)
+            raise RequestError(f"graph {name!r} differs from the engine's copy (fingerprint mismatch)")
+        assignment = request_field(request, "assignment", list)
         if any(isinstance(x, bool) or not isinstance(x, int) for x in assignment):
-            raise _RequestError("field 'assignment' must be a list of integer device ids")
+            raise RequestError("field 'assignment' must be a list of integer device ids")
         try:
             check_assignment(graph, assignment, int(self.oracle.devices))
         except ValueError as exc:
-            raise _RequestError(str(exc)[:300]) from None
-        repeats = _field(request, "repeats", int, 3)
+            raise RequestError(str(exc)[:300]) from None
+        repeats = request_field(request, "repeats", int, 3)
         if not 1 <= repeats <= MAX_REPEATS:
-            raise _RequestError(f"field 'repeats' must be in 1..{MAX_REPEATS}, got {repeats}"[:200])
-        timeout = _field(request, "timeout", (int, float), 60.0)
+            raise RequestError(f"field 'repeats' must be in 1..{MAX_REPEATS}, got {repeats}"[:200])
+        timeout = request_field(request, "timeout", (int, float), 60.0)
         if not 0 < timeout <= self.max_timeout:  # compared exactly: an integer such as 10**400 has no float
-            raise _RequestError(f"field 'timeout' must be in (0, {self.max_timeout:g}] seconds, got {timeout}"[:200])
+            raise RequestError(f"field 'timeout' must be in (0, {self.max_timeout:g}] seconds, got {timeout}"[:200])
         timeout = float(timeout)
-        want_trace = _field(request, "trace", bool, False)
+        want_trace = request_field(request, "trace", bool, False)
         with self.turns.turn(wait=timeout):
             result = self.oracle.measure(graph, assignment, repeats=repeats, timeout=timeout)
         if not result.ok:
