@@ -258,6 +258,32 @@ def _load_journal(path: Path | None) -> dict[str, Measurement]:
     return done
 
 
+def _measure_rounds(
+    graph: DataflowGraph,
+    oracle: CostOracle,
+    chosen: list[tuple[str, np.ndarray]],
+    repeats: int,
+    timeout: float,
+    journal: str | os.PathLike | None,
+    progress: bool,
+) -> list[list[Measurement]]:
+    """Each chosen placement's ``repeats`` runs, measured in rounds; finished runs are journaled and read back on a rerun."""
+    from ..progress import progress_bar
+
+    journal_path = Path(journal) if journal is not None else None
+    done = _load_journal(journal_path)
+    rounds = [(r, label, a) for r in range(repeats) for label, a in chosen]
+    for r, label, assignment in progress_bar(rounds, desc=f"calibrate {graph.name}", disable=not progress, unit="run"):
+        key = _journal_key(r, label, assignment)
+        if key not in done:
+            done[key] = oracle.measure(graph, assignment, repeats=1, timeout=timeout, trace=True)
+            if journal_path is not None:
+                journal_path.parent.mkdir(parents=True, exist_ok=True)
+                with journal_path.open("a", encoding="utf-8") as handle:
+                    handle.write(json.dumps({"key": key, "measurement": done[key].to_dict()}) + "\n")
+    return [[done[_journal_key(r, label, a)] for r in range(repeats)] for label, a in chosen]
+
+
 def calibrate(
     graph: DataflowGraph,
     oracle: CostOracle,
@@ -293,26 +319,13 @@ def calibrate(
         statistic: ``"median"`` or ``"min"`` of each placement's runs
             (the minimum resists interference from other processes).
     """
-    from ..progress import progress_bar
-
     devices = int(devices or oracle.devices)
     if statistic not in ("median", "min"):
         raise ValueError(f"statistic must be 'median' or 'min', got {statistic!r}")
     if placements < 4:
         raise ValueError(f"calibration needs at least 4 placements, got {placements}")
     chosen = calibration_placements(graph, devices, placements, seed)
-    journal_path = Path(journal) if journal is not None else None
-    done = _load_journal(journal_path)
-    rounds = [(r, label, a) for r in range(repeats) for label, a in chosen]
-    for r, label, assignment in progress_bar(rounds, desc=f"calibrate {graph.name}", disable=not progress, unit="run"):
-        key = _journal_key(r, label, assignment)
-        if key not in done:
-            done[key] = oracle.measure(graph, assignment, repeats=1, timeout=timeout, trace=True)
-            if journal_path is not None:
-                journal_path.parent.mkdir(parents=True, exist_ok=True)
-                with journal_path.open("a", encoding="utf-8") as handle:
-                    handle.write(json.dumps({"key": key, "measurement": done[key].to_dict()}) + "\n")
-    runs = [[done[_journal_key(r, label, a)] for r in range(repeats)] for label, a in chosen]
+    runs = _measure_rounds(graph, oracle, chosen, repeats, timeout, journal, progress)
     results = [
         Measurement.from_samples(
             [s for m in mine for s in m.samples],

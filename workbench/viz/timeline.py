@@ -158,6 +158,60 @@ def find_ops(graph, count: int, query: str) -> list[int]:
     return [i for i, name in enumerate(op_names(graph, count)) if needle in name.lower()]
 
 
+def _idle_bars(devices: int, makespan: float) -> go.Bar:
+    """One grey bar per device row spanning the makespan: what no op covers reads as idle."""
+    return go.Bar(
+        name="idle",
+        y=list(range(devices)),
+        x=[makespan] * devices,
+        base=[0.0] * devices,
+        orientation="h",
+        marker=dict(color="rgba(0,0,0,0.06)", line=dict(width=0)),
+        width=0.9,
+        hoverinfo="skip",
+        showlegend=False,
+    )
+
+
+def _op_traces(frame: pd.DataFrame, custom: np.ndarray, hover: str, devices: int, large: bool, makespan: float) -> list:
+    """The ops' bars per device (WebGL segments when ``large``), and tick marks for ops too short to see."""
+    traces: list = []
+    for device in range(devices):
+        mine = frame["device"].to_numpy() == device
+        if large:
+            traces.append(_segments(frame[mine], custom[mine], device, hover))
+        else:
+            traces.append(
+                go.Bar(
+                    name=f"device {device}",
+                    y=frame.loc[mine, "device"],
+                    x=frame.loc[mine, "duration"],
+                    base=frame.loc[mine, "start"],
+                    orientation="h",
+                    width=0.7,
+                    marker=dict(color=device_color(device), line=dict(width=0.5, color="white")),
+                    customdata=custom[mine],
+                    hovertemplate=hover,
+                    showlegend=False,
+                ),
+            )
+    tiny = frame["duration"].to_numpy() < 0.002 * makespan
+    if tiny.any():
+        traces.append(
+            (go.Scattergl if large else go.Scatter)(
+                name="short ops",
+                x=frame.loc[tiny, "start"],
+                y=frame.loc[tiny, "device"],
+                mode="markers",
+                marker=dict(symbol="line-ns-open", size=16, line=dict(width=2), color=[device_color(d) for d in frame.loc[tiny, "device"]]),
+                customdata=custom[tiny],
+                hovertemplate=hover,
+                showlegend=False,
+            ),
+        )
+    return traces
+
+
 def gantt_figure(
     graph,
     trace,
@@ -187,21 +241,7 @@ def gantt_figure(
     busy = frame.groupby("device")["duration"].sum().reindex(range(devices), fill_value=0.0)
     rows = 2 if utilisation else 1
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, row_heights=[0.78, 0.22] if utilisation else None, vertical_spacing=0.04)
-    fig.add_trace(
-        go.Bar(
-            name="idle",
-            y=list(range(devices)),
-            x=[makespan] * devices,
-            base=[0.0] * devices,
-            orientation="h",
-            marker=dict(color="rgba(0,0,0,0.06)", line=dict(width=0)),
-            width=0.9,
-            hoverinfo="skip",
-            showlegend=False,
-        ),
-        row=1,
-        col=1,
-    )
+    fig.add_trace(_idle_bars(devices, makespan), row=1, col=1)
     custom = frame[["op", "name", "compute", "ready", "start", "end", "wait", "device"]].to_numpy(dtype=object)
     for column in range(2, 7):  # times as the CLI writes numbers
         custom[:, column] = format_numbers(custom[:, column])
@@ -211,43 +251,8 @@ def gantt_figure(
         "<br>waited %{customdata[6]}<extra></extra>"
     )
     large = len(frame) > large_threshold
-    for device in range(devices):
-        mine = frame["device"].to_numpy() == device
-        if large:
-            fig.add_trace(_segments(frame[mine], custom[mine], device, hover), row=1, col=1)
-        else:
-            fig.add_trace(
-                go.Bar(
-                    name=f"device {device}",
-                    y=frame.loc[mine, "device"],
-                    x=frame.loc[mine, "duration"],
-                    base=frame.loc[mine, "start"],
-                    orientation="h",
-                    width=0.7,
-                    marker=dict(color=device_color(device), line=dict(width=0.5, color="white")),
-                    customdata=custom[mine],
-                    hovertemplate=hover,
-                    showlegend=False,
-                ),
-                row=1,
-                col=1,
-            )
-    tiny = frame["duration"].to_numpy() < 0.002 * makespan
-    if tiny.any():
-        fig.add_trace(
-            (go.Scattergl if large else go.Scatter)(
-                name="short ops",
-                x=frame.loc[tiny, "start"],
-                y=frame.loc[tiny, "device"],
-                mode="markers",
-                marker=dict(symbol="line-ns-open", size=16, line=dict(width=2), color=[device_color(d) for d in frame.loc[tiny, "device"]]),
-                customdata=custom[tiny],
-                hovertemplate=hover,
-                showlegend=False,
-            ),
-            row=1,
-            col=1,
-        )
+    for part in _op_traces(frame, custom, hover, devices, large, makespan):
+        fig.add_trace(part, row=1, col=1)
     fig.add_trace(_transfer_arrows(trace, large), row=1, col=1)
     if critical_path:
         for part in _critical_overlay(graph, trace, custom, hover):
