@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
+from ..cluster import Cluster, num_devices
 from ..fileio import atomic_path, atomic_write_json, atomic_write_text
 from ..graph import DataflowGraph
 from ..sim.trace import Trace
@@ -46,7 +46,8 @@ __all__ = ["calibrate", "Calibration", "calibration_placements", "fit_simulator"
 
 def calibration_placements(graph: DataflowGraph, devices: int, count: int = 24, seed: int = 0) -> list[tuple[str, np.ndarray]]:
     """``count`` labelled placements spanning good to bad ones, the same for the same ``seed``."""
-    from ..placers import methods, place
+    from ..placers import methods
+    from ..placers.base import place
 
     n = graph.num_nodes
     rng = np.random.default_rng(seed)
@@ -137,11 +138,13 @@ def _rescaled(oracle: SimulatorOracle, factor: float) -> SimulatorOracle:
     return SimulatorOracle(oracle.devices, oracle.time_scale * factor, oracle.op_overhead * factor, oracle.priority)
 
 
-def _predict(oracle: SimulatorOracle, graph: DataflowGraph, assignments: Sequence[np.ndarray]) -> np.ndarray:
+def _predict(oracle: SimulatorOracle, graph: DataflowGraph, assignments: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
     return np.array([oracle.measure(graph, a).seconds for a in assignments])
 
 
-def _fit_and_predict(graph, traces, devices, nominal_scale, measured, assignments) -> tuple[SimulatorOracle, dict[str, Any]]:
+def _fit_and_predict(
+    graph: DataflowGraph, traces: list[Trace], devices: int, nominal_scale: float, measured: np.ndarray, assignments: np.ndarray
+) -> tuple[SimulatorOracle, dict[str, Any]]:
     structural, fit = fit_simulator(graph, traces, devices, nominal_scale)
     factor = float(np.median(measured / _predict(structural, graph, assignments)))
     fit["makespan_factor"] = factor
@@ -181,7 +184,7 @@ class Calibration:
     nominal: SimulatorOracle
     fitted: SimulatorOracle
     fit: dict[str, Any]
-    summary: dict[str, float]
+    summary: dict[str, Any]
     failures: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,7 +207,7 @@ class Calibration:
             "failures": self.failures,
         }
 
-    def figure(self):
+    def figure(self) -> Any:
         """A plotly scatter of simulated against measured makespans (ms), before and after calibration."""
         from ..viz import calibration_scatter
 
@@ -319,7 +322,7 @@ def calibrate(
         statistic: ``"median"`` or ``"min"`` of each placement's runs
             (the minimum resists interference from other processes).
     """
-    devices = int(devices or oracle.devices)
+    devices = devices or num_devices(oracle.devices)
     if statistic not in ("median", "min"):
         raise ValueError(f"statistic must be 'median' or 'min', got {statistic!r}")
     if placements < 4:
@@ -338,8 +341,8 @@ def calibrate(
 
     labels = [label for label, _ in chosen]
     assignments = np.array([a for _, a in chosen])
-    pick = {"median": np.median, "min": np.min}[statistic]
-    measured = np.array([float(pick(m.samples)) if m.ok else math.nan for m in results])
+    typical = np.median if statistic == "median" else np.min
+    measured = np.array([float(typical(m.samples)) if m.ok else math.nan for m in results])
     failures = [f"{label}: {m.error}" for label, m in zip(labels, results, strict=False) if not m.ok]
     ok = np.flatnonzero(np.isfinite(measured))
     if ok.size < 4:

@@ -309,7 +309,7 @@ class LocalExecutor:
                     errors.append(f"{label}: the {timeout:.3g} s timeout passed before it started")
                     break
                 measured, error = _Run(graph, values, workers, self.kernels, pool).execute(left)
-                if error is not None:
+                if measured is None:
                     errors.append(f"{label}: {error}")
                     break
                 if k >= self.warmup:

@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,14 +93,14 @@ class OpKernels(ABC):
         """Release everything ``setup`` allocated."""
 
 
-def torch_module():
+def torch_module() -> Any:
     """torch, imported on first use."""
     import torch
 
     return torch
 
 
-def _in_thread(fn, threads: int):
+def _in_thread(fn: Callable[[], Any], threads: int) -> Any:
     """Run ``fn()`` on a fresh thread with ``threads`` intra-op threads (as a worker would) and return its result."""
     box: dict[str, Any] = {}
 
@@ -175,7 +175,7 @@ class CalibratedKernels(OpKernels):
             settle([worker])
             rows = space["x"].shape[0]
 
-            def per_call(fn, min_seconds: float) -> float:
+            def per_call(fn: Callable[[], Any], min_seconds: float) -> float:
                 """The fastest of several short batches: other processes only ever add time."""
                 fn()
                 worker.sync()
@@ -302,14 +302,14 @@ class on_stream:
 
     def __init__(self, worker: Worker, stream: Any = None) -> None:
         self.stream = stream or worker.stream
-        self.context = None
+        self.context: Any = None
 
-    def __enter__(self):
+    def __enter__(self) -> on_stream:
         if self.stream is not None:
             self.context = torch_module().cuda.stream(self.stream)
             self.context.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.context is not None:
             self.context.__exit__(*exc)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -156,7 +156,7 @@ class ModuleKernels(OpKernels):
             if node.op == "call_module":
                 return replica.get_submodule(str(node.target))(*args, **kwargs)
             if node.op == "call_function":
-                return node.target(*args, **kwargs)
+                return cast(Callable[..., Any], node.target)(*args, **kwargs)
             if node.op == "call_method":
                 return getattr(args[0], str(node.target))(*args[1:], **kwargs)
             return value(node)

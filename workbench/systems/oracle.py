@@ -268,7 +268,7 @@ class SimulatorOracle:
         return cls(Cluster.from_dict(data["cluster"]), float(data["time_scale"]), float(data.get("op_overhead", 0.0)))
 
 
-def trace_violations(graph: DataflowGraph, assignment, trace: Trace, slack: float = 1e-6) -> list[str]:
+def trace_violations(graph: DataflowGraph, assignment: Sequence[int] | np.ndarray, trace: Trace, slack: float = 1e-6) -> list[str]:
     """Check a measured trace: ops on their devices, inputs before starts, one op per device at a time.
 
     Unlike :func:`workbench.validate`, durations are whatever really happened;
@@ -316,7 +316,7 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Spearman's rank correlation (ties get their average rank); NaN when undefined."""
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if a.size != b.size:

@@ -9,7 +9,6 @@ import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,14 +22,13 @@ from .protocol import MAX_LINE, PROTOCOL, TOKEN_VARIABLE, EngineError, encode, g
 _request_ids = itertools.count(1)
 
 
-@dataclass
 class RemoteEngine:
     """A cost oracle that asks an engine speaking the protocol above.
 
-    Attributes:
+    Args:
         host: the engine's address.
         port: its TCP port.
-        devices: devices assignments may use; ``None`` asks the engine (hello).
+        devices: devices assignments may use; ``None`` asks the engine (hello) the first time they are needed.
         connect_timeout: seconds to wait for a connection.
         reply_margin: seconds to wait for a reply beyond the measurement's timeout.
         retries: extra attempts after a refused or dropped connection.
@@ -38,14 +36,30 @@ class RemoteEngine:
         token: the engine's shared token, sent with every request (``None``: none).
     """
 
-    host: str = "127.0.0.1"
-    port: int = 7070
-    devices: int | None = None
-    connect_timeout: float = 5.0
-    reply_margin: float = 10.0
-    retries: int = 2
-    backoff: float = 0.2
-    token: str | None = field(default=None, repr=False)
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 7070,
+        devices: int | None = None,
+        connect_timeout: float = 5.0,
+        reply_margin: float = 10.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+        token: str | None = None,
+    ) -> None:
+        self.host, self.port, self._devices = host, port, devices
+        self.connect_timeout, self.reply_margin, self.retries, self.backoff = connect_timeout, reply_margin, retries, backoff
+        self.token = token
+
+    def __repr__(self) -> str:  # never the token
+        return f"RemoteEngine({self.address}, devices={self._devices}, retries={self.retries})"
+
+    @property
+    def devices(self) -> int:
+        """The devices assignments may use: as given, else as the engine says (raises :class:`EngineError` when unreachable)."""
+        if self._devices is None:
+            self._devices = int(self.hello()["devices"])
+        return self._devices
 
     @classmethod
     def from_address(cls, address: str, **options: Any) -> RemoteEngine:
@@ -124,8 +138,6 @@ class RemoteEngine:
             raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
         oracle = f"remote {self.address}"
         try:
-            if self.devices is None:
-                self.devices = int(self.hello()["devices"])
             values = check_assignment(graph, assignment, self.devices)
             request = {
                 "protocol": PROTOCOL,

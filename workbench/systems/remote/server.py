@@ -8,11 +8,12 @@ import socket
 import socketserver
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ...cluster import num_devices
 from ...graph import DataflowGraph
 from ...sim import check_assignment
 from ..oracle import CostOracle
@@ -79,7 +80,7 @@ class _TurnQueue:
             return self._issued - self._serving - len(self._abandoned)
 
     @contextmanager
-    def turn(self, wait: float):
+    def turn(self, wait: float) -> Iterator[None]:
         with self._changed:
             ahead = self.ahead
             if ahead > self.max_waiting:
@@ -248,7 +249,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
     @property
     def address(self) -> str:
         host, port = self.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     @property
     def connections(self) -> int:
@@ -271,7 +272,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
     def _busy_message(self, count: int) -> str:
         return f"{count} connections are open, the engine's limit; try again later"
 
-    def process_request(self, request, client_address) -> None:
+    def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
             room = self._accepted < self.max_connections + self.max_pending
             self._accepted += room
@@ -302,7 +303,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
 
         threading.Thread(target=linger, daemon=True).start()
 
-    def process_request_thread(self, request, client_address) -> None:
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
@@ -368,7 +369,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
         return {
             "protocol": PROTOCOL,
             "engine": f"workbench serve-engine {__version__} ({type(self.oracle).__name__})",
-            "devices": int(self.oracle.devices),
+            "devices": num_devices(self.oracle.devices),
             "graphs": {name: {"nodes": g.num_nodes, "fingerprint": self.fingerprints[name]} for name, g in self.graphs.items()},
         }
 
@@ -384,7 +385,7 @@ class EngineServer(socketserver.ThreadingTCPServer):
         if any(isinstance(x, bool) or not isinstance(x, int) for x in assignment):
             raise RequestError("field 'assignment' must be a list of integer device ids")
         try:
-            check_assignment(graph, assignment, int(self.oracle.devices))
+            check_assignment(graph, assignment, num_devices(self.oracle.devices))
         except ValueError as exc:
             raise RequestError(str(exc)[:300]) from None
         repeats = request_field(request, "repeats", int, 3)
