@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..commandline import OneLineParser
 from ..extras import MissingExtra, extra_of, needs_extra
 
 COMMANDS = (
@@ -36,20 +37,14 @@ class CliError(Exception):
     """A usage error (bad arguments): printed as one line on stderr, exit status 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 DEBUG_HELP = "show the traceback of every error, user errors included"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="workbench", description="Place the ops of a dataflow graph on devices.")
+    parser = OneLineParser(prog="workbench", description="Place the ops of a dataflow graph on devices.")
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name.replace('-', '_')}").register(sub)
@@ -103,8 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Any other exception (a bug) propagates with its traceback; ``--debug`` shows
     the traceback of user errors too.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from .train import trainer_arguments
+
+    args = trainer_arguments(sys.argv[1:] if argv is None else argv) or build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `workbench ... | head`

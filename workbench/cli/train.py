@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
-import dataclasses
+import argparse
+import importlib
 import shlex
 import sys
+from collections.abc import Sequence
 
 from ..placers import methods
 from . import CliError
 from .common import positive_int
 
+TRAINERS = {
+    "corpus": ("workbench.training.corpus_training", "one policy across the corpus's training graphs (the zero-shot policies)"),
+    "gate": ("workbench.training.gate_training", "the zero-shot gate: doppler_plc_only with a learned choice between device rules"),
+    "scorer": ("workbench.training.learned_search", "learned_search's move scorer, from states of local searches"),
+    "pretrained": ("workbench.training.pretrained", "the paper graphs' shipped policies: train, export, or print their table"),
+}
+"""``workbench train NAME ...``: the other trainers, each with its own ``--help`` (and ``--fields`` where it has a config)."""
+
+
+def trainer_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
+    """The namespace that runs ``workbench train NAME ARGS`` for a trainer in :data:`TRAINERS`; ``None`` for any other command."""
+    argv = list(argv)
+    if len(argv) < 2 or argv[0] != "train" or argv[1] not in TRAINERS:
+        return None
+    name, rest = argv[1], [a for a in argv[2:] if a != "--debug"]
+
+    def run_trainer(args: argparse.Namespace) -> int:
+        module = importlib.import_module(TRAINERS[name][0])
+        return int(module.main(rest, prog=f"workbench train {name}") or 0)
+
+    return argparse.Namespace(command=f"train {name}", debug="--debug" in argv[2:], func=run_trainer)
+
 
 def register(sub) -> None:
+    modes = "\n".join(f"  workbench train {name:11} {text}" for name, (_, text) in TRAINERS.items())
     parser = sub.add_parser(
         "train",
-        help="train a learned placer (stages il, sim, real) into a run directory",
+        help="train a learned placer into a run directory (also: train corpus|gate|scorer|pretrained)",
         description="Train a placement policy; rerun the same command to resume an interrupted run.",
+        epilog=f"other trainers (each with its own --help):\n{modes}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("graphs", nargs="*", metavar="GRAPH", help="bundled graph names or graph files; several train one policy on all")
     parser.add_argument("--devices", type=positive_int, default=4)
@@ -53,14 +80,11 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..runs import read_meta
-    from ..training import TrainConfig, field_docs, train
-    from ..training.config import parse_overrides
+    from ..training import TrainConfig, train
+    from ..training.config import fields_table, parse_overrides
 
     if args.fields:
-        docs = field_docs()
-        for f in dataclasses.fields(TrainConfig):
-            default = "(required)" if f.default is dataclasses.MISSING else repr(f.default)
-            print(f"{f.name:18} {default:14} {docs.get(f.name, '')}")
+        print(fields_table(TrainConfig))
         return 0
     if not args.graphs or not args.out:
         raise CliError("give at least one GRAPH and --out DIR (the run directory)")

@@ -15,16 +15,27 @@ import dataclasses
 import inspect
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from itertools import pairwise
 from typing import Any
 
+from ..commandline import OneLineParser
 from ..learn.registry import TEACHERS
 from ..placers import methods
 from ..systems import oracle_spec_kind
 
-__all__ = ["TrainConfig", "STAGES", "field_docs", "parse_overrides", "add_config_arguments", "device_counts"]
+__all__ = [
+    "TrainConfig",
+    "STAGES",
+    "field_docs",
+    "fields_table",
+    "parse_overrides",
+    "add_config_arguments",
+    "trainer_parser",
+    "parse_trainer_arguments",
+    "device_counts",
+]
 
 STAGES = ("il", "sim", "real")
 
@@ -301,14 +312,50 @@ def device_counts(text: str) -> tuple[int, ...]:
 
 def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, parsers: dict[str, Callable[[str], Any]]) -> None:
     """One ``--field-name`` option per field of the dataclass ``config_class``, parsed by ``parsers[field]`` or the default's type."""
+    docs = field_docs(config_class)
     for f in fields(config_class):
         kind = parsers.get(f.name, type(f.default))
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=f"{config_class.__name__}.{f.name}")
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=docs.get(f.name, f.name))
 
 
-def field_docs() -> dict[str, str]:
-    """Field name → its docstring (the string literal under each field above)."""
-    tree = ast.parse(inspect.getsource(TrainConfig))
+def trainer_parser(prog: str, description: str, config_class: type, parsers: dict[str, Callable[[str], Any]]) -> argparse.ArgumentParser:
+    """A trainer's command line (``workbench train corpus`` ...): ``--out``, ``--fields`` and one option per config field."""
+    parser = OneLineParser(prog=prog, description=description)
+    parser.add_argument("--out", metavar="DIR", help="the run directory (created, or resumed when it holds this run)")
+    parser.add_argument("--fields", action="store_true", help=f"list the {config_class.__name__} fields with their defaults, then exit")
+    add_config_arguments(parser, config_class, parsers)
+    return parser
+
+
+def parse_trainer_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None, config_class: type) -> argparse.Namespace:
+    """``parser``'s arguments; ``--fields`` prints the config's fields and exits 0, and ``--out`` is required otherwise."""
+    args = parser.parse_args(argv)
+    if args.fields:
+        print(fields_table(config_class))
+        raise SystemExit(0)
+    if not args.out:
+        parser.error("give --out DIR (the run directory)")
+    return args
+
+
+def fields_table(config_class: type) -> str:
+    """One line per field of ``config_class``: name, default and meaning (what ``--fields`` prints)."""
+    docs = field_docs(config_class)
+    lines = []
+    for f in fields(config_class):
+        if f.default is not dataclasses.MISSING:
+            default = repr(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = repr(f.default_factory())
+        else:
+            default = "(required)"
+        lines.append(f"{f.name:18} {default:14} {docs.get(f.name, '')}")
+    return "\n".join(lines)
+
+
+def field_docs(config_class: type | None = None) -> dict[str, str]:
+    """Field name → its docstring (the string literal under each field of ``config_class``, default :class:`TrainConfig`)."""
+    tree = ast.parse(inspect.getsource(config_class or TrainConfig))
     body = tree.body[0].body
     docs = {}
     for node, after in pairwise(body):

@@ -41,7 +41,7 @@ import argparse
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ from ..graph import DataflowGraph
 from ..placers import methods
 from ..provenance import machine
 from ..runs import CsvLog, RunWriter
-from .config import TrainConfig, add_config_arguments, device_counts
+from .config import TrainConfig, device_counts, parse_trainer_arguments, trainer_parser
 from .imitation import apply_gradient
 from .oracle import SimulatorOracle
 from .reinforce import reinforce_update
@@ -496,10 +496,9 @@ def train_from_arguments(
     return config, path
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m workbench.training.corpus_training --out runs/corpus-doppler [--method gdp] [--evaluate test]``."""
-    parser = argparse.ArgumentParser(prog="python -m workbench.training.corpus_training", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="run directory (created, or resumed when it holds this run)")
+def main(argv: Sequence[str] | None = None, prog: str = "workbench train corpus") -> None:
+    """``workbench train corpus --out runs/corpus-doppler [--method gdp] [--evaluate test]``."""
+    parser = trainer_parser(prog, __doc__.splitlines()[0], CorpusTrainConfig, {"devices": device_counts, "select_devices": device_counts})
     parser.add_argument("--evaluate", metavar="SPLIT", help="after training, place this split zero-shot and write eval-SPLIT.csv")
     parser.add_argument("--samples", type=int, default=16, help="K of the best-of-K evaluation")
     parser.add_argument(
@@ -507,15 +506,10 @@ def main(argv: list[str] | None = None) -> None:
         type=lambda text: tuple(int(v) for v in text.split(",")),
         help="device counts to evaluate at (default: --devices)",
     )
-    add_config_arguments(parser, CorpusTrainConfig, {"devices": device_counts, "select_devices": device_counts})
-    args = parser.parse_args(argv)
+    args = parse_trainer_arguments(parser, argv, CorpusTrainConfig)
     config, last = train_from_arguments(parser, args, CorpusTrainConfig, train_on_corpus)
     if args.evaluate:
         frame = evaluate_split(last, args.evaluate, args.evaluate_devices or config.devices, args.samples, config.seed)
         atomic_write_text(Path(args.out) / f"eval-{args.evaluate}.csv", frame.to_csv(index=False))
         print(frame.to_string())
         print(summary(frame).to_string())
-
-
-if __name__ == "__main__":
-    main()

@@ -14,14 +14,14 @@ detached. Every ``select_every`` steps the gate's greedy choice is scored on the
 wins over critical_path, ties broken by the mean ratio) and ``checkpoints/best.safetensors`` keeps the best.
 
 A run directory holds ``config.json``, ``costs.csv`` (per pair and rule pair, makespan ÷ critical_path's),
-``selection.csv`` and ``checkpoints/best.safetensors``. ``python -m workbench.training.gate_training --out DIR``.
+``selection.csv`` and ``checkpoints/best.safetensors``. ``workbench train gate --out DIR``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ import torch
 
 from ..corpus import CorpusEntry, build, entries
 from ..runs import CsvLog, RunWriter
-from .config import add_config_arguments, device_counts
+from .config import device_counts, parse_trainer_arguments, trainer_parser
 from .corpus_training import pair_key, residual_policy, train_from_arguments
 
 __all__ = ["GateTrainConfig", "gated_policy", "rule_costs", "train_gate", "main"]
@@ -192,13 +192,8 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(v for v in text.split(",") if v)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m workbench.training.gate_training --out runs/gate [--start-from CKPT]``."""
-    parser = argparse.ArgumentParser(prog="python -m workbench.training.gate_training", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="run directory")
-    add_config_arguments(parser, GateTrainConfig, {"gate_rules": _names, "devices": device_counts, "select_devices": device_counts})
-    train_from_arguments(parser, parser.parse_args(argv), GateTrainConfig, train_gate)
-
-
-if __name__ == "__main__":
-    main()
+def main(argv: Sequence[str] | None = None, prog: str = "workbench train gate") -> None:
+    """``workbench train gate --out runs/gate [--start-from CKPT]``."""
+    parsers = {"gate_rules": _names, "devices": device_counts, "select_devices": device_counts}
+    parser = trainer_parser(prog, __doc__.splitlines()[0], GateTrainConfig, parsers)
+    train_from_arguments(parser, parse_trainer_arguments(parser, argv, GateTrainConfig), GateTrainConfig, train_gate)

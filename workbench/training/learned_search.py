@@ -9,7 +9,7 @@ them by their makespan decrease (as a fraction of the state's makespan) with a
 listwise softmax loss (ListNet: Cao et al., ICML 2007): the target is
 ``softmax(decrease / reward_temperature)`` over the state's moves.
 
-``python -m workbench.training.learned_search --out DIR`` writes
+``workbench train scorer --out DIR`` writes
 ``DIR/learned_search.safetensors``, ``DIR/metrics.csv`` (one row per epoch)
 and ``DIR/meta.json`` (the command, the machine, CPU seconds, states and
 simulated moves).
@@ -17,7 +17,7 @@ simulated moves).
 
 from __future__ import annotations
 
-import argparse
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -29,10 +29,13 @@ import numpy as np
 import torch
 
 from .. import corpus
+from ..cluster import MAX_DEVICES
+from ..learn.checkpoint import Field, check_config
 from ..learn.learned_search import (
     DEFAULT_SHARE,
     FEATURES,
     METHOD,
+    SCORER_FIELDS,
     LearnedMoves,
     LearnedSearchPlacer,
     MoveScorer,
@@ -44,7 +47,7 @@ from ..placers.local_search import CRITICAL_REFRESH, Moves
 from ..provenance import machine, now
 from ..runs import CsvLog, RunWriter, checkpoint_file
 from ..sim import Evaluator, Trace
-from .config import add_config_arguments, device_counts
+from .config import device_counts, parse_trainer_arguments, trainer_parser
 
 __all__ = ["ScorerTrainConfig", "METRICS", "collect_states", "train_scorer", "main"]
 
@@ -56,45 +59,60 @@ METRICS = ("round", "epoch", "states", "loss", *(f"{split}_{k}" for split in ("t
 
 @dataclass(frozen=True)
 class ScorerTrainConfig:
-    """How the move scorer is trained.
-
-    Attributes:
-        devices: device counts each training graph is used at.
-        rounds: data-collection rounds; round 1 follows local_search, later rounds learned_search with the scorer so far.
-        trajectory_budget: evaluations of each search whose observed placements are the states.
-        states_per_run: states sampled from each search.
-        candidates_per_state: moves simulated per state (a uniform sample of all its moves).
-        epochs: passes over the states per round.
-        batch_states: states per gradient step.
-        learning_rate: Adam's step size.
-        reward_temperature: the target ranking's softness, in fractions of the makespan.
-        transfer_weight: the dense term: the target ranks moves by makespan decrease plus this weight times the
-            decrease of the total transfer wait (each op's ready time minus its last input's end, summed), both as
-            fractions of the state's makespan; 0: makespan only.
-        hidden: the scorer's hidden width.
-        layers: its hidden layers.
-        max_graphs: use only the first this many training graphs (0: all; small values for tests).
-        seed: seeds the searches, the sampling and the initial weights.
-    """
+    """How the move scorer is trained."""
 
     devices: tuple[int, ...] = (2, 4, 8)
+    """Device counts each training graph is used at."""
     rounds: int = 2
+    """Data-collection rounds; round 1 follows local_search, later rounds learned_search with the scorer so far."""
     trajectory_budget: int = 200
+    """Evaluations of each search whose observed placements are the states."""
     states_per_run: int = 8
+    """States sampled from each search."""
     candidates_per_state: int = 768
+    """Moves simulated per state (a uniform sample of all its moves)."""
     epochs: int = 30
+    """Passes over the states per round."""
     batch_states: int = 32
+    """States per gradient step."""
     learning_rate: float = 1e-3
+    """Adam's step size."""
     reward_temperature: float = 0.01
+    """The target ranking's softness, in fractions of the makespan."""
     transfer_weight: float = 0.0
+    """The dense term: the target ranks moves by makespan decrease plus this weight times the decrease of the total transfer
+    wait (each op's ready time minus its last input's end, summed), both as fractions of the state's makespan; 0: makespan only."""
     hidden: int = 64
+    """The scorer's hidden width."""
     layers: int = 2
+    """The scorer's hidden layers."""
     max_graphs: int = 0
+    """Use only the first this many training graphs (0: all; small values for tests)."""
     seed: int = 0
+    """Seeds the searches, the sampling and the initial weights."""
 
     def __post_init__(self) -> None:
-        if not self.devices or min(self.devices) < 1:
-            raise ValueError(f"devices must be one or more counts >= 1, got {self.devices}")
+        check_config(asdict(self), SCORER_TRAIN_FIELDS, "scorer training config")
+        if not self.devices:
+            raise ValueError("devices must be one or more device counts")
+
+
+SCORER_TRAIN_FIELDS = {
+    "devices": Field(int, 1, MAX_DEVICES, items=16),
+    "rounds": Field(int, 1, 100),
+    "trajectory_budget": Field(int, 1, 1_000_000),
+    "states_per_run": Field(int, 1, 10_000),
+    "candidates_per_state": Field(int, 1, 100_000),
+    "epochs": Field(int, 1, 10_000),
+    "batch_states": Field(int, 1, 100_000),
+    "learning_rate": Field(float, 1e-12, 1.0),
+    "reward_temperature": Field(float, 1e-9, 1e3),
+    "transfer_weight": Field(float, 0.0, 1e3),
+    **SCORER_FIELDS,
+    "max_graphs": Field(int, 0, 1_000_000),
+    "seed": Field(int, 0, 2**63 - 1),
+}
+"""Each :class:`ScorerTrainConfig` field's type and range (NaN and infinities are outside every range), checked when it is made."""
 
 
 @dataclass
@@ -256,11 +274,10 @@ def train_scorer(config: ScorerTrainConfig, log: Any = None) -> tuple[MoveScorer
     return scorer, rows, costs
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="folder for learned_search.safetensors, metrics.csv, meta.json")
-    add_config_arguments(parser, ScorerTrainConfig, {"devices": device_counts})
-    args = parser.parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "workbench train scorer") -> int:
+    """``workbench train scorer --out DIR``: learned_search.safetensors, metrics.csv and meta.json in DIR."""
+    parser = trainer_parser(prog, __doc__.splitlines()[0], ScorerTrainConfig, {"devices": device_counts})
+    args = parse_trainer_arguments(parser, argv, ScorerTrainConfig)
     torch.set_num_threads(1)
     try:
         config = ScorerTrainConfig(**{f.name: getattr(args, f.name) for f in fields(ScorerTrainConfig)})
@@ -269,13 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     scorer, rows, costs = train_scorer(config, log=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    command = "python -m workbench.training.learned_search " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join([*prog.split(), *(argv if argv is not None else sys.argv[1:])])
     save_scorer(checkpoint_file(out, METHOD), scorer, {"config": asdict(config), **costs})
     run = RunWriter(out)
     CsvLog(run.metrics_path, METRICS).write(rows)
     run.write_meta({"command": command, "config": asdict(config), **costs, "machine": machine(), "finished": now()})
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

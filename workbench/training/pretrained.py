@@ -8,13 +8,12 @@ best greedy placement, see :func:`export_policy`) beside the run's ``config.json
 the best seen in training, often better than the policy's greedy one), so every shipped number can be traced to
 the episodes that produced it. Usage::
 
-    python -m workbench.training.pretrained --episodes 150,250 [--graphs ffnn ...] [--runs runs/pretrained] [--set FIELD=VALUE ...]
-    python -m workbench.training.pretrained --export runs/bench-training/doppler/*/seed0   # finished runs made elsewhere
+    workbench train pretrained --episodes 150,250 [--graphs ffnn ...] [--runs runs/pretrained] [--set FIELD=VALUE ...]
+    workbench train pretrained --export runs/bench-training/doppler/*/seed0   # finished runs made elsewhere
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import shlex
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..commandline import OneLineParser
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
 from ..fileio import atomic_write_text
 from ..runs import checkpoint_file, checkpoint_name, read_meta, read_rows, reference as reference_of, shipped_training_runs
@@ -112,8 +112,9 @@ def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workbench.training.pretrained", description=__doc__.split("\n\n")[0])
+def main(argv: Sequence[str] | None = None, prog: str = "workbench train pretrained") -> int:
+    """``workbench train pretrained [--export RUN_DIR ... | --table]``: train, export or list the shipped paper-graph policies."""
+    parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--graphs", nargs="+", default=list(PAPER_GRAPHS), help="paper graphs (default: all four)")
     parser.add_argument("--method", default="doppler")
     parser.add_argument("--stages", default="il,sim")
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             **{"rl_mode": args.rl_mode, **overrides},
         )
         out = Path(args.runs) / graph
-        command = shlex.join(["python", "-m", "workbench.training.pretrained", *(argv if argv is not None else sys.argv[1:])])
+        command = shlex.join([*prog.split(), *(argv if argv is not None else sys.argv[1:])])
         result = train(config, out, command=command)
         if result.status != "finished":
             print(f"{graph}: {result.status} after {result.episodes} episodes; rerun to resume", file=sys.stderr)
@@ -165,7 +166,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{found['critical_path']:.6g}"
         )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
