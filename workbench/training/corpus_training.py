@@ -260,7 +260,7 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     metrics.start(keep=lambda row: int(row["episode"]) < first)  # the rows the checkpoint has seen
     selections: list[dict[str, Any]] = list(selection.start(keep=lambda row: int(row["episode"]) <= first))
     rows: list[dict[str, Any]] = []  # since the last checkpoint
-    policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
+    policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices))
     guides = {}
     for entry, devices in pairs if imitation else []:
         key = pair_key(entry, devices)

@@ -167,7 +167,7 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
     log.start()
     best = run.checkpoint("best")
     graphs = {id(g): g for _, g, _ in train}  # a graph is one object at every device count (``_pairs``)
-    policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
+    policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices))
     with log:
         for step in range(config.steps + 1):
             if step % config.select_every == 0:
