@@ -32,7 +32,7 @@ import torch
 from ..corpus import CorpusEntry, build, entries
 from ..runs import CsvLog, RunWriter
 from .config import add_config_arguments, device_counts
-from .corpus_training import pair_key, residual_policy, train_from_arguments
+from .corpus_training import check_numbers, pair_key, residual_policy, train_from_arguments
 
 __all__ = ["GateTrainConfig", "gated_policy", "rule_costs", "train_gate", "main"]
 
@@ -92,6 +92,7 @@ class GateTrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.devices or not self.select_devices or min(self.devices + self.select_devices) < 1:
             raise ValueError("devices and select_devices must be one or more counts >= 1")
+        check_numbers(self, {"learning_rate": (0.0, 1e3), "weight_decay": (0.0, 1e3)})
 
 
 def gated_policy(config: GateTrainConfig) -> Any:
