@@ -22,7 +22,7 @@ def checkpoint(tmp_path_factory):
     """An untrained DOPPLER policy saved for any graph (cross-graph)."""
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("policy") / "doppler.safetensors"
-    save_trained_for(make_policy("doppler", SMALL), path, [wb.bundled_graph("chain_mm")], 4, cross_graph=True)
+    save_trained_for(make_policy("doppler", SMALL), path, [wb.bundled_graph("chain_mm"), wb.bundled_graph("ffnn")], 4, cross_graph=True)
     return path
 
 

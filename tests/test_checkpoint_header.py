@@ -220,6 +220,20 @@ TRAINED_FOR_CASES = {
     "fingerprint": (trained_for(graphs=[graph_entry(fingerprint="x" * 64)]), "fingerprint must be 64 lowercase hex digits"),
     "nodes_negative": (trained_for(graphs=[graph_entry(nodes=-1)]), "trained_for.graphs[0].nodes is -1"),
     "name_number": (trained_for(graphs=[graph_entry(name=7)]), "trained_for.graphs[0].name must be a string"),
+    "trained_for_empty_list": ([], "trained_for must be a JSON object, got []"),
+    "graphs_a_string": (trained_for(graphs="chain_mm"), "trained_for.graphs must list 1 to"),
+    "graph_a_string": (trained_for(graphs=["chain_mm"]), "trained_for.graphs[0] must be a JSON object, got 'chain_mm'"),
+    "cross_graph_one_graph": (trained_for(cross_graph=True), "trained_for.cross_graph is true, but trained_for.graphs names one graph"),
+    "cross_graph_same_graph_twice": (
+        trained_for(graphs=[graph_entry(), graph_entry()], cross_graph=True),
+        "trained_for.cross_graph is true, but trained_for.graphs names one graph",
+    ),
+    "cross_graph_renamed_copy": (
+        trained_for(graphs=[graph_entry(), graph_entry(name="ffnn_192nodes")], cross_graph=True),
+        "trained_for.cross_graph is true, but trained_for.graphs names one graph",
+    ),
+    "cross_graph_integer": (trained_for(cross_graph=1), "trained_for.cross_graph must be true or false, got 1"),
+    "cross_graph_null": (trained_for(cross_graph=None), "trained_for.cross_graph must be true or false, got None"),
 }
 
 
@@ -231,6 +245,34 @@ def test_a_malformed_trained_for_is_refused(tmp_path, policy_file, case):
         read_checkpoint(path)
     with pytest.raises((CheckpointError, PlacerError), match=re.escape(message)):
         wb.place(CHAIN, "doppler", devices=4, checkpoint=path)
+
+
+def test_a_refused_trained_for_is_one_line_naming_the_field(tmp_path, policy_file):
+    for case in ("cross_graph_one_graph", "trained_for_empty_list", "graph_a_string", "cross_graph_integer"):
+        path = forge(policy_file, tmp_path / f"{case}.safetensors", {"trained_for": TRAINED_FOR_CASES[case][0]})
+        with pytest.raises(CheckpointError) as refused:
+            load_policy(path, graph=wb.bundled_graph("ffnn"), devices=8)
+        assert "\n" not in str(refused.value) and "trained_for" in str(refused.value) and str(path) in str(refused.value)
+
+
+def test_a_policy_that_scores_devices_by_index_cannot_claim_more_devices_than_its_outputs(tmp_path):
+    gdp = write_policy(tmp_path / "gdp.safetensors", "gdp", max_devices=4)
+    two = [CHAIN, wb.bundled_graph("ffnn")]
+    assert load_policy(forge(gdp, tmp_path / "four.safetensors", {"trained_for": TrainedFor.of(two, 4).to_dict()})).trained_for.cross_graph
+    forged = forge(gdp, tmp_path / "eight.safetensors", {"trained_for": TrainedFor.of(two, 8).to_dict()})
+    with pytest.raises(CheckpointError, match="trained_for.devices is 8, but its weights score at most 4 devices"):
+        load_policy(forged)
+    doppler = write_policy(tmp_path / "doppler.safetensors", max_devices=4)  # its weights do not follow max_devices
+    at_8 = forge(doppler, tmp_path / "d8.safetensors", {"trained_for": TrainedFor.of(two, 8).to_dict()})
+    assert load_policy(at_8).trained_for.devices == 8
+
+
+def test_the_trainers_record_cannot_claim_cross_graph_for_one_graph():
+    assert not TrainedFor.of([CHAIN, CHAIN.with_metadata(name="renamed")], 4).cross_graph  # one structure is one graph
+    with pytest.raises(ValueError, match="names one graph"):
+        TrainedFor.of([CHAIN, CHAIN.with_metadata(name="renamed")], 4, cross_graph=True)
+    with pytest.raises(ValueError, match="names one graph"):
+        TrainedFor.of([CHAIN], 4, cross_graph=True)
 
 
 def test_a_null_trained_for_no_longer_skips_the_graph_and_device_check(tmp_path, policy_file):

@@ -26,6 +26,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -432,3 +433,299 @@ def test_the_cli_refuses_an_edited_status_in_one_line_and_changes_nothing(tmp_pa
     assert f"meta.json field {field!r}" in captured.err and len(captured.err.strip().splitlines()) == 1
     assert "finished" not in captured.out and "diverged: None" not in captured.err
     assert snapshot(out) == before
+
+
+# --- the corpus and gate trainers ---------------------------------------------------------------------------------------
+CORPUS_CONFIG = dict(episodes=6, teacher_budget=40, checkpoint_every=2, devices=(2, 4), seed=3, select_every=2)
+"""Checkpoints after episodes 2, 4 and 6; the held-out split scored at 0, 2, 4 and 6."""
+GATE_CONFIG = dict(devices=(2, 4), select_devices=(2, 4), steps=60, select_every=20, learning_rate=0.05)
+
+
+def corpus_run(out: Path, **changes) -> Path:
+    from tests.test_corpus_training import TINY as CORPUS
+    from workbench.training.corpus_training import CorpusTrainConfig, train_on_corpus
+
+    return train_on_corpus(out, CorpusTrainConfig(**{**CORPUS_CONFIG, **changes}), corpus=CORPUS)
+
+
+def gate_run(out: Path, **changes) -> Path:
+    from tests.test_corpus_training import TINY as CORPUS
+    from workbench.training.gate_training import GateTrainConfig, train_gate
+
+    return train_gate(out, GateTrainConfig(**{**GATE_CONFIG, **changes}), corpus=CORPUS)
+
+
+@pytest.fixture(scope="module")
+def corpus_interrupted(tmp_path_factory):
+    """Interrupted in episode 3: ``last`` after episode 2, metrics rows 0 and 1, scorings at 0 and 2, teachers of 3 pairs."""
+    from workbench.training import corpus_training
+
+    out = tmp_path_factory.mktemp("corpus") / "run"
+    real, calls = corpus_training.apply_gradient, []
+
+    def stop_in_the_fourth(*args):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        real(*args)
+
+    corpus_training.apply_gradient = stop_in_the_fourth
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            corpus_run(out)
+    finally:
+        corpus_training.apply_gradient = real
+    assert len(read_rows(out / M)) == 2 and len(read_rows(out / "selection.csv")) == 2
+    return out
+
+
+@pytest.fixture(scope="module")
+def gate_finished(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gate") / "run"
+    gate_run(out)
+    return out
+
+
+def first_teacher(change: Callable[[dict], object]) -> Damage:
+    return edit_json("teachers.json", lambda t: change(t[sorted(t)[0]]))
+
+
+def policy_damage(name: str, change: Callable[[Any], None], extra: Callable[[dict], dict] | None = None) -> Damage:
+    """Load the checkpoint ``name``, change the policy, save it back (a well-formed file, with its SHA-256)."""
+
+    def damage(out: Path) -> None:
+        from workbench.learn import load_policy
+
+        policy = load_policy(out / name)
+        change(policy)
+        policy.save(out / name, extra=(extra or dict)(dict(policy.checkpoint_extra)))
+
+    return damage
+
+
+def other_graphs(policy: Any) -> None:
+    import workbench as wb
+    from workbench.learn import TrainedFor
+
+    policy.trained_for = TrainedFor.of([wb.bundled_graph("chain_mm"), wb.bundled_graph("ffnn")], 4)
+
+
+LAST, CBEST, S = "checkpoints/last.safetensors", "checkpoints/best.safetensors", "selection.csv"
+CORPUS_DAMAGES: dict[str, tuple[Damage, str]] = {
+    "metrics deleted": (delete(M), r"metrics\.csv: missing, but the checkpoint is at episode 2"),
+    "metrics row lost": (edit_lines(M, lambda ls: ls[:2]), r"metrics\.csv: ends at episode 0 but the checkpoint is at episode 2"),
+    "metrics row twice": (edit_lines(M, lambda ls: [*ls[:2], ls[1], *ls[2:]]), r"metrics\.csv line 3 field 'episode': 0 where episode 1"),
+    "metrics loss nan": (set_field(M, 2, "loss", "nan"), r"metrics\.csv line 2 field 'loss': nan is not finite"),
+    "metrics loss abc": (set_field(M, 3, "loss", "abc"), r"metrics\.csv line 3 field 'loss': 'abc' is not a number"),
+    "metrics graph renamed": (set_field(M, 2, "graph", "layered-c"), r"metrics\.csv line 2 field 'graph': episode 0 trains layered-b@2"),
+    "metrics devices 0": (set_field(M, 2, "devices", "0"), r"metrics\.csv line 2 field 'devices': 0 is outside"),
+    "agreement 2": (set_field(M, 2, "teacher_agreement", "2"), r"metrics\.csv line 2 field 'teacher_agreement': 2\.0 is outside"),
+    "agreement empty": (set_field(M, 3, "teacher_agreement", ""), r"metrics\.csv line 3 field 'teacher_agreement': empty"),
+    "ratio -1e30": (
+        set_field(M, 2, "makespan_over_critical_path", "-1e30"),
+        r"line 2 field 'makespan_over_critical_path': -1e\+30 is outside",
+    ),
+    "ratio 1e-3": (
+        set_field(M, 3, "makespan_over_critical_path", "0.001"),
+        r"field 'makespan_over_critical_path': 0\.001 is below the lower",
+    ),
+    "seconds -1": (set_field(M, 2, "seconds", "-1"), r"metrics\.csv line 2 field 'seconds': -1\.0 is outside"),
+    "teachers deleted": (delete("teachers.json"), r"teachers\.json: missing, but the checkpoint is at episode 2"),
+    "teachers not JSON": (write("teachers.json", "{"), r"teachers\.json: unreadable or not JSON"),
+    "teacher makespan 1.0": (first_teacher(lambda t: t.update(makespan=1.0)), r"teachers\.json field 'layered-a@2\.makespan': 1\.0, but"),
+    "teacher garbage assignment": (
+        first_teacher(lambda t: t.update(assignment=[99] * len(t["assignment"]))),
+        r"teachers\.json field 'layered-a@2\.assignment': the assignment must hold devices 0\.\.1",
+    ),
+    "teacher lost": (edit_json("teachers.json", lambda t: t.pop("layered-b@2")), r"teachers\.json: lacks the teacher of layered-b@2"),
+    "teacher of no pair": (edit_json("teachers.json", lambda t: t.update({"ffnn@8": {}})), r"teachers\.json field 'ffnn@8': not a pair"),
+    "selection deleted": (delete(S), r"selection\.csv: holds 0 scoring\(s\), but 2 came before the checkpoint at episode 2"),
+    "selection best flipped": (set_field(S, 2, "best", "0"), r"selection\.csv line 2 field 'best': 0 where the scores before make it 1"),
+    "selection wins 2": (set_field(S, 3, "wins", "2"), r"selection\.csv line 3 field 'wins': 2\.0 is outside"),
+    "selection episode 3": (set_field(S, 3, "episode", "3"), r"selection\.csv line 3 field 'episode': 3 where .* episode 2"),
+    "best deleted": (delete(CBEST), r"best\.safetensors: missing, but selection\.csv keeps the weights of episode 2"),
+    "best of other graphs": (policy_damage(CBEST, other_graphs), r"best\.safetensors field 'trained_for': trained for graphs 'chain_mm"),
+    "last truncated": (
+        lambda out: (out / LAST).write_bytes((out / LAST).read_bytes()[:100]),
+        r"last\.safetensors is not a readable policy checkpoint",
+    ),
+    "last replaced by best": (lambda out: shutil.copy(out / CBEST, out / LAST), r"last\.safetensors field 'episode': None is not a count"),
+    "last optimizer lost": (
+        policy_damage(LAST, lambda p: None, lambda e: {**e, "optimizer": {"state": {}}}),
+        r"last\.safetensors field 'optimizer': not Adam's state",
+    ),
+    "config not JSON": (write("config.json", "{"), r"config\.json: unreadable or not JSON"),
+    "config of another run": (edit_json("config.json", lambda c: c.update(learning_rate=0.5)), r"other settings \(learning_rate\)"),
+    "config episodes a word": (edit_json("config.json", lambda c: c.update(episodes="six")), r"config\.json field 'episodes': six is not"),
+}
+GATE_DAMAGES: dict[str, tuple[Damage, str]] = {
+    "costs deleted": (delete("costs.csv"), r"costs\.csv: missing, but selection\.csv logs scorings"),
+    "costs abc": (
+        set_field("costs.csv", 2, "bottom_level/affinity", "abc"),
+        r"costs\.csv line 2 field 'bottom_level/affinity': 'abc' is not",
+    ),
+    "costs nan": (
+        set_field("costs.csv", 3, "earliest_start/earliest_start", "nan"),
+        r"costs\.csv line 3 field 'earliest_start/earliest_start'",
+    ),
+    "costs 1e-9": (set_field("costs.csv", 4, "bottom_level/affinity", "1e-9"), r"costs\.csv line 4 field .* is below the lower bound"),
+    "costs pair renamed": (set_field("costs.csv", 2, "pair", "layered-c@2"), r"costs\.csv line 2 field 'pair': 'layered-c@2' where"),
+    "costs row lost": (edit_lines("costs.csv", lambda ls: ls[:-1]), r"costs\.csv: holds 4 row\(s\); the run places 5 pairs"),
+    "selection header": (edit_lines(S, lambda ls: ["step,wins,mean,best,loss\n", *ls[1:]]), r"selection\.csv line 1: the header differs"),
+    "selection wins 2": (set_field(S, 3, "wins", "2"), r"selection\.csv line 3 field 'wins': 2\.0 is outside"),
+    "selection step 7": (set_field(S, 3, "step", "7"), r"selection\.csv line 3 field 'step': 7 where .* step 20"),
+    "selection best flipped": (set_field(S, 2, "best", "0"), r"selection\.csv line 2 field 'best': 0 where the scores before make it 1"),
+    "selection loss nan": (set_field(S, 3, "loss", "nan"), r"selection\.csv line 3 field 'loss': nan is not finite"),
+    "selection loss -1": (set_field(S, 3, "loss", "-1"), r"selection\.csv line 3 field 'loss': -1\.0 is outside"),
+    "selection mean empty": (
+        set_field(S, 4, "mean_over_critical_path", ""),
+        r"selection\.csv line 4 field 'mean_over_critical_path': empty",
+    ),
+    "selection row twice": (edit_lines(S, lambda ls: [*ls, ls[-1]]), r"selection\.csv line 6 field 'step': 60 where .* step 80"),
+    "best deleted": (delete(CBEST), r"best\.safetensors: missing, but selection\.csv keeps the weights of step 0"),
+    "best of another step": (
+        policy_damage(CBEST, lambda p: None, lambda e: {**e, "step": 40}),
+        r"best\.safetensors field 'step': 40 where",
+    ),
+    "best of other graphs": (policy_damage(CBEST, other_graphs), r"best\.safetensors field 'trained_for'"),
+    "best truncated": (
+        lambda out: (out / CBEST).write_bytes((out / CBEST).read_bytes()[:100]),
+        r"best\.safetensors is not a readable policy checkpoint",
+    ),
+    "config not JSON": (write("config.json", "[1"), r"config\.json: unreadable or not JSON"),
+    "config of another run": (edit_json("config.json", lambda c: c.update(seed=9)), r"holds a run with other settings \(seed\)"),
+}
+
+
+def refused_unchanged(source: Path, out: Path, damage: Damage, message: str, rerun: Callable[[Path], object]) -> None:
+    """``damage`` a copy of ``source``: rerunning its trainer is refused in one line matching ``message``, and no byte changes."""
+    shutil.copytree(source, out)
+    damage(out)
+    before = snapshot(out)
+    with pytest.raises(ValueError, match=message) as refused:
+        rerun(out)
+    assert "\n" not in str(refused.value), "one line"
+    assert snapshot(out) == before, "a refused resume changes no byte"
+
+
+@pytest.mark.parametrize("damage", list(CORPUS_DAMAGES))
+def test_a_damaged_corpus_run_is_refused_naming_the_file_and_nothing_changes(tmp_path, corpus_interrupted, damage):
+    refused_unchanged(corpus_interrupted, tmp_path / "run", *CORPUS_DAMAGES[damage], corpus_run)
+
+
+@pytest.mark.parametrize("damage", list(GATE_DAMAGES))
+def test_a_damaged_gate_run_is_refused_naming_the_file_and_nothing_changes(tmp_path, gate_finished, damage):
+    refused_unchanged(gate_finished, tmp_path / "run", *GATE_DAMAGES[damage], gate_run)
+
+
+def test_the_trainer_damages_cover_every_file():
+    assert len(CORPUS_DAMAGES) >= 10 and len(GATE_DAMAGES) >= 10
+    for table, names in (
+        (CORPUS_DAMAGES, (M, S, "teachers.json", "config.json", "last", "best")),
+        (GATE_DAMAGES, ("costs.csv", S, "config.json", "best")),
+    ):
+        for name in names:
+            assert any(name.replace(".", "\\.") in message for _, message in table.values()), name
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in read_rows(path)]
+
+
+def _same_policy(a: Path, b: Path) -> bool:
+    from workbench.learn.checkpoint import read_checkpoint
+
+    first, second = read_checkpoint(a).weights, read_checkpoint(b).weights
+    return first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_a_corpus_run_killed_after_its_rows_but_before_its_checkpoint_replays_them_exactly(tmp_path, corpus_interrupted):
+    whole = corpus_run(tmp_path / "whole").parent.parent
+    out = tmp_path / "run"
+    shutil.copytree(corpus_interrupted, out)
+    with open(out / M, "a") as handle:  # the rows of episodes 2 and 3 were flushed, then the kill came before last at 4
+        handle.writelines((whole / M).read_text().splitlines(keepends=True)[3:5])
+    assert corpus_run(out) == out / "checkpoints" / "best.safetensors"
+    assert _rows(out / M) == _rows(whole / M) and [int(r["episode"]) for r in read_rows(out / M)] == list(range(6))
+    assert read_rows(out / S) == read_rows(whole / S)
+    assert _same_policy(out / LAST, whole / LAST) and _same_policy(out / CBEST, whole / CBEST)
+    before = snapshot(out)
+    assert corpus_run(out) == out / "checkpoints" / "best.safetensors"
+    assert snapshot(out) == before, "rerunning a finished run writes nothing"
+    (out / LAST).unlink()  # rows more than a checkpoint's worth past the newest checkpoint: not a kill's leftovers
+    before = snapshot(out)
+    with pytest.raises(ValueError, match=r"metrics\.csv line 4 field 'episode': episode 2 is more than checkpoint_every \(2\) past"):
+        corpus_run(out)
+    assert snapshot(out) == before
+
+
+def test_a_corpus_run_whose_loss_goes_non_finite_ends_diverged_and_a_rerun_refuses_it(tmp_path, monkeypatch):
+    from workbench.training import corpus_training
+
+    real, calls = corpus_training._imitation_step, []
+
+    def nan_in_the_fourth(*args):
+        calls.append(1)
+        return real(*args) * (math.nan if len(calls) == 4 else 1.0)
+
+    monkeypatch.setattr(corpus_training, "_imitation_step", nan_in_the_fourth)
+    out = tmp_path / "run"
+    diverged = r"diverged in episode 3 \(layered-a@2\): the loss is nan"
+    with pytest.raises(corpus_training.RunDiverged, match=rf"{diverged}; .*last\.safetensors keeps the last finite weights \(episode 2\)"):
+        corpus_run(out)
+    monkeypatch.setattr(corpus_training, "_imitation_step", real)
+    rows = read_rows(out / M)
+    assert [int(r["episode"]) for r in rows] == [0, 1, 2, 3] and rows[-1]["loss"] == "nan", "the diverged row is logged"
+    before = snapshot(out)
+    with pytest.raises(corpus_training.RunDiverged, match=rf"{diverged}.*Nothing was changed"):
+        corpus_run(out)
+    assert snapshot(out) == before
+
+
+def test_a_gate_run_whose_weights_go_non_finite_ends_diverged_and_a_rerun_refuses_it(tmp_path, monkeypatch):
+    from workbench.training import gate_training
+
+    class Overflowing(torch.optim.AdamW):
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for weight in group["params"]:
+                    weight.data.fill_(math.inf)
+
+    monkeypatch.setattr(gate_training.torch.optim, "AdamW", Overflowing)
+    out = tmp_path / "run"
+    with pytest.raises(gate_training.RunDiverged, match="diverged at step 1: the loss is nan"):
+        gate_run(out)
+    assert read_rows(out / S)[-1] == {"step": "1", "wins": "", "mean_over_critical_path": "", "best": "0", "loss": "nan"}
+    before = snapshot(out)
+    with pytest.raises(gate_training.RunDiverged, match="diverged at step 1: the loss is nan.*Nothing was changed"):
+        gate_run(out)
+    assert snapshot(out) == before
+
+
+def test_a_finished_gate_run_returns_at_once_and_an_interrupted_one_trains_again_after_its_costs_are_checked(tmp_path, gate_finished):
+    out = tmp_path / "run"
+    shutil.copytree(gate_finished, out)
+    before = snapshot(out)
+    assert gate_run(out) == out / "checkpoints" / "best.safetensors" and snapshot(out) == before
+    edit_lines(S, lambda ls: ls[:3])(out)  # killed after the scoring at step 20
+    assert gate_run(out) == out / "checkpoints" / "best.safetensors"
+    assert _rows(out / S) == _rows(gate_finished / S) and _same_policy(out / CBEST, gate_finished / CBEST)
+    edit_lines(S, lambda ls: ls[:3])(out)
+    set_field("costs.csv", 2, "bottom_level/affinity", "1.5")(out)  # well formed, but not what the rule pair places
+    before = snapshot(out)
+    with pytest.raises(ValueError, match=r"costs\.csv line 2 field 'bottom_level/affinity': 1\.5, but the rule pair places"):
+        gate_run(out)
+    assert snapshot(out) == before
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, 0.0])
+def test_a_trainer_config_with_a_non_finite_or_zero_learning_rate_is_refused(value):
+    from workbench.training.corpus_training import CorpusTrainConfig
+    from workbench.training.gate_training import GateTrainConfig
+
+    with pytest.raises(ValueError, match=r"CorpusTrainConfig\.learning_rate must be"):
+        CorpusTrainConfig(learning_rate=value)
+    with pytest.raises(ValueError, match=r"GateTrainConfig\.learning_rate must be"):
+        GateTrainConfig(learning_rate=value)
+    with pytest.raises(ValueError, match=r"CorpusTrainConfig\.grad_clip must be a finite number"):
+        CorpusTrainConfig(grad_clip=math.nan)

@@ -140,8 +140,22 @@ class TrainedFor:
 
     @classmethod
     def of(cls, graphs: Iterable[DataflowGraph], devices: Devices, cross_graph: bool | None = None) -> TrainedFor:
+        """The record of a policy trained on ``graphs`` at up to ``devices``; cross-graph (by default) when they are two or
+        more graphs of different structure, and never with fewer (``ValueError``: :meth:`from_dict` refuses such a header)."""
         identities = tuple(GraphIdentity.of(g) for g in graphs)
-        return cls(identities, num_devices(devices), len(identities) > 1 if cross_graph is None else bool(cross_graph))
+        structures = len({g.fingerprint for g in identities})
+        record = cls(identities, num_devices(devices), structures > 1 if cross_graph is None else bool(cross_graph))
+        record._check_cross_graph()
+        return record
+
+    def _check_cross_graph(self) -> None:
+        """``cross_graph`` is true only for a policy trained on two or more graphs of different structure (a corpus): a
+        graph renamed, or with other costs, is the same graph to :meth:`check`."""
+        if self.cross_graph and len({g.fingerprint for g in self.graphs}) < 2:
+            raise ValueError(
+                f"trained_for.cross_graph is true, but trained_for.graphs names one graph ({self.graphs[0] if self.graphs else 'none'}, "
+                "by structure); a cross-graph policy is trained on two or more"
+            )
 
     @classmethod
     def from_dict(cls, data: Any) -> TrainedFor:
@@ -163,7 +177,9 @@ class TrainedFor:
             identities.append(GraphIdentity(values["name"], values["nodes"], values["edges"], g["fingerprint"]))
         devices = _check_value(data["devices"], Field(int, 1, MAX_DEVICES), "trained_for.devices")
         cross_graph = _check_value(data["cross_graph"], Field(bool), "trained_for.cross_graph")
-        return cls(tuple(identities), devices, cross_graph)
+        record = cls(tuple(identities), devices, cross_graph)
+        record._check_cross_graph()
+        return record
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -435,6 +451,22 @@ def _expected(path: Path, weights: Expected, header: dict[str, Any]) -> Mapping[
         raise CheckpointError(f"{path} has a bad header: {error}") from None
 
 
+def _check_device_outputs(
+    path: Path, weights: Expected, header: dict[str, Any], expected: Mapping[str, tuple[int, ...]], trained_for: TrainedFor
+) -> None:
+    """What the weights tell of ``trained_for``: a policy whose weight shapes follow its config's ``max_devices`` (one output
+    per device index: GDP) cannot have been trained with more devices than that, cross-graph or not."""
+    config = header.get("config")
+    outputs = config.get("max_devices") if isinstance(config, dict) else None
+    if type(outputs) is not int or trained_for.devices <= outputs:
+        return
+    if _expected(path, weights, {**header, "config": {**config, "max_devices": outputs + 1}}) != expected:
+        raise CheckpointError(
+            f"{path} has a malformed header: trained_for.devices is {trained_for.devices}, but its weights score at most {outputs} "
+            "devices (one output per device index, config max_devices)"
+        )
+
+
 def _check_weight_index(path: Path, index: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]]) -> None:
     """Every weight ``expected`` names, and no other, stored as float32 or float16 in its shape (from the file's index, unread)."""
     stored = {name.removeprefix("weights/"): entry for name, entry in index.items() if name.startswith("weights/")}
@@ -521,7 +553,10 @@ def _read_safetensors(path: Path, handle: BinaryIO, weights: Expected | None) ->
         raise CheckpointError(f"{path} has a malformed header: {error}") from None
     header = {k: v for k, v in document.items() if k not in ("extra", "trained_for", "sha256")}
     if weights is not None:
-        _check_weight_index(path, index, _expected(path, weights, header))
+        expected = _expected(path, weights, header)
+        if trained_for is not None:
+            _check_device_outputs(path, weights, header, expected, trained_for)
+        _check_weight_index(path, index, expected)
     try:
         tensors = safetensors.torch.load(_read_all(path, handle))  # the file's bytes are freed once the tensors are made
     except Exception as error:  # safetensors raises its own SafetensorError on damaged files

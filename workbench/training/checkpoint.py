@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "load_checkpoint",
     "CHECKPOINT_FORMAT",
     "weights_are_finite",
+    "non_finite_failure",
 ]
 
 CHECKPOINT_FORMAT = "workbench-train-2"
@@ -135,3 +137,15 @@ def load_checkpoint(library: Any, path: str | os.PathLike, map_location: Any = N
 def weights_are_finite(policy: Any) -> bool:
     """Whether every floating-point parameter and buffer of ``policy`` is finite."""
     return all(bool(torch.isfinite(t).all()) for t in policy.state_dict().values() if t.is_floating_point())
+
+
+_NON_FINITE_WORDS = re.compile(r"\b(nan|inf|infinity|overflow)\b|invalid values", re.IGNORECASE)
+
+
+def non_finite_failure(exc: Exception, policy: Any) -> str | None:
+    """What went non-finite when an update raised ``exc`` (the weights, their gradients, or a float overflow or NaN the
+    message names); None for any other failure, which is not divergence."""
+    gradients = [p.grad for p in policy.parameters() if p.grad is not None]
+    if weights_are_finite(policy) and all(bool(torch.isfinite(g).all()) for g in gradients) and not _NON_FINITE_WORDS.search(str(exc)):
+        return None
+    return f"the update failed on non-finite values ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"

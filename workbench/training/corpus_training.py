@@ -40,11 +40,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -55,6 +56,8 @@ from ..graph import DataflowGraph
 from ..placers import methods
 from ..provenance import machine
 from ..runs import CsvLog, RunWriter
+from ..runs.validate import CorpusPlan, check_corpus_run, damaged, read_json_object
+from .checkpoint import non_finite_failure
 from .config import TrainConfig, device_counts, parse_trainer_arguments, trainer_parser
 from .imitation import apply_gradient
 from .oracle import SimulatorOracle
@@ -157,6 +160,18 @@ class CorpusTrainConfig:
         for name in ("teacher_budget", "episodes", "checkpoint_every", "rollouts_per_update"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_numbers(self, {"learning_rate": (0.0, 1e3), "epsilon": (0.0, 1.0), "entropy_weight": (-1e6, 1e6), "grad_clip": (0.0, 1e12)})
+
+
+def check_numbers(config: Any, ranges: dict[str, tuple[float, float]]) -> None:
+    """Each named number of ``config`` is finite and in its ``(low, high)`` range (a learning rate of 0 or NaN is refused:
+    one that is not finite would end the run diverged, or with clipping silently off)."""
+    for name, (low, high) in ranges.items():
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and low <= value <= high):
+            raise ValueError(f"{type(config).__name__}.{name} must be a finite number in {low:g} .. {high:g}, got {value!r}")
+        if name == "learning_rate" and value <= 0:
+            raise ValueError(f"{type(config).__name__}.{name} must be above 0, got {value!r}")
 
 
 def pair_key(entry: CorpusEntry, devices: int) -> str:
@@ -209,107 +224,177 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
 
     Returns the checkpoint to use: ``best.safetensors`` when the run selects, else ``last.safetensors``.
     """
-    from ..learn import Guide, load_policy, make_policy
+    from ..learn import Guide
     from ..learn.checkpoint import TrainedFor
     from ..placers import place
-    from ..sim import Evaluator
+    from ..sim import Evaluator, lower_bound
 
     out = Path(out)
     run = RunWriter(out)
-    run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    config_path = run.config_path
     chosen = entries(split, manifest=corpus)
     wanted = json.loads(json.dumps({**dataclasses.asdict(config), "split": split, "graphs": [e.name for e in chosen]}))
-    if config_path.is_file():
-        held = {
-            **json.loads(json.dumps(dataclasses.asdict(CorpusTrainConfig()))),
-            **json.loads(config_path.read_text()),
-        }  # newer settings at their defaults
-        differ = sorted(k for k in wanted.keys() | held.keys() if k not in RESUMABLE and wanted.get(k) != held.get(k))
-        if differ:
-            raise ValueError(f"{out} holds a run with other settings ({', '.join(differ)}); choose another folder or the same settings")
-    run.write_config(wanted)
+    if run.config_path.is_file():
+        check_held_config(run.config_path, wanted, json.loads(json.dumps(dataclasses.asdict(CorpusTrainConfig()))), RESUMABLE)
     graphs = {e.name: build(e) for e in chosen}
     pairs = [(e, d) for e in chosen for d in config.devices if d in e.devices]
     imitation = config.objective == "imitation"
-    teachers = _teachers(out, pairs, graphs, config) if imitation else {}
     critical = {pair_key(e, d): place(graphs[e.name], "critical_path", d).makespan for e, d in pairs}
     last, best = run.checkpoint("last"), run.checkpoint("best")
+    trained_for = TrainedFor.of(graphs.values(), max(config.devices))
+    held_out = _selection_pairs(config, corpus) if config.select_every else []
     torch.manual_seed(config.seed)
-    if last.is_file():
-        policy = load_policy(last)
-    elif config.start_from:
-        policy = load_policy(config.start_from)
-        if policy.method != config.method:
-            raise ValueError(f"start_from {config.start_from} holds a {policy.method} policy, not {config.method}")
-    elif config.place_rule_weight or config.select_rule_weight:
-        policy = residual_policy(
-            config.method, config.place_rule_weight, config.select_rule_weight, config.place_rule_scale, config.place_rule
-        )
-    else:
-        policy = make_policy(config.method)
+    policy = checked_policy(last, trained_for) if last.is_file() else _fresh_policy(config)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     generator = torch.Generator().manual_seed(config.seed)
-    first = 0
-    if last.is_file():
-        extra = policy.checkpoint_extra
-        optimizer.load_state_dict(extra["optimizer"])
-        generator.set_state(extra["torch_rng"])
-        first = int(extra["episode"])
+    first = _restore(last, policy, optimizer, generator) if last.is_file() else 0
+    plan = CorpusPlan(
+        imitation=imitation,
+        episodes=config.episodes,
+        checkpoint_every=config.checkpoint_every,
+        select_every=config.select_every,
+        pair_of=lambda episode: pair_key(*pairs[_pair_index(config.seed, len(pairs), episode)]),
+        pairs={pair_key(e, d): (graphs[e.name], d, critical[pair_key(e, d)]) for e, d in pairs},
+        floors={pair_key(e, d): lower_bound(graphs[e.name], d) / critical[pair_key(e, d)] for e, d in pairs},
+        selection_floor=min((lower_bound(g, d) / c for _, g, d, c in held_out), default=0.0),
+    )
+    checked = check_corpus_run(out, plan, first)  # every file checked before anything in the run is written
+    if checked.best_at is not None:
+        checked_policy(best, trained_for)
+    if checked.status == "diverged":
+        kept = f"{last} keeps the last finite weights (episode {first})" if first else "no checkpoint was written before"
+        raise RunDiverged(f"{out} {checked.reason}; {kept}. Nothing was changed; start a new run (a lower learning_rate?)")
+    if checked.status == "finished":
+        return best if held_out else last
+    run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    run.write_config(wanted)
+    teachers = _teachers(out, pairs, graphs, config) if imitation else {}
     metrics, selection = CsvLog(run.metrics_path, METRICS), CsvLog(out / "selection.csv", SELECTION)
     metrics.start(keep=lambda row: int(row["episode"]) < first)  # the rows the checkpoint has seen
     selections: list[dict[str, Any]] = list(selection.start(keep=lambda row: int(row["episode"]) <= first))
     rows: list[dict[str, Any]] = []  # since the last checkpoint
-    policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
+    policy.trained_for = trained_for
     guides = {}
     for entry, devices in pairs if imitation else []:
         key = pair_key(entry, devices)
         guides[key] = Guide(*teacher_guide(graphs[entry.name], devices, np.asarray(teachers[key]["assignment"])))
     evaluators = {pair_key(e, d): Evaluator(graphs[e.name], d) for e, d in pairs}
-    held_out = _selection_pairs(config, corpus) if config.select_every else []
     if held_out and not selections:
         _select(policy, held_out, 0, selections, best, selection)
+    saved = first
     for episode in range(first, config.episodes):
-        epoch, index = divmod(episode, len(pairs))
-        entry, devices = pairs[int(np.random.default_rng([config.seed, epoch]).permutation(len(pairs))[index])]
+        entry, devices = pairs[_pair_index(config.seed, len(pairs), episode)]
         key, graph = pair_key(entry, devices), graphs[entry.name]
         began = time.perf_counter()
-        if imitation:
-            rollout = policy.rollout(
-                graph, devices, mode=config.rollout, epsilon=config.epsilon, generator=generator, teacher=True, guide=guides[key]
-            )
-            loss = float(_imitation_step(policy, optimizer, rollout, config))
-            makespans = [float(evaluators[key](rollout.assignment))]
-            agreement, over_teacher = rollout.teacher_agreement, makespans[0] / teachers[key]["makespan"]
-        else:
-            steps = reinforce_update(
-                policy, optimizer, graph, SimulatorOracle(devices), critical[key], None, 0.0, _stage_two(config, key, devices), generator,
-                count=config.rollouts_per_update,
-            )  # fmt: skip
-            loss, makespans = sum(step["loss"] for step in steps), [step["makespan"] for step in steps]
-            agreement, over_teacher = "", ""
-        rows.append(
-            {
-                "episode": episode,
-                "graph": entry.name,
-                "devices": devices,
-                "loss": loss,
-                "teacher_agreement": agreement,
-                "makespan_over_teacher": over_teacher,
-                "makespan_over_critical_path": float(np.mean(makespans)) / critical[key],
-                "seconds": time.perf_counter() - began,
-            }
-        )
+        row: dict[str, Any] = {"episode": episode, "graph": entry.name, "devices": devices}
+        try:
+            if imitation:
+                rollout = policy.rollout(
+                    graph, devices, mode=config.rollout, epsilon=config.epsilon, generator=generator, teacher=True, guide=guides[key]
+                )
+                loss = float(_imitation_step(policy, optimizer, rollout, config))
+                makespans = [float(evaluators[key](rollout.assignment))]
+                row.update(teacher_agreement=rollout.teacher_agreement, makespan_over_teacher=makespans[0] / teachers[key]["makespan"])
+            else:
+                steps = reinforce_update(
+                    policy, optimizer, graph, SimulatorOracle(devices), critical[key], None, 0.0, _stage_two(config, key, devices),
+                    generator, count=config.rollouts_per_update,
+                )  # fmt: skip
+                loss, makespans = sum(step["loss"] for step in steps), [step["makespan"] for step in steps]
+        except (RuntimeError, ValueError) as error:  # Adam overflowing float32, NaN logits in a rollout, ...
+            problem = non_finite_failure(error, policy)
+            if problem is None:
+                raise
+            rows.append({**row, "loss": math.nan, "seconds": time.perf_counter() - began})
+            _diverge(out, metrics, rows, f"diverged in episode {episode} ({key}): {problem}", last, saved)
+        row.update(loss=loss, makespan_over_critical_path=float(np.mean(makespans)) / critical[key], seconds=time.perf_counter() - began)
+        rows.append(row)
+        if not math.isfinite(loss):
+            _diverge(out, metrics, rows, f"diverged in episode {episode} ({key}): the loss is {loss}", last, saved)
         done = episode + 1
         if held_out and done % config.select_every == 0:
             _select(policy, held_out, done, selections, best, selection)
         if done % config.checkpoint_every == 0 or done == config.episodes:
-            extra = {"episode": done, "optimizer": optimizer.state_dict(), "torch_rng": generator.get_state()}
-            policy.save(last, extra=extra)
-            with metrics:
+            with metrics:  # the rows first: a kill before the checkpoint leaves rows it replays, never a checkpoint without its rows
                 metrics.append(rows)
-            rows = []
+                metrics.sync()
+            policy.save(last, extra={"episode": done, "optimizer": optimizer.state_dict(), "torch_rng": generator.get_state()})
+            rows, saved = [], done
     return best if held_out else last
+
+
+class RunDiverged(ValueError):
+    """A corpus or gate run that met a non-finite loss or weights: its last row says so, and a rerun refuses it."""
+
+
+def _pair_index(seed: int, count: int, episode: int) -> int:
+    """Which of the run's ``count`` pairs ``episode`` trains: every pair once per epoch, in a seeded shuffled order."""
+    epoch, index = divmod(episode, count)
+    return int(np.random.default_rng([seed, epoch]).permutation(count)[index])
+
+
+def check_held_config(path: Path, wanted: dict[str, Any], defaults: dict[str, Any], resumable: tuple[str, ...] = ()) -> None:
+    """The run's ``config.json`` holds ``wanted`` (settings it lacks at their ``defaults``), but for the ``resumable``
+    settings, which must be whole numbers >= 1; a file that is not a JSON object, or other settings, are refused."""
+    held = {**defaults, **read_json_object(path)}  # newer settings at their defaults
+    differ = sorted(k for k in wanted.keys() | held.keys() if k not in resumable and wanted.get(k) != held.get(k))
+    if differ:
+        raise ValueError(f"{path.parent} holds a run with other settings ({', '.join(differ)}); choose another folder or the same settings")
+    for name in resumable:
+        if type(held.get(name)) is not int or held[name] < 1:
+            raise damaged(path, f"{str(held.get(name))[:40]} is not a whole number >= 1", field=name)
+
+
+def checked_policy(path: Path, trained_for: Any) -> Any:
+    """The policy at ``path`` (its header and weights checked) when it was trained for ``trained_for`` (the run's)."""
+    from ..learn import load_policy
+
+    policy = load_policy(path)
+    if policy.trained_for != trained_for:
+        found = policy.trained_for.describe() if policy.trained_for is not None else "no graph (null)"
+        raise damaged(path, f"trained for {found[:200]}, but this run trains {trained_for.describe()[:200]}", field="trained_for")
+    return policy
+
+
+def _fresh_policy(config: CorpusTrainConfig) -> Any:
+    """The policy a new run starts from: ``start_from``'s weights, fresh residual heads, or fresh weights."""
+    from ..learn import load_policy, make_policy
+
+    if config.start_from:
+        policy = load_policy(config.start_from)
+        if policy.method != config.method:
+            raise ValueError(f"start_from {config.start_from} holds a {policy.method} policy, not {config.method}")
+        return policy
+    if config.place_rule_weight or config.select_rule_weight:
+        return residual_policy(
+            config.method, config.place_rule_weight, config.select_rule_weight, config.place_rule_scale, config.place_rule
+        )
+    return make_policy(config.method)
+
+
+def _restore(last: Path, policy: Any, optimizer: torch.optim.Optimizer, generator: torch.Generator) -> int:
+    """Restore Adam's state and the rollouts' generator from ``last``'s training state, each field checked; its episode."""
+    extra = policy.checkpoint_extra
+    episode, rng = extra.get("episode"), extra.get("torch_rng")
+    if type(episode) is not int or episode < 1:
+        raise damaged(last, f"{str(episode)[:40]} is not a count of episodes (a whole number >= 1)", field="episode")
+    if not isinstance(rng, torch.Tensor) or rng.dtype != torch.uint8 or rng.shape != generator.get_state().shape:
+        raise damaged(last, "not the state of a torch generator", field="torch_rng")
+    try:
+        optimizer.load_state_dict(extra["optimizer"])
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as error:
+        raise damaged(last, f"not Adam's state for this policy ({type(error).__name__}: {str(error)[:80]})", field="optimizer") from None
+    generator.set_state(rng)
+    return episode
+
+
+def _diverge(out: Path, metrics: CsvLog, rows: list[dict[str, Any]], reason: str, last: Path, saved: int) -> NoReturn:
+    """End the run diverged: the rows since the checkpoint are logged, the last with its non-finite loss (a rerun finds
+    it there and refuses), and :class:`RunDiverged` says what and where."""
+    with metrics:
+        metrics.append(rows)
+        metrics.sync()
+    kept = f"{last} keeps the last finite weights (episode {saved})" if saved else "no checkpoint was written before"
+    raise RunDiverged(f"{out} {reason}; {kept}")
 
 
 def residual_policy(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +31,15 @@ import numpy as np
 import torch
 
 from ..corpus import CorpusEntry, build, entries
-from ..runs import CsvLog, RunWriter
+from ..runs import CsvLog, RunWriter, read_rows
+from ..runs.validate import GATE_SELECTION, GatePlan, check_gate_run, damaged
 from .config import device_counts, parse_trainer_arguments, trainer_parser
-from .corpus_training import pair_key, residual_policy, train_from_arguments
+from .corpus_training import RunDiverged, check_held_config, check_numbers, checked_policy, pair_key, residual_policy, train_from_arguments
 
 __all__ = ["GateTrainConfig", "gated_policy", "rule_costs", "train_gate", "main"]
 
-SELECTION = ("step", "wins", "mean_over_critical_path", "best")
+SELECTION = tuple(GATE_SELECTION)
+"""The columns of ``selection.csv``: each scoring of the gate and its training loss then (``runs.validate.GATE_SELECTION``)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class GateTrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.devices or not self.select_devices or min(self.devices + self.select_devices) < 1:
             raise ValueError("devices and select_devices must be one or more counts >= 1")
+        check_numbers(self, {"learning_rate": (0.0, 1e3), "weight_decay": (0.0, 1e3)})
 
 
 def gated_policy(config: GateTrainConfig) -> Any:
@@ -139,18 +143,42 @@ def _pairs(split: str, devices: tuple[int, ...], corpus: list[CorpusEntry] | Non
 
 
 def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntry] | None = None) -> Path:
-    """Train the gate of ``config`` on the training split of ``corpus`` (default: the shipped manifest); returns the best checkpoint."""
+    """Train the gate of ``config`` on the training split of ``corpus`` (default: the shipped manifest); returns the best checkpoint.
+
+    A run already in ``out`` is checked first, every file (:func:`~workbench.runs.validate.check_gate_run`); a finished
+    one is returned as it is, a diverged or damaged one refused with nothing changed, an interrupted one trained again
+    from its start (the gate's training is deterministic), its costs first checked against the rule pairs' placements.
+    """
     from ..learn.checkpoint import TrainedFor
+    from ..placers import place
+    from ..sim import lower_bound
 
     run = RunWriter(out)
-    run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     wanted = json.loads(json.dumps(dataclasses.asdict(config)))
-    config_path = run.config_path
-    if config_path.is_file() and json.loads(config_path.read_text()) != wanted:
-        raise ValueError(f"{out} holds a gate run with other settings; choose another folder")
-    run.write_config(wanted)
-    policy = gated_policy(config)
+    if run.config_path.is_file():
+        check_held_config(run.config_path, wanted, {})
     train, held_out = _pairs("train", config.devices, corpus), _pairs(config.select_split, config.select_devices, corpus)
+    graphs = {id(g): g for _, g, _ in train}  # a graph is one object at every device count (``_pairs``)
+    trained_for = TrainedFor.of(graphs.values(), max(config.devices))
+    plan = GatePlan(
+        rules=config.gate_rules,
+        pairs=tuple(
+            (split, key, lower_bound(g, d) / place(g, "critical_path", d).makespan)
+            for split, pairs in (("train", train), (config.select_split, held_out))
+            for key, g, d in pairs
+        ),
+        steps=config.steps,
+        select_every=config.select_every,
+    )
+    checked = check_gate_run(run.path, plan)  # every file checked before anything in the run is written
+    best = run.checkpoint("best")
+    if checked.best_at is not None:
+        _check_best(best, checked.best_at, trained_for, config)
+    if checked.status == "diverged":
+        raise RunDiverged(f"{run.path} {checked.reason}; {best} keeps the best finite weights. Nothing was changed; start a new run")
+    if checked.status == "finished":
+        return best
+    policy = gated_policy(config)
     train_x, train_c = rule_costs(policy, train)
     held_x, held_c = rule_costs(policy, held_out)
     rows = [
@@ -158,6 +186,9 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
         for split, pairs, costs in (("train", train, train_c), (config.select_split, held_out, held_c))
         for (key, _, _), cost in zip(pairs, costs, strict=True)
     ]
+    _check_costs_replaced(run.path / "costs.csv", rows, config.gate_rules)
+    run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    run.write_config(wanted)
     CsvLog(run.path / "costs.csv", ("split", "pair", *config.gate_rules)).write(rows)
     gate = policy.gate_head
     optimizer = torch.optim.AdamW(gate.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -165,11 +196,13 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
     selections: list[dict[str, Any]] = []
     log = CsvLog(run.path / "selection.csv", SELECTION)
     log.start()
-    best = run.checkpoint("best")
-    graphs = {id(g): g for _, g, _ in train}  # a graph is one object at every device count (``_pairs``)
-    policy.trained_for = TrainedFor.of(graphs.values(), max(config.devices), cross_graph=True)
+    policy.trained_for = trained_for
     with log:
         for step in range(config.steps + 1):
+            loss = (torch.softmax(gate(x), dim=1) * c).sum(1).mean()
+            if not math.isfinite(float(loss)):
+                log.append([{"step": step, "best": 0, "loss": float(loss)}])
+                raise RunDiverged(f"{run.path} diverged at step {step}: the loss is {float(loss)}; {best} keeps the best finite weights")
             if step % config.select_every == 0:
                 with torch.no_grad():
                     chosen = held_c[np.arange(len(held_c)), gate(held).argmax(1).numpy()]
@@ -177,15 +210,35 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
                 better = not selections or score > max((r["wins"], -r["mean_over_critical_path"]) for r in selections)
                 if better:
                     policy.save(best, extra={"step": step})
-                selections.append({"step": step, "wins": score[0], "mean_over_critical_path": -score[1], "best": int(better)})
+                selections.append(
+                    {"step": step, "wins": score[0], "mean_over_critical_path": -score[1], "best": int(better), "loss": float(loss)}
+                )
                 log.append(selections[-1:])
             if step == config.steps:
                 break
-            loss = (torch.softmax(gate(x), dim=1) * c).sum(1).mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
     return best
+
+
+def _check_best(best: Path, step: int, trained_for: Any, config: GateTrainConfig) -> None:
+    """``best.safetensors`` holds the weights of ``step`` (the last scoring selection.csv keeps), for this run."""
+    policy = checked_policy(best, trained_for)
+    if policy.checkpoint_extra.get("step") != step:
+        raise damaged(best, f"{str(policy.checkpoint_extra.get('step'))[:40]} where selection.csv keeps step {step}", field="step")
+    if policy.config.gate_rules != config.gate_rules:
+        raise damaged(best, f"a gate over {', '.join(policy.config.gate_rules) or 'nothing'}, not this run's", field="gate_rules")
+
+
+def _check_costs_replaced(path: Path, rows: list[dict[str, Any]], rules: tuple[str, ...]) -> None:
+    """An interrupted run's ``costs.csv`` (checked in form) holds what its rule pairs place now: a cost that differs is damage."""
+    if not path.is_file():
+        return
+    for number, (row, found) in enumerate(zip(rows, read_rows(path), strict=True), start=2):
+        for rule in rules:
+            if not math.isclose(float(found[rule]), row[rule], rel_tol=1e-9):
+                raise damaged(path, f"{found[rule]}, but the rule pair places {row['pair']} at {row[rule]!r}", number, rule)
 
 
 def _names(text: str) -> tuple[str, ...]:

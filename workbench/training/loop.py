@@ -31,7 +31,6 @@ import contextlib
 import dataclasses
 import importlib
 import math
-import re
 import shlex
 import signal
 import sys
@@ -51,7 +50,7 @@ from ..learn.checkpoint import TrainedFor, stale_temporaries
 from ..placers import methods
 from ..provenance import machine, now as _now, versions
 from ..runs.validate import best_folder, read_json_object
-from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, weights_are_finite
+from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, non_finite_failure, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
@@ -284,7 +283,7 @@ def run_stage(session: Session, stage: str, first: int, end: int, resume: Traini
         try:
             steps = _update(session, state, stage, first, end, name, oracle)
         except (RuntimeError, ValueError) as exc:  # Adam overflowing float32 (lr=1e38), NaN logits in a rollout, ...
-            problem = _non_finite_failure(exc, policy)
+            problem = non_finite_failure(exc, policy)
             if problem is None:
                 raise
             return _diverge(session, stage, episode, name, problem)
@@ -359,18 +358,6 @@ def _diverge(session: Session, stage: str, episode: int, name: str, problem: str
     )
     session.bar.write(f"diverged in episode {episode}: {problem}; stopped ({kept})")
     return "diverged"
-
-
-_NON_FINITE_WORDS = re.compile(r"\b(nan|inf|infinity|overflow)\b|invalid values", re.IGNORECASE)
-
-
-def _non_finite_failure(exc: Exception, policy: Any) -> str | None:
-    """What went non-finite when an update raised ``exc`` (the weights, their gradients, or a float overflow or NaN the
-    message names); None for any other failure, which is not divergence."""
-    gradients = [p.grad for p in policy.parameters() if p.grad is not None]
-    if weights_are_finite(policy) and all(bool(torch.isfinite(g).all()) for g in gradients) and not _NON_FINITE_WORDS.search(str(exc)):
-        return None
-    return f"the update failed on non-finite values ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
 
 
 def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any, resume: TrainingState | None) -> StageState:
