@@ -31,12 +31,7 @@ import contextlib
 import dataclasses
 import importlib
 import math
-import shlex
-import signal
-import sys
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,23 +41,29 @@ import numpy as np
 import torch
 
 from ..graph import DataflowGraph
-from ..learn.checkpoint import TrainedFor, stale_temporaries
-from ..placers import methods
-from ..provenance import machine, now as _now, versions
-from ..runs.validate import best_folder, read_json_object
+from ..learn.checkpoint import TrainedFor
+from ..provenance import now as _now
+from ..runs.validate import best_folder
 from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, non_finite_failure, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
-from .resume import ResumeError, check_directory, hand_over, read_json_file, remove_stale_temporaries, resume_point
+from .resume import check_directory, hand_over, remove_stale_temporaries, resume_point
+from .run_setup import (
+    StopRequest,
+    best_so_far,
+    episode_bar,
+    existing_run,
+    load_graphs,
+    reference_makespans,
+    start_or_resume,
+    torch_device,
+)
 from .rundir import MetricsWriter, RunDirectory
 from .search import candidates, search
 
-__all__ = ["train", "run_stage", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
-
-HEURISTICS = tuple(methods("heuristic") + methods("baseline"))
-"""The registered heuristics and baselines the run's ``reference`` is compared with (on a tie the first wins)."""
+__all__ = ["train", "run_stage", "TrainResult", "load_graphs", "reference_makespans"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class Session:
     real: Any
     metrics: MetricsWriter
     generator: torch.Generator
-    stop: _StopRequest
+    stop: StopRequest
     bar: Any
     callback: Callable[[dict[str, Any]], None] | None
     run_id: str
@@ -162,14 +163,14 @@ def train(
     run = RunDirectory(out)
     graphs = load_graphs(config.graphs)
     unseen = {name: g for name, g in load_graphs(config.eval_graphs).items() if name not in graphs}
-    device = _torch_device(config.device)
+    device = torch_device(config.device)
     torch.set_num_threads(config.threads)
     sim = SimulatorOracle(config.devices)
     real = as_oracle(oracle, config.devices) if oracle is not None else oracle_from_spec(config.oracle, config.devices)
     trained_for = TrainedFor.of(graphs.values(), config.devices)
 
     # --- 1. a new run, or the one already in `out` (every file checked before anything in it is touched) ---------------
-    existing = _existing_run(run, config)
+    existing = existing_run(run, config)
     resume = resume_point(run, config, library, device, existing, trained_for) if existing is not None else None
     checked = check_directory(run, config, graphs, resume.state if resume else None) if existing is not None else None
     if checked is not None and checked.status in ("finished", "diverged"):
@@ -177,39 +178,10 @@ def train(
             hand_over(run, resume)
         done = config.total_episodes if checked.status == "finished" else int(existing.get("episodes_done") or 0)
         return TrainResult(run.path, checked.status, done, existing.get("evaluation", {}) if existing else {})
-    best = _best_so_far(run, graphs) if checked is not None else {}
+    best = best_so_far(run, graphs) if checked is not None else {}
     if run.path.is_dir():
         remove_stale_temporaries(run.path, run.checkpoint_dir, run.best_dir, *[p for p in run.best_dir.glob("*") if p.is_dir()])
-    if resume is not None and checked is not None:
-        policy, state = resume.policy, resume.state
-        torch.set_rng_state(state.torch_rng)
-        hand_over(run, resume)
-        with open(run.metrics_path, "r+b") as handle:  # drop only the rows the resumed run replays
-            handle.truncate(checked.metrics_keep)
-        run.truncate_greedy(checked.greedy_keep)
-        run_id = existing.get("run_id") or state.run_id or uuid.uuid4().hex
-        run.update_meta(status="running", error=None, run_id=run_id)
-    else:
-        state, run_id = None, uuid.uuid4().hex
-        policy = _initial_policy(config, library, device)
-        meta = {
-            "status": "running",
-            "method": config.method,
-            "graphs": list(graphs),
-            "devices": config.devices,
-            "seed": config.seed,
-            "stages": list(config.stages),
-            "started": _now(),
-            "versions": versions(),
-            "machine": machine(),
-            "command": command or _command_line(config, run.path),
-            "error": None,
-            "reference": reference_makespans(graphs, config.devices),
-            "run_id": run_id,
-        }
-        if existing is not None:
-            meta["started"] = existing.get("started", meta["started"])
-        run.create(config, meta)
+    policy, state, run_id = start_or_resume(run, config, graphs, library, device, existing, resume, checked, command)
 
     # --- 2. the stages, then 3. the trained policy (the best greedy weights when selected) on its graphs and unseen ones
     with _status_on_exit(run):
@@ -226,8 +198,8 @@ def train(
             real,
             run.open_metrics(config, first_episode=first),
             torch.Generator(device=device),
-            _StopRequest(),
-            _progress_bar(config.total_episodes, first, progress),
+            StopRequest(),
+            episode_bar(config.total_episodes, first, progress),
             callback,
             run_id,
             episode=first,
@@ -457,39 +429,6 @@ def _evaluate(session: Session, device: torch.device, unseen: dict[str, Dataflow
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
-def load_graphs(specs: tuple[str, ...]) -> dict[str, DataflowGraph]:
-    """Name → graph for bundled names and graph files; names are made unique (``name#2``)."""
-    from ..datasets import PAPER_GRAPHS, bundled_graph
-    from ..formats import load_graph
-
-    graphs: dict[str, DataflowGraph] = {}
-    for spec in specs:
-        if Path(spec).exists():
-            graph = load_graph(spec)
-            name = graph.name if graph.name != "graph" else Path(spec).stem
-        else:
-            try:
-                graph = bundled_graph(spec)
-            except KeyError:
-                raise ValueError(f"{spec}: no such file, and no bundled graph of that name ({', '.join(PAPER_GRAPHS)})") from None
-            name = graph.name
-        unique, k = name, 2
-        while unique in graphs:
-            unique, k = f"{name}#{k}", k + 1
-        graphs[unique] = graph
-    return graphs
-
-
-def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[str, dict[str, Any]]:
-    """Per graph: critical_path's makespan and the best registered heuristic's (simulator)."""
-    from ..placers import place
-
-    out = {}
-    for name, graph in graphs.items():
-        results = {m: place(graph, m, devices).makespan for m in HEURISTICS}
-        method = min(results, key=results.get)
-        out[name] = {"critical_path": results["critical_path"], "best_heuristic": results[method], "best_heuristic_method": method}
-    return out
 
 
 def _crossed(episode: int, steps: int, every: int) -> bool:
@@ -541,50 +480,6 @@ def _evaluation(found: Any, graph: DataflowGraph, devices: int) -> dict[str, Any
     return {"greedy": found.greedy_makespan, "search": found.best_makespan, "search_samples": found.samples, "critical_path": teacher}
 
 
-def _existing_run(run: RunDirectory, config: TrainConfig) -> dict[str, Any] | None:
-    """The meta of the run already in ``run`` (same config), or None when the directory is new or empty."""
-    existing = run.existing_config()
-    if existing is None:
-        if run.path.is_dir() and set(run.path.iterdir()) - set(stale_temporaries(run.path)):  # a kill in the first save leaves one
-            raise ValueError(f"{run.path} is not empty and holds no config.json: not a run directory; choose another --out")
-        return None
-    if existing != config:
-        ours, theirs = dataclasses.asdict(config), dataclasses.asdict(existing)
-        differ = [k for k in ours if ours[k] != theirs[k]]
-        raise ValueError(
-            f"{run.path} holds a different run (config differs in {', '.join(differ)}); choose another --out or the same settings to resume"
-        )
-    if not run.meta_path.exists():
-        return {}
-    meta = read_json_file(run.meta_path, "the run's meta.json")
-    if not isinstance(meta, dict):
-        raise ResumeError(f"{run.meta_path} holds a JSON {type(meta).__name__}, not an object")
-    return meta
-
-
-def _initial_policy(config: TrainConfig, library: Any, device: torch.device) -> Any:
-    torch.manual_seed(config.seed)
-    if config.init_checkpoint:
-        policy, _ = load_checkpoint(library, config.init_checkpoint, map_location=device)
-        return policy
-    inputs = {name: getattr(config, name) for name in library.INPUT_OPTIONS if getattr(config, name)}
-    if config.policy_preset == "paper":  # paper preset switches
-        return library.make_policy(config.method, dataclasses.replace(library.PolicyConfig.paper(config.method), **inputs))
-    if inputs:  # plateau options of the policy's inputs
-        return library.make_policy(config.method, library.PolicyConfig(method=config.method, **inputs))
-    return library.make_policy(config.method)
-
-
-def _best_so_far(run: RunDirectory, graphs: dict[str, DataflowGraph]) -> dict[str, float]:
-    """The makespan of each graph's ``best/placement.json`` (checked by :func:`.resume.check_directory`)."""
-    best = {}
-    for name in graphs:
-        path = best_folder(run, tuple(graphs), name) / "placement.json"
-        if path.exists():
-            best[name] = float(read_json_object(path)["makespan"])
-    return best
-
-
 def _write_best(run, config, graphs, name, assignment, order, makespan, stage, episode) -> None:
     """``best/`` for one graph; with several graphs ``best/<graph>/`` each, and ``best/`` mirrors the first graph."""
     from ..placers.placement_file import placement_record
@@ -607,72 +502,3 @@ def _write_best(run, config, graphs, name, assignment, order, makespan, stage, e
         run.write_best(placement, trace, subdir=best_folder(run, tuple(graphs), name).name)
     if name == next(iter(graphs)):
         run.write_best(placement, trace)
-
-
-def _torch_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("TrainConfig.device is 'cuda' but torch sees no CUDA device")
-    return torch.device(name)
-
-
-def _command_line(config: TrainConfig, out: Path) -> str:
-    """The ``workbench train`` command that makes this run: the options, then ``--set`` for every other non-default field."""
-    parts = [
-        "workbench",
-        "train",
-        *config.graphs,
-        "--devices",
-        str(config.devices),
-        "--method",
-        config.method,
-        "--stages",
-        ",".join(config.stages),
-        "--episodes",
-        ",".join(map(str, config.episodes)),
-        "--out",
-        str(out),
-        "--seed",
-        str(config.seed),
-    ]
-    if config.init_checkpoint:
-        parts += ["--init-checkpoint", config.init_checkpoint]
-    defaults = TrainConfig(graphs=config.graphs)
-    covered = {"graphs", "devices", "method", "stages", "episodes", "seed", "init_checkpoint"}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if f.name not in covered and value != getattr(defaults, f.name):
-            text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else str(value)
-            parts += ["--set", f"{f.name}={text}"]
-    return shlex.join(parts)
-
-
-def _progress_bar(total: int, initial: int, enabled: bool):
-    from ..progress import progress_bar
-
-    return progress_bar(total=total, initial=initial, disable=not enabled, unit="ep", dynamic_ncols=True, file=sys.stderr)
-
-
-class _StopRequest:
-    """SIGINT/SIGTERM ask the loop to stop after the current episode; a second SIGINT aborts at once."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = True
-        print(f"\n{signal.Signals(signum).name}: stopping after this episode (Ctrl-C again to abort now)", file=sys.stderr)
-
-    def __enter__(self) -> _StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
