@@ -309,10 +309,15 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, pa
 def field_docs() -> dict[str, str]:
     """Field name → its docstring (the string literal under each field above)."""
     tree = ast.parse(inspect.getsource(TrainConfig))
-    body = tree.body[0].body
+    body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef))
     docs = {}
     for node, after in pairwise(body):
-        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+        ):
             docs[node.target.id] = " ".join(str(after.value.value).split())
     return docs
 

@@ -38,10 +38,10 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -54,11 +54,14 @@ from ..runs.validate import best_folder, read_json_object
 from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
-from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
+from .oracle import CostOracle, SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
 from .resume import ResumeError, check_directory, hand_over, read_json_file, remove_stale_temporaries, resume_point
 from .rundir import MetricsWriter, RunDirectory
 from .search import candidates, search
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["train", "run_stage", "TrainResult", "load_graphs", "reference_makespans", "HEURISTICS"]
 
@@ -171,13 +174,14 @@ def train(
 
     # --- 1. a new run, or the one already in `out` (every file checked before anything in it is touched) ---------------
     existing = _existing_run(run, config)
+    previous: dict[str, Any] = existing or {}  # the meta of the run already in `out`
     resume = resume_point(run, config, library, device, existing, trained_for) if existing is not None else None
     checked = check_directory(run, config, graphs, resume.state if resume else None) if existing is not None else None
     if checked is not None and checked.status in ("finished", "diverged"):
         if resume is not None:
             hand_over(run, resume)
-        done = config.total_episodes if checked.status == "finished" else int(existing.get("episodes_done") or 0)
-        return TrainResult(run.path, checked.status, done, existing.get("evaluation", {}) if existing else {})
+        done = config.total_episodes if checked.status == "finished" else int(previous.get("episodes_done") or 0)
+        return TrainResult(run.path, checked.status, done, previous.get("evaluation", {}))
     best = _best_so_far(run, graphs) if checked is not None else {}
     if run.path.is_dir():
         remove_stale_temporaries(run.path, run.checkpoint_dir, run.best_dir, *[p for p in run.best_dir.glob("*") if p.is_dir()])
@@ -188,7 +192,7 @@ def train(
         with open(run.metrics_path, "r+b") as handle:  # drop only the rows the resumed run replays
             handle.truncate(checked.metrics_keep)
         run.truncate_greedy(checked.greedy_keep)
-        run_id = existing.get("run_id") or state.run_id or uuid.uuid4().hex
+        run_id = previous.get("run_id") or state.run_id or uuid.uuid4().hex
         run.update_meta(status="running", error=None, run_id=run_id)
     else:
         state, run_id = None, uuid.uuid4().hex
@@ -384,6 +388,7 @@ def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any
     if resume is not None and resume.stage == stage and first < resume.episode < end:
         optimizer.load_state_dict(resume.optimizer)
         if scheduler is not None:
+            assert resume.scheduler is not None  # checkpointed inside this stage, whose scheduler it saved
             scheduler.load_state_dict(resume.scheduler)
         return StageState(optimizer, scheduler, dict(resume.references), dict(resume.baselines), dict(resume.elites), resume.selection)
     references = {name: makespan_of(oracle, g, _teacher_assignment(g, config.devices)) for name, g in session.graphs.items()}
@@ -500,7 +505,7 @@ def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[
     out = {}
     for name, graph in graphs.items():
         results = {m: place(graph, m, devices).makespan for m in HEURISTICS}
-        method = min(results, key=results.get)
+        method = min(results, key=results.__getitem__)
         out[name] = {"critical_path": results["critical_path"], "best_heuristic": results[method], "best_heuristic_method": method}
     return out
 
@@ -510,7 +515,9 @@ def _crossed(episode: int, steps: int, every: int) -> bool:
     return episode // every > (episode - steps) // every
 
 
-def _select_greedy(session: Session, stage: str, oracle, references, selection: GreedySelection) -> GreedySelection:
+def _select_greedy(
+    session: Session, stage: str, oracle: CostOracle, references: Mapping[str, float], selection: GreedySelection
+) -> GreedySelection:
     """Score the reported placement (best of ``selection_samples`` candidates, the greedy one first) of every graph and log
     it (``greedy.csv``); when the mean makespan ÷ reference beats ``selection``'s, keep the weights.
 
@@ -598,7 +605,17 @@ def _best_so_far(run: RunDirectory, graphs: dict[str, DataflowGraph]) -> dict[st
     return best
 
 
-def _write_best(run, config, graphs, name, assignment, order, makespan, stage, episode) -> None:
+def _write_best(
+    run: RunDirectory,
+    config: TrainConfig,
+    graphs: Mapping[str, DataflowGraph],
+    name: str,
+    assignment: np.ndarray,
+    order: np.ndarray | Sequence[int],
+    makespan: float,
+    stage: str,
+    episode: int,
+) -> None:
     """``best/`` for one graph; with several graphs ``best/<graph>/`` each, and ``best/`` mirrors the first graph."""
     from ..placers.placement_file import placement_record
     from ..sim import simulate
@@ -661,7 +678,7 @@ def _command_line(config: TrainConfig, out: Path) -> str:
     return shlex.join(parts)
 
 
-def _progress_bar(total: int, initial: int, enabled: bool):
+def _progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
     from ..progress import progress_bar
 
     return progress_bar(total=total, initial=initial, disable=not enabled, unit="ep", dynamic_ncols=True, file=sys.stderr)
