@@ -207,7 +207,7 @@ class Field:
     ``low .. high`` (numbers: NaN and infinities are outside every range) or one of ``choices`` (strings); with
     ``items`` > 0, a list of at most that many such values."""
 
-    kind: type
+    kind: type[Any]
     low: float = -math.inf
     high: float = math.inf
     choices: tuple[str, ...] = ()
