@@ -30,7 +30,7 @@ app: setup
 	$(PY) app.py
 
 # ruff (lint rules and formatting) over the whole repository, mypy over the
-# core layers listed in pyproject.toml's [tool.mypy] files. LINT_PATHS narrows
+# layers listed in pyproject.toml's [tool.mypy] files. LINT_PATHS narrows
 # the ruff checks, e.g. `make lint LINT_PATHS="workbench/sim tests/test_sim.py"`.
 LINT_PATHS ?= .
 lint: setup

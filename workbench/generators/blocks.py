@@ -363,9 +363,9 @@ class BlockProgram:
         comm = np.asarray(self.comm)
         src = np.asarray(self.src, dtype=np.int64)
         return DataflowGraph(
-            compute=self.compute,
+            compute=np.asarray(self.compute),
             src=src,
-            dst=self.dst,
+            dst=np.asarray(self.dst, dtype=np.int64),
             comm=comm[src] if src.size else np.zeros(0),
             names=tuple(self.names),
             op_types=tuple(self.op_types),

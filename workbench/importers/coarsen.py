@@ -76,9 +76,9 @@ def _contract(graph: DataflowGraph, labels: np.ndarray) -> tuple[DataflowGraph, 
     pairs = sorted(comm)
     coarse = DataflowGraph(
         compute=compute,
-        src=[p[0] for p in pairs],
-        dst=[p[1] for p in pairs],
-        comm=[comm[p] for p in pairs],
+        src=np.array([p[0] for p in pairs], dtype=np.int64),
+        dst=np.array([p[1] for p in pairs], dtype=np.int64),
+        comm=np.array([comm[p] for p in pairs], dtype=np.float64),
     )
     return coarse, labels
 

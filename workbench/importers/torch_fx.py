@@ -28,7 +28,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,7 +205,7 @@ def op_category(op_type: str) -> str:
 
 def _op_type(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     if node.op == "call_module":
-        return type(gm.get_submodule(node.target)).__name__.lower()
+        return type(gm.get_submodule(str(node.target))).__name__.lower()
     if node.op == "call_method":
         name = str(node.target)
     else:
@@ -214,7 +214,7 @@ def _op_type(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     return name[1:] if name in ("iadd", "imul", "isub", "itruediv") else name
 
 
-def _numel(shape: Sequence[int]) -> int:
+def _numel(shape: Iterable[int]) -> int:
     return math.prod(shape)
 
 
@@ -305,12 +305,17 @@ def _trace(module: torch.nn.Module, inputs: tuple) -> tuple[torch.fx.GraphModule
     except Exception as fx_exc:
         fx_reason = f"torch.fx failed{_user_frame(fx_exc)}: {_first_line(fx_exc)}"
     try:
-        return torch.export.export(module, inputs).module(), "export"
+        exported = torch.export.export(module, inputs).module()
     except Exception as export_exc:
         raise TraceError(
             f"cannot trace {type(module).__name__}: {fx_reason}; torch.export also failed{_user_frame(export_exc)}: "
             f"{_first_line(export_exc)}"
         ) from None
+    if not isinstance(exported, torch.fx.GraphModule):
+        raise TraceError(
+            f"cannot trace {type(module).__name__}: {fx_reason}; torch.export gave a {type(exported).__name__}, not an fx graph"
+        )
+    return exported, "export"
 
 
 def _inputs(module: torch.nn.Module, example_inputs: Any) -> tuple:
@@ -554,7 +559,7 @@ def from_torch(
     graph = DataflowGraph(
         compute=compute,
         src=src_array,
-        dst=dst,
+        dst=np.array(dst, dtype=np.int64),
         comm=comm[src_array] if src_array.size else np.zeros(0),
         names=tuple(r.node.name for r in records),
         op_types=tuple(r.op_type for r in records),

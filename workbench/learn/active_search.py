@@ -156,6 +156,7 @@ def active_search(
             best = play("greedy")
         start = best_makespan = float(evaluator(best.assignment))
         bar.update(1)
+        order: np.ndarray | None
         assignment, order, guide_order = best.assignment, best.order, best.order
         found_at, steps, polished, anytime = 1, 0, 0, BestSoFar(began_cpu)
         anytime.add([start])
@@ -181,6 +182,7 @@ def active_search(
                 advantage = torch.as_tensor(relative, dtype=table.dtype, device=table.device)
                 reinforce = (advantage * torch.stack([r.log_prob for r in batch])).mean()
                 imitation = play("teacher", Guide(guide_order, assignment)).imitation_loss
+                assert imitation is not None  # a rollout played with a guide is a teacher rollout, which carries its imitation loss
                 optimizer.zero_grad()
                 (reinforce + config.imitation_weight * imitation).backward()
                 optimizer.step()

@@ -223,7 +223,7 @@ class Field:
     ``low .. high`` (numbers: NaN and infinities are outside every range) or one of ``choices`` (strings); with
     ``items`` > 0, a list of at most that many such values."""
 
-    kind: type
+    kind: type[Any]
     low: float = -math.inf
     high: float = math.inf
     choices: tuple[str, ...] = ()
@@ -458,7 +458,7 @@ def _check_device_outputs(
     per device index: GDP) cannot have been trained with more devices than that, cross-graph or not."""
     config = header.get("config")
     outputs = config.get("max_devices") if isinstance(config, dict) else None
-    if type(outputs) is not int or trained_for.devices <= outputs:
+    if not isinstance(config, dict) or type(outputs) is not int or trained_for.devices <= outputs:
         return
     if _expected(path, weights, {**header, "config": {**config, "max_devices": outputs + 1}}) != expected:
         raise CheckpointError(

@@ -86,6 +86,7 @@ class Chooser:
     def __call__(self, probs: np.ndarray, decision: int, teacher: np.ndarray | None = None) -> int:
         """Index of the chosen candidate, given the candidates' probabilities (and the teacher's mask over them)."""
         if self.mode == "teacher":
+            assert teacher is not None  # a teacher-mode chooser is only called with the teacher's mask
             return int(np.flatnonzero(teacher)[0])
         if self.mode == "greedy":
             return int(probs.argmax())

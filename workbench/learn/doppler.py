@@ -347,6 +347,7 @@ class DopplerPolicy(LearnedPolicy):
                 pos = int(np.argmax(rule_scores))
                 op = int(ready[pos])
             else:
+                assert teacher_ops is not None  # computed whenever SEL is not learned
                 op = int(ready[0] if config.critical_path_index_bug else teacher_ops[0])
             earliest = starts[pos] if select_by == "earliest_start" else state.schedule.earliest_starts(op)
             teacher_devices = state.teacher_devices(op, earliest) if teacher or not self.learn_place else None
@@ -356,7 +357,8 @@ class DopplerPolicy(LearnedPolicy):
                     feats[t, :, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
                 if self.config.affinity_features:
                     feats[t, :, feats.shape[2] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
-                plc_teacher = np.isin(all_devices, teacher_devices) if teacher else None
+                # with PLC learned, teacher_devices is computed exactly for a teacher rollout
+                plc_teacher = np.isin(all_devices, teacher_devices) if teacher_devices is not None else None
                 if self.per_step_place:
                     logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])
                 else:
@@ -367,14 +369,16 @@ class DopplerPolicy(LearnedPolicy):
                     delay = earliest - earliest.min()
                 place_rule[t] = config.place_rule_weight * delay / rule_time[op]
                 logits = logits - place_rule[t]
-                if offset is not None:
+                if offset_np is not None:
                     logits = logits + offset_np[op]
                 target = choose(softmax(logits), 2 * t + 1, plc_teacher)
                 plc.add(all_devices, target, plc_teacher)
                 device_sum[target] += sum_rows[op]
             else:
+                assert teacher_devices is not None  # computed whenever PLC is not learned
                 target = int(teacher_devices[0])
             if teacher:
+                assert teacher_ops is not None and teacher_devices is not None  # both computed for a teacher rollout
                 agree += bool(op in teacher_ops and target in teacher_devices)
             devices_chosen[t] = target
             state.place(op, target, earliest)

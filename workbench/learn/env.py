@@ -16,8 +16,8 @@ mean of past episodes' makespans, ``scale`` the graph's lower bound (see
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -49,6 +49,7 @@ class Guide:
 
     order: np.ndarray
     assignment: np.ndarray
+    rank: np.ndarray = field(init=False, repr=False, compare=False)  # op -> its position in ``order`` (__post_init__)
 
     def __post_init__(self) -> None:
         order = np.asarray(self.order, dtype=np.int64)
@@ -213,12 +214,12 @@ class PlacementEnv(gym.Env):
         info = {"op_mask": s.ready.copy(), "device_mask": np.ones(s.num_devices, dtype=bool)}
         return obs, info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         self.state = PlacementState(self.graph, self.devices)
         return self._observe()
 
-    def step(self, action):
+    def step(self, action: Sequence[int] | np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         op, device = (int(a) for a in action)
         if not 0 <= device < self.state.num_devices:
             raise ValueError(f"device {device} outside 0..{self.state.num_devices - 1}")

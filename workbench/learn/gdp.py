@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..cluster import Devices
+from ..graph import DataflowGraph
 from .choice import Chooser, Decisions, Rollout, finish_rollout
 from .doppler import encoder
 from .env import Guide, PlacementState
@@ -45,7 +47,7 @@ def positions(length: int, width: int, device: torch.device) -> torch.Tensor:
     return table
 
 
-def teacher_devices(graph, devices, guide: Guide | None = None) -> list[np.ndarray]:
+def teacher_devices(graph: DataflowGraph, devices: Devices, guide: Guide | None = None) -> list[np.ndarray]:
     """Per op, the devices where the teacher could put it, following the teacher's own schedule (or the guide's)."""
     state = PlacementState(graph, devices, guide)
     tied: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * graph.num_nodes
@@ -93,5 +95,5 @@ class GDPPolicy(LearnedPolicy):
             teacher_mask = None if tied is None else np.isin(all_devices, tied[op])
             assignment[op] = choose(probs[t], t, teacher_mask)
             decisions.add(all_devices, int(assignment[op]), teacher_mask)
-            agree += bool(teacher and teacher_mask[assignment[op]])
+            agree += bool(teacher_mask is not None and teacher_mask[assignment[op]])
         return finish_rollout(assignment, order, [decisions.terms(logits)], teacher, agree, device)

@@ -85,7 +85,7 @@ class JointPolicy(LearnedPolicy):
                 teacher_pairs = tied.reshape(-1)
             pick = choose(softmax(logits.reshape(-1)), t, teacher_pairs)
             op, target = int(ready[pick // d]), pick % d
-            agree += bool(teacher and teacher_pairs[pick])
+            agree += bool(teacher_pairs is not None and teacher_pairs[pick])
             decisions.add(np.arange(offset, offset + ready.size * d), pick, teacher_pairs)
             offset += ready.size * d
             pair_feats.append(feats)

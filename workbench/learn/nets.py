@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -81,19 +82,29 @@ def mlp(sizes: list[int], activation: str, negative_slope: float) -> nn.Sequenti
     return nn.Sequential(*layers)
 
 
-def numpy_mlp(layers: nn.Sequential):
+def _affine(weight: np.ndarray, bias: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``x @ weight + bias`` as a function of ``x``."""
+    return lambda x: x @ weight + bias
+
+
+def _leaky_relu(slope: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Leaky ReLU with ``slope`` below zero, on numpy arrays."""
+    return lambda x: np.where(x > 0, x, slope * x)
+
+
+def numpy_mlp(layers: nn.Sequential) -> Callable[[np.ndarray], np.ndarray]:
     """A numpy function computing ``layers`` (as :func:`mlp` builds them) on float64 rows, without autograd.
 
     Rollouts call it once per step: tiny numpy products avoid torch's per-op
     overhead and its thread pool, which stalls on busy machines.
     """
-    steps = []
+    steps: list[Callable[[np.ndarray], np.ndarray]] = []
     for layer in layers:
         if isinstance(layer, nn.Linear):
             weight, bias = layer.weight.detach().cpu().double().numpy().T, layer.bias.detach().cpu().double().numpy()
-            steps.append(lambda x, w=weight, b=bias: x @ w + b)
+            steps.append(_affine(weight, bias))
         elif isinstance(layer, nn.LeakyReLU):
-            steps.append(lambda x, slope=layer.negative_slope: np.where(x > 0, x, slope * x))
+            steps.append(_leaky_relu(layer.negative_slope))
         elif isinstance(layer, nn.ReLU):
             steps.append(lambda x: np.maximum(x, 0.0))
         elif isinstance(layer, nn.Tanh):
@@ -148,7 +159,7 @@ class ScoringHead(nn.Module):
             first = self.layers[0].weight[:, self.slices[name]]
             return (first @ projection.weight).T.cpu().double().numpy(), (first @ projection.bias).cpu().double().numpy()
 
-    def numpy_finish(self):
+    def numpy_finish(self) -> Callable[[np.ndarray], np.ndarray]:
         """:meth:`finish` as a numpy function on float64 rows (for rollouts' step loops)."""
         rest = numpy_mlp(self.layers[1:])
         return lambda first: rest(first)[..., 0]

@@ -73,7 +73,7 @@ class PlacetoPolicy(LearnedPolicy):
             teacher_mask = np.isin(all_devices, state.teacher_devices(op, state.schedule.earliest_starts(op))) if teacher else None
             target = choose(softmax(e.finish(e.own_np[op] + neighbours + device_sum)), t, teacher_mask)
             decisions.add(all_devices, target, teacher_mask)
-            agree += bool(teacher and teacher_mask[target])
+            agree += bool(teacher_mask is not None and teacher_mask[target])
             device_sum[target] += e.device_part_np[op]
             state.place(op, target)
         assignment = state.schedule.device
@@ -83,7 +83,9 @@ class PlacetoPolicy(LearnedPolicy):
         step_of[order] = np.arange(n)
         pred_steps = np.repeat(step_of, np.diff(ptr))  # the step placing each edge's consumer (pred_csr rows)
         rows = torch.as_tensor(pred_steps * d + assignment[pred], device=device)
-        neighbours = torch.zeros(n * d, width, device=device).index_add_(0, rows, e.neighbour_part[torch.as_tensor(pred, device=device)])
+        step_neighbours = torch.zeros(n * d, width, device=device).index_add_(
+            0, rows, e.neighbour_part[torch.as_tensor(pred, device=device)]
+        )
         before = sums_before(e.device_part[order_t], assignment[order], d)
-        scores = self.head.finish(e.own[order_t].unsqueeze(1) + neighbours.view(n, d, -1) + before)
+        scores = self.head.finish(e.own[order_t].unsqueeze(1) + step_neighbours.view(n, d, -1) + before)
         return finish_rollout(assignment, order, [decisions.terms(scores)], teacher, agree, device)

@@ -9,7 +9,7 @@ is plain Python; the names of :mod:`.base` (numpy) load on first use.
 import importlib
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .registry import (
     KINDS,
@@ -26,6 +26,15 @@ from .registry import (
 )
 
 _BASE = ("Decision", "Placement", "Placer", "place", "load_placement")
+
+if TYPE_CHECKING:  # loaded on first use by _CallableModule.__getattr__; named here for the type checker
+    from .base import (
+        Decision as Decision,
+        Placement as Placement,
+        Placer as Placer,
+        load_placement as load_placement,
+        place as place,
+    )
 
 __all__ = [
     "KINDS",

@@ -310,7 +310,7 @@ def device_counts(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in text.split(",") if v)
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, parsers: dict[str, Callable[[str], Any]]) -> None:
+def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, parsers: Mapping[str, Callable[[str], Any]]) -> None:
     """One ``--field-name`` option per field of the dataclass ``config_class``, parsed by ``parsers[field]`` or the default's type."""
     docs = field_docs(config_class)
     for f in fields(config_class):
@@ -318,7 +318,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, pa
         parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=docs.get(f.name, f.name))
 
 
-def trainer_parser(prog: str, description: str, config_class: type, parsers: dict[str, Callable[[str], Any]]) -> argparse.ArgumentParser:
+def trainer_parser(prog: str, description: str, config_class: type, parsers: Mapping[str, Callable[[str], Any]]) -> argparse.ArgumentParser:
     """A trainer's command line (``workbench train corpus`` ...): ``--out``, ``--fields`` and one option per config field."""
     parser = OneLineParser(prog=prog, description=description)
     parser.add_argument("--out", metavar="DIR", help="the run directory (created, or resumed when it holds this run)")
@@ -356,10 +356,15 @@ def fields_table(config_class: type) -> str:
 def field_docs(config_class: type | None = None) -> dict[str, str]:
     """Field name → its docstring (the string literal under each field of ``config_class``, default :class:`TrainConfig`)."""
     tree = ast.parse(inspect.getsource(config_class or TrainConfig))
-    body = tree.body[0].body
+    body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef))
     docs = {}
     for node, after in pairwise(body):
-        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+        ):
             docs[node.target.id] = " ".join(str(after.value.value).split())
     return docs
 

@@ -498,7 +498,7 @@ def evaluate_split(
     samples: int = 16,
     seed: int = 0,
     corpus: list[CorpusEntry] | None = None,
-):
+) -> Any:  # a pandas DataFrame (pandas has no type information)
     """Zero-shot placements of every graph of ``split`` at each device count: a pandas frame, one row per (graph, devices).
 
     Columns: critical_path's makespan, the best heuristic's, the policy's greedy
@@ -550,7 +550,7 @@ def evaluate_split(
     return pd.DataFrame(rows)
 
 
-def summary(frame):
+def summary(frame: Any) -> Any:  # pandas DataFrames
     """Per device count: mean makespan ÷ critical_path's (greedy, best of K, best heuristic) and the share of graphs the policy wins."""
     best_of = next(c for c in frame.columns if c.startswith("best_of_") and not c.endswith("critical_path"))
     wins = frame.assign(greedy_wins=frame["greedy"] < frame["critical_path"], best_of_wins=frame[best_of] < frame["critical_path"])

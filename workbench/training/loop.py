@@ -32,10 +32,10 @@ import dataclasses
 import importlib
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -47,7 +47,7 @@ from ..runs.validate import best_folder
 from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, non_finite_failure, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
-from .oracle import SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
+from .oracle import CostOracle, SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
 from .reinforce import linear_schedule, make_scheduler, reinforce_update
 from .resume import check_directory, hand_over, remove_stale_temporaries, resume_point
 from .run_setup import (
@@ -62,6 +62,9 @@ from .run_setup import (
 )
 from .rundir import MetricsWriter, RunDirectory
 from .search import candidates, search
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["train", "run_stage", "TrainResult", "load_graphs", "reference_makespans"]
 
@@ -171,13 +174,14 @@ def train(
 
     # --- 1. a new run, or the one already in `out` (every file checked before anything in it is touched) ---------------
     existing = existing_run(run, config)
+    previous: dict[str, Any] = existing or {}  # the meta of the run already in `out`
     resume = resume_point(run, config, library, device, existing, trained_for) if existing is not None else None
     checked = check_directory(run, config, graphs, resume.state if resume else None) if existing is not None else None
     if checked is not None and checked.status in ("finished", "diverged"):
         if resume is not None:
             hand_over(run, resume)
-        done = config.total_episodes if checked.status == "finished" else int(existing.get("episodes_done") or 0)
-        return TrainResult(run.path, checked.status, done, existing.get("evaluation", {}) if existing else {})
+        done = config.total_episodes if checked.status == "finished" else int(previous.get("episodes_done") or 0)
+        return TrainResult(run.path, checked.status, done, previous.get("evaluation", {}))
     best = best_so_far(run, graphs) if checked is not None else {}
     if run.path.is_dir():
         remove_stale_temporaries(run.path, run.checkpoint_dir, run.best_dir, *[p for p in run.best_dir.glob("*") if p.is_dir()])
@@ -343,6 +347,7 @@ def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any
     if resume is not None and resume.stage == stage and first < resume.episode < end:
         optimizer.load_state_dict(resume.optimizer)
         if scheduler is not None:
+            assert resume.scheduler is not None  # checkpointed inside this stage, whose scheduler it saved
             scheduler.load_state_dict(resume.scheduler)
         return StageState(optimizer, scheduler, dict(resume.references), dict(resume.baselines), dict(resume.elites), resume.selection)
     references = {name: makespan_of(oracle, g, _teacher_assignment(g, config.devices)) for name, g in session.graphs.items()}
@@ -436,7 +441,9 @@ def _crossed(episode: int, steps: int, every: int) -> bool:
     return episode // every > (episode - steps) // every
 
 
-def _select_greedy(session: Session, stage: str, oracle, references, selection: GreedySelection) -> GreedySelection:
+def _select_greedy(
+    session: Session, stage: str, oracle: CostOracle, references: Mapping[str, float], selection: GreedySelection
+) -> GreedySelection:
     """Score the reported placement (best of ``selection_samples`` candidates, the greedy one first) of every graph and log
     it (``greedy.csv``); when the mean makespan ÷ reference beats ``selection``'s, keep the weights.
 
@@ -480,7 +487,17 @@ def _evaluation(found: Any, graph: DataflowGraph, devices: int) -> dict[str, Any
     return {"greedy": found.greedy_makespan, "search": found.best_makespan, "search_samples": found.samples, "critical_path": teacher}
 
 
-def _write_best(run, config, graphs, name, assignment, order, makespan, stage, episode) -> None:
+def _write_best(
+    run: RunDirectory,
+    config: TrainConfig,
+    graphs: Mapping[str, DataflowGraph],
+    name: str,
+    assignment: np.ndarray,
+    order: np.ndarray | Sequence[int],
+    makespan: float,
+    stage: str,
+    episode: int,
+) -> None:
     """``best/`` for one graph; with several graphs ``best/<graph>/`` each, and ``best/`` mirrors the first graph."""
     from ..placers.placement_file import placement_record
     from ..sim import simulate

@@ -56,6 +56,8 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     if meta.get("status") != "finished":
         raise ValueError(f"{run.path} has status {meta.get('status')!r}; only finished runs are exported")
     config = run.existing_config()
+    if config is None:
+        raise ValueError(f"{run.path} has no config.json; only runs of `workbench train` are exported")
     graphs = load_graphs(config.graphs)
     greedy: dict[str, dict[str, float]] = {}
     chosen, chosen_score, policy = "", float("inf"), None
@@ -71,6 +73,8 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
         score = float(np.mean([greedy[stage][name] / meta["evaluation"][name]["critical_path"] for name in graphs]))
         if score <= chosen_score:
             chosen, chosen_score, policy = stage, score, candidate
+    if policy is None:
+        raise ValueError(f"{run.path} holds no stage checkpoint to export")
     summary = {key: meta.get(key) for key in ("command", "stages", "seed", "devices", "reference", "evaluation", "started", "finished")}
     record = {"exported_from": run.checkpoint(chosen).relative_to(run.path).as_posix(), "greedy_by_stage": greedy}
     target = checkpoint_file(destination, meta["method"])

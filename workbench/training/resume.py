@@ -134,6 +134,7 @@ def resume_point(
             )
         return None
     policy, state = load_checkpoint(library, newest[1], map_location=device)
+    assert state is not None  # newest was chosen for holding a training state
     if meta.get("run_id") and state.run_id and state.run_id != meta["run_id"]:
         raise ResumeError(
             f"{newest[1]} belongs to another run (run id {state.run_id}; {run.meta_path.name} says {meta['run_id']}); refusing to resume"

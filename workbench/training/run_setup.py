@@ -10,7 +10,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,6 +23,9 @@ from .checkpoint import TrainingState, load_checkpoint
 from .config import TrainConfig
 from .resume import ResumeError, ResumePoint, hand_over, read_json_file
 from .rundir import RunDirectory
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["HEURISTICS", "load_graphs", "reference_makespans", "start_or_resume", "StopRequest"]
 
@@ -61,7 +64,7 @@ def reference_makespans(graphs: dict[str, DataflowGraph], devices: int) -> dict[
     out = {}
     for name, graph in graphs.items():
         results = {m: place(graph, m, devices).makespan for m in HEURISTICS}
-        method = min(results, key=results.get)
+        method = min(results, key=results.__getitem__)
         out[name] = {"critical_path": results["critical_path"], "best_heuristic": results[method], "best_heuristic_method": method}
     return out
 
@@ -149,7 +152,7 @@ def command_line(config: TrainConfig, out: Path) -> str:
     return shlex.join(parts)
 
 
-def episode_bar(total: int, initial: int, enabled: bool):
+def episode_bar(total: int, initial: int, enabled: bool) -> tqdm:
     from ..progress import progress_bar
 
     return progress_bar(total=total, initial=initial, disable=not enabled, unit="ep", dynamic_ncols=True, file=sys.stderr)
@@ -199,7 +202,7 @@ def start_or_resume(
         with open(run.metrics_path, "r+b") as handle:  # drop only the rows the resumed run replays
             handle.truncate(checked.metrics_keep)
         run.truncate_greedy(checked.greedy_keep)
-        run_id = existing.get("run_id") or state.run_id or uuid.uuid4().hex
+        run_id = (existing or {}).get("run_id") or state.run_id or uuid.uuid4().hex
         run.update_meta(status="running", error=None, run_id=run_id)
     else:
         state, run_id = None, uuid.uuid4().hex

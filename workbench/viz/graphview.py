@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -13,10 +13,13 @@ from plotly.colors import qualitative
 from .style import CRITICAL, base_layout, device_color, format_numbers, time_unit
 from .timeline import LARGE_GRAPH, op_names
 
+if TYPE_CHECKING:
+    from ..graph import DataflowGraph
+
 __all__ = ["graph_frame", "graph_figure", "graph_statistics"]
 
 
-def _layered_positions(graph) -> tuple[np.ndarray, np.ndarray]:
+def _layered_positions(graph: DataflowGraph) -> tuple[np.ndarray, np.ndarray]:
     """x = topological depth, y = position in the layer ordered by the parents' mean y (fewer crossings)."""
     depth = np.asarray(graph.depth)
     y = np.zeros(graph.num_nodes)
@@ -29,7 +32,7 @@ def _layered_positions(graph) -> tuple[np.ndarray, np.ndarray]:
     return depth.astype(float), y
 
 
-def graph_frame(graph, assignment: Sequence[int] | None = None) -> pd.DataFrame:
+def graph_frame(graph: DataflowGraph, assignment: Sequence[int] | None = None) -> pd.DataFrame:
     """One row per op: name, type, compute, depth, bottom level, on the critical path, device."""
     critical = np.zeros(graph.num_nodes, dtype=bool)
     critical[graph.critical_path(with_comm=True)] = True
@@ -50,7 +53,7 @@ def graph_frame(graph, assignment: Sequence[int] | None = None) -> pd.DataFrame:
 
 
 def graph_figure(
-    graph,
+    graph: DataflowGraph,
     color_by: str = "compute",
     assignment: Sequence[int] | None = None,
     title: str | None = None,
@@ -125,7 +128,7 @@ def graph_figure(
     return base_layout(fig, title, 560)
 
 
-def graph_statistics(graph, devices: int = 4) -> dict[str, Any]:
+def graph_statistics(graph: DataflowGraph, devices: int = 4) -> dict[str, Any]:
     """Size, shape and cost figures of a graph, and the makespan lower bound on ``devices``."""
     from workbench import lower_bound
 

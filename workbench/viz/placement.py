@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -11,6 +11,9 @@ import plotly.graph_objects as go
 
 from .style import CRITICAL, HIGHLIGHT, base_layout, device_color, format_time, method_color, time_axis
 from .timeline import op_names
+
+if TYPE_CHECKING:
+    from ..graph import DataflowGraph
 
 __all__ = [
     "heatmap_frame",
@@ -24,15 +27,16 @@ __all__ = [
 ]
 
 
-def heatmap_frame(graph, assignment: Sequence[int]) -> pd.DataFrame:
+def heatmap_frame(graph: DataflowGraph, assignment: Sequence[int]) -> pd.DataFrame:
     """One row per op in topological order: position, op, name, device."""
     order = np.asarray(graph.topological_order)
-    assignment = np.asarray(assignment)
     names = op_names(graph, graph.num_nodes)
-    return pd.DataFrame({"position": np.arange(order.size), "op": order, "name": [names[i] for i in order], "device": assignment[order]})
+    return pd.DataFrame(
+        {"position": np.arange(order.size), "op": order, "name": [names[i] for i in order], "device": np.asarray(assignment)[order]}
+    )
 
 
-def placement_heatmap(graph, assignment: Sequence[int], devices: int, title: str | None = None) -> go.Figure:
+def placement_heatmap(graph: DataflowGraph, assignment: Sequence[int], devices: int, title: str | None = None) -> go.Figure:
     """Ops (x, in topological order) × devices (y): a cell in the device's color where the op runs."""
     frame = heatmap_frame(graph, assignment)
     n = len(frame)
@@ -64,7 +68,7 @@ def placement_heatmap(graph, assignment: Sequence[int], devices: int, title: str
     return base_layout(fig, title, 90 + 28 * devices)
 
 
-def heatmap_highlight(graph, op: int | Sequence[int] | None, devices: int) -> list[dict[str, Any]]:
+def heatmap_highlight(graph: DataflowGraph, op: int | Sequence[int] | None, devices: int) -> list[dict[str, Any]]:
     """Column outlines marking ``op`` (or several ops) in a placement heatmap (empty for ``None``)."""
     ops = [] if op is None else [op] if isinstance(op, (int, np.integer)) else list(op)
     position = np.empty(graph.num_nodes, dtype=int)
@@ -81,7 +85,7 @@ def makespan_frame(placements: Mapping[str, Any] | Sequence[Any], lower_bound: f
     rows = []
     items = placements.items() if isinstance(placements, Mapping) else ((p.method, p) for p in placements)
     for label, value in items:
-        makespan = float(getattr(value, "makespan", value))
+        makespan = float(value.makespan) if hasattr(value, "makespan") else float(value)
         seconds = getattr(value, "seconds", None)
         gap = makespan / lower_bound - 1 if lower_bound else None
         rows.append({"method": label, "makespan": makespan, "lower_bound": lower_bound, "gap": gap, "seconds": seconds})
@@ -169,20 +173,24 @@ def makespan_bars(
 
 
 def diff_frame(
-    graph, first: Sequence[int], second: Sequence[int], first_path: Sequence[int] = (), second_path: Sequence[int] = ()
+    graph: DataflowGraph | None,
+    first: Sequence[int],
+    second: Sequence[int],
+    first_path: Sequence[int] = (),
+    second_path: Sequence[int] = (),
 ) -> pd.DataFrame:
     """One row per op: its device in each placement, whether it moved, whether it is on each critical path."""
-    first, second = np.asarray(first), np.asarray(second)
-    on_first, on_second = np.zeros(first.size, bool), np.zeros(first.size, bool)
+    a, b = np.asarray(first), np.asarray(second)
+    on_first, on_second = np.zeros(a.size, np.bool_), np.zeros(a.size, np.bool_)
     on_first[list(first_path)] = True
     on_second[list(second_path)] = True
     return pd.DataFrame(
         {
-            "op": np.arange(first.size),
-            "name": op_names(graph, first.size),
-            "device_a": first,
-            "device_b": second,
-            "moved": first != second,
+            "op": np.arange(a.size),
+            "name": op_names(graph, a.size),
+            "device_a": a,
+            "device_b": b,
+            "moved": a != b,
             "critical_a": on_first,
             "critical_b": on_second,
         }
@@ -193,7 +201,9 @@ DIFF_COLORS = ("#1f4e9c", "#e08a00")
 """A's and B's markers in the diff: one color per side (the row already says the device), so A and B never look alike."""
 
 
-def diff_heatmap(graph, frame: pd.DataFrame, devices: int, labels: tuple[str, str] = ("A", "B"), title: str | None = None) -> go.Figure:
+def diff_heatmap(
+    graph: DataflowGraph, frame: pd.DataFrame, devices: int, labels: tuple[str, str] = ("A", "B"), title: str | None = None
+) -> go.Figure:
     """Ops in topological order: where A and B put each op (A above B in each device's row, each side in its own color,
     :data:`DIFF_COLORS`), moved ops and each critical path marked."""
     position = np.empty(len(frame), dtype=int)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .style import CRITICAL, HIGHLIGHT, base_layout, device_color, format_numbers, format_time, time_axis
+
+if TYPE_CHECKING:
+    from ..graph import DataflowGraph
+    from ..sim.trace import Trace
 
 __all__ = [
     "LARGE_GRAPH",
@@ -38,14 +42,14 @@ LARGE_GRAPH = 1000
 """Past this many ops, Gantt bars are drawn as WebGL segments (graph views switch at half of it)."""
 
 
-def op_names(graph, count: int) -> list[str]:
+def op_names(graph: DataflowGraph | None, count: int) -> list[str]:
     """The graph's op names, or ``op<i>``."""
     if graph is not None and graph.names is not None:
         return list(graph.names)
     return [f"op{i}" for i in range(count)]
 
 
-def gantt_frame(graph, trace) -> pd.DataFrame:
+def gantt_frame(graph: DataflowGraph | None, trace: Trace) -> pd.DataFrame:
     """One row per op: device, ready, start, end, duration, wait, compute cost."""
     frame = trace.to_frame("ops")
     frame["name"] = op_names(graph, trace.num_ops)
@@ -53,7 +57,7 @@ def gantt_frame(graph, trace) -> pd.DataFrame:
     return frame
 
 
-def trace_critical_path(graph, trace) -> list[int]:
+def trace_critical_path(graph: DataflowGraph | None, trace: Trace) -> list[int]:
     """The ops whose chain of waits sets the makespan, first to last.
 
     From the op that ends last, step back to whatever made each op start when
@@ -91,7 +95,9 @@ def trace_critical_path(graph, trace) -> list[int]:
     return path[::-1]
 
 
-def critical_path_parts(graph, trace, path: Sequence[int] | None = None) -> dict[str, list[tuple[float, float, int, int]]]:
+def critical_path_parts(
+    graph: DataflowGraph | None, trace: Trace, path: Sequence[int] | None = None
+) -> dict[str, list[tuple[float, float, int, int]]]:
     """The critical path's time as ``(begin, end, from device, to device)`` pieces of each kind: ``compute`` (its ops
     running), ``transfer`` (its data in flight between two of its ops) and ``waiting`` (the rest: a queue for a link, a
     device or an input, drawn on the device that waits). ``path`` defaults to :func:`trace_critical_path`."""
@@ -127,13 +133,13 @@ def critical_path_parts(graph, trace, path: Sequence[int] | None = None) -> dict
     return parts
 
 
-def critical_path_split(graph, trace, path: Sequence[int] | None = None) -> dict[str, float]:
+def critical_path_split(graph: DataflowGraph | None, trace: Trace, path: Sequence[int] | None = None) -> dict[str, float]:
     """Why the makespan is what it is: the critical path's time split into ``compute``, ``transfer`` and ``waiting``
     (:func:`critical_path_parts`); the three add up to the end of the path's last op (the makespan)."""
     return {kind: float(sum(b - a for a, b, _, _ in pieces)) for kind, pieces in critical_path_parts(graph, trace, path).items()}
 
 
-def utilisation_frame(trace, devices: int, bins: int = 120) -> pd.DataFrame:
+def utilisation_frame(trace: Trace, devices: int, bins: int = 120) -> pd.DataFrame:
     """Busy share of each device in ``bins`` equal time windows: columns ``time`` (window start), ``device``, ``busy``."""
     makespan = trace.makespan
     edges = np.linspace(0.0, makespan if makespan > 0 else 1.0, bins + 1)
@@ -147,7 +153,7 @@ def utilisation_frame(trace, devices: int, bins: int = 120) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def find_ops(graph, count: int, query: str) -> list[int]:
+def find_ops(graph: DataflowGraph | None, count: int, query: str) -> list[int]:
     """Ops whose id equals ``query`` or whose name contains it (case-insensitive)."""
     query = (query or "").strip()
     if not query:
@@ -213,8 +219,8 @@ def _op_traces(frame: pd.DataFrame, custom: np.ndarray, hover: str, devices: int
 
 
 def gantt_figure(
-    graph,
-    trace,
+    graph: DataflowGraph | None,
+    trace: Trace,
     title: str | None = None,
     devices: int | None = None,
     large_threshold: int = LARGE_GRAPH,
@@ -279,7 +285,7 @@ def gantt_figure(
     return fig
 
 
-def _utilisation_heatmap(trace, devices: int) -> go.Heatmap:
+def _utilisation_heatmap(trace: Trace, devices: int) -> go.Heatmap:
     """The utilisation track: a row per device, its busy share per time window from white (idle) to dark (busy), so any
     number of devices stays readable (one line per device overlapped at eight)."""
     use = utilisation_frame(trace, devices)
@@ -323,7 +329,7 @@ def _segments(rows: pd.DataFrame, custom: np.ndarray, device: int, hover: str) -
     )
 
 
-def _transfer_arrows(trace, large: bool):
+def _transfer_arrows(trace: Trace, large: bool) -> go.Scatter | go.Scattergl:
     """Transfers as lines from (start, sending device) to (end, receiving device), an arrowhead at the receiver."""
     count = trace.transfer_start.size
     xs = np.full(3 * count, np.nan)
@@ -369,7 +375,7 @@ CRITICAL_DASH = {"compute": "solid", "transfer": "dash", "waiting": "dot"}
 """How each part of the critical path is drawn (all in :data:`~workbench.viz.style.CRITICAL`)."""
 
 
-def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> list[go.Scatter]:
+def _critical_overlay(graph: DataflowGraph | None, trace: Trace, custom: np.ndarray, hover: str) -> list[go.Scatter]:
     """The critical path drawn over the bars in three parts, each its own legend entry (click one to hide or show it):
     its ops running (a solid line along each op), its data in flight (dashed, sender to receiver) and its waiting
     (dotted), each named with its share of the makespan."""
@@ -404,7 +410,7 @@ def _critical_overlay(graph, trace, custom: np.ndarray, hover: str) -> list[go.S
     return traces
 
 
-def gantt_highlight(trace, op: int | Sequence[int] | None) -> list[dict[str, Any]]:
+def gantt_highlight(trace: Trace, op: int | Sequence[int] | None) -> list[dict[str, Any]]:
     """Layout shapes outlining ``op``'s bar (or several ops') and their transfers (empty for ``None``)."""
     ops = [] if op is None else [op] if isinstance(op, (int, np.integer)) else list(op)
     shapes: list[dict[str, Any]] = []
@@ -458,7 +464,7 @@ GRID_GAP_PX = 60
 """Between two rows of charts in :func:`gantt_grid`: the lower chart's title, clear of the upper chart's last device."""
 
 
-def gantt_grid(graph, traces: Mapping[str, Any], columns: int = 2, title: str | None = None) -> go.Figure:
+def gantt_grid(graph: DataflowGraph | None, traces: Mapping[str, Trace], columns: int = 2, title: str | None = None) -> go.Figure:
     """One Gantt chart per label (``{label: Trace}``) in a grid sharing one time axis, so lengths compare at a glance.
 
     Heights are laid out in pixels from the device count (:data:`GRID_ROW_PX` per device row, :data:`GRID_GAP_PX`

@@ -155,7 +155,7 @@ def shard(
     if parts is not None and target_nodes is not None:
         raise PartsError("give parts or target_nodes, not both")
     traced = trace_module(module, example_inputs, device=device)
-    options = {
+    options: dict[str, Any] = {
         "cost_model": cost_model,
         "profile": profile,
         "dtype": dtype,

@@ -8,7 +8,7 @@ import torch
 import torch.fx
 
 from ..torch_fx import OpRecord, Traced
-from .values import Sharder, Value
+from .values import Sharder, Value, shares
 
 
 def op_dims(value: Any, rank: int) -> list[int]:
@@ -28,6 +28,8 @@ class WalkerBase:
         self.s = sharder
         self.values: dict[torch.fx.Node, Any] = {}
         self.labels = (f"l{i}" for i in range(10**9))
+        self.args: tuple[Any, ...] = ()  # the op being sharded: its arguments, host-side values resolved
+        self.kwargs: dict[str, Any] = {}
         self.model_inputs: set[str] = set()  # names of the input tensors: data, unlike weights and constants
 
     def computed(self, value: Value) -> bool:
@@ -75,3 +77,25 @@ class WalkerBase:
 
     def out_shape(self, record: OpRecord) -> tuple[int, ...]:
         return tuple(record.outs[0][0])
+
+    # -------------------------------------------------------- helpers the op families share
+
+    def s_parts(self, value: Value, dim: int) -> list[int]:
+        return [self.s.count(k, s) for s, k in value.factors(dim)]
+
+    def split_softmax(self, name: str, value: Value, labels: list[str], dim: int, flops: int) -> Value:
+        """Safe softmax with its reductions: max, exp(x - max), sum, divide; the einsum style subtracts and exponentiates
+        in two steps, as the paper's system does (``softmax_v1`` of its graph writer)."""
+        kept = [label for d, label in enumerate(labels) if d != dim]
+        if self.s.einsum_steps:
+            share = shares(flops, [1, 1, 1, 1, 1])
+            peak = self.s.apply(f"{name}.max", "reduce_max", [(value, labels)], kept, share[0], combine="partial_max")
+            shifted = self.s.apply(f"{name}.sub", "sub", [(value, labels), (peak, kept)], labels, share[1])
+            shifted = self.s.apply(f"{name}.exp", "exp", [(shifted, labels)], labels, share[2])
+            total = self.s.apply(f"{name}.sum", "reduce_sum", [(shifted, labels)], kept, share[3])
+            return self.s.apply(f"{name}.div", "div", [(shifted, labels), (total, kept)], labels, share[4])
+        fifth = [flops * i // 5 for i in range(6)]
+        peak = self.s.apply(f"{name}.max", "reduce_max", [(value, labels)], kept, fifth[1] - fifth[0], combine="partial_max")
+        shifted = self.s.apply(f"{name}.exp", "exp", [(value, labels), (peak, kept)], labels, fifth[3] - fifth[1])
+        total = self.s.apply(f"{name}.sum", "reduce_sum", [(shifted, labels)], kept, fifth[4] - fifth[3])
+        return self.s.apply(f"{name}.div", "div", [(shifted, labels), (total, kept)], labels, fifth[5] - fifth[4])

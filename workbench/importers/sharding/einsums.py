@@ -40,9 +40,9 @@ class EinsumRules(WalkerBase):
             y = self.s.apply(node.name, "linear", [(x, labels), (weight_value, [out_features, labels[-1]])], out_labels, flops)
             if not bias_flops:
                 return y
-            bias = self.s.free(f"{node.name}.bias", (self.out_shape(record)[-1],), ("hidden",))
-            return self.s.apply(f"{node.name}.bias", "add", [(y, out_labels), (bias, [out_features])], out_labels, bias_flops)
-        bias = None
+            bias_vector = self.s.free(f"{node.name}.bias", (self.out_shape(record)[-1],), ("hidden",))
+            return self.s.apply(f"{node.name}.bias", "add", [(y, out_labels), (bias_vector, [out_features])], out_labels, bias_flops)
+        bias: Value | None = None
         if op_type in ("addmm", "baddbmm", "addbmm"):
             bias, args = (args[0], args[1:]) if len(args) == 3 else (None, args)
         if len(args) != 2:
@@ -67,7 +67,7 @@ class EinsumRules(WalkerBase):
             operands.append((value, [out_labels[offset + d] for d in keep] + own))
         flops, bias_flops = self.bias_split(record, bias is not None)
         y = self.s.apply(node.name, "matmul", operands, out_labels, flops)
-        if not bias_flops:
+        if not bias_flops or bias is None:
             return y
         bias, mapping = self.s.squeeze_to(bias, rank, out_shape)
         return self.s.apply(f"{node.name}.bias", "add", [(y, out_labels), (bias, [out_labels[m] for m in mapping])], out_labels, bias_flops)

@@ -94,9 +94,6 @@ class PointwiseRules(WalkerBase):
         stats = self.s.apply(f"{name}.stats", f"{record.op_type}_stats", [(value, labels)], kept, flops * 2 // 5)
         return self.s.apply(f"{name}.apply", record.op_type, [(value, labels), (stats, kept)], labels, flops - flops * 2 // 5)
 
-    def s_parts(self, value: Value, dim: int) -> list[int]:
-        return [self.s.count(k, s) for s, k in value.factors(dim)]
-
     def norm(self, record: OpRecord) -> Value:
         value = self.tensor_args(record.node)[0]
         rank = len(value.shape)
@@ -154,20 +151,3 @@ class PointwiseRules(WalkerBase):
         if not self.s.einsum_steps and not any(p > 1 for p in self.s_parts(value, reduced[0])):
             return self.s.apply(record.node.name, record.op_type, [(value, labels)], labels, int(record.flops))
         return self.split_softmax(record.node.name, value, labels, reduced[0], int(record.flops))
-
-    def split_softmax(self, name: str, value: Value, labels: list[str], dim: int, flops: int) -> Value:
-        """Safe softmax with its reductions: max, exp(x - max), sum, divide; the einsum style subtracts and exponentiates
-        in two steps, as the paper's system does (``softmax_v1`` of its graph writer)."""
-        kept = [label for d, label in enumerate(labels) if d != dim]
-        if self.s.einsum_steps:
-            share = shares(flops, [1, 1, 1, 1, 1])
-            peak = self.s.apply(f"{name}.max", "reduce_max", [(value, labels)], kept, share[0], combine="partial_max")
-            shifted = self.s.apply(f"{name}.sub", "sub", [(value, labels), (peak, kept)], labels, share[1])
-            shifted = self.s.apply(f"{name}.exp", "exp", [(shifted, labels)], labels, share[2])
-            total = self.s.apply(f"{name}.sum", "reduce_sum", [(shifted, labels)], kept, share[3])
-            return self.s.apply(f"{name}.div", "div", [(shifted, labels), (total, kept)], labels, share[4])
-        fifth = [flops * i // 5 for i in range(6)]
-        peak = self.s.apply(f"{name}.max", "reduce_max", [(value, labels)], kept, fifth[1] - fifth[0], combine="partial_max")
-        shifted = self.s.apply(f"{name}.exp", "exp", [(value, labels), (peak, kept)], labels, fifth[3] - fifth[1])
-        total = self.s.apply(f"{name}.sum", "reduce_sum", [(shifted, labels)], kept, fifth[4] - fifth[3])
-        return self.s.apply(f"{name}.div", "div", [(shifted, labels), (total, kept)], labels, fifth[5] - fifth[4])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class Value:
         return list(zip(self.tensor.shape[sl], self.kinds[sl], strict=True))
 
 
-def einsum_letters():
+def einsum_letters() -> Iterator[str]:
     for code in range(ord("a"), ord("z") + 1):
         yield chr(code)
     for code in range(ord("A"), ord("Z") + 1):
@@ -183,7 +184,9 @@ class Sharder:
         tensor = self.program.input(name, shape, [self.count(k, s) for k, s in zip(kinds, shape, strict=False)])
         return Value(tensor, tuple(kinds), (1,) * len(shape))
 
-    def relabel(self, value: Value, tensor_shape, parts, blocks, kinds, groups) -> Value:
+    def relabel(
+        self, value: Value, tensor_shape: Sequence[int], parts: Sequence[int], blocks: Any, kinds: Sequence[str], groups: Sequence[int]
+    ) -> Value:
         tensor = BlockTensor(
             value.tensor.name, tuple(int(s) for s in tensor_shape), tuple(int(p) for p in parts), np.asarray(blocks).reshape(tuple(parts))
         )
@@ -301,7 +304,7 @@ class Sharder:
         op_type: str,
         operands: Sequence[tuple[Value, Sequence[str]]],
         out_labels: Sequence[str],
-        flops: int,
+        flops: float,
         *,
         points: float | None = None,
         combine: str = "partial_sum",
