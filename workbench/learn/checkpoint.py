@@ -56,6 +56,7 @@ from ..cluster import MAX_DEVICES, Devices, num_devices
 from ..fileio import atomic_path
 from ..graph import MAX_EDGES, MAX_NODES, DataflowGraph
 from ..runs import CHECKPOINT_SUFFIX
+from .fields import Field, check_config, check_keys, check_value, shown
 
 __all__ = [
     "CheckpointError",
@@ -69,8 +70,6 @@ __all__ = [
     "read_checkpoint",
     "check_plain",
     "stale_temporaries",
-    "Field",
-    "check_config",
     "weight_shapes",
     "MAX_PARAMETERS",
 ]
@@ -160,23 +159,23 @@ class TrainedFor:
     @classmethod
     def from_dict(cls, data: Any) -> TrainedFor:
         """The record in a checkpoint's header, each field checked; ``ValueError`` names the first that is malformed."""
-        _keys(data, ("graphs", "devices", "cross_graph"), "trained_for")
+        check_keys(data, ("graphs", "devices", "cross_graph"), "trained_for")
         graphs = data["graphs"]
         if not isinstance(graphs, list) or not 1 <= len(graphs) <= MAX_TRAINED_GRAPHS:
-            raise ValueError(f"trained_for.graphs must list 1 to {MAX_TRAINED_GRAPHS:,} graphs, got {_shown(graphs)}")
+            raise ValueError(f"trained_for.graphs must list 1 to {MAX_TRAINED_GRAPHS:,} graphs, got {shown(graphs)}")
         identities = []
         for i, g in enumerate(graphs):
             where = f"trained_for.graphs[{i}]"
-            _keys(g, ("name", "nodes", "edges", "fingerprint"), where)
+            check_keys(g, ("name", "nodes", "edges", "fingerprint"), where)
             values = {
-                name: _check_value(g[name], field, f"{where}.{name}")
+                name: check_value(g[name], field, f"{where}.{name}")
                 for name, field in (("name", Field(str)), ("nodes", Field(int, 1, MAX_NODES)), ("edges", Field(int, 0, MAX_EDGES)))
             }
             if not isinstance(g["fingerprint"], str) or not _FINGERPRINT.fullmatch(g["fingerprint"]):
-                raise ValueError(f"{where}.fingerprint must be 64 lowercase hex digits, got {_shown(g['fingerprint'])}")
+                raise ValueError(f"{where}.fingerprint must be 64 lowercase hex digits, got {shown(g['fingerprint'])}")
             identities.append(GraphIdentity(values["name"], values["nodes"], values["edges"], g["fingerprint"]))
-        devices = _check_value(data["devices"], Field(int, 1, MAX_DEVICES), "trained_for.devices")
-        cross_graph = _check_value(data["cross_graph"], Field(bool), "trained_for.cross_graph")
+        devices = check_value(data["devices"], Field(int, 1, MAX_DEVICES), "trained_for.devices")
+        cross_graph = check_value(data["cross_graph"], Field(bool), "trained_for.cross_graph")
         record = cls(tuple(identities), devices, cross_graph)
         record._check_cross_graph()
         return record
@@ -214,65 +213,6 @@ class Checkpoint:
     weights: dict[str, torch.Tensor]
     extra: dict[str, Any]
     trained_for: TrainedFor | None
-
-
-# ------------------------------------------------------------------------- header fields
-@dataclass(frozen=True)
-class Field:
-    """What one header or config field may hold: a JSON value of ``kind`` (a float field also takes an integer), in
-    ``low .. high`` (numbers: NaN and infinities are outside every range) or one of ``choices`` (strings); with
-    ``items`` > 0, a list of at most that many such values."""
-
-    kind: type[Any]
-    low: float = -math.inf
-    high: float = math.inf
-    choices: tuple[str, ...] = ()
-    items: int = 0
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _keys(data: Any, keys: tuple[str, ...], where: str) -> None:
-    if not isinstance(data, dict):
-        raise ValueError(f"{where} must be a JSON object, got {_shown(data)}")
-    if set(data) != set(keys):
-        odd = sorted(set(data) ^ set(keys))[0]
-        raise ValueError(f"{where} {'lacks' if odd in keys else 'has the unknown field'} {odd!r}; it holds {', '.join(keys)}")
-
-
-def _check_value(value: Any, field: Field, what: str) -> Any:
-    number = field.kind in (int, float)
-    if not (type(value) is field.kind or (field.kind is float and type(value) is int)):
-        kind = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[field.kind]
-        raise ValueError(f"{what} must be {kind}, got {_shown(value)}")
-    if number and not field.low <= value <= field.high:
-        raise ValueError(f"{what} is {_shown(value)}, outside {field.low:g} .. {field.high:g}")
-    if field.choices and value not in field.choices:
-        raise ValueError(f"{what} is {_shown(value)}; it is one of {', '.join(field.choices)}")
-    return float(value) if field.kind is float else value
-
-
-def check_config(data: Any, fields: Mapping[str, Field], what: str = "config") -> dict[str, Any]:
-    """``data`` checked against ``fields`` (no unknown field; each present one of its type and in its range), lists as
-    tuples; ``ValueError`` names the first field that is wrong. Absent fields keep their defaults."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{what} must be a JSON object, got {_shown(data)}")
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown {what} field {unknown[0]!r}; known: {', '.join(fields)}")
-    checked: dict[str, Any] = {}
-    for name, value in data.items():
-        field, where = fields[name], f"{what} field {name!r}"
-        if not field.items:
-            checked[name] = _check_value(value, field, where)
-        elif not isinstance(value, (list, tuple)) or len(value) > field.items:
-            raise ValueError(f"{where} must be a list of at most {field.items} values, got {_shown(value)}")
-        else:
-            checked[name] = tuple(_check_value(item, field, f"{where} item {i}") for i, item in enumerate(value))
-    return checked
 
 
 def weight_shapes(build: Callable[[], torch.nn.Module]) -> dict[str, tuple[int, ...]]:
@@ -478,9 +418,9 @@ def _check_weight_index(path: Path, index: Mapping[str, Any], expected: Mapping[
     for name, shape in expected.items():
         entry = stored[name] if isinstance(stored[name], dict) else {}
         if entry.get("dtype") not in WEIGHT_DTYPES:
-            raise CheckpointError(f"{path}: weight {name!r} is stored as {_shown(entry.get('dtype'))}; weights are float32 or float16")
+            raise CheckpointError(f"{path}: weight {name!r} is stored as {shown(entry.get('dtype'))}; weights are float32 or float16")
         if entry.get("shape") != list(shape):
-            raise CheckpointError(f"{path}: weight {name!r} has shape {_shown(entry.get('shape'))}; its config implies {list(shape)}")
+            raise CheckpointError(f"{path}: weight {name!r} has shape {shown(entry.get('shape'))}; its config implies {list(shape)}")
 
 
 def _as_float32(checkpoint: Checkpoint) -> Checkpoint:
@@ -543,7 +483,7 @@ def _read_safetensors(path: Path, handle: BinaryIO, weights: Expected | None) ->
         raise CheckpointError(f"{path} is not a workbench policy checkpoint (no format marker {FORMAT!r})")
     if document.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(
-            f"{path} has checkpoint format version {_shown(document.get('format_version'))}; this workbench reads version {FORMAT_VERSION}"
+            f"{path} has checkpoint format version {shown(document.get('format_version'))}; this workbench reads version {FORMAT_VERSION}"
         )
     if "trained_for" not in document:
         raise CheckpointError(f"{path} has a malformed header: it lacks trained_for (null, or the graphs and devices it was trained for)")

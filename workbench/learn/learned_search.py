@@ -42,7 +42,8 @@ from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
 from ..placers.registry import PlacerError
 from ..runs import checkpoint_file
 from ..sim import Trace
-from .checkpoint import CheckpointError, Field, check_config, read_checkpoint, weight_shapes, write_checkpoint
+from .checkpoint import CheckpointError, read_checkpoint, weight_shapes, write_checkpoint
+from .fields import Field, check_config
 
 __all__ = [
     "FEATURES",

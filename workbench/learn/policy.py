@@ -32,10 +32,11 @@ from torch import nn
 from ..cluster import MAX_DEVICES, Devices, num_devices
 from ..graph import DataflowGraph
 from ..provenance import versions
-from .checkpoint import CheckpointError, Field, TrainedFor, check_config, read_checkpoint, weight_shapes, write_checkpoint
+from .checkpoint import CheckpointError, TrainedFor, read_checkpoint, weight_shapes, write_checkpoint
 from .choice import MODES, Chooser, Rollout, check_mode
 from .env import Guide, PlacementState
 from .features import FEATURE_LAYOUT, random_node_features
+from .fields import Field, check_config
 from .nets import ACTIVATIONS, GraphTensors, graph_tensors
 from .registry import POLICIES
 

@@ -30,7 +30,7 @@ import torch
 
 from .. import corpus
 from ..cluster import MAX_DEVICES
-from ..learn.checkpoint import Field, check_config
+from ..learn.fields import Field, check_config
 from ..learn.learned_search import (
     DEFAULT_SHARE,
     FEATURES,
