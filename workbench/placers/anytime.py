@@ -44,6 +44,16 @@ class BestSoFar:
                 self._points.append([start + index, self.best, self.cpu_seconds])
         self.evaluations = start - 1 + values.size
 
+    def extend(self, evaluations: np.ndarray, makespans: np.ndarray, total: int) -> None:
+        """Record improvements found by a compiled loop: ``makespans[i]`` is the best so far from evaluation
+        ``evaluations[i]``, and ``total`` evaluations are counted after them; all are stamped with the CPU seconds now."""
+        self.cpu_seconds = time.process_time() - self.began
+        for evaluation, makespan in zip(evaluations.tolist(), makespans.tolist(), strict=True):
+            if makespan < self.best:
+                self.best = float(makespan)
+                self._points.append([int(evaluation), self.best, self.cpu_seconds])
+        self.evaluations = int(total)
+
     @property
     def points(self) -> list[list[float]]:
         """``[evaluation, best so far, CPU seconds]`` per improvement, and at the last evaluation (JSON-ready)."""
