@@ -91,3 +91,14 @@ def test_compiled_loop_equals_the_python_loop_on_paper_graphs_from_the_fair_star
 def test_an_unknown_loop_is_refused_in_one_line():
     with pytest.raises(PlacerError, match="loop must be one of compiled, python, got 'numba'"):
         wb.place(wb.bundled_graph("chain_mm_112nodes"), method="local_search", loop="numba")
+
+
+def test_bench_search_alternates_both_loops_and_reports_the_same_trajectory(monkeypatch, paper_graphs):
+    from workbench.bench import search
+
+    monkeypatch.setattr(search, "_graphs", lambda: {"chain_mm_112nodes": paper_graphs["chain_mm_112nodes"]})
+    result = search.run(quick=True, seed=2)
+    (row,) = result["rows"]
+    assert row["same"] and row["evaluations"] == 2_000
+    assert row["ratio"] == pytest.approx(row["python_cpu_s"] / row["compiled_cpu_s"])
+    assert "| chain_mm_112nodes | 76 | 2,000 |" in result["markdown"] and "met on" in result["markdown"]
