@@ -6,7 +6,8 @@ learned policies) reports ``details["anytime"]``: a list of
 improvement (the first evaluation included) and one at the last evaluation,
 evaluations counted from 1 exactly as the placer counts its budget, CPU
 seconds the process CPU time (every thread) the placer had used when that
-evaluation's batch was scored. Between two points the best so far is the
+evaluation's batch was scored (for local_search's compiled loop, at the end of
+the stretch of evaluations it ran before returning to Python). Between two points the best so far is the
 earlier point's (a step function); ``viz.anytime`` charts it against
 evaluations or against CPU seconds, both measured in the same run.
 """
