@@ -28,6 +28,11 @@ so few evaluations are wasted. ``budget`` counts every simulated
 assignment; ``time_limit`` optionally caps wall time. ``details["anytime"]``
 holds the best makespan so far against the evaluations spent
 (:mod:`workbench.placers.anytime`).
+
+The loop runs compiled (:mod:`workbench.placers.local_search_kernel`, numba):
+the same moves from the same random stream, so a seed gives the Python
+loop's trajectory exactly; ``loop="python"`` runs the Python loop, the
+reference, which a subclass that steers the proposals always runs.
 """
 
 from __future__ import annotations
