@@ -43,6 +43,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "workbench.bench.runs",
         "the run reader (workbench.runs) on a 300,000-episode metrics.csv: frame, rows and whole run, plain and quoted graph paths",
     ),
+    "search": (
+        "workbench.bench.search",
+        "local_search's compiled loop vs its Python loop, alternated in one run: evaluations per CPU second, same trajectory",
+    ),
     "ties": (
         "workbench.bench.ties",
         "how much ties matter: each list-scheduling heuristic under id, ready and random tie orders, and ties=K",

@@ -6,7 +6,8 @@ learned policies) reports ``details["anytime"]``: a list of
 improvement (the first evaluation included) and one at the last evaluation,
 evaluations counted from 1 exactly as the placer counts its budget, CPU
 seconds the process CPU time (every thread) the placer had used when that
-evaluation's batch was scored. Between two points the best so far is the
+evaluation's batch was scored (for local_search's compiled loop, at the end of
+the stretch of evaluations it ran before returning to Python). Between two points the best so far is the
 earlier point's (a step function); ``viz.anytime`` charts it against
 evaluations or against CPU seconds, both measured in the same run.
 """
@@ -43,6 +44,16 @@ class BestSoFar:
                 self.best = float(makespan)
                 self._points.append([start + index, self.best, self.cpu_seconds])
         self.evaluations = start - 1 + values.size
+
+    def extend(self, evaluations: np.ndarray, makespans: np.ndarray, total: int) -> None:
+        """Record improvements found by a compiled loop: ``makespans[i]`` is the best so far from evaluation
+        ``evaluations[i]``, and ``total`` evaluations are counted after them; all are stamped with the CPU seconds now."""
+        self.cpu_seconds = time.process_time() - self.began
+        for evaluation, makespan in zip(evaluations.tolist(), makespans.tolist(), strict=True):
+            if makespan < self.best:
+                self.best = float(makespan)
+                self._points.append([int(evaluation), self.best, self.cpu_seconds])
+        self.evaluations = int(total)
 
     @property
     def points(self) -> list[list[float]]:

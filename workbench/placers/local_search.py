@@ -28,12 +28,17 @@ so few evaluations are wasted. ``budget`` counts every simulated
 assignment; ``time_limit`` optionally caps wall time. ``details["anytime"]``
 holds the best makespan so far against the evaluations spent
 (:mod:`workbench.placers.anytime`).
+
+The loop runs compiled (:mod:`workbench.placers.local_search_kernel`, numba):
+the same moves from the same random stream, so a seed gives the Python
+loop's trajectory exactly; ``loop="python"`` runs the Python loop, the
+reference, which a subclass that steers the proposals always runs.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -55,6 +60,19 @@ MOVE_WEIGHTS = (0.25, 0.1, 0.1, 0.25, 0.3)
 _CUMULATIVE_WEIGHTS = np.cumsum(MOVE_WEIGHTS[:-1]) / np.sum(MOVE_WEIGHTS)
 # Evaluations between refreshes of the critical chain (each refresh is one more simulation).
 CRITICAL_REFRESH = 8
+LOOPS = ("compiled", "python")
+CHUNK_SECONDS = 0.02  # wall seconds of one stretch of the compiled loop between returns to Python (clock, any-time, progress)
+
+
+class _Run(NamedTuple):
+    """One search's objects, shared by its loop (Python or compiled)."""
+
+    moves: Moves
+    evaluator: Evaluator
+    rng: np.random.Generator
+    anytime: BestSoFar
+    bar: tqdm
+    began: float
 
 
 class LocalSearchPlacer(Placer):
@@ -72,6 +90,9 @@ class LocalSearchPlacer(Placer):
         starts: the one-pass methods tried as starts when no ``start`` is given:
             ``"all"`` (heuristics, rules and baselines: the fair start) or
             ``"literature"`` (heuristics and baselines; the paper comparison).
+        loop: ``"compiled"`` (numba, the default) or ``"python"`` (the reference). Both give the same trajectory for a
+            seed; a subclass whose moves steer the proposals always runs the Python loop. Under a ``time_limit`` the
+            compiled loop reads the clock between stretches of evaluations (about 20 ms each), not before every batch.
     """
 
     def __init__(
@@ -84,6 +105,7 @@ class LocalSearchPlacer(Placer):
         progress: bool = False,
         start: np.ndarray | None = None,
         starts: str = "all",
+        loop: str = "compiled",
     ) -> None:
         starts_needed = (len(constructive_methods(starts)) if start is None else 1) + self.extra_start_count()
         if int(budget) < starts_needed:
@@ -94,6 +116,8 @@ class LocalSearchPlacer(Placer):
             raise PlacerError(f"need 0 < final_temperature <= initial_temperature, got {final_temperature} and {initial_temperature}")
         if max_batch < 1:
             raise PlacerError(f"max_batch must be >= 1, got {max_batch}")
+        if loop not in LOOPS:
+            raise PlacerError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
         self.budget = int(budget)
         self.time_limit = time_limit
         self.initial_temperature = float(initial_temperature)
@@ -102,6 +126,7 @@ class LocalSearchPlacer(Placer):
         self.progress = progress
         self.start = start
         self.starts = starts
+        self.loop = loop
 
     # Evaluations between trace refreshes, and whether the first refresh precedes any proposal (a steered subclass may change both).
     refresh_every: int = CRITICAL_REFRESH
@@ -145,10 +170,29 @@ class LocalSearchPlacer(Placer):
         moves = self.moves(graph, devices, rng)
         current, current_makespan = starts[first].copy(), float(start_makespans[first])
         best, best_makespan = current.copy(), current_makespan
+        bar = _progress_bar(self.budget, self.progress)
+        if graph.num_nodes and moves.num_devices > 1:
+            loop = self._compiled_loop if self.loop == "compiled" and type(moves) is Moves else self._python_loop
+            best, best_makespan = loop(_Run(moves, evaluator, rng, anytime, bar, began), current, current_makespan)
+        bar.close()
+        return Decision(
+            best,
+            details={
+                "evaluations": evaluator.evaluations,
+                "start_method": names[first],
+                "start_makespan": float(start_makespans[first]),
+                "anytime": anytime.points,
+            },
+        )
+
+    def _python_loop(self, run: _Run, current: np.ndarray, current_makespan: float) -> tuple[np.ndarray, float]:
+        """The search loop in Python (the reference, and the loop of moves a subclass steers); returns the best assignment
+        and its makespan."""
+        moves, evaluator, rng, anytime, bar, began = run
+        best, best_makespan = current.copy(), current_makespan
         scale = max(current_makespan, float(np.finfo(float).tiny))
         acceptance, since_refresh, stale = 0.5, self.refresh_every if self.refresh_at_start else 0, True
-        bar = _progress_bar(self.budget, self.progress)
-        while evaluator.evaluations < self.budget and graph.num_nodes and moves.num_devices > 1:
+        while evaluator.evaluations < self.budget:
             elapsed = time.perf_counter() - began
             if self.time_limit is not None and elapsed >= self.time_limit:
                 break
@@ -178,16 +222,62 @@ class LocalSearchPlacer(Placer):
                 acceptance = 0.9 * acceptance + 0.1 / (pick + 1)
             else:
                 acceptance = 0.9 * acceptance + 0.05 / size
-        bar.close()
-        return Decision(
-            best,
-            details={
-                "evaluations": evaluator.evaluations,
-                "start_method": names[first],
-                "start_makespan": float(start_makespans[first]),
-                "anytime": anytime.points,
-            },
-        )
+        return best, best_makespan
+
+    def _compiled_loop(self, run: _Run, current: np.ndarray, current_makespan: float) -> tuple[np.ndarray, float]:
+        """:meth:`_python_loop` in :func:`~workbench.placers.local_search_kernel.search_steps`, called for stretches of about
+        :data:`CHUNK_SECONDS`; ``rng`` and ``moves.critical`` end as the Python loop leaves them."""
+        from . import local_search_kernel as kernel
+
+        moves, evaluator, rng, anytime, bar, began = run
+        graph = moves.graph
+        n = graph.num_nodes
+        ptr, pred, edge = graph.pred_csr
+        words = kernel.pcg64_state(rng)
+        current = np.array(current, dtype=np.int64)
+        best = current.copy()
+        critical = np.arange(n, dtype=np.int64)
+        counts = np.zeros(5, dtype=np.int64)
+        counts[kernel.EVALUATIONS], counts[kernel.STALE], counts[kernel.CRITICAL_SIZE] = evaluator.evaluations, 1, n
+        counts[kernel.SINCE_REFRESH] = self.refresh_every if self.refresh_at_start else 0
+        values = np.array([current_makespan, current_makespan, 0.5])
+        settings = np.array([self.budget, self.max_batch, self.refresh_every, moves.num_devices], dtype=np.int64)
+        temperatures = np.array([max(current_makespan, float(np.finfo(float).tiny)), self.initial_temperature, self.final_temperature])
+        static = (evaluator.kernel_arrays, ptr, pred, np.ascontiguousarray(graph.comm[edge]), moves.nb_ptr, moves.nb, _CUMULATIVE_WEIGHTS)
+        chunk = 16
+        while counts[kernel.EVALUATIONS] < self.budget:
+            elapsed = time.perf_counter() - began
+            if self.time_limit is not None and elapsed >= self.time_limit:
+                break
+            before, best_before = int(counts[kernel.EVALUATIONS]), float(values[kernel.BEST_MAKESPAN])
+            point_evaluations, point_makespans = np.empty(chunk + self.max_batch + 1, dtype=np.int64), np.empty(chunk + self.max_batch + 1)
+            counts[kernel.POINTS] = 0
+            kernel.search_steps(
+                *static,
+                settings,
+                temperatures,
+                words,
+                current,
+                best,
+                critical,
+                counts,
+                values,
+                point_evaluations,
+                point_makespans,
+                before + chunk,
+                0.0 if self.time_limit is None else elapsed / self.time_limit,
+            )
+            points = int(counts[kernel.POINTS])
+            evaluator.evaluations = int(counts[kernel.EVALUATIONS])
+            anytime.extend(point_evaluations[:points], point_makespans[:points], evaluator.evaluations)
+            bar.update(evaluator.evaluations - before)
+            if values[kernel.BEST_MAKESPAN] < best_before:
+                bar.set_postfix(best=f"{values[kernel.BEST_MAKESPAN]:.6g}")
+            spent = time.perf_counter() - began - elapsed
+            chunk = int(min(max(chunk * CHUNK_SECONDS / max(spent, 1e-6), 16), 1 << 16))
+        kernel.set_pcg64_state(rng, words)
+        moves.critical = critical[: counts[kernel.CRITICAL_SIZE]].copy()
+        return best, float(values[kernel.BEST_MAKESPAN])
 
 
 class Moves:

@@ -239,6 +239,12 @@ class Evaluator:
         self.evaluations += batch.shape[0]
         return float(out[0]) if single else out
 
+    @property
+    def kernel_arrays(self) -> tuple[np.ndarray, ...]:
+        """The graph's and cluster's arrays in the order :func:`~workbench.sim.fast.simulate_one` takes them (before the
+        assignment), for a compiled caller that simulates without the checks of ``__call__``."""
+        return (*self._compiled, self._keys, *self._cluster)
+
     def _checked(self, assignments: Sequence[Sequence[int]] | Sequence[int] | np.ndarray) -> np.ndarray:
         """``assignments`` as a contiguous 2-D array of device ids, or an error naming what is wrong."""
         batch = np.atleast_2d(np.asarray(assignments))
