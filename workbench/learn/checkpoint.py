@@ -56,7 +56,7 @@ from ..cluster import MAX_DEVICES, Devices, num_devices
 from ..fileio import atomic_path
 from ..graph import MAX_EDGES, MAX_NODES, DataflowGraph
 from ..runs import CHECKPOINT_SUFFIX
-from .fields import Field, check_config, check_keys, check_value, shown
+from .fields import Field, check_keys, check_value, shown
 
 __all__ = [
     "CheckpointError",
