@@ -15,7 +15,8 @@ from workbench.learn.env import teacher_assignment
 from workbench.learn.features import GRAPH_STATISTICS, earliest_start_scores, graph_statistics
 from workbench.learn.policy import PolicyConfig
 from workbench.runs import zero_shot_checkpoint
-from workbench.training.corpus_training import evaluate_split, residual_policy
+from workbench.training.corpus_evaluation import evaluate_split
+from workbench.training.corpus_training import residual_policy
 from workbench.training.gate_training import GateTrainConfig, gated_policy, rule_costs, train_gate
 
 from .test_corpus_training import TINY

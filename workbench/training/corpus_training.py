@@ -59,6 +59,7 @@ from ..runs import CsvLog, RunWriter
 from ..runs.validate import CorpusPlan, check_corpus_run, damaged, read_json_object
 from .checkpoint import non_finite_failure
 from .config import TrainConfig, device_counts, parse_trainer_arguments, trainer_parser
+from .corpus_evaluation import evaluate_split, greedy_score, summary
 from .imitation import apply_gradient
 from .oracle import SimulatorOracle
 from .reinforce import reinforce_update
@@ -219,6 +220,28 @@ def _teachers(out: Path, pairs: list[tuple[CorpusEntry, int]], graphs: dict[str,
     return found
 
 
+def _plan(
+    config: CorpusTrainConfig,
+    pairs: list[tuple[CorpusEntry, int]],
+    graphs: dict[str, DataflowGraph],
+    critical: dict[str, float],
+    held_out: list[tuple[str, DataflowGraph, int, float]],
+) -> CorpusPlan:
+    """What the run does episode by episode, for the check of its directory before it resumes."""
+    from ..sim import lower_bound
+
+    return CorpusPlan(
+        imitation=config.objective == "imitation",
+        episodes=config.episodes,
+        checkpoint_every=config.checkpoint_every,
+        select_every=config.select_every,
+        pair_of=lambda episode: pair_key(*pairs[_pair_index(config.seed, len(pairs), episode)]),
+        pairs={pair_key(e, d): (graphs[e.name], d, critical[pair_key(e, d)]) for e, d in pairs},
+        floors={pair_key(e, d): lower_bound(graphs[e.name], d) / critical[pair_key(e, d)] for e, d in pairs},
+        selection_floor=min((lower_bound(g, d) / c for _, g, d, c in held_out), default=0.0),
+    )
+
+
 def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "train", corpus: list[CorpusEntry] | None = None) -> Path:
     """Train (or resume) the run in ``out`` on the ``split`` of ``corpus`` (default: the shipped manifest).
 
@@ -227,7 +250,8 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     from ..learn import Guide
     from ..learn.checkpoint import TrainedFor
     from ..placers import place
-    from ..sim import Evaluator, lower_bound
+    from ..progress import progress_bar
+    from ..sim import Evaluator
 
     out = Path(out)
     run = RunWriter(out)
@@ -247,17 +271,9 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     generator = torch.Generator().manual_seed(config.seed)
     first = _restore(last, policy, optimizer, generator) if last.is_file() else 0
-    plan = CorpusPlan(
-        imitation=imitation,
-        episodes=config.episodes,
-        checkpoint_every=config.checkpoint_every,
-        select_every=config.select_every,
-        pair_of=lambda episode: pair_key(*pairs[_pair_index(config.seed, len(pairs), episode)]),
-        pairs={pair_key(e, d): (graphs[e.name], d, critical[pair_key(e, d)]) for e, d in pairs},
-        floors={pair_key(e, d): lower_bound(graphs[e.name], d) / critical[pair_key(e, d)] for e, d in pairs},
-        selection_floor=min((lower_bound(g, d) / c for _, g, d, c in held_out), default=0.0),
-    )
-    checked = check_corpus_run(out, plan, first)  # every file checked before anything in the run is written
+    checked = check_corpus_run(
+        out, _plan(config, pairs, graphs, critical, held_out), first
+    )  # every file checked before anything in the run is written
     if checked.best_at is not None:
         checked_policy(best, trained_for)
     if checked.status == "diverged":
@@ -273,15 +289,16 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     selections: list[dict[str, Any]] = list(selection.start(keep=lambda row: int(row["episode"]) <= first))
     rows: list[dict[str, Any]] = []  # since the last checkpoint
     policy.trained_for = trained_for
-    guides = {}
-    for entry, devices in pairs if imitation else []:
-        key = pair_key(entry, devices)
-        guides[key] = Guide(*teacher_guide(graphs[entry.name], devices, np.asarray(teachers[key]["assignment"])))
+    guides = {
+        pair_key(e, d): Guide(*teacher_guide(graphs[e.name], d, np.asarray(teachers[pair_key(e, d)]["assignment"])))
+        for e, d in (pairs if imitation else [])
+    }
     evaluators = {pair_key(e, d): Evaluator(graphs[e.name], d) for e, d in pairs}
     if held_out and not selections:
         _select(policy, held_out, 0, selections, best, selection)
     saved = first
-    for episode in range(first, config.episodes):
+    bar = progress_bar(range(first, config.episodes), desc=f"corpus {config.objective}", unit="ep", initial=first, total=config.episodes)
+    for episode in bar:
         entry, devices = pairs[_pair_index(config.seed, len(pairs), episode)]
         key, graph = pair_key(entry, devices), graphs[entry.name]
         began = time.perf_counter()
@@ -469,15 +486,6 @@ def _selection_pairs(config: CorpusTrainConfig, corpus: list[CorpusEntry] | None
     return [(key, g, d, place(g, "critical_path", d).makespan) for key, g, d in pairs]
 
 
-def greedy_score(policy: Any, pairs: list[tuple[str, DataflowGraph, int, float]]) -> tuple[float, float]:
-    """The greedy policy's share of ``pairs`` where it beats critical_path strictly, and its mean makespan over critical_path's."""
-    from ..sim import simulate
-
-    with torch.no_grad():
-        ratios = np.array([simulate(g, policy.rollout(g, d, mode="greedy").assignment, d).makespan / c for _, g, d, c in pairs])
-    return float(np.mean(ratios < 1.0)), float(ratios.mean())
-
-
 def _select(policy: Any, pairs: list, episode: int, selections: list[dict[str, Any]], best: Path, log: CsvLog) -> None:
     """Score the greedy policy on ``pairs``; save it as ``best`` when it wins more often (or as often, closer to critical_path);
     the score goes to ``selections`` and ``log`` (``selection.csv``)."""
@@ -489,81 +497,6 @@ def _select(policy: Any, pairs: list, episode: int, selections: list[dict[str, A
     selections.append({"episode": episode, "wins": wins, "mean_over_critical_path": mean, "best": int(better)})
     with log:
         log.append(selections[-1:])
-
-
-def evaluate_split(
-    checkpoint: str | Path,
-    split: str = "test",
-    devices: tuple[int, ...] = (2, 4, 8),
-    samples: int = 16,
-    seed: int = 0,
-    corpus: list[CorpusEntry] | None = None,
-) -> Any:  # a pandas DataFrame (pandas has no type information)
-    """Zero-shot placements of every graph of ``split`` at each device count: a pandas frame, one row per (graph, devices).
-
-    Columns: critical_path's makespan, the best heuristic's, the policy's greedy
-    one and the best of greedy + ``samples - 1`` samples (seeded), each
-    also over critical_path's, the greedy placement's inference seconds and, for a policy with a rule gate, the
-    rule pair it chose (``greedy_rule``; empty without a gate).
-    """
-    import pandas as pd
-
-    from ..learn import load_policy
-    from ..placers import place
-    from ..sim import Evaluator
-
-    policy = load_policy(checkpoint)
-    rows = []
-    for entry in entries(split, manifest=corpus):
-        graph = build(entry)
-        for count in devices:
-            if count not in entry.devices:
-                continue
-            heuristics = {m: place(graph, m, count).makespan for m in methods("heuristic")}
-            began = time.perf_counter()
-            with torch.no_grad():
-                greedy = policy.rollout(graph, count, mode="greedy")
-                seconds = time.perf_counter() - began
-                generator = torch.Generator().manual_seed(seed)
-                sampled = policy.rollouts(graph, count, samples - 1, mode="sample", generator=generator) if samples > 1 else []
-            makespans = np.atleast_1d(Evaluator(graph, count)(np.stack([r.assignment for r in [greedy, *sampled]])))
-            critical = heuristics["critical_path"]
-            best = min(heuristics, key=heuristics.__getitem__)
-            rows.append(
-                {
-                    "graph": entry.name,
-                    "family": entry.family,
-                    "nodes": graph.num_nodes,
-                    "devices": count,
-                    "critical_path": critical,
-                    "best_heuristic": best,
-                    "best_heuristic_makespan": heuristics[best],
-                    "greedy": float(makespans[0]),
-                    f"best_of_{samples}": float(makespans.min()),
-                    "greedy_over_critical_path": float(makespans[0]) / critical,
-                    f"best_of_{samples}_over_critical_path": float(makespans.min()) / critical,
-                    "best_heuristic_over_critical_path": heuristics[best] / critical,
-                    "greedy_seconds": seconds,
-                    "greedy_rule": greedy.rule or "",
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def summary(frame: Any) -> Any:  # pandas DataFrames
-    """Per device count: mean makespan ÷ critical_path's (greedy, best of K, best heuristic) and the share of graphs the policy wins."""
-    best_of = next(c for c in frame.columns if c.startswith("best_of_") and not c.endswith("critical_path"))
-    wins = frame.assign(greedy_wins=frame["greedy"] < frame["critical_path"], best_of_wins=frame[best_of] < frame["critical_path"])
-    columns = [
-        "greedy_over_critical_path",
-        f"{best_of}_over_critical_path",
-        "best_heuristic_over_critical_path",
-        "greedy_wins",
-        "best_of_wins",
-    ]
-    table = wins.groupby("devices")[columns].mean()
-    table.insert(0, "graphs", wins.groupby("devices").size())
-    return table.round(3)
 
 
 def train_from_arguments(
