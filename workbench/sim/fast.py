@@ -76,6 +76,23 @@ def _pop(key1: np.ndarray, key2: np.ndarray, value: np.ndarray, base: int, size:
 
 
 @njit(cache=True)
+def _scratch(n: int, m: int, num_dev: int) -> tuple:
+    """simulate_one's work arrays: the event FIFO, the timed-event heap (time, sequence, code), each device's request
+    queue (priority, sequence, op) with its size, and each device's running op (-1: idle)."""
+    return (
+        np.empty(6 * n + 2 * m + num_dev + 8, dtype=np.int64),
+        np.empty(n + m + 1),
+        np.empty(n + m + 1, dtype=np.int64),
+        np.empty(n + m + 1, dtype=np.int64),
+        np.empty(num_dev * n + 1),
+        np.empty(num_dev * n + 1, dtype=np.int64),
+        np.empty(num_dev * n + 1, dtype=np.int64),
+        np.zeros(num_dev, dtype=np.int64),
+        np.full(num_dev, -1, dtype=np.int64),
+    )
+
+
+@njit(cache=True)
 def simulate_one(
     compute: np.ndarray,
     out_ptr: np.ndarray,
@@ -96,21 +113,9 @@ def simulate_one(
     n = compute.size
     m = edge_dst.size
     num_dev = speed.size
-    fifo = np.empty(6 * n + 2 * m + num_dev + 8, dtype=np.int64)
-    head = 0
-    tail = 0
-    h_time = np.empty(n + m + 1)
-    h_seq = np.empty(n + m + 1, dtype=np.int64)
-    h_code = np.empty(n + m + 1, dtype=np.int64)
-    h_size = 0
-    q_prio = np.empty(num_dev * n + 1)
-    q_seq = np.empty(num_dev * n + 1, dtype=np.int64)
-    q_op = np.empty(num_dev * n + 1, dtype=np.int64)
-    q_size = np.zeros(num_dev, dtype=np.int64)
-    busy = np.full(num_dev, -1, dtype=np.int64)
+    fifo, h_time, h_seq, h_code, q_prio, q_seq, q_op, q_size, busy = _scratch(n, m, num_dev)
+    head = tail = h_size = seq = requests = 0
     remaining = in_degree.copy()
-    seq = 0
-    requests = 0
     makespan = 0.0
     for v in range(n):
         if remaining[v] == 0:
