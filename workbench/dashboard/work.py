@@ -8,7 +8,9 @@ within :data:`POLL` seconds when
 - the browser went away (the request's socket was closed; werkzeug's server),
 - a newer request of the same client for the same outputs replaced it (the
   client is its address; a second tab counts as the same client), or
-- its deadline passed (the request's time limit plus :data:`GRACE`).
+- its deadline passed (the request's time limit plus :data:`GRACE`), or
+- the deadline of the whole request passed (:func:`request_deadline`: Compare's
+  placements, one after another, share one).
 
 At most ``limits.max_concurrent`` children run at once, for all clients
 together; a request that finds no free slot within :data:`SLOT_WAIT` seconds
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import importlib.util
 import itertools
 import multiprocessing
@@ -51,7 +54,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -66,6 +69,8 @@ __all__ = [
     "WorkRunner",
     "RUNNER",
     "run_bounded",
+    "request_deadline",
+    "NOT_RUN",
     "run_placement",
     "search_clock",
     "simulate_placement",
@@ -84,7 +89,10 @@ CHILD_NICENESS = 10
 """How much nicer (lower in scheduling priority) a child runs than the server. With both slots spinning on a 2-core machine
 at load 5, a what-if Move took a median 365 ms (max 1.7 s) with the children at the server's priority, 151 ms (max 219
 ms) at +10 and 132 ms (max 163 ms) at +19; +10 keeps a child level with the test suite's nice-10 background load."""
+NOT_RUN = "not run: request deadline"
+"""What :class:`Cancelled` says for work not started because its request's deadline had passed."""
 _IN_CHILD = False
+_REQUEST_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("workbench_request_deadline", default=None)
 PRELOAD = ["workbench", "workbench.placers", "workbench.sim", "workbench.generators", "workbench.dashboard.sources"]
 LEARNED_PRELOAD = "workbench.learn.placers"
 """Preloaded too where torch is installed (a light install has no learned methods to start)."""
@@ -92,6 +100,21 @@ LEARNED_PRELOAD = "workbench.learn.placers"
 
 class Cancelled(RuntimeError):
     """The work was stopped: the client left, a newer request replaced it, or its deadline passed."""
+
+
+@contextlib.contextmanager
+def request_deadline(seconds: float) -> Iterator[float]:
+    """Within the block, all the work this thread runs ends ``seconds`` from now: a child still running then is killed
+    (:class:`Cancelled`, "the request's deadline passed"), and work not started by then raises :class:`Cancelled` with
+    :data:`NOT_RUN` without starting. Yields the deadline (``time.monotonic()``); an enclosing one that ends earlier wins."""
+    deadline = time.monotonic() + seconds
+    outer = _REQUEST_DEADLINE.get()
+    deadline = deadline if outer is None else min(deadline, outer)
+    token = _REQUEST_DEADLINE.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _REQUEST_DEADLINE.reset(token)
 
 
 class WorkRunner:
@@ -139,11 +162,11 @@ class WorkRunner:
                 current Flask request's client left, was superseded or cancelled.
             slot_wait: seconds to wait for a free slot before the request is refused.
         """
-        should_stop = should_stop or self._request_watch()
+        should_stop = _within_request_deadline(should_stop or self._request_watch())
         self.warm()
         reason = should_stop()
         if reason:
-            raise Cancelled(f"stopped: {reason}")
+            raise _not_started(reason)
         reader, writer = self._context.Pipe(duplex=False)
         child = self._context.Process(target=_child_main, args=(writer, function, args, memory_mb if cap_data else None), daemon=True)
         try:
@@ -203,7 +226,7 @@ class WorkRunner:
             while len(self._children) >= max_concurrent:
                 reason = should_stop()
                 if reason:
-                    raise Cancelled(f"stopped: {reason}")
+                    raise _not_started(reason)
                 if time.monotonic() > give_up:
                     raise LimitError(
                         f"the server is busy: {len(self._children)} computations are running "
@@ -253,6 +276,22 @@ class WorkRunner:
             return None
 
         return should_stop
+
+
+_PASSED = "the request's deadline passed"
+
+
+def _within_request_deadline(should_stop: Callable[[], str | None]) -> Callable[[], str | None]:
+    """``should_stop``, which also says stop once the deadline of :func:`request_deadline` (if any) has passed."""
+    deadline = _REQUEST_DEADLINE.get()
+    if deadline is None:
+        return should_stop
+    return lambda: should_stop() or (_PASSED if time.monotonic() >= deadline else None)
+
+
+def _not_started(reason: str) -> Cancelled:
+    """The :class:`Cancelled` for work stopped before its child started (:data:`NOT_RUN` when its request's deadline passed)."""
+    return Cancelled(NOT_RUN if reason == _PASSED else f"stopped: {reason}")
 
 
 def _closed(sock: socket.socket) -> bool:
