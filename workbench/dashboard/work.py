@@ -87,8 +87,9 @@ SLOT_WAIT = 5.0
 """Seconds a request waits for a free slot before it is refused."""
 CHILD_NICENESS = 10
 """How much nicer (lower in scheduling priority) a child runs than the server. With both slots spinning on a 2-core machine
-at load 5, a what-if Move took a median 365 ms (max 1.7 s) with the children at the server's priority, 151 ms (max 219
-ms) at +10 and 132 ms (max 163 ms) at +19; +10 keeps a child level with the test suite's nice-10 background load."""
+at load 5-7, a what-if Move took a median 356-443 ms (max 0.67-3.0 s) with the children at the server's priority, 151-193
+ms (max 219-622 ms) at +10 and 121-132 ms (max 163-271 ms) at +19, in three runs; +10 keeps a child level with the test
+suite's nice-10 background load."""
 NOT_RUN = "not run: request deadline"
 """What :class:`Cancelled` says for work not started because its request's deadline had passed."""
 _IN_CHILD = False
