@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 import workbench as wb
-from workbench.dashboard import create_app
+from workbench.dashboard import create_app, work
 from workbench.dashboard.context import DashboardContext
 from workbench.dashboard.jobs import RANDOM_FEATURES_MAX, JobManager, LaunchError, validate_arguments
 from workbench.dashboard.limits import LimitError, Limits
 from workbench.dashboard.pages import compare, launch
 from workbench.dashboard.picker import resolve_graph_key
+from workbench.dashboard.sources import load_graph_key
 from workbench.dashboard.work import RUNNER, Cancelled
 
 CHAIN = "bundled:doppler-paper/chain_mm_112nodes.txt"
@@ -158,35 +159,38 @@ def serving(app):
         thread.join(5)
 
 
+def compare_body(graph_key: str, methods: list[str], seed: int, budget: int, time_limit: float) -> dict:
+    """The Compare callback's request as the browser sends it: a click on Compare with these values in the form."""
+    return {
+        "output": "..compare-methods.options...compare-methods.value...compare-results.children...compare-state.data..."
+        "compare-pending.data..",
+        "outputs": [
+            {"id": "compare-methods", "property": "options"},
+            {"id": "compare-methods", "property": "value"},
+            {"id": "compare-results", "property": "children"},
+            {"id": "compare-state", "property": "data"},
+            {"id": "compare-pending", "property": "data"},
+        ],
+        "inputs": [
+            {"id": "compare-run", "property": "n_clicks", "value": 1},
+            {"id": "compare-graph-key", "property": "data", "value": graph_key},
+            {"id": "compare-devices", "property": "value", "value": 4},
+        ],
+        "state": [
+            *(
+                {"id": f"compare-{name}", "property": "value", "value": value}
+                for name, value in (("methods", methods), ("seed", seed), ("budget", budget), ("time-limit", time_limit))
+            ),
+            {"id": "compare-state", "property": "data", "value": None},
+            {"id": "compare-pending", "property": "data", "value": []},
+        ],
+        "changedPropIds": ["compare-run.n_clicks"],
+    }
+
+
 def compare_request(port: int, seed: int, method: str = "local_search") -> socket.socket:
     """Send the Compare callback (by default a one-minute local search); return the open connection."""
-    body = json.dumps(
-        {
-            "output": "..compare-methods.options...compare-methods.value...compare-results.children...compare-state.data..."
-            "compare-pending.data..",
-            "outputs": [
-                {"id": "compare-methods", "property": "options"},
-                {"id": "compare-methods", "property": "value"},
-                {"id": "compare-results", "property": "children"},
-                {"id": "compare-state", "property": "data"},
-                {"id": "compare-pending", "property": "data"},
-            ],
-            "inputs": [
-                {"id": "compare-run", "property": "n_clicks", "value": 1},
-                {"id": "compare-graph-key", "property": "data", "value": FFNN},
-                {"id": "compare-devices", "property": "value", "value": 4},
-            ],
-            "state": [
-                *(
-                    {"id": f"compare-{name}", "property": "value", "value": value}
-                    for name, value in (("methods", [method]), ("seed", seed), ("budget", 200_000), ("time-limit", 60))
-                ),
-                {"id": "compare-state", "property": "data", "value": None},
-                {"id": "compare-pending", "property": "data", "value": []},
-            ],
-            "changedPropIds": ["compare-run.n_clicks"],
-        }
-    ).encode()
+    body = json.dumps(compare_body(FFNN, [method], seed, 200_000, 60)).encode()
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     head = (
         f"POST /_dash-update-component HTTP/1.1\r\nHost: localhost:{port}\r\n"
@@ -194,6 +198,73 @@ def compare_request(port: int, seed: int, method: str = "local_search") -> socke
     )
     sock.sendall(head.encode() + body)
     return sock
+
+
+def find_component(tree, component_id: str) -> dict | None:
+    """The component with this id in a Dash reply's JSON tree."""
+    if isinstance(tree, dict):
+        if tree.get("props", {}).get("id") == component_id:
+            return tree
+        tree = list(tree.values())
+    if isinstance(tree, list):
+        return next((found for item in tree if (found := find_component(item, component_id)) is not None), None)
+    return None
+
+
+def test_a_request_deadline_stops_a_running_child_and_starts_nothing_after_it(context):
+    began = time.monotonic()
+    with work.request_deadline(1.0) as deadline, work.request_deadline(600) as inner:
+        assert inner == deadline  # the earlier one wins
+        with pytest.raises(Cancelled, match="stopped: the request's deadline passed"):
+            work.run_bounded(context, spin, 30.0)  # its own deadline is the server's 75 s
+        stopped = time.monotonic() - began
+        with pytest.raises(Cancelled, match="^not run: request deadline$"):
+            work.run_bounded(context, spin, 30.0)
+    assert stopped < 3.0 and RUNNER.children() == []
+    assert work.run_bounded(context, spin, 0.01) > 0  # outside the block, no deadline but its own
+
+
+@pytest.mark.slow
+def test_a_compare_request_ends_by_its_one_deadline_and_names_what_it_cut(context):
+    """Forged store values: every method on offer, the largest budget and time limit. The methods run one after another,
+    each on the 2 s clock, within the request's 5 s: the reply comes by then (plus a little to draw), no child outlives
+    it, and every method is in the summary, placed or named as cut."""
+    caps = Limits(max_time_limit=2.0, max_request_time=5.0)
+    app = create_app(runs_dir=context.runs_dir, limits=caps)
+    offered = [o["value"] for o in compare.method_options(app.workbench_context, load_graph_key(app.workbench_context, CHAIN), 4)]
+    chosen = ["local_search", "cpsat", "learned_search", *(m for m in offered if m not in ("local_search", "cpsat", "learned_search"))]
+    assert len(chosen) > 10
+    seen: list[float] = []
+    done = threading.Event()
+
+    def watch() -> None:  # when a child was last seen running
+        while not done.is_set():
+            if RUNNER.children():
+                seen.append(time.monotonic())
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    began = time.monotonic()
+    try:
+        body = compare_body(CHAIN, chosen, 5, caps.max_budget, caps.max_time_limit)
+        reply = app.server.test_client().post("/_dash-update-component", json=body, headers={"Host": "localhost"})
+        took = time.monotonic() - began
+    finally:
+        done.set()
+        watcher.join(5)
+    assert reply.status_code == 200
+    last_child = max(seen) - began
+    rows = find_component(reply.get_json(), "compare-summary")["props"]["data"]
+    cut = {row["method"]: row["stop"] for row in rows if row["_makespan"] is None}
+    print(f"\n{len(chosen)} methods on 2 s clocks, 5 s for the request: reply in {took:.2f} s, last child at {last_child:.2f} s")
+    print(f"cut: {cut}")
+    assert last_child < caps.max_request_time + 1.0 and took < caps.max_request_time + 4.0  # then it draws what it placed
+    assert RUNNER.children() == []
+    assert "local_search" in [row["method"] for row in rows if row["_makespan"] is not None]  # placed within the deadline
+    assert len(rows) == len(chosen) and set(cut.values()) <= {"not run: request deadline", "stopped: request deadline"}
+    assert list(cut.values()).count("not run: request deadline") >= len(chosen) - 3, cut
+    assert "cut by the request's deadline, 5 s for the whole comparison (the server's --max-request-time)" in reply.get_data(as_text=True)
 
 
 def new_child(known: set[int], seconds: float = 30) -> int:

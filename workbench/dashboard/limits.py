@@ -52,6 +52,14 @@ class Limits:
             "seconds a placement may run (a Compare placement with no time limit is stopped with a message then)",
         ),
     )
+    max_request_time: float = field(
+        default=300.0,
+        metadata=_option(
+            "WORKBENCH_MAX_REQUEST_TIME",
+            "seconds one Compare request may compute, its placements together (they run one after another); "
+            "a method not placed by then is named in the summary",
+        ),
+    )
     max_nodes: int = field(
         default=20_000, metadata=_option("WORKBENCH_MAX_NODES", "ops of a graph the dashboard generates, loads or places")
     )

@@ -19,7 +19,7 @@ from dash import dash_table
 from workbench.placers import placer_class, placer_options
 from workbench.viz import critical_path_split, format_number, format_time, method_color
 
-__all__ = ["COLUMNS", "SORTABLE", "Stop", "plural", "stop_reason", "summary_rows", "summary_table", "sort_rows"]
+__all__ = ["COLUMNS", "SORTABLE", "Stop", "plural", "stop_reason", "summary_rows", "summary_table", "sort_rows", "unplaced_row"]
 
 COLUMNS = [
     ("method", "method"),
@@ -114,6 +114,14 @@ def summary_rows(results: list[tuple[str, Stop, Any, Any]], lower_bound: float, 
             }
         )
     return sort_rows(rows, [{"column_id": "makespan", "direction": "asc"}])
+
+
+def unplaced_row(label: str, why: str) -> dict[str, Any]:
+    """The row of a method that has no placement: ``why`` in the "stopped by" column, a dash elsewhere (sorted last)."""
+    row: dict[str, Any] = {key: "–" for key, _ in COLUMNS}
+    row.update({f"_{key}": None for key, _ in COLUMNS[1:]})
+    row.update({"method": label, "stop": why, "_stop": why, "color": method_color(label)})
+    return row
 
 
 def sort_rows(rows: list[dict[str, Any]], sort_by: list[dict[str, str]] | None) -> list[dict[str, Any]]:

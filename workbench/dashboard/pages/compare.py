@@ -54,8 +54,8 @@ from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
 from ..sources import graph_label, load_graph_key, method_choices, method_label, parse_method
-from ..summary import plural, sort_rows, stop_reason, summary_rows, summary_table
-from ..work import RUNNER, Cancelled, run_placement, search_clock, simulate_placement
+from ..summary import plural, sort_rows, stop_reason, summary_rows, summary_table, unplaced_row
+from ..work import NOT_RUN, RUNNER, Cancelled, request_deadline, run_placement, search_clock, simulate_placement
 from .whatif import HIDDEN, MAX_SEED, SHOWN, checked_state, editor, register_whatif_callbacks
 
 PATH = "/"
@@ -230,30 +230,34 @@ def compare_view(
         return [message(str(exc))], None
     bound = wb.lower_bound(graph, devices)
     learned = wb.placers.methods("learned")
-    done, placements, labels, rows = [], {}, [], []
-    for value in methods:
-        origin = checkpoint_origin(context, value)
-        label = origin.label(graph.name) if origin else value
-        labels.append(label)
-        if not usable(origin, graph.name, devices):
-            done.append((label, None, None, f"{label} was not trained for {graph.name} on {devices} devices; it is not applied here"))
-            continue
-        try:
-            placement = run_placement(context, graph_key, value, devices, seed, budget, time_limit)
-            result = simulate_placement(context, graph_key, value, devices, seed, budget, time_limit)
-        except Cancelled as exc:
-            done.append((label, None, None, f"{label} did not finish: {_cancelled(exc, context, time_limit)}"))
-            continue
-        except Exception as exc:  # one method failing must not take the page down
-            done.append((label, None, None, f"{label} failed: {exc}"))
-            continue
-        placements[label] = placement
-        method, options = parse_method(context, value)
-        clock = time_limit if time_limit is not None else search_clock(context, value)
-        searched = method not in learned or "search" in options
-        stop = stop_reason(method, placement, budget, clock, searched=searched, capped=time_limit is None)
-        rows.append((label, stop, placement, result.trace))
-        done.append((label, placement, result, stop))
+    done, placements, labels, rows, cut = [], {}, [], [], []
+    with request_deadline(context.limits.max_request_time):  # the methods run one after another, within one deadline
+        for value in methods:
+            origin = checkpoint_origin(context, value)
+            label = origin.label(graph.name) if origin else value
+            labels.append(label)
+            if not usable(origin, graph.name, devices):
+                done.append((label, None, None, f"{label} was not trained for {graph.name} on {devices} devices; it is not applied here"))
+                continue
+            try:
+                placement = run_placement(context, graph_key, value, devices, seed, budget, time_limit)
+                result = simulate_placement(context, graph_key, value, devices, seed, budget, time_limit)
+            except Cancelled as exc:
+                short, text = _cancelled(exc, context, time_limit)
+                if short:
+                    cut.append((label, short))
+                done.append((label, None, None, f"{label} {text}"))
+                continue
+            except Exception as exc:  # one method failing must not take the page down
+                done.append((label, None, None, f"{label} failed: {exc}"))
+                continue
+            placements[label] = placement
+            method, options = parse_method(context, value)
+            clock = time_limit if time_limit is not None else search_clock(context, value)
+            searched = method not in learned or "search" in options
+            stop = stop_reason(method, placement, budget, clock, searched=searched, capped=time_limit is None)
+            rows.append((label, stop, placement, result.trace))
+            done.append((label, placement, result, stop))
     longest = max((r.trace.makespan for _, _, r, _ in done if r is not None), default=0.0)
     panels = []
     for index, (label, placement, result, stop) in enumerate(done):
@@ -303,21 +307,19 @@ def compare_view(
         "critical path, solid while its ops run, dashed while its data is in flight, dotted while it waits (click a legend entry "
         "to show or hide a part). The table gives each method's numbers; click a column's header to sort by it."
     )
-    bars = (
-        html.Div(  # a component, not a list: Dash renders no list nested in a list of children
-            [
-                summary_table("compare-summary", summary_rows(rows, bound, graph)),
-                figure_card(
-                    PAGE,
-                    "makespans",
-                    makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph),
-                    makespan_frame(placements, bound),
-                ),
-            ]
+    table = summary_table("compare-summary", summary_rows(rows, bound, graph) + [unplaced_row(label, short) for label, short in cut])
+    makespans = (
+        figure_card(
+            PAGE,
+            "makespans",
+            makespan_bars(placements, bound, title=f"{graph.name} on {devices} devices: makespan per method", graph=graph),
+            makespan_frame(placements, bound),
         )
         if placements
         else message("no method succeeded")
     )
+    # a component, not a list: Dash renders no list nested in a list of children
+    bars = html.Div([table, makespans, *([_deadline_note(context, cut)] if cut else [])]) if placements or cut else makespans
     state = {
         "graph_key": graph_key,
         "devices": devices,
@@ -332,14 +334,31 @@ def compare_view(
     return [header, bars, html.Div(panels, className="wb-grid"), editor(succeeded, devices) if succeeded else None], state
 
 
-def _cancelled(exc: Cancelled, context, time_limit: float | None) -> str:
-    """Why a placement was stopped, and what to change when its deadline (the server's cap, no clock set) passed."""
-    if "deadline" in str(exc) and time_limit is None:
-        return (
-            f"it ran past the {context.limits.max_time_limit:g} s this server allows a placement (its --max-time-limit); "
-            "set a time limit or a smaller search budget"
+def _cancelled(exc: Cancelled, context, time_limit: float | None) -> tuple[str | None, str]:
+    """``(what the summary table says, or None where it says nothing, the card's sentence)`` for a placement that was
+    stopped or not started, and what to change when a deadline (the server's cap, no clock set) passed."""
+    text = str(exc)
+    whole = f"the whole comparison may compute for {context.limits.max_request_time:g} s (the server's --max-request-time)"
+    if text == NOT_RUN:
+        return NOT_RUN, f"{NOT_RUN}: {whole}; choose fewer methods or set a time limit"
+    if "request's deadline" in text:
+        return "stopped: request deadline", f"did not finish: {whole}"
+    if "deadline" in text and time_limit is None:
+        return None, (
+            f"did not finish: it ran past the {context.limits.max_time_limit:g} s this server allows a placement "
+            "(its --max-time-limit); set a time limit or a smaller search budget"
         )
-    return str(exc).removeprefix("stopped: ")
+    return None, "did not finish: " + text.removeprefix("stopped: ")
+
+
+def _deadline_note(context, cut: list[tuple[str, str]]):
+    """A message naming the methods the request's deadline cut, under the summary table."""
+    names = "; ".join(f"{label} ({short})" for label, short in cut)
+    return message(
+        f"cut by the request's deadline, {context.limits.max_request_time:g} s for the whole comparison "
+        f"(the server's --max-request-time): {names}",
+        "warning",
+    )
 
 
 MAX_HIGHLIGHTED = 500
