@@ -165,8 +165,14 @@ def test_twenty_runs_of_ten_thousand_episodes_draw_in_a_bounded_figure(tmp_path)
     full = training.redraw(context, followers, [row["id"] for row in rows], "loss", 25, "episode", False, None)
     size = sent(full)
     assert size < 1_500_000, size  # before: 36 MB of figures and 24 MB of CSV for 200,000 episodes
-    assert all(len(trace(full[0], f"run{seed:02d} (raw)")["x"]) <= training.point_budget(20)[0] for seed in range(20))
+    lines = [trace(full[0], f"run{seed:02d}") for seed in range(20)]
+    assert all(len(line["x"]) <= training.point_budget(20)[1] for line in lines) and lines[0]["x"][-1] == 9_999
+    assert not any(t["name"].endswith("(raw)") for t in full[0]["data"]), "20 clouds of raw points: none drawn, the means alone"
     print(f"20 runs x 10,000 episodes: a whole redraw sends {size:,} bytes")
+    grown = RunWriter(context.runs_dir / "run07")
+    append_episodes(grown, range(10_000, 10_010), 7)
+    tick = training.redraw(context, followers, [row["id"] for row in rows], "loss", 25, "episode", True, full[-1], 1)
+    assert isinstance(tick[0], Patch) and apply_patch(full[0], tick[0])["data"][full[-1]["makespan"]["run07"]["line"]]["x"][-1] == 10_009
 
 
 def test_four_runs_name_each_reference_line_once_and_label_each_stage_once_without_overlaps(context):

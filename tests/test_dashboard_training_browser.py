@@ -10,6 +10,7 @@ not asserted (docs/dashboard.md gives the measured figures).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -108,6 +109,24 @@ def wait_drawn(page, labels: set[str], timeout_s: float = 240) -> float:
     return time.perf_counter() - started
 
 
+def cpu_meter(page):
+    """A function giving ``(this process's CPU seconds: the server and the test, the page's main-thread task seconds)``,
+    to print beside each wait: the wall time on a shared machine depends on the load, the CPU time much less."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+
+    def now() -> tuple[float, float]:
+        metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+        return time.process_time(), metrics["TaskDuration"]
+
+    return now
+
+
+def spent(meter, before: tuple[float, float]) -> str:
+    after = meter()
+    return f"(server {after[0] - before[0]:.2f} CPU s, page {after[1] - before[1]:.2f} s of tasks)"
+
+
 def row(page, label: str):
     return page.locator('td[data-dash-column="run"]').filter(has_text=re.compile(f"^{re.escape(label)}$"))
 
@@ -129,23 +148,29 @@ def test_twenty_long_runs_draw_and_a_new_run_draws_when_chosen_while_one_grows(s
     opened = time.perf_counter() - started
     settle(page, 0.2)
 
+    meter = cpu_meter(page)
+    before = meter()
     page.click("#training-all")
     every = {f"run{seed:02d}" for seed in range(RUNS - 1)} | {"live"}
     all_runs = wait_drawn(page, every)
+    all_cpu = spent(meter, before)
     settle(page, 0.2)
 
     write_synthetic_run(scale_runs / "added", 99, EPISODES)  # a run that appears while the page is open
     row(page, "added").wait_for(timeout=120_000)
+    before = meter()
     click_row(page, "added")
     added = wait_drawn(page, every | {"added"})
+    added_cpu = spent(meter, before)
 
-    newest = f"{MAKESPAN}._fullData.find(t => t.name === 'live (raw)').x.at(-1)"
+    newest = f"{MAKESPAN}._fullData.find(t => t.name === 'live').x.at(-1)"  # its rolling mean: 21 runs draw no raw points
     before = page.evaluate(f"() => {newest}")
     # the running run's new episodes reach the chart by the timer, while all 21 runs are drawn
     page.wait_for_function(f"last => {newest} > last", arg=before, timeout=120_000)
     print(
         f"\nTraining page, {RUNS} runs x {EPISODES:,} episodes, 4 busy processes: page open and first run drawn {opened:.2f} s; "
-        f"all {RUNS} drawn {all_runs:.2f} s after the click; the added run drawn {added:.2f} s after its click"
+        f"all {RUNS} drawn {all_runs:.2f} s after the click {all_cpu}; the added run drawn {added:.2f} s after its click {added_cpu}; "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     finish(page, errors, tmp_path / "training-scale.png")
 
@@ -175,4 +200,5 @@ def test_quick_clicks_draw_exactly_the_runs_clicked_while_the_timer_runs(scale_s
     legend = page.evaluate(f"() => [...{MAKESPAN}.querySelectorAll('.legend .traces')].map(t => t.textContent)")
     assert len(legend) == 4 + 1 + 2, legend  # the runs, one key for the greedy evaluations, the 2 reference lines once
     assert page.evaluate(OVERLAPS) == 0, "stage labels drawn over one another"
+    page.evaluate("() => { document.querySelectorAll('#training-table *').forEach(e => { e.scrollTop = 0; }); window.scrollTo(0, 0); }")
     finish(page, errors, tmp_path / "training.png", docs=True)

@@ -132,7 +132,7 @@ def series_parts(
     line_points: int = MAX_LINE_POINTS,
     shared_legend: bool = False,
 ) -> SeriesParts:
-    """One series' raw points (at most ``raw_points``, :func:`extremes`), rolling mean (at most ``line_points``) and
+    """One series' raw points (at most ``raw_points``, :func:`extremes`; none for 0), rolling mean (at most ``line_points``) and
     greedy evaluations (``greedy``, makespan only) in ``color``. With ``shared_legend`` (a chart of several series) its
     greedy evaluations have no legend entry of their own: one key per kind stands for every series' (:func:`training_figure`).
     """
@@ -160,22 +160,23 @@ def series_parts(
         if axis == "y2":
             parts.real_units.add(real_unit)
         part_x, part_y = xs[rows], ys[rows]
-        raw = extremes(part_y, raw_points)
-        parts.traces.append(
-            {
-                "type": "scattergl" if len(raw) > 2000 else "scatter",
-                "x": _whole(part_x[raw]),
-                "y": part_y[raw].tolist(),
-                "mode": "markers",
-                "name": f"{label}{suffix} (raw)",
-                "yaxis": axis,
-                "marker": {"color": color, "size": 4, "opacity": 0.3, "symbol": "circle" if axis == "y" else "triangle-up"},
-                "legendgroup": label,
-                "showlegend": False,
-                "customdata": format_numbers(part_y[raw]).tolist(),
-                "hovertemplate": f"{label}{suffix}<br>{x} %{{x:,.6~g}}<br>{metric} %{{customdata}}<extra></extra>",
-            }
-        )
+        if raw_points > 0:
+            raw = extremes(part_y, raw_points)
+            parts.traces.append(
+                {
+                    "type": "scattergl" if len(raw) > 2000 else "scatter",
+                    "x": _whole(part_x[raw]),
+                    "y": part_y[raw].tolist(),
+                    "mode": "markers",
+                    "name": f"{label}{suffix} (raw)",
+                    "yaxis": axis,
+                    "marker": {"color": color, "size": 4, "opacity": 0.3, "symbol": "circle" if axis == "y" else "triangle-up"},
+                    "legendgroup": label,
+                    "showlegend": False,
+                    "customdata": format_numbers(part_y[raw]).tolist(),
+                    "hovertemplate": f"{label}{suffix}<br>{x} %{{x:,.6~g}}<br>{metric} %{{customdata}}<extra></extra>",
+                }
+            )
         smooth = pd.Series(part_y).rolling(max(1, int(window)), min_periods=1).mean().to_numpy()
         step = _stride(len(part_y), max(1, line_points - 1))
         line_rows = np.unique(np.r_[np.arange(0, len(part_y), step), len(part_y) - 1])  # every step-th, and the last

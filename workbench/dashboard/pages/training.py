@@ -51,8 +51,12 @@ NAME = "Training"
 PAGE = "training"
 REFRESH_MS = 2000
 RAW_POINTS = 2_000
-"""Raw points of a chart of one series; a chart of more holds fewer in all (:func:`point_budget`): a browser draws each
-as an SVG element, and they were most of a 20-run redraw's time in Chromium."""
+"""Raw points of a chart of one series; a chart of more holds fewer in all, and one of more than :data:`RAW_SERIES`
+none (:func:`point_budget`): a browser draws each as an SVG element, and they were most of a 20-run redraw's time in
+Chromium."""
+RAW_SERIES = 10
+"""The most series a chart draws raw points for; beyond, their rolling means alone (20 clouds of points overlap into
+one no one can read)."""
 APPENDED_POINTS = 1_000
 """Points the polls may append to a chart (:func:`extension`) before it is drawn whole again (at least its series'
 budget): a whole redraw of 20 runs costs the browser seconds on a loaded machine, so not every few polls."""
@@ -75,8 +79,8 @@ COLUMNS = [
 
 def point_budget(series: int) -> tuple[int, int]:
     """``(raw points, rolling-mean points)`` drawn per series when a chart has ``series`` of them: 2,000 for one, 840 each
-    for 2, 353 for 4, 112 for 10, 50 for 20 or more (about 1,000 in all)."""
-    raw = max(50, int(RAW_POINTS / max(1, series) ** 1.25))
+    for 2, 353 for 4, 112 for 10, none for more (:data:`RAW_SERIES`)."""
+    raw = int(RAW_POINTS / max(1, series) ** 1.25) if series <= RAW_SERIES else 0
     return raw, max(150, raw // 4)
 
 
@@ -336,9 +340,10 @@ def _anchors(figure: dict[str, Any], bands: dict[str, dict[str, Any]], parts: li
     anchors = {}
     for series in parts:
         label = series.label
-        if f"{label} (raw)" not in names or label not in names or any(trace["yaxis"] == "y2" for trace in series.traces):
+        if label not in names or any(trace["yaxis"] == "y2" for trace in series.traces):
             continue
-        anchor = {"raw": names.index(f"{label} (raw)"), "line": names.index(label), "last": series.high}
+        raw = names.index(f"{label} (raw)") if f"{label} (raw)" in names else None  # none beyond RAW_SERIES series
+        anchor = {"raw": raw, "line": names.index(label), "last": series.high}
         band = bands.get(label)
         if band is not None:
             pad = float(figure["layout"]["shapes"][band["band"]]["x1"]) - series.high
@@ -451,9 +456,10 @@ def _extend(patch: Patch, anchors: dict[str, Any], frames: dict[str, pd.DataFram
         if "stage" in frame and (new["stage"] != old["stage"].iloc[-1]).any() or float(new[x].iloc[0]) < anchor["last"]:
             return None
         smooth = frame.dropna(subset=[x, metric])[metric].rolling(window, min_periods=1).mean().iloc[len(old) :]
-        patch["data"][anchor["raw"]]["x"].extend(new[x].tolist())
-        patch["data"][anchor["raw"]]["y"].extend(new[metric].tolist())
-        patch["data"][anchor["raw"]]["customdata"].extend(format_numbers(new[metric]).tolist())
+        if anchor["raw"] is not None:
+            patch["data"][anchor["raw"]]["x"].extend(new[x].tolist())
+            patch["data"][anchor["raw"]]["y"].extend(new[metric].tolist())
+            patch["data"][anchor["raw"]]["customdata"].extend(format_numbers(new[metric]).tolist())
         patch["data"][anchor["line"]]["x"].extend(new[x].tolist())
         patch["data"][anchor["line"]]["y"].extend(smooth.tolist())
         last = float(new[x].iloc[-1])
