@@ -222,3 +222,18 @@ def test_reference_lines_of_several_runs_are_drawn_once_per_value_and_named_apar
     assert training.shared_references({**shared, "c": ("g2", {"teacher": 7.0})}) == {"g1: teacher": 5.0, "g2: teacher": 7.0}
     devices = {"a": ("g1", {"teacher": 5.0}), "b": ("g1", {"teacher": 6.0})}  # one graph, two values (other device counts)
     assert training.shared_references(devices) == {"teacher (a)": 5.0, "teacher (b)": 6.0}
+
+
+def test_a_series_is_computed_once_while_its_run_is_unchanged_even_without_greedy_csv(context, monkeypatch):
+    write_synthetic_run(context.runs_dir / "a", 1, 300)
+    write_synthetic_run(context.runs_dir / "b", 2, 300).greedy_path.unlink()  # as the shipped runs: no greedy.csv
+    followers, cache, made = RunFollowers(), training.SeriesCache(), []
+    real = training.series_parts
+    monkeypatch.setattr(training, "series_parts", lambda label, *args: made.append(label) or real(label, *args))
+    training.redraw(context, followers, ["runs:a", "runs:b"], "loss", 25, "episode", False, None, None, cache)
+    assert sorted(made) == ["a", "a", "b", "b"]  # each series, on both charts
+    training.redraw(context, followers, ["runs:a", "runs:b"], "loss", 25, "episode", False, None, None, cache)
+    assert len(made) == 4, "a redraw of unchanged runs computes nothing again"
+    append_episodes(RunWriter(context.runs_dir / "a"), range(300, 305), 1)
+    training.redraw(context, followers, ["runs:a", "runs:b"], "loss", 25, "episode", False, None, None, cache)
+    assert sorted(made[4:]) == ["a", "a"], "only the run that grew"

@@ -319,7 +319,8 @@ class SeriesCache:
 
     def parts(self, run: Run, revision: int, name: str, frame: pd.DataFrame, greedy, view: tuple) -> SeriesParts:
         """``series_parts(name, frame, *view)`` with the run's greedy evaluations ``greedy`` (a callable, called on a miss)."""
-        key = (id(run.metrics), id(run.greedy), revision, name, view)
+        greedy_frame = id(run.greedy) if len(run.greedy.columns) else None  # a run without greedy.csv gets a new empty frame each poll
+        key = (id(run.metrics), greedy_frame, revision, name, view)
         with self._lock:
             if key in self._parts:
                 self._parts.move_to_end(key)
