@@ -522,7 +522,8 @@ def add_real_stage(run: Path, episodes: range = range(60, 70), oracle: str = "re
     )
     text = (run / "metrics.csv").read_text()
     lines = text[: text.rfind("\n") + 1].splitlines(keepends=True)
-    (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + "".join(lines[1:]) + rows)
+    earlier = "".join(line.rstrip("\n") + ",\n" for line in lines[1:])  # Stages I and II predicted nothing: an empty field
+    (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + earlier + rows)
     with open(run / "greedy.csv", "a") as handle:  # Stage III's greedy evaluations, measured in seconds
         handle.write("".join(f"real,{e},chain_mm_112nodes,{0.012 - (e - episodes[0]) * 1e-4},{e}\n" for e in episodes[::3]))
     meta = json.loads((run / "meta.json").read_text())
