@@ -259,6 +259,7 @@ def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context
     followers = RunFollowers()
     view = training.training_view(context, ["runs:good"], "loss", 10, followers=followers)
     curves, request, losses, gantt, gantt_csv, _status, _configs, events, _drawn = view
+    curves, losses = go.Figure(curves), go.Figure(losses)  # plain dicts, as plotly.js takes them
     assert sum(e.get("cat") == "op" for e in json.loads(events)["traceEvents"]) == gantt_csv.count("\n") - 1
     assert any(t.name == "good" for t in curves.data) and any(t.name == "good" for t in losses.data)
     assert any(t.name.startswith("teacher") for t in curves.data) and not any(t.name.startswith("teacher") for t in losses.data)
@@ -474,6 +475,7 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     curves, _, _, gantt, _, _status, configs, _events, _drawn = training.training_view(
         context, ["pretrained:chain_mm_112nodes"], "loss", 10
     )
+    curves = go.Figure(curves)
     shipped = next(row for row in rows if row["id"] == "pretrained:chain_mm_112nodes")
     assert shipped["best"] == "1.2001e13" and shipped["status"] == "finished" and "rl_lr_start" in str(configs)
     assert "makespan 1.2001e13" in gantt.layout.title.text  # best_placement.json, simulated
@@ -481,7 +483,7 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     assert {t.name.split(": ")[1] for t in greedy} == {"greedy, kept Stage II weights", "greedy, final policy"}  # no greedy.csv
     assert [a.text for a in curves.layout.annotations][:2] == ["I", "Stage II: simulator RL"]
     assert curves.layout.yaxis.title.text == "makespan (paper units, the paper reports ÷1e10)"  # as on Compare
-    by_time = training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10, x="seconds")[0]
+    by_time = go.Figure(training.training_view(context, ["pretrained:chain_mm_112nodes"], "loss", 10, x="seconds")[0])
     assert by_time.layout.xaxis.title.text.startswith("training wall-clock") and max(by_time.data[0].x) > 80
 
 
@@ -520,7 +522,8 @@ def add_real_stage(run: Path, episodes: range = range(60, 70), oracle: str = "re
     )
     text = (run / "metrics.csv").read_text()
     lines = text[: text.rfind("\n") + 1].splitlines(keepends=True)
-    (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + "".join(lines[1:]) + rows)
+    earlier = "".join(line.rstrip("\n") + ",\n" for line in lines[1:])  # Stages I and II predicted nothing: an empty field
+    (run / "metrics.csv").write_text(lines[0].rstrip("\n") + ",predicted\n" + earlier + rows)
     with open(run / "greedy.csv", "a") as handle:  # Stage III's greedy evaluations, measured in seconds
         handle.write("".join(f"real,{e},chain_mm_112nodes,{0.012 - (e - episodes[0]) * 1e-4},{e}\n" for e in episodes[::3]))
     meta = json.loads((run / "meta.json").read_text())
@@ -532,7 +535,7 @@ def test_training_draws_every_periodic_greedy_evaluation_stage_three_on_its_own_
     add_real_stage(run)
     periodic = read_frame(run / "greedy.csv")
     for x in ("episode", "seconds"):
-        curves = training.training_view(context, ["runs:three"], "loss", 10, x=x)[0]
+        curves = go.Figure(training.training_view(context, ["runs:three"], "loss", 10, x=x)[0])
         lines = {t.name: t for t in curves.data if GREEDY_PERIODIC in (t.name or "")}
         assert set(lines) == {f"three: {GREEDY_PERIODIC}", f"three: {GREEDY_PERIODIC} (Stage III, s)"}
         simulated, measured_line = lines[f"three: {GREEDY_PERIODIC}"], lines[f"three: {GREEDY_PERIODIC} (Stage III, s)"]

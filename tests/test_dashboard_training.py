@@ -108,7 +108,7 @@ def test_a_tick_sends_nothing_for_an_unchanged_run_and_only_the_appended_points_
     drawn = full[-1]
     assert isinstance(full[0], dict) and sent(full) < 400_000, "a bounded figure, no CSV of 20,000 rows"
     raw = trace(full[0], "live (raw)")
-    assert 1_000 < len(raw["x"]) <= training.point_budget(2)[0] and raw["x"][-1] == 9_999
+    assert 500 < len(raw["x"]) <= training.point_budget(2)[0] and raw["x"][-1] == 9_999
     quiet = training.redraw(context, followers, keys, "loss", 25, "episode", True, drawn, 7)  # nothing changed
     assert all(part is training.no_update for part in quiet[:-1]) and sent(quiet) < 150, to_json(quiet)
     assert apply_patch(drawn, quiet[-1])["answered"] == 7, "only the poll's number, so the browser polls again"
@@ -165,5 +165,75 @@ def test_twenty_runs_of_ten_thousand_episodes_draw_in_a_bounded_figure(tmp_path)
     full = training.redraw(context, followers, [row["id"] for row in rows], "loss", 25, "episode", False, None)
     size = sent(full)
     assert size < 1_500_000, size  # before: 36 MB of figures and 24 MB of CSV for 200,000 episodes
-    assert all(len(trace(full[0], f"run{seed:02d} (raw)")["x"]) <= training.point_budget(20)[0] for seed in range(20))
+    lines = [trace(full[0], f"run{seed:02d}") for seed in range(20)]
+    assert all(len(line["x"]) <= training.point_budget(20)[1] for line in lines) and lines[0]["x"][-1] == 9_999
+    assert not any(t["name"].endswith("(raw)") for t in full[0]["data"]), "20 clouds of raw points: none drawn, the means alone"
     print(f"20 runs x 10,000 episodes: a whole redraw sends {size:,} bytes")
+    grown = RunWriter(context.runs_dir / "run07")
+    append_episodes(grown, range(10_000, 10_010), 7)
+    tick = training.redraw(context, followers, [row["id"] for row in rows], "loss", 25, "episode", True, full[-1], 1)
+    assert isinstance(tick[0], Patch) and apply_patch(full[0], tick[0])["data"][full[-1]["makespan"]["run07"]["line"]]["x"][-1] == 10_009
+
+
+def test_four_runs_name_each_reference_line_once_and_label_each_stage_once_without_overlaps(context):
+    for seed in range(3):
+        write_synthetic_run(context.runs_dir / f"run{seed}", seed, 300)
+    write_synthetic_run(context.runs_dir / "longer", 3, 450)  # its stages end later: its bands are staggered
+    keys = ["runs:run0", "runs:run1", "runs:run2", "runs:longer"]
+    figure = training.redraw(context, RunFollowers(), keys, "loss", 25, "episode", False, None)[0]
+    legend = [t["name"] for t in figure["data"] if t.get("showlegend", True)]
+    assert sorted(legend) == sorted(
+        [
+            "run0",
+            "run1",
+            "run2",
+            "longer",
+            "teacher (critical_path) 1.5e13",
+            "best heuristic heft 1.3e13",
+            "greedy evaluations (each run's color)",
+        ]
+    ), legend  # before: 16 entries, the 2 reference lines and the greedy evaluations once per run
+    assert sum("greedy" in t["name"] for t in figure["data"] if t.get("showlegend") is False) == 4, "each run's own, without an entry"
+    layout = figure["layout"]
+    labels = [(a["text"], a["x"], a["y"]) for a in layout["annotations"]]
+    assert sorted(text for text, _x, _y in labels) == ["Stage I: imitation", "Stage II: simulator RL"], labels  # once, not per run
+    assert all(top <= 1 for shape in layout["shapes"] for top in (shape["y0"], shape["y1"])), "the bands stay inside the figure"
+    assert min(shape["y0"] for shape in layout["shapes"]) >= layout["yaxis"]["domain"][1], "the bands sit above the plot, not on it"
+    assert len({(s["y0"], s["y1"]) for s in layout["shapes"]}) == 4, "a band per run"
+    assert overlaps(layout["annotations"], 449) == 0
+
+
+def overlaps(annotations: list[dict], width: float) -> int:
+    """Pairs of stage labels at one height whose boxes (as wide as their text at 11 px, on the assumed plot width) meet."""
+    from workbench.viz.training import LABEL_PX, PLOT_PX
+
+    boxes = [(a["y"], a["x"] / width * PLOT_PX, len(a["text"]) * LABEL_PX / 2) for a in annotations]
+    return sum(
+        1
+        for i, (y, x, half) in enumerate(boxes)
+        for other_y, other_x, other_half in boxes[:i]
+        if y == other_y and abs(x - other_x) < half + other_half
+    )
+
+
+def test_reference_lines_of_several_runs_are_drawn_once_per_value_and_named_apart_only_when_they_differ():
+    shared = {"a": ("g1", {"teacher": 5.0}), "b": ("g1", {"teacher": 5.0})}
+    assert training.shared_references(shared) == {"teacher": 5.0}
+    assert training.shared_references({**shared, "c": ("g2", {"teacher": 7.0})}) == {"g1: teacher": 5.0, "g2: teacher": 7.0}
+    devices = {"a": ("g1", {"teacher": 5.0}), "b": ("g1", {"teacher": 6.0})}  # one graph, two values (other device counts)
+    assert training.shared_references(devices) == {"teacher (a)": 5.0, "teacher (b)": 6.0}
+
+
+def test_a_series_is_computed_once_while_its_run_is_unchanged_even_without_greedy_csv(context, monkeypatch):
+    write_synthetic_run(context.runs_dir / "a", 1, 300)
+    write_synthetic_run(context.runs_dir / "b", 2, 300).greedy_path.unlink()  # as the shipped runs: no greedy.csv
+    followers, cache, made = RunFollowers(), training.SeriesCache(), []
+    real = training.series_parts
+    monkeypatch.setattr(training, "series_parts", lambda label, *args: made.append(label) or real(label, *args))
+    training.redraw(context, followers, ["runs:a", "runs:b"], "loss", 25, "episode", False, None, None, cache)
+    assert sorted(made) == ["a", "a", "b", "b"]  # each series, on both charts
+    training.redraw(context, followers, ["runs:a", "runs:b"], "loss", 25, "episode", False, None, None, cache)
+    assert len(made) == 4, "a redraw of unchanged runs computes nothing again"
+    append_episodes(RunWriter(context.runs_dir / "a"), range(300, 305), 1)
+    training.redraw(context, followers, ["runs:a", "runs:b"], "loss", 25, "episode", False, None, None, cache)
+    assert sorted(made[4:]) == ["a", "a"], "only the run that grew"

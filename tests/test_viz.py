@@ -156,6 +156,20 @@ def test_stage_labels_are_short_where_a_stage_is_narrow_and_shading_is_per_run()
     assert len(bands) == 2  # one band per run, not merged across runs
 
 
+def test_stage_labels_of_staggered_runs_are_shared_and_a_colliding_one_moves_up_a_row():
+    from workbench.viz.training import LABEL_PX, PLOT_PX
+
+    early = pd.DataFrame({"stage": ["il"] * 100 + ["sim"] * 900, "episode": range(1000), "makespan": 1.0})
+    late = pd.DataFrame({"stage": ["il"] * 900 + ["sim"] * 100, "episode": range(1000), "makespan": 1.0})
+    labels = viz.training_curves({"early": early, "late": late}).layout.annotations
+    assert sorted(a.text for a in labels) == ["Stage I: imitation", "Stage II: simulator RL"]  # one per stage, over both runs
+    assert {a.hovertext for a in labels} == {"Stage I: imitation: early, late", "Stage II: simulator RL: early, late"}
+    (first, second) = sorted(labels, key=lambda a: a.x)
+    apart = abs(first.x - second.x) / 1000 * PLOT_PX >= (len(first.text) + len(second.text)) * LABEL_PX / 2
+    assert not apart and first.y != second.y, "their middles are too close for both names: the second goes up a row"
+    assert viz.training_curves({"early": early}).layout.annotations[0].y == 1.0, "one run: labels at the top of its full-height shading"
+
+
 # ----------------------------------------------------------- trace-event export
 TRACE_EVENT_KEYS = {
     "X": {"name", "ph", "ts", "dur", "pid", "tid"},

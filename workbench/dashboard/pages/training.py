@@ -27,15 +27,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import pandas as pd
 from dash import Input, Output, Patch, State, ctx, dash_table, dcc, html, no_update
+from plotly.colors import qualitative
 
 import workbench as wb
 from workbench.datasets import PAPER_GRAPHS
-from workbench.viz import format_number, format_time, gantt_figure, gantt_frame, message_figure, training_curves
+from workbench.viz import format_number, format_time, gantt_figure, gantt_frame, message_figure
 from workbench.viz.style import format_numbers
+from workbench.viz.training import SeriesParts, series_parts, training_figure
 
 from ...runs import STAGE_NAMES, VALUE_COLUMNS, Run, RunFollowers, greedy_evaluations, reference_lines
 from ..components import controls, csv_on_demand, field, figure_card, message, trace_events_for
@@ -46,8 +50,18 @@ PATH = "/training"
 NAME = "Training"
 PAGE = "training"
 REFRESH_MS = 2000
-TOTAL_RAW_POINTS = 8_000
-"""Raw points of one chart, shared by its series (each gets between 300 and 2,000, :func:`point_budget`)."""
+RAW_POINTS = 2_000
+"""Raw points of a chart of one series; a chart of more holds fewer in all, and one of more than :data:`RAW_SERIES`
+none (:func:`point_budget`): a browser draws each as an SVG element, and they were most of a 20-run redraw's time in
+Chromium."""
+RAW_SERIES = 10
+"""The most series a chart draws raw points for; beyond, their rolling means alone (20 clouds of points overlap into
+one no one can read)."""
+APPENDED_POINTS = 1_000
+"""Points the polls may append to a chart (:func:`extension`) before it is drawn whole again (at least its series'
+budget): a whole redraw of 20 runs costs the browser seconds on a loaded machine, so not every few polls."""
+PALETTE = qualitative.Plotly
+"""The series' colors, in the order they are chosen."""
 REAL = "real"
 COLUMNS = [
     ("run", "run"),
@@ -64,8 +78,9 @@ COLUMNS = [
 
 
 def point_budget(series: int) -> tuple[int, int]:
-    """``(raw points, rolling-mean points)`` drawn per series when a chart has ``series`` of them."""
-    raw = min(2_000, max(300, TOTAL_RAW_POINTS // max(1, series)))
+    """``(raw points, rolling-mean points)`` drawn per series when a chart has ``series`` of them: 2,000 for one, 840 each
+    for 2, 353 for 4, 112 for 10, none for more (:data:`RAW_SERIES`)."""
+    raw = int(RAW_POINTS / max(1, series) ** 1.25) if series <= RAW_SERIES else 0
     return raw, max(150, raw // 4)
 
 
@@ -270,40 +285,77 @@ def _series(label: str, run: Run) -> list[tuple[str, pd.DataFrame, str | None]]:
     return [(label, metrics, graph)]
 
 
-def plain(fig, names: set[str]) -> dict[str, Any]:
-    """``fig`` as a dict whose traces named in ``names`` hold their x, y and hover texts as JSON lists: a Patch can extend
-    those, not the typed arrays plotly writes for numbers (and setting lists on the figure object costs a validation)."""
-    out: dict[str, Any] = fig.to_plotly_json()
-    for trace, written in zip(fig.data, out["data"], strict=True):
-        if trace.name in names:
-            for key in ("x", "y", "customdata"):
-                if trace[key] is not None:
-                    written[key] = pd.Series(trace[key]).tolist()
+def shared_references(per_series: dict[str, tuple[str | None, dict[str, float]]]) -> dict[str, float]:
+    """The reference lines of several series (``{series: (graph, {name: makespan})}``), each distinct one once: named as
+    it is when every series shares its value, else after its graph (or, for one graph, the series it belongs to)."""
+    owners: dict[tuple[str, float], list[tuple[str, str | None]]] = {}
+    for series, (graph, lines) in per_series.items():
+        for name, value in lines.items():
+            owners.setdefault((name, value), []).append((series, graph))
+    out: dict[str, float] = {}
+    for (name, value), where in owners.items():
+        rivals = [other for other in owners if other[0] == name and other[1] != value]
+        graphs = {graph for _series, graph in where}
+        rival_graphs = {graph for other in rivals for _series, graph in owners[other]}
+        if not rivals:
+            out[name] = value
+        elif len(graphs) == 1 and None not in graphs and graphs.isdisjoint(rival_graphs):
+            out[f"{graphs.pop()}: {name}"] = value
+        else:
+            labels = [series for series, _graph in where]
+            out[f"{name} ({', '.join(labels[:3])}{', …' if len(labels) > 3 else ''})"] = value
     return out
 
 
-def _anchors(fig, series: dict[str, pd.DataFrame], metric: str, x: str) -> dict[str, dict[str, Any]]:
-    """Where each single-axis series lies in ``fig``: its raw and line trace, its last stage band (shape and label) and
-    the last ``x`` drawn; what a Patch needs to append to it."""
-    names = [trace.name for trace in fig.data]
-    hovers = [getattr(a, "hovertext", None) or "" for a in fig.layout.annotations]
+class SeriesCache:
+    """The drawn parts of each series (:func:`~workbench.viz.training.series_parts`), kept while its run's rows and
+    other files are unchanged: a redraw computes only the series that are new or grew (adding a run to 20 computes
+    one). An entry holds the frames it was made from, so their ``id`` cannot be reused while it is kept."""
+
+    def __init__(self, most: int = 512) -> None:
+        self.most = most
+        self._parts: OrderedDict[tuple, tuple[Any, Any, SeriesParts]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def parts(self, run: Run, revision: int, name: str, frame: pd.DataFrame, greedy, view: tuple) -> SeriesParts:
+        """``series_parts(name, frame, *view)`` with the run's greedy evaluations ``greedy`` (a callable, called on a miss)."""
+        greedy_frame = id(run.greedy) if len(run.greedy.columns) else None  # a run without greedy.csv gets a new empty frame each poll
+        key = (id(run.metrics), greedy_frame, revision, name, view)
+        with self._lock:
+            if key in self._parts:
+                self._parts.move_to_end(key)
+                return self._parts[key][2]
+        metric, x, window, color, raw, line, shared = view
+        made = series_parts(name, frame, metric, x, window, color, greedy() if metric == "makespan" else None, raw, line, shared)
+        with self._lock:
+            self._parts[key] = (run.metrics, run.greedy, made)
+            while len(self._parts) > self.most:
+                self._parts.popitem(last=False)
+        return made
+
+
+def _anchors(figure: dict[str, Any], bands: dict[str, dict[str, Any]], parts: list[SeriesParts]) -> dict[str, dict[str, Any]]:
+    """Where each single-axis series lies in ``figure``: its raw and line trace, its last stage band and that band's
+    label (:func:`~workbench.viz.training.stage_bands`) and the last ``x`` drawn; what a Patch needs to append to it."""
+    names = [trace["name"] for trace in figure["data"]]
     anchors = {}
-    for label, frame in series.items():
-        if f"{label} (raw)" not in names or label not in names or metric not in frame or x not in frame:
+    for series in parts:
+        label = series.label
+        if label not in names or any(trace["yaxis"] == "y2" for trace in series.traces):
             continue
-        drawn = frame.dropna(subset=[x, metric])
-        if drawn.empty or ("stage" in drawn and (drawn["stage"] == REAL).any() and metric == "makespan"):
-            continue
-        bands = [i for i, text in enumerate(hovers) if text.startswith(f"{label}: ")]
-        anchor = {"raw": names.index(f"{label} (raw)"), "line": names.index(label), "last": float(drawn[x].max())}
-        if bands and bands[-1] < len(fig.layout.shapes):
-            shape = fig.layout.shapes[bands[-1]]
-            anchor.update(band=bands[-1], x0=float(shape.x0), pad=float(shape.x1) - anchor["last"])
+        raw = names.index(f"{label} (raw)") if f"{label} (raw)" in names else None  # none beyond RAW_SERIES series
+        anchor = {"raw": raw, "line": names.index(label), "last": series.high}
+        band = bands.get(label)
+        if band is not None:
+            pad = float(figure["layout"]["shapes"][band["band"]]["x1"]) - series.high
+            anchor.update(band=band["band"], label=band["label"], x0=band["x0"], right=band["right"], pad=pad)
         anchors[label] = anchor
     return anchors
 
 
-def training_view(context, keys, metric: str, window, x: str = "episode", followers: RunFollowers | None = None) -> tuple:
+def training_view(
+    context, keys, metric: str, window, x: str = "episode", followers: RunFollowers | None = None, cache: SeriesCache | None = None
+) -> tuple:
     """``(makespan figure, its CSV request, metric figure, best Gantt figure, its CSV, status children, configs, best trace
     events, what is drawn)``.
 
@@ -330,39 +382,51 @@ def training_view(context, keys, metric: str, window, x: str = "episode", follow
     except PathError as exc:
         return message_figure(str(exc)), None, message_figure(""), message_figure(""), None, message(str(exc)), None, None, None
     window = int(window) if window and int(window) > 0 else 25
-    frames, refs, greedy, notes, runs, best = {}, {}, {}, [], {}, None
-    for key, run, _stamp in selected:
+    series, references, notes, runs, best = [], {}, [], {}, None
+    for key, run, stamp in selected:
         label = run_label(key)
         runs[label] = run
         meta = run.meta or {}
         found = _best(run)
         notes += [message(f"{label}: {problem}", "warning") for problem in _problems(run, found)]
         for name, frame, graph_name in _series(label, run):
-            frames[name] = frame
-            greedy[name] = greedy_evaluations(run, graph_name)
-            if name != label and len(selected) == 1:
-                refs.update({f"{graph_name}: {k}": v for k, v in reference_lines(meta, graph_name).items()})
-            elif name == label:
-                refs.update({(k if len(selected) == 1 else f"{label}: {k}"): v for k, v in reference_lines(meta, graph_name).items()})
+            series.append((run, stamp[1], name, frame, graph_name))
+            references[name] = (graph_name, reference_lines(meta, graph_name))
         if best is None and found is not None:
             best = (label, *found)
-    raw, line = point_budget(len(frames))
-    graph = _unit_graph(frames)
+    cache = cache if cache is not None else SeriesCache()
+    raw, line = point_budget(len(series))
+    frames = {name: frame for _run, _revision, name, frame, _graph in series}
+
+    def chart(column: str, title: str, refs: dict[str, float] | None, graph=None) -> tuple[dict[str, Any], dict[str, Any]]:
+        parts = [
+            cache.parts(
+                run,
+                revision,
+                name,
+                frame,
+                lambda run=run, graph_name=graph_name: greedy_evaluations(run, graph_name),
+                (column, x, window, PALETTE[index % len(PALETTE)], raw, line, len(series) > 1),
+            )
+            for index, (run, revision, name, frame, graph_name) in enumerate(series)
+        ]
+        figure, bands = training_figure(parts, column, refs, title, x, graph)
+        return figure, _anchors(figure, bands, parts)
+
+    refs = shared_references(references)
     title = "makespan per episode (sampled) and greedy evaluations"
-    makespans = training_curves(
-        frames, "makespan", refs, window, title=title, x=x, greedy=greedy, graph=graph, raw_points=raw, line_points=line
-    )
-    second = training_curves(frames, metric, None, window, title=f"{metric} per episode", x=x, raw_points=raw, line_points=line)
+    makespans, makespan_anchors = chart("makespan", title, refs, _unit_graph(frames))
+    second, metric_anchors = chart(metric, f"{metric} per episode", None)
     shown = {f"{label} (raw)" for label in frames} | set(frames)
     drawn = {
         "view": [list(keys), metric, window, x],
         "runs": {key: stamp for key, _run, stamp in selected},
-        "makespan": _anchors(makespans, frames, "makespan", x),
-        "metric": _anchors(second, frames, metric, x),
-        "refs": [i for i, trace in enumerate(makespans.data) if trace.name in {f"{k} {format_number(v)}" for k, v in refs.items()}],
-        "high": max((float(trace.x[-1]) for trace in makespans.data if trace.name in shown), default=None),
+        "makespan": makespan_anchors,
+        "metric": metric_anchors,
+        "refs": [i for i, trace in enumerate(makespans["data"]) if trace["name"] in {f"{k} {format_number(v)}" for k, v in refs.items()}],
+        "high": max((float(trace["x"][-1]) for trace in makespans["data"] if trace["name"] in shown), default=None),
         "appended": 0,
-        "budget": raw,
+        "budget": max(raw, APPENDED_POINTS),
         "shown": sorted(shown),
     }
     request = {"runs": list(keys)} if frames else None
@@ -393,15 +457,18 @@ def _extend(patch: Patch, anchors: dict[str, Any], frames: dict[str, pd.DataFram
         if "stage" in frame and (new["stage"] != old["stage"].iloc[-1]).any() or float(new[x].iloc[0]) < anchor["last"]:
             return None
         smooth = frame.dropna(subset=[x, metric])[metric].rolling(window, min_periods=1).mean().iloc[len(old) :]
-        patch["data"][anchor["raw"]]["x"].extend(new[x].tolist())
-        patch["data"][anchor["raw"]]["y"].extend(new[metric].tolist())
-        patch["data"][anchor["raw"]]["customdata"].extend(format_numbers(new[metric]).tolist())
+        if anchor["raw"] is not None:
+            patch["data"][anchor["raw"]]["x"].extend(new[x].tolist())
+            patch["data"][anchor["raw"]]["y"].extend(new[metric].tolist())
+            patch["data"][anchor["raw"]]["customdata"].extend(format_numbers(new[metric]).tolist())
         patch["data"][anchor["line"]]["x"].extend(new[x].tolist())
         patch["data"][anchor["line"]]["y"].extend(smooth.tolist())
         last = float(new[x].iloc[-1])
         if "band" in anchor:
             patch["layout"]["shapes"][anchor["band"]]["x1"] = last + anchor["pad"]
-            patch["layout"]["annotations"][anchor["band"]]["x"] = (anchor["x0"] + last + anchor["pad"]) / 2
+            anchor["right"] = max(anchor["right"], last + anchor["pad"])
+            right = max(other["right"] for other in anchors.values() if other.get("label") == anchor["label"])
+            patch["layout"]["annotations"][anchor["label"]]["x"] = (anchor["x0"] + right) / 2  # the label stays over its stage
         anchor["last"] = last
     return patch
 
@@ -490,7 +557,7 @@ function (selection, data) {
 
 
 def register_callbacks(app, context, jobs) -> None:
-    followers = RunFollowers()
+    followers, cache = RunFollowers(), SeriesCache()
     csv_on_demand(app, PAGE, lambda request: metrics_csv(context, followers, request))
     app.clientside_callback(
         SELECT,
@@ -559,7 +626,7 @@ def register_callbacks(app, context, jobs) -> None:
         polled = ctx.triggered_id in ("training-poll", None)  # a poll, or the first call: the table is (re)filled
         table = table_update(context, followers, sort_by, stamp) if polled else (no_update, no_update)
         answered = poll.get("n") if isinstance(poll, dict) else None
-        return (*redraw(context, followers, keys, metric, window, x, ctx.triggered_id == "training-poll", drawn, answered), *table)
+        return (*redraw(context, followers, keys, metric, window, x, ctx.triggered_id == "training-poll", drawn, answered, cache), *table)
 
 
 def table_update(context, followers: RunFollowers, sort_by, stamp) -> tuple:
@@ -569,7 +636,18 @@ def table_update(context, followers: RunFollowers, sort_by, stamp) -> tuple:
     return (no_update, no_update) if current == stamp else (rows, current)
 
 
-def redraw(context, followers: RunFollowers, keys, metric, window, x, tick: bool, drawn, answered: int | None = None) -> tuple:
+def redraw(
+    context,
+    followers: RunFollowers,
+    keys,
+    metric,
+    window,
+    x,
+    tick: bool,
+    drawn,
+    answered: int | None = None,
+    cache: SeriesCache | None = None,
+) -> tuple:
     """The Training charts' outputs. On a timer ``tick`` (a poll, :data:`GATE`) with the view of ``drawn``: nothing but
     the poll's number (``answered``) when no chosen run changed, the appended points (:func:`extension`) when they only
     grew. Otherwise the whole view. What is drawn records ``answered``, so the browser polls again."""
@@ -587,9 +665,8 @@ def redraw(context, followers: RunFollowers, keys, metric, window, x, tick: bool
         if patched is not None:
             makespans, second, after = patched
             return (makespans, no_update, second, *(no_update,) * 6, {**after, "answered": answered})
-    makespans, request, second, *rest, drawn_now = training_view(context, keys, metric, window, x, followers)
+    makespans, request, second, *rest, drawn_now = training_view(context, keys, metric, window, x, followers, cache)
     if drawn_now:
-        makespans, second = plain(makespans, set(drawn_now["shown"])), plain(second, set(drawn_now["shown"]))
         drawn_now["answered"] = answered
     elif not keys:
         drawn_now = {"view": [[], metric, window_rows, x], "runs": {}, "answered": answered}
