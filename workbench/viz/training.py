@@ -314,7 +314,7 @@ def training_figure(
 
 def _legend_rows(names: list[str]) -> int:
     """Rows of a horizontal legend of ``names`` across a :data:`PLOT_PX` plot (an entry is its text and a 40 px symbol)."""
-    rows, used = 0, PLOT_PX
+    rows, used = 0, float(PLOT_PX)
     for name in names:
         width = 40 + LABEL_PX * len(name)
         if used + width > PLOT_PX:
