@@ -126,7 +126,7 @@ def _loop_levels(graph, compute, comm, downward: bool) -> np.ndarray:
 
 @settings(max_examples=80, deadline=None)
 @given(graph=st.one_of(random_dags(max_nodes=30), random_dags(max_nodes=30, integer_costs=False)))
-def test_compiled_levels_equal_the_numpy_loops_bit_for_bit(graph):
+def test_compiled_levels_and_depths_equal_the_numpy_loops_bit_for_bit(graph):
     from workbench.levels import longest_to_exit
     from workbench.placers.list_scheduling import mean_costs, upward_rank
 
@@ -134,6 +134,12 @@ def test_compiled_levels_equal_the_numpy_loops_bit_for_bit(graph):
         comm = graph.comm if with_comm else np.zeros_like(graph.comm)
         assert np.array_equal(graph.bottom_level(with_comm), _loop_levels(graph, graph.compute, comm, True))
         assert np.array_equal(graph.top_level(with_comm), _loop_levels(graph, graph.compute, comm, False))
+    depth = np.zeros(graph.num_nodes, dtype=np.int64)
+    ptr, pred, _ = graph.pred_csr
+    for v in graph.topological_order:
+        if ptr[v + 1] > ptr[v]:
+            depth[v] = depth[pred[ptr[v] : ptr[v + 1]]].max() + 1
+    assert np.array_equal(graph.depth, depth)
     compute, comm = mean_costs(graph, 3)
     assert np.array_equal(upward_rank(graph, compute, comm), _loop_levels(graph, compute, comm, True))
     assert np.array_equal(longest_to_exit(graph, compute, comm), upward_rank(graph, compute, comm))

@@ -234,12 +234,9 @@ class DataflowGraph:
     @cached_property
     def depth(self) -> np.ndarray:
         """Topological depth of each op (sources have depth 0)."""
-        depth = np.zeros(self.num_nodes, dtype=np.int64)
-        ptr, pred, _ = self.pred_csr
-        for v in self.topological_order:
-            ps = pred[ptr[v] : ptr[v + 1]]
-            if ps.size:
-                depth[v] = depth[ps].max() + 1
+        from .levels import depths
+
+        depth = depths(self)
         depth.setflags(write=False)
         return depth
 

@@ -384,7 +384,8 @@ class DopplerPolicy(LearnedPolicy):
                 if offset is not None:
                     logits = logits + offset_np[op]
                 target = choose(softmax(logits), 2 * t + 1, plc_teacher)
-                plc.add(all_devices, target, plc_teacher)
+                if scored:
+                    plc.add(all_devices, target, plc_teacher)
                 device_sum[target] += sum_rows[op]
             else:
                 target = int(teacher_devices[0])
