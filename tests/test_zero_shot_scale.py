@@ -143,3 +143,25 @@ def test_compiled_levels_and_depths_equal_the_numpy_loops_bit_for_bit(graph):
     compute, comm = mean_costs(graph, 3)
     assert np.array_equal(upward_rank(graph, compute, comm), _loop_levels(graph, compute, comm, True))
     assert np.array_equal(longest_to_exit(graph, compute, comm), upward_rank(graph, compute, comm))
+
+
+@pytest.mark.slow
+def test_bench_zeroshot_measures_the_same_placement_in_a_fresh_process():
+    from workbench.bench import zeroshot
+
+    result = zeroshot.run(quick=True)
+    (row,) = result["rows"]
+    graph = zeroshot._graph("layered-2k")
+    placed = wb.place(graph, method="doppler_plc_only", devices=zeroshot.DEVICES, checkpoint=zero_shot_checkpoint())
+    assert (row["ops"], row["edges"]) == (graph.num_nodes, graph.num_edges)
+    assert row["makespan"] == placed.makespan
+    assert row["cpu_s"] > 0 and row["peak_gb"] >= row["before_call_gb"] > 0.1  # torch alone holds more than 0.1 GB
+    assert row["met"] is None and f"| layered-2k | {graph.num_nodes:,} |" in result["markdown"]
+
+
+def test_the_paper_preset_places_a_graph_without_edges(policies):
+    # the wide edge network's grouped messages: DGL's segment_mm failed on zero edge groups
+    for graph in (wb.DataflowGraph.from_edges([0.0], []), wb.DataflowGraph.from_edges([1.0, 2.0, 3.0], [])):
+        with torch.no_grad():
+            rollout = policies["paper"].rollout(graph, 2, mode="greedy")
+        assert rollout.order.tolist() == list(range(graph.num_nodes))  # the index bug: the smallest ready id first

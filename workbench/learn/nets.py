@@ -357,6 +357,8 @@ class EdgeConv(dgl.nn.NNConv):
         the matrices once for several steps.
         """
         order, lengths, _ = groups
+        if order.numel() == 0:  # no edges, no messages (DGL's segment_mm cannot concatenate zero groups)
+            return feat.new_zeros(feat.shape[0], self._out_feats) + self.bias
         matrices = edge_hidden if edge_hidden.dim() == 3 else self.message_matrices(edge_hidden)
         src, dst = graph.edges()
         src, dst = src.to(feat.device)[order], dst.to(feat.device)[order]
