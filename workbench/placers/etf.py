@@ -38,7 +38,7 @@ class EtfPlacer(ListScheduler):
 class EarliestPairs:
     """ETF's choice without rescanning the ready ops: per device, a heap of ready ops by input arrival there, and a heap
     of those that can start at the current earliest start by rank (larger priority, ETF's static level, then the tie
-    order). The doppler policies' ETF op rule takes its ops from one too (:func:`workbench.learn.doppler.rule_queue`).
+    order). The doppler policies' ETF op rule takes its ops from one too (``rule_queue`` in the learn layer).
 
     An op's arrival times never change once it is ready, device free times only grow, and so does the earliest start
     over all pairs (every newly ready op's inputs arrive after its last producer started); an op whose arrival on a
