@@ -35,7 +35,7 @@ Figures (``workbench/viz/``, plotly only) sit below the backends because calibra
 
 LAYER_OF = {
     # core: the graph model, formats, simulator, placers and the contracts every layer shares
-    "graph": "core", "formats": "core", "datasets": "core", "cluster": "core", "sim": "core", "schedule": "core",
+    "graph": "core", "levels": "core", "formats": "core", "datasets": "core", "cluster": "core", "sim": "core", "schedule": "core",
     "placers": "core", "imports": "core", "fileio": "core", "provenance": "core", "commandline": "core", "runs": "core",
     "progress": "core", "extras": "core",
     "generators": "graph sources", "importers": "graph sources", "models": "graph sources", "corpus": "graph sources", "viz": "figures",

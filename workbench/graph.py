@@ -234,37 +234,24 @@ class DataflowGraph:
     @cached_property
     def depth(self) -> np.ndarray:
         """Topological depth of each op (sources have depth 0)."""
-        depth = np.zeros(self.num_nodes, dtype=np.int64)
-        ptr, pred, _ = self.pred_csr
-        for v in self.topological_order:
-            ps = pred[ptr[v] : ptr[v + 1]]
-            if ps.size:
-                depth[v] = depth[ps].max() + 1
+        from .levels import depths
+
+        depth = depths(self)
         depth.setflags(write=False)
         return depth
 
     # ---------------------------------------------------------------- levels
     def bottom_level(self, with_comm: bool = True) -> np.ndarray:
         """Longest path from each op to an exit, the op's own cost included."""
-        comm = self.comm if with_comm else np.zeros_like(self.comm)
-        level = self.compute.copy()
-        ptr, succ, edge = self.succ_csr
-        for u in self.topological_order[::-1]:
-            lo, hi = ptr[u], ptr[u + 1]
-            if hi > lo:
-                level[u] = self.compute[u] + np.max(comm[edge[lo:hi]] + level[succ[lo:hi]])
-        return level
+        from .levels import longest_to_exit  # compiled: numba is imported on first use, not with the graph
+
+        return longest_to_exit(self, self.compute, self.comm if with_comm else np.zeros_like(self.comm))
 
     def top_level(self, with_comm: bool = True) -> np.ndarray:
         """Longest path from an entry to each op, the op's own cost excluded."""
-        comm = self.comm if with_comm else np.zeros_like(self.comm)
-        level = np.zeros(self.num_nodes)
-        ptr, pred, edge = self.pred_csr
-        for v in self.topological_order:
-            lo, hi = ptr[v], ptr[v + 1]
-            if hi > lo:
-                level[v] = np.max(level[pred[lo:hi]] + self.compute[pred[lo:hi]] + comm[edge[lo:hi]])
-        return level
+        from .levels import longest_from_entry
+
+        return longest_from_entry(self, self.compute, self.comm if with_comm else np.zeros_like(self.comm))
 
     @cached_property
     def _paths(self) -> dict[str, float]:

@@ -51,6 +51,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "workbench.bench.ties",
         "how much ties matter: each list-scheduling heuristic under id, ready and random tie orders, and ties=K",
     ),
+    "zeroshot": (
+        "workbench.bench.zeroshot",
+        "the shipped zero-shot policy's CPU seconds and peak memory at 20,000 and 100,000 ops, each in a fresh process",
+    ),
     "scale": (
         "workbench.bench.scale",
         "time and peak memory against graph size (100 to 10,000 ops) for the simulator, heuristics, local search and policy inference; "

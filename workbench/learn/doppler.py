@@ -57,6 +57,9 @@ from torch import nn
 
 from ..cluster import Devices
 from ..graph import DataflowGraph
+from ..placers.etf import EarliestPairs
+from ..placers.list_scheduling import ReadyQueue
+from ..placers.ties import TieBreak, TieRanks
 from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softmax
 from .env import PlacementState
 from .features import (
@@ -75,7 +78,10 @@ from .features import (
 from .nets import Encoder, GraphTensors, ScoringHead, numpy_zscore, path_sum, sums_before, zscore
 from .policy import LearnedPolicy, PolicyConfig, rule_pair
 
-__all__ = ["DopplerPolicy", "encoder"]
+__all__ = ["DopplerPolicy", "encoder", "rule_queue"]
+
+NEAR_LEVELS = 1e-12
+"""Static levels closer than this, relatively, might round to one ETF rule score (:func:`rule_queue`)."""
 
 
 def encoder(config: PolicyConfig) -> Encoder:
@@ -300,11 +306,13 @@ class DopplerPolicy(LearnedPolicy):
                 down_order = torch.as_tensor(traversal_order(state.graph, downward=True), device=device)
                 down, up = down[down_order], up[torch.as_tensor(traversal_order(state.graph, downward=False), device=device)]
             down_np, up_np = as_numpy(down), as_numpy(up)
+        scored = torch.is_grad_enabled() or teacher  # else only the placement is wanted: keep no per-step rows, skip the re-scoring
+        rows = n if scored else 1  # per-step rows kept for the batched re-scoring; without it one row, rewritten each step
         if self.learn_place:
             sums_width = e.plc_embedding_np.shape[1] if self.per_step_place and config.zscore_device_features else e.own.shape[1]
             device_sum = np.zeros((d, sums_width))
             sum_rows = e.plc_embedding_np if self.per_step_place and config.zscore_device_features else e.device_part_np
-            feats = np.zeros((n, d, device_inputs(config)), dtype=np.float32)
+            feats = np.zeros((rows, d, device_inputs(config)), dtype=np.float32)
             base = len(DEVICE_FEATURES)
         sel, plc = Decisions(), Decisions()
         pair = 0
@@ -312,12 +320,13 @@ class DopplerPolicy(LearnedPolicy):
             gate_probs = softmax(as_numpy(self.gate_head(self.gate_input(e, state.graph, state.schedule.cluster))))
             pair = int(gate_probs.argmax()) if choose.mode == "teacher" else choose(gate_probs, 2 * n)
         select_by, place_by = self.rule_pairs[pair]
-        if select_by == "earliest_start":
+        queue = None if self.learn_select else rule_queue(state, select_by, config.critical_path_index_bug)
+        if select_by == "earliest_start" and queue is None:
             static_level = state.graph.bottom_level(with_comm=False)
             select_rule_rows = []
             arrival = np.full((n, d), np.nan)  # a ready op's input arrivals per device: fixed once it is ready
         select_rule = config.select_rule_weight * state.features.bottom_level / max(float(state.features.bottom_level.max()), 1e-300)
-        place_rule = np.zeros((n, d))
+        place_rule = np.zeros((rows, d))
         rule_time = place_rule_times(state.graph.compute, state.features.time_scale, config.place_rule_scale)
         devices_chosen = np.zeros(n, dtype=np.int64)
         agree = 0
@@ -325,54 +334,60 @@ class DopplerPolicy(LearnedPolicy):
         offset = getattr(e, "plc_offset", None)
         offset_np = None if offset is None else as_numpy(offset)
         for t in range(n):
-            ready = state.ready_ops()
-            teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
-            if select_by == "earliest_start":
-                for op in ready[np.isnan(arrival[ready, 0])].tolist():
-                    arrival[op] = state.schedule.arrival_times(op)
-                starts = np.maximum(state.schedule.device_free, arrival[ready])  # each ready op's earliest_starts
-                rule_scores = earliest_start_scores(starts.min(axis=1), static_level[ready], state.features.time_scale)
-            if self.learn_select:
-                sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
-                scores = self.numpy_ready_select_logits(e, ready, down_np, up_np) if self.per_step_select else e.sel_np[ready]
-                if select_by == "earliest_start":
-                    select_rule_rows.append(config.select_rule_weight * rule_scores)
-                    scores = scores + select_rule_rows[-1]
-                else:
-                    scores = scores + select_rule[ready]
-                pos = choose(softmax(scores), 2 * t, sel_teacher)
-                sel.add(ready, pos, sel_teacher)
-                op = int(ready[pos])
-            elif select_by == "earliest_start":
-                pos = int(np.argmax(rule_scores))
-                op = int(ready[pos])
+            k = t if scored else 0
+            if queue is not None:  # SEL is its rule, kept in a queue: no scan of the ready ops
+                op = queue.pop()
+                teacher_ops = state.teacher_ops(state.ready_ops()) if teacher else None
             else:
-                assert teacher_ops is not None  # computed whenever SEL is not learned
-                op = int(ready[0] if config.critical_path_index_bug else teacher_ops[0])
-            earliest = starts[pos] if select_by == "earliest_start" else state.schedule.earliest_starts(op)
+                ready = state.ready_ops()
+                teacher_ops = state.teacher_ops(ready) if teacher or not self.learn_select else None
+                if select_by == "earliest_start":
+                    for op in ready[np.isnan(arrival[ready, 0])].tolist():
+                        arrival[op] = state.schedule.arrival_times(op)
+                    starts = np.maximum(state.schedule.device_free, arrival[ready])  # each ready op's earliest_starts
+                    rule_scores = earliest_start_scores(starts.min(axis=1), static_level[ready], state.features.time_scale)
+                if self.learn_select:
+                    sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
+                    scores = self.numpy_ready_select_logits(e, ready, down_np, up_np) if self.per_step_select else e.sel_np[ready]
+                    if select_by == "earliest_start":
+                        select_rule_rows.append(config.select_rule_weight * rule_scores)
+                        scores = scores + select_rule_rows[-1]
+                    else:
+                        scores = scores + select_rule[ready]
+                    pos = choose(softmax(scores), 2 * t, sel_teacher)
+                    sel.add(ready, pos, sel_teacher)
+                    op = int(ready[pos])
+                elif select_by == "earliest_start":
+                    pos = int(np.argmax(rule_scores))
+                    op = int(ready[pos])
+                else:
+                    assert teacher_ops is not None  # computed whenever SEL is not learned
+                    op = int(ready[0] if config.critical_path_index_bug else teacher_ops[0])
+            earliest = starts[pos] if queue is None and select_by == "earliest_start" else state.schedule.earliest_starts(op)
             teacher_devices = state.teacher_devices(op, earliest) if teacher or not self.learn_place else None
             if self.learn_place:
-                feats[t, :, :base] = state.device_features(op, earliest)
+                feats[k, :, :base] = state.device_features(op, earliest)
                 if self.config.capacity_features:
-                    feats[t, :, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
+                    feats[k, :, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
                 if self.config.affinity_features:
-                    feats[t, :, feats.shape[2] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
+                    feats[k, :, feats.shape[2] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
                 # with PLC learned, teacher_devices is computed exactly for a teacher rollout
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher_devices is not None else None
                 if self.per_step_place:
-                    logits = e.finish(self.numpy_paper_place_first(e, feats[t].astype(np.float64), device_sum) + e.own_np[op])
+                    logits = e.finish(self.numpy_paper_place_first(e, feats[k].astype(np.float64), device_sum) + e.own_np[op])
                 else:
-                    logits = e.finish(feats[t] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
+                    logits = e.finish(feats[k] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
                 if place_by == "affinity":
                     delay = affinity_delay(state.schedule, op, earliest)
                 else:
                     delay = earliest - earliest.min()
-                place_rule[t] = config.place_rule_weight * delay / rule_time[op]
-                logits = logits - place_rule[t]
+                place_rule[k] = config.place_rule_weight * delay / rule_time[op]
+                logits = logits - place_rule[k]
                 if offset_np is not None:
                     logits = logits + offset_np[op]
                 target = choose(softmax(logits), 2 * t + 1, plc_teacher)
-                plc.add(all_devices, target, plc_teacher)
+                if scored:
+                    plc.add(all_devices, target, plc_teacher)
                 device_sum[target] += sum_rows[op]
             else:
                 assert teacher_devices is not None  # computed whenever PLC is not learned
@@ -382,8 +397,9 @@ class DopplerPolicy(LearnedPolicy):
                 agree += bool(op in teacher_ops and target in teacher_devices)
             devices_chosen[t] = target
             state.place(op, target, earliest)
+            if queue is not None:
+                queue.add(state.schedule.newly_ready)
         heads = []
-        scored = torch.is_grad_enabled() or teacher  # else only the placement is wanted: skip the batched re-scoring
         if scored:
             if self.per_step_select:
                 index, legal, _ = sel.padded()
@@ -417,3 +433,22 @@ def place_rule_times(compute: np.ndarray, time_scale: float, scale: str) -> np.n
         return np.full(compute.shape, time_scale)
     positive = compute[compute > 0]
     return np.maximum(compute, positive.min() if positive.size else time_scale)
+
+
+def rule_queue(state: PlacementState, select_rule: str, first_ready: bool) -> ReadyQueue | EarliestPairs | None:
+    """The ready ops in the order SEL's rule ``select_rule`` takes them, kept as the schedule grows instead of scanned per step.
+
+    ``pop()`` gives the next op; ``add(state.schedule.newly_ready)`` after each placement. ``bottom_level``: the largest
+    bottom level, the smaller id on ties (``first_ready``: the smallest id, ``critical_path_index_bug``);
+    ``earliest_start``: ETF's op (:class:`~workbench.placers.etf.EarliestPairs`), the argmax of
+    :func:`~.features.earliest_start_scores`. Those scores divide static levels by the largest ready one, which can
+    round two levels within a few ulps of each other to one score (then the smaller id wins, not the larger level):
+    on such a graph this returns None and the caller scans the ready ops as the scores do.
+    """
+    if select_rule == "bottom_level":
+        return ReadyQueue(state.schedule, np.zeros(state.graph.num_nodes) if first_ready else state.features.bottom_level)
+    static_level = state.graph.bottom_level(with_comm=False)
+    levels = np.unique(static_level)
+    if np.any(np.diff(levels) <= NEAR_LEVELS * levels[1:]):
+        return None
+    return EarliestPairs(state.schedule, TieRanks(static_level, TieBreak.of("id", state.graph.num_nodes, state.num_devices)))

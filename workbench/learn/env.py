@@ -82,8 +82,6 @@ class PlacementState:
         self.schedule = PartialSchedule(graph, devices)
         self.num_devices = self.schedule.num_devices
         self.ready = graph.in_degree == 0
-        self._waiting = graph.in_degree.copy()
-        self._succ_ptr, self._succ, _ = graph.succ_csr
 
     @property
     def done(self) -> bool:
@@ -106,9 +104,7 @@ class PlacementState:
             raise ValueError(f"op {op} is not ready to place (placed already, unplaced inputs, or no such op)")
         self.schedule.place(op, device, earliest_starts)
         self.ready[op] = False
-        succ = self._succ[self._succ_ptr[op] : self._succ_ptr[op + 1]]
-        np.subtract.at(self._waiting, succ, 1)  # a successor listed twice (parallel edges) waits for both
-        self.ready[succ[self._waiting[succ] == 0]] = True
+        self.ready[self.schedule.newly_ready] = True  # the schedule counts a successor's inputs, parallel edges included
 
     def teacher_ops(self, ready: np.ndarray) -> np.ndarray:
         """The ready ops the teacher could pick: all with the largest bottom level (the guide's: the first in its order)."""

@@ -26,7 +26,7 @@ class EtfPlacer(ListScheduler):
 
     def schedule(self, graph: DataflowGraph, devices: Devices, ties: TieBreak) -> Decision:
         schedule = PartialSchedule(graph, devices)
-        pairs = _EarliestPairs(schedule, TieRanks(graph.bottom_level(with_comm=False), ties))
+        pairs = EarliestPairs(schedule, TieRanks(graph.bottom_level(with_comm=False), ties))
         while not schedule.done:
             op = pairs.pop()
             starts = schedule.earliest_starts(op)
@@ -35,9 +35,10 @@ class EtfPlacer(ListScheduler):
         return schedule_decision(schedule)
 
 
-class _EarliestPairs:
+class EarliestPairs:
     """ETF's choice without rescanning the ready ops: per device, a heap of ready ops by input arrival there, and a heap
-    of those that can start at the current earliest start by (larger static level, then the tie order).
+    of those that can start at the current earliest start by rank (larger priority, ETF's static level, then the tie
+    order). The doppler policies' ETF op rule takes its ops from one too (``rule_queue`` in the learn layer).
 
     An op's arrival times never change once it is ready, device free times only grow, and so does the earliest start
     over all pairs (every newly ready op's inputs arrive after its last producer started); an op whose arrival on a

@@ -22,6 +22,7 @@ from numba import njit
 
 from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
+from ..levels import longest_to_exit
 from ..schedule import PartialSchedule
 from .base import Decision
 from .ties import TieBreak, TieRanks
@@ -189,13 +190,7 @@ def mean_costs(graph: DataflowGraph, devices: Devices) -> tuple[np.ndarray, np.n
 
 def upward_rank(graph: DataflowGraph, compute: np.ndarray, comm: np.ndarray) -> np.ndarray:
     """rank_u: the op's cost plus the longest (cost + transfer) path to an exit."""
-    rank = compute.astype(float).copy()
-    ptr, succ, edge = graph.succ_csr
-    for u in graph.topological_order[::-1]:
-        lo, hi = ptr[u], ptr[u + 1]
-        if hi > lo:
-            rank[u] = compute[u] + np.max(comm[edge[lo:hi]] + rank[succ[lo:hi]])
-    return rank
+    return longest_to_exit(graph, compute, comm)
 
 
 def downward_rank(graph: DataflowGraph, compute: np.ndarray, comm: np.ndarray) -> np.ndarray:
