@@ -299,12 +299,15 @@ class DopplerPolicy(LearnedPolicy):
 
     def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
         e, config = encoded, self.config
-        n, d, device = state.graph.num_nodes, state.num_devices, self.device
+        n, d = state.graph.num_nodes, state.num_devices
+        down = up = None
+        feats: np.ndarray | None = None  # the device features of each step, with PLC learned
+        select_rule_rows: list[np.ndarray] = []
         if self.per_step_select:
             down, up = e.sel_down, e.sel_up
             if config.path_sum_order_bug:
-                down_order = torch.as_tensor(traversal_order(state.graph, downward=True), device=device)
-                down, up = down[down_order], up[torch.as_tensor(traversal_order(state.graph, downward=False), device=device)]
+                down_order = torch.as_tensor(traversal_order(state.graph, downward=True), device=self.device)
+                down, up = down[down_order], up[torch.as_tensor(traversal_order(state.graph, downward=False), device=self.device)]
             down_np, up_np = as_numpy(down), as_numpy(up)
         scored = torch.is_grad_enabled() or teacher  # else only the placement is wanted: keep no per-step rows, skip the re-scoring
         rows = n if scored else 1  # per-step rows kept for the batched re-scoring; without it one row, rewritten each step
@@ -312,18 +315,13 @@ class DopplerPolicy(LearnedPolicy):
             sums_width = e.plc_embedding_np.shape[1] if self.per_step_place and config.zscore_device_features else e.own.shape[1]
             device_sum = np.zeros((d, sums_width))
             sum_rows = e.plc_embedding_np if self.per_step_place and config.zscore_device_features else e.device_part_np
-            feats = np.zeros((rows, d, device_inputs(config)), dtype=np.float32)
-            base = len(DEVICE_FEATURES)
+            plc_feats = feats = np.zeros((rows, d, device_inputs(config)), dtype=np.float32)
         sel, plc = Decisions(), Decisions()
-        pair = 0
-        if config.gate_rules:  # the last of the episode's decisions; a teacher replay takes the gate's most probable pair
-            gate_probs = softmax(as_numpy(self.gate_head(self.gate_input(e, state.graph, state.schedule.cluster))))
-            pair = int(gate_probs.argmax()) if choose.mode == "teacher" else choose(gate_probs, 2 * n)
+        pair = self._rule_pair(e, state, choose) if config.gate_rules else 0
         select_by, place_by = self.rule_pairs[pair]
         queue = None if self.learn_select else rule_queue(state, select_by, config.critical_path_index_bug)
         if select_by == "earliest_start" and queue is None:
             static_level = state.graph.bottom_level(with_comm=False)
-            select_rule_rows = []
             arrival = np.full((n, d), np.nan)  # a ready op's input arrivals per device: fixed once it is ready
         select_rule = config.select_rule_weight * state.features.bottom_level / max(float(state.features.bottom_level.max()), 1e-300)
         place_rule = np.zeros((rows, d))
@@ -331,8 +329,7 @@ class DopplerPolicy(LearnedPolicy):
         devices_chosen = np.zeros(n, dtype=np.int64)
         agree = 0
         all_devices = np.arange(d)
-        offset = getattr(e, "plc_offset", None)
-        offset_np = None if offset is None else as_numpy(offset)
+        offset_np = None if getattr(e, "plc_offset", None) is None else as_numpy(e.plc_offset)
         for t in range(n):
             k = t if scored else 0
             if queue is not None:  # SEL is its rule, kept in a queue: no scan of the ready ops
@@ -366,17 +363,13 @@ class DopplerPolicy(LearnedPolicy):
             earliest = starts[pos] if queue is None and select_by == "earliest_start" else state.schedule.earliest_starts(op)
             teacher_devices = state.teacher_devices(op, earliest) if teacher or not self.learn_place else None
             if self.learn_place:
-                feats[k, :, :base] = state.device_features(op, earliest)
-                if self.config.capacity_features:
-                    feats[k, :, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
-                if self.config.affinity_features:
-                    feats[k, :, feats.shape[2] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
+                self._device_inputs(plc_feats[k], state, op, earliest)
                 # with PLC learned, teacher_devices is computed exactly for a teacher rollout
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher_devices is not None else None
                 if self.per_step_place:
-                    logits = e.finish(self.numpy_paper_place_first(e, feats[k].astype(np.float64), device_sum) + e.own_np[op])
+                    logits = e.finish(self.numpy_paper_place_first(e, plc_feats[k].astype(np.float64), device_sum) + e.own_np[op])
                 else:
-                    logits = e.finish(feats[k] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
+                    logits = e.finish(plc_feats[k] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
                 if place_by == "affinity":
                     delay = affinity_delay(state.schedule, op, earliest)
                 else:
@@ -399,32 +392,66 @@ class DopplerPolicy(LearnedPolicy):
             state.place(op, target, earliest)
             if queue is not None:
                 queue.add(state.schedule.newly_ready)
-        heads = []
-        if scored:
-            if self.per_step_select:
-                index, legal, _ = sel.padded()
-                index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
-                heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
-            elif self.learn_select and select_by == "earliest_start":
-                index, legal, _ = sel.padded()
-                rule = np.zeros(index.shape)
-                for row, values in zip(rule, select_rule_rows, strict=True):
-                    row[: values.size] = values
-                scores = e.sel_logits[torch.from_numpy(index).to(device)] + torch.as_tensor(rule, dtype=e.sel_logits.dtype, device=device)
-                heads.append(sel.terms_at(scores))
-            elif self.learn_select:
-                heads.append(sel.terms(e.sel_logits + torch.as_tensor(select_rule, dtype=e.sel_logits.dtype, device=device)))
-            if self.learn_place:
-                order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
-                feats_t = torch.from_numpy(feats).to(device)
-                if self.per_step_place:
-                    logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
-                else:
-                    logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
-                logits = logits - torch.as_tensor(place_rule, dtype=logits.dtype, device=device)
-                heads.append(plc.terms(logits if offset is None else logits + offset[order]))
-        rollout = finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, device, scored)
+        rules = (select_rule, select_rule_rows, place_rule)
+        heads = self._rescored(e, state, sel, plc, select_by, rules, feats, devices_chosen, (down, up)) if scored else []
+        rollout = finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, self.device, scored)
         return dataclasses.replace(rollout, rule=config.gate_rules[pair]) if config.gate_rules else rollout
+
+    def _rule_pair(self, e: SimpleNamespace, state: PlacementState, choose: Chooser) -> int:
+        """The gate's rule pair, the episode's last decision: a teacher replay takes the most probable pair."""
+        probs = softmax(as_numpy(self.gate_head(self.gate_input(e, state.graph, state.schedule.cluster))))
+        return int(probs.argmax()) if choose.mode == "teacher" else choose(probs, 2 * state.graph.num_nodes)
+
+    def _device_inputs(self, row: np.ndarray, state: PlacementState, op: int, earliest: np.ndarray) -> None:
+        """Fill ``row`` (devices × inputs) with PLC's inputs for placing ``op``: device features, then capacity and affinity."""
+        base = len(DEVICE_FEATURES)
+        row[:, :base] = state.device_features(op, earliest)
+        if self.config.capacity_features:
+            row[:, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
+        if self.config.affinity_features:
+            row[:, row.shape[1] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
+
+    def _rescored(
+        self,
+        e: SimpleNamespace,
+        state: PlacementState,
+        sel: Decisions,
+        plc: Decisions,
+        select_by: str,
+        rules: tuple[np.ndarray, list[np.ndarray], np.ndarray],
+        feats: np.ndarray | None,
+        devices_chosen: np.ndarray,
+        paths: tuple[torch.Tensor | None, torch.Tensor | None],
+    ) -> list:
+        """The episode's decisions scored again in one batched pass with gradients: each head's log-probability terms."""
+        select_rule, select_rule_rows, place_rule = rules
+        down, up = paths
+        d, device, offset = state.num_devices, self.device, getattr(e, "plc_offset", None)
+        heads = []
+        if self.per_step_select:
+            assert down is not None and up is not None  # the path sums a per-step SEL reads, set by play
+            index, legal, _ = sel.padded()
+            index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
+            heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
+        elif self.learn_select and select_by == "earliest_start":
+            index, legal, _ = sel.padded()
+            rule = np.zeros(index.shape)
+            for row, values in zip(rule, select_rule_rows, strict=True):
+                row[: values.size] = values
+            scores = e.sel_logits[torch.from_numpy(index).to(device)] + torch.as_tensor(rule, dtype=e.sel_logits.dtype, device=device)
+            heads.append(sel.terms_at(scores))
+        elif self.learn_select:
+            heads.append(sel.terms(e.sel_logits + torch.as_tensor(select_rule, dtype=e.sel_logits.dtype, device=device)))
+        if self.learn_place:
+            order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
+            feats_t = torch.from_numpy(feats).to(device)
+            if self.per_step_place:
+                logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
+            else:
+                logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
+            logits = logits - torch.as_tensor(place_rule, dtype=logits.dtype, device=device)
+            heads.append(plc.terms(logits if offset is None else logits + offset[order]))
+        return heads
 
 
 def place_rule_times(compute: np.ndarray, time_scale: float, scale: str) -> np.ndarray:
