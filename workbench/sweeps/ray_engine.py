@@ -48,8 +48,9 @@ class RayStartError(ValueError):
 @contextlib.contextmanager
 def connect(address: str | None, num_cpus: int | None, progress: bool = True) -> Iterator[Any]:
     """Ray, connected to the cluster at ``address`` (default: ``$RAY_ADDRESS``) or to a new private local instance with
-    ``num_cpus`` CPUs (default: all cores); yields ``(ray, runtime_env)``, the runtime environment the tasks need for the
-    workers to import this workbench.
+    ``num_cpus`` CPUs (default: all cores); yields ``ray``. When a joined cluster's nodes import another workbench (or
+    none), the driver joins again with this one shipped as the job's runtime environment (Ray uploads a local package
+    only for a whole job, never for one task).
 
     On exit the driver disconnects, and a private instance is stopped; a joined cluster keeps running.
     """
@@ -59,27 +60,35 @@ def connect(address: str | None, num_cpus: int | None, progress: bool = True) ->
         raise ValueError("engine 'ray' needs Ray: pip install 'doppler-workbench[sweeps]'") from None
     if ray.is_initialized():  # the caller's own connection: use it as it is
         with _runtime_env_for(ray, progress) as runtime_env:
-            yield ray, runtime_env
+            if runtime_env is not None:
+                raise RayStartError(
+                    "the Ray cluster this process joined imports another workbench (or none) on some nodes, and Ray ships a "
+                    "local package only with ray.init(runtime_env=...): let the workbench join it (--address) instead"
+                )
+            yield ray
         return
     address = address or os.environ.get("RAY_ADDRESS")  # Ray's own convention: ray.init() would join it too
     if address:
         _join(ray, address)
         try:
             with _runtime_env_for(ray, progress) as runtime_env:
-                yield ray, runtime_env
+                if runtime_env is not None:  # join again, shipping this workbench for the whole job
+                    ray.shutdown()
+                    _join(ray, address, runtime_env)
+                yield ray
         finally:
             ray.shutdown()
         return
     temp_dir = _start_private(ray, num_cpus or os.cpu_count() or 1, progress)
     try:
-        yield ray, None
+        yield ray
     finally:
         ray.shutdown()
         stop_processes(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _join(ray: Any, address: str) -> None:
+def _join(ray: Any, address: str, runtime_env: dict[str, Any] | None = None) -> None:
     if "://" not in address and address != "auto":
         host, _, port = address.rpartition(":")
         try:
@@ -91,7 +100,7 @@ def _join(ray: Any, address: str) -> None:
                 "and pass HOST:PORT, or leave --address out for a private local instance"
             ) from None
     try:
-        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR", runtime_env=runtime_env)
     except Exception as exc:  # Ray raises ConnectionError, RuntimeError or a bare Exception here
         with contextlib.suppress(Exception):
             ray.shutdown()

@@ -119,10 +119,9 @@ def _ray_results(
 ) -> Iterator[Any]:
     from .ray_engine import connect
 
-    with connect(address, workers, progress) as (ray, runtime_env):
+    with connect(address, workers, progress) as ray:
         yield None  # connected
-        options: dict[str, Any] = {"max_retries": 2} | ({"runtime_env": runtime_env} if runtime_env else {})
-        remote = ray.remote(**options)(function)
+        remote = ray.remote(max_retries=2)(function)
         portable = _portable(tasks)
         counts = Counter(id(arg) for task in portable for arg in task)
         refs: dict[int, Any] = {}  # an argument shared by several tasks (a graph) goes to the object store once

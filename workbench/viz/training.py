@@ -192,8 +192,13 @@ def series_parts(
                 "legendgroup": label,
             }
         )
-    if greedy is None or greedy.empty or metric != "makespan":
-        return parts
+    if greedy is not None and not greedy.empty and metric == "makespan":
+        _add_greedy(parts, label, greedy, x, color, real_unit, shared_legend)
+    return parts
+
+
+def _add_greedy(parts: SeriesParts, label: str, greedy: pd.DataFrame, x: str, color: str, real_unit: str, shared_legend: bool) -> None:
+    """The series' greedy evaluations (periodic ones joined by a dotted line), Stage III's on the second axis."""
     measured = greedy["stage"].eq(REAL) if "stage" in greedy else pd.Series(False, index=greedy.index)
     for (what, real), points in greedy.groupby([greedy["what"], measured], sort=False):
         points = points.dropna(subset=[x, "makespan"]).sort_values(x)
@@ -220,7 +225,6 @@ def series_parts(
                 "hovertemplate": f"{name}<br>{x} %{{x:,.6~g}}<br>greedy makespan %{{customdata}}<extra></extra>",
             }
         )
-    return parts
 
 
 @functools.cache
