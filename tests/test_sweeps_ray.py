@@ -64,6 +64,7 @@ class NodeRecordingPlacer(Placer):
 
         with open(self.log, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"node": ray.get_runtime_context().get_node_id(), "workbench": workbench.__file__}) + "\n")
+        time.sleep(1.0)  # hold the node's one CPU, so that the queued cells spill over to the other node
         return Decision(np.zeros(graph.num_nodes, dtype=np.int64))
 
 
@@ -169,6 +170,12 @@ def test_the_shipped_package_carries_its_datasets_like_an_installed_wheel(tmp_pa
         shutil.rmtree(staged.parent)
 
 
+CLUSTER_AUTH_ENV = {"RAY_AUTH_MODE": "disabled"}
+"""Ray 2.59+ turns token authentication on for a local head, which then generates a token of its own in its temporary
+folder that the worker node (and this driver, whose Ray reads its mode once) never sees. The test cluster listens on
+loopback only, so it runs without; a real cluster sets the same ``RAY_AUTH_TOKEN`` on every node (docs/sweeps.md)."""
+
+
 class LocalCluster:
     """A head and one worker node started with ``ray start`` (one CPU each, own temporary folders and ports), stopped by pid."""
 
@@ -176,7 +183,7 @@ class LocalCluster:
         self.folders: list[str] = []
         self.port = free_ports(1)[0]
         self.address = f"127.0.0.1:{self.port}"
-        env = {**os.environ, **LOAD_TOLERANT_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**os.environ, **LOAD_TOLERANT_ENV, **CLUSTER_AUTH_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
         try:
             self._start(["--head", f"--port={self.port}", *self._port_options(head=True)], {**env, "PYTHONPATH": str(ROOT)})
             self._start([f"--address={self.address}", *self._port_options(head=False)], {**env, "PYTHONPATH": worker_pythonpath})
@@ -231,6 +238,8 @@ def cluster():
     with open(older / "workbench" / "__init__.py", "a", encoding="utf-8") as handle:
         handle.write("# an older release\n")
     nodes = LocalCluster(worker_pythonpath=os.pathsep.join([str(older), str(ROOT)]))
+    saved = {name: os.environ.get(name) for name in CLUSTER_AUTH_ENV}
+    os.environ.update(CLUSTER_AUTH_ENV)  # the driver (this process, and the CLI it runs) speaks with the same token
     try:
         ray.init(address=nodes.address, log_to_driver=False, logging_level="ERROR")
         try:
@@ -239,13 +248,20 @@ def cluster():
             ray.shutdown()
         yield nodes
     finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
         nodes.stop()
         shutil.rmtree(older, ignore_errors=True)
 
 
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_a_sweep_runs_on_a_head_plus_worker_cluster_with_the_drivers_workbench_shipped(cluster, recording_placer, tmp_path, capsys):
+def test_a_sweep_runs_on_a_head_plus_worker_cluster_with_the_drivers_workbench_shipped(
+    cluster, recording_placer, tmp_path, capsys, monkeypatch
+):
+    # Ray puts the driver's working directory first on every worker's path: from the checkout, the worker node would
+    # import the checkout's workbench, as one machine's nodes do. From elsewhere it imports its own older copy.
+    monkeypatch.chdir(tmp_path)
     log = tmp_path / "nodes.log"
     config = {**SMALL, "seeds": 6, "methods": ["critical_path", {"method": "node_recording", "options": {"log": str(log)}}]}
     serial = sweep({**config, "methods": ["critical_path"]}, out=tmp_path / "s.csv", progress=False)
