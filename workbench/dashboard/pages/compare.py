@@ -22,9 +22,9 @@ from typing import Any
 import flask
 from dash import ALL, Input, Output, Patch, State, ctx, dcc, html, no_update
 
-import workbench as wb
-from workbench.placers import methods
-from workbench.viz import (
+from ...placers import methods as registered_methods
+from ...sim import lower_bound
+from ...viz import (
     find_ops,
     format_time,
     gantt_figure,
@@ -37,7 +37,6 @@ from workbench.viz import (
     makespan_frame,
     placement_heatmap,
 )
-
 from ..anytime import (
     DEFAULT_BUDGET,
     DEFAULT_SEEDS,
@@ -73,7 +72,7 @@ def default_methods(options: list[dict[str, str]]) -> list[str]:
     """On first load: the first registered heuristic (the paper's teacher) and the fair baseline, the best of every one-pass
     method (plus a pretrained policy when there is one)."""
     values = [o["value"] for o in options]
-    chosen = [m for m in [*methods("heuristic")[:1], "best_constructive"] if m in values]
+    chosen = [m for m in [*registered_methods("heuristic")[:1], "best_constructive"] if m in values]
     chosen += [v for v in values if v.startswith("doppler@datasets:")][:1]
     return chosen
 
@@ -228,8 +227,8 @@ def compare_view(
         budget, time_limit = context.limits.bound_compare(graph, devices, budget, time_limit)
     except ValueError as exc:  # a LimitError, or a graph that does not load
         return [message(str(exc))], None
-    bound = wb.lower_bound(graph, devices)
-    learned = wb.placers.methods("learned")
+    bound = lower_bound(graph, devices)
+    learned = registered_methods("learned")
     done, placements, labels, rows, cut = [], {}, [], [], []
     with request_deadline(context.limits.max_request_time):  # the methods run one after another, within one deadline
         for value in methods:

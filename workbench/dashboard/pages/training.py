@@ -35,13 +35,12 @@ import pandas as pd
 from dash import Input, Output, Patch, State, ctx, dash_table, dcc, html, no_update
 from plotly.colors import qualitative
 
-import workbench as wb
-from workbench.datasets import PAPER_GRAPHS
-from workbench.viz import format_number, format_time, gantt_figure, gantt_frame, message_figure
-from workbench.viz.style import format_numbers
-from workbench.viz.training import SeriesParts, series_parts, training_figure
-
+from ...datasets import PAPER_GRAPHS, bundled_graph
+from ...graph import DataflowGraph
 from ...runs import STAGE_NAMES, VALUE_COLUMNS, Run, RunFollowers, greedy_evaluations, reference_lines
+from ...viz import format_number, format_time, gantt_figure, gantt_frame, message_figure
+from ...viz.style import format_numbers
+from ...viz.training import SeriesParts, series_parts, training_figure
 from ..components import controls, csv_on_demand, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..summary import SORTABLE, sort_rows
@@ -112,7 +111,7 @@ def _best(run: Run):
         return None
     placement = run.best_placement or {}
     try:
-        graph = wb.bundled_graph(placement["graph"])
+        graph = bundled_graph(placement["graph"])
     except (KeyError, ValueError, OSError, TypeError):
         graph = None
     return placement, graph if graph is not None and graph.num_nodes == run.best_trace.num_ops else None, run.best_trace
@@ -673,9 +672,9 @@ def redraw(
     return (makespans, request, second, request, *rest, drawn_now)
 
 
-def _unit_graph(frames: dict[str, pd.DataFrame]) -> wb.DataflowGraph | None:
+def _unit_graph(frames: dict[str, pd.DataFrame]) -> DataflowGraph | None:
     """The bundled paper graph every charted run trained on, so the axis names its unit (÷1e10); ``None`` otherwise."""
     names = {str(name) for frame in frames.values() if "graph" in frame for name in frame["graph"].dropna().unique()}
     if len(names) != 1 or names.isdisjoint(PAPER_GRAPHS):
         return None
-    return wb.bundled_graph(names.pop())
+    return bundled_graph(names.pop())
