@@ -191,3 +191,64 @@ def test_the_walk_sees_every_kind_of_import(tmp_path):
         "workbench.sweeps",
         "numpy",
     } <= found
+
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 100
+
+
+def oversized(path: Path, label: str) -> list[str]:
+    """The module itself when it is over :data:`MAX_MODULE_LINES` lines, and each function or method in it (nested and
+    async ones included) over :data:`MAX_FUNCTION_LINES`, from its ``def`` line to its last; ``label`` names the file."""
+    text = path.read_text(encoding="utf-8")
+    found = [f"{label}: {len(text.splitlines())} lines"] if len(text.splitlines()) > MAX_MODULE_LINES else []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+            found.append(f"{label}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    return found
+
+
+def test_no_module_is_over_600_lines_and_no_function_over_100():
+    """Issue 30: the big rooms stay split (tests and generated files live outside ``workbench/``)."""
+    found = [item for path in MODULES.values() for item in oversized(path, str(path.relative_to(PACKAGE.parent)))]
+    assert not found, "split these: " + "; ".join(found)
+
+
+def test_the_size_check_sees_modules_methods_and_nested_functions(tmp_path):
+    def lines(indent: int, count: int) -> str:
+        return "".join(f"{' ' * indent}x{i} = {i}\n" for i in range(count))
+
+    source = (
+        "class A:\n    async def method(self):\n"
+        + lines(8, MAX_FUNCTION_LINES)  # with its def line: one line too many
+        + "def outer():\n    def inner():\n"
+        + lines(8, MAX_FUNCTION_LINES)
+        + "    return inner\n"
+        + "def small():\n"
+        + lines(4, MAX_FUNCTION_LINES - 1)  # exactly at the limit
+    )
+    path = tmp_path / "big.py"
+    path.write_text(source + "\n" * MAX_MODULE_LINES)
+    found = oversized(path, "big.py")
+    assert found[0] == f"big.py: {len(source.splitlines()) + MAX_MODULE_LINES} lines"
+    assert sorted(item.split(" ")[1].rstrip(":") for item in found[1:]) == ["inner", "method", "outer"]
+    path.write_text(lines(0, MAX_MODULE_LINES))
+    assert oversized(path, "big.py") == []
+
+
+def absolute_self_imports(path: Path) -> list[str]:
+    """The ``import workbench...`` and ``from workbench... import`` statements of a module of the package (by line)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        found += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {name}" for name in names if name.split(".")[0] == "workbench"]
+    return found
+
+
+def test_no_module_inside_the_package_imports_workbench_by_name():
+    """One import style inside the package (issue 30): its own modules are imported relatively, never through
+    ``import workbench`` (the lazy public API, for users) nor ``from workbench.x import``."""
+    found = [line for path in MODULES.values() for line in absolute_self_imports(path)]
+    assert not found, "import these relatively: " + "; ".join(found)

@@ -18,7 +18,7 @@ from workbench import viz as figures
 from workbench.dashboard import context as dashboard_context, create_app
 from workbench.dashboard.context import PathError, checkout_root, default_runs_dir, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
-from workbench.dashboard.pages import compare, graph as graph_page, measured, training
+from workbench.dashboard.pages import compare, compare_choice, compare_highlight, graph as graph_page, measured, training, training_runs
 from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, method_label, parse_method, save_upload
 from workbench.runs import GREEDY_COLUMNS, GREEDY_PERIODIC, RunFollowers, RunPaths, read_frame, read_run, reference_lines
 
@@ -271,7 +271,7 @@ def test_training_view_draws_curves_and_best_gantt_and_survives_bad_runs(context
     assert "unreadable" in str(status) and "metrics.csv is missing" in str(status)
     for key in ("runs:../../etc", "pretrained:../../etc"):
         with pytest.raises(PathError):
-            training.read_selected(context, followers, [key])
+            training_runs.read_selected(context, followers, [key])
         assert training.redraw(context, followers, [key], "loss", 10, "episode", False, None)[6].className == "wb-message wb-error"
         assert training.metrics_csv(context, followers, {"runs": [key]}) is None
 
@@ -284,12 +284,12 @@ def test_compare_view_shows_each_method_and_a_message_for_failures(context):
     assert "'gantt/0'" in text and "'gantt/1'" in text and "'heatmap/1'" in text
     assert "no_such_method failed: unknown method" in text
     assert state["methods"] == ["critical_path", "round_robin", "no_such_method"]
-    patches = compare.highlight_patches(context, state, 5, [{"index": "gantt/0"}, {"index": "heatmap/1"}, {"index": "makespans"}])
+    patches = compare_highlight.highlight_patches(context, state, 5, [{"index": "gantt/0"}, {"index": "heatmap/1"}, {"index": "makespans"}])
     assert patches[0].to_plotly_json()["operations"][0]["params"]["value"][0]["type"] == "rect"
     assert compare.compare_view(context, key, 0, ["critical_path"])[1] is None
     assert "devices must be" in str(compare.compare_view(context, key, "x", ["critical_path"])[0])
-    assert compare.clicked_op({"points": [{"customdata": [7, "op7"]}]}) == 7
-    assert compare.clicked_op({"points": [{"x": 1}]}) is None
+    assert compare_highlight.clicked_op({"points": [{"customdata": [7, "op7"]}]}) == 7
+    assert compare_highlight.clicked_op({"points": [{"x": 1}]}) is None
 
 
 def test_graph_view_colors_ops_by_device(context):
@@ -388,18 +388,19 @@ def test_app_factory_serves_every_page(context):
 
 def test_compare_offers_a_checkpoint_only_for_its_graph_and_carries_the_selection_across_graphs(context):
     ffnn, chain = wb.bundled_graph("ffnn"), wb.bundled_graph("chain_mm")
-    ffnn_options = compare.method_options(context, ffnn, 4)
+    ffnn_options = compare_choice.method_options(context, ffnn, 4)
     doppler = [o for o in ffnn_options if o["value"].startswith("doppler@")]
     assert [o["value"] for o in doppler] == ["doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"]
     assert "trained on ffnn_192nodes" in doppler[0]["label"] and "Stage II" in doppler[0]["label"]
-    chain_options = compare.method_options(context, chain, 4)
+    chain_options = compare_choice.method_options(context, chain, 4)
     assert not any("ffnn_192nodes" in o["value"] for o in chain_options)
-    kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], chain_options)
+    kept, dropped = compare_choice.carry_selection(context, ["heft", doppler[0]["value"]], chain_options)
     assert kept == ["heft", "doppler@datasets:pretrained/chain_mm_112nodes/doppler.safetensors"] and not dropped
     generated = wb.generate("chain_mm")  # a generated graph has no checkpoint
-    kept, dropped = compare.carry_selection(context, ["heft", doppler[0]["value"]], compare.method_options(context, generated, 4))
+    generated_options = compare_choice.method_options(context, generated, 4)
+    kept, dropped = compare_choice.carry_selection(context, ["heft", doppler[0]["value"]], generated_options)
     assert kept == ["heft"] and dropped == ["doppler (pretrained)"]
-    assert not any(o["value"].startswith("doppler@") for o in compare.method_options(context, chain, 8))  # trained on 4 devices
+    assert not any(o["value"].startswith("doppler@") for o in compare_choice.method_options(context, chain, 8))  # trained on 4 devices
 
 
 ZERO_SHOT = "doppler_plc_only@datasets:pretrained/zero_shot/doppler_gate.safetensors"
@@ -408,11 +409,11 @@ ZERO_SHOT = "doppler_plc_only@datasets:pretrained/zero_shot/doppler_gate.safeten
 def test_compare_offers_the_shipped_zero_shot_policy_on_every_graph_and_device_count_under_its_own_name(context):
     ffnn, generated = wb.bundled_graph("ffnn"), wb.generate("chain_mm")
     for graph, devices in ((ffnn, 4), (ffnn, 8), (generated, 2)):
-        offered = {o["value"]: o["label"] for o in compare.method_options(context, graph, devices)}
+        offered = {o["value"]: o["label"] for o in compare_choice.method_options(context, graph, devices)}
         assert offered[ZERO_SHOT].startswith("doppler_plc_only (pretrained zero_shot, trained on 39 graphs (chain_mm-00, ")
         assert offered["active|" + ZERO_SHOT].startswith("doppler_plc_only active search (pretrained zero_shot")  # from it, per graph
     own = "doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"
-    kept, dropped = compare.carry_selection(context, [ZERO_SHOT, own], compare.method_options(context, generated, 2))
+    kept, dropped = compare_choice.carry_selection(context, [ZERO_SHOT, own], compare_choice.method_options(context, generated, 2))
     assert kept == [ZERO_SHOT] and dropped == ["doppler (pretrained)"]
     assert method_label(ZERO_SHOT) == "doppler_plc_only (pretrained zero_shot)"
     key = "bundled:doppler-paper/ffnn_192nodes.txt"
@@ -433,7 +434,7 @@ def test_compare_refuses_another_graphs_checkpoint_and_names_the_checkpoint(cont
 
 def test_compare_runs_a_checkpoints_active_search_within_the_search_budget(context):
     graph = wb.bundled_graph("chain_mm")
-    values = [o["value"] for o in compare.method_options(context, graph, 4)]
+    values = [o["value"] for o in compare_choice.method_options(context, graph, 4)]
     plain = "doppler@datasets:pretrained/chain_mm_112nodes/doppler.safetensors"
     active = "active|" + plain
     assert plain in values and active in values and not any(v.startswith("active|heft") for v in values)
@@ -442,9 +443,9 @@ def test_compare_runs_a_checkpoints_active_search_within_the_search_budget(conte
     children, state = compare.compare_view(context, key, 4, [active, plain], 0, 24, 60)
     assert state["labels"][0].startswith("doppler active search (pretrained, trained on chain_mm_112nodes")
     assert "with 24 simulator evaluations" in str(children) and "'gantt/1'" in str(children)
-    kept, _ = compare.carry_selection(context, [active], compare.method_options(context, wb.bundled_graph("ffnn"), 4))
+    kept, _ = compare_choice.carry_selection(context, [active], compare_choice.method_options(context, wb.bundled_graph("ffnn"), 4))
     assert kept == ["active|doppler@datasets:pretrained/ffnn_192nodes/doppler.safetensors"]
-    kept, dropped = compare.carry_selection(context, [active], compare.method_options(context, wb.generate("chain_mm"), 4))
+    kept, dropped = compare_choice.carry_selection(context, [active], compare_choice.method_options(context, wb.generate("chain_mm"), 4))
     assert not kept and dropped == ["doppler active search (pretrained)"]
 
 
@@ -452,21 +453,21 @@ def test_gantt_zoom_is_copied_to_every_other_gantt(context):
     key = "bundled:doppler-paper/chain_mm_112nodes.txt"
     _, state = compare.compare_view(context, key, 4, ["critical_path", "round_robin"])
     outputs = [{"index": "gantt/0"}, {"index": "heatmap/0"}, {"index": "gantt/1"}]
-    patches = compare.zoom_patches(state, "gantt/0", {"xaxis.range[0]": 10.0, "xaxis.range[1]": 2e12}, outputs)
-    assert patches[0] is compare.no_update and patches[1] is compare.no_update
+    patches = compare_highlight.zoom_patches(state, "gantt/0", {"xaxis.range[0]": 10.0, "xaxis.range[1]": 2e12}, outputs)
+    assert patches[0] is compare_highlight.no_update and patches[1] is compare_highlight.no_update
     operations = patches[2].to_plotly_json()["operations"]
     assert {tuple(o["location"]) for o in operations if o["params"]["value"] == [10.0, 2e12]} == {
         ("layout", "xaxis", "range"),
         ("layout", "xaxis2", "range"),
     }
-    reset = compare.zoom_patches(state, "gantt/1", {"xaxis.autorange": True}, outputs)[0]
+    reset = compare_highlight.zoom_patches(state, "gantt/1", {"xaxis.autorange": True}, outputs)[0]
     assert reset.to_plotly_json()["operations"][0]["params"]["value"] == [0.0, state["x_max"]]
-    assert all(p is compare.no_update for p in compare.zoom_patches(state, "gantt/0", {"autosize": True}, outputs))
+    assert all(p is compare_highlight.no_update for p in compare_highlight.zoom_patches(state, "gantt/0", {"autosize": True}, outputs))
 
 
 def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     write_run(context.runs_dir / "bench-training" / "doppler", "seed0")
-    rows = training.table_rows(context, RunFollowers())
+    rows = training_runs.table_rows(context, RunFollowers())
     keys = [row["id"] for row in rows]
     assert keys[0] == "runs:bench-training/doppler/seed0"
     assert {k for k in keys if k.startswith("pretrained:")} == {
@@ -492,8 +493,8 @@ def test_a_run_two_levels_deep_is_offered_on_training_and_compare_with_the_weigh
     run.checkpoint_dir.mkdir()
     for name in ("il", "sim", "sim-best", "last"):
         run.checkpoint(name).write_bytes(b"weights")
-    assert "runs:sweep1/seed0" in [row["id"] for row in training.table_rows(context, RunFollowers())]
-    offered = {o["value"]: o["label"] for o in compare.method_options(context, wb.bundled_graph("chain_mm"), 4)}
+    assert "runs:sweep1/seed0" in [row["id"] for row in training_runs.table_rows(context, RunFollowers())]
+    offered = {o["value"]: o["label"] for o in compare_choice.method_options(context, wb.bundled_graph("chain_mm"), 4)}
     il, best = (f"doppler@runs:{run.checkpoint(name).relative_to(context.runs_dir).as_posix()}" for name in ("il", "sim-best"))
     assert [v for v in offered if v.startswith("doppler@runs:")] == [il, best], "each stage's weights to use: sim-best, not sim or last"
     assert offered[best].startswith("doppler (run sweep1/seed0, trained on chain_mm_112nodes, Stage II best greedy")

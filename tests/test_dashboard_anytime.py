@@ -13,7 +13,7 @@ import pytest
 
 import workbench as wb
 from workbench.dashboard import anytime, work
-from workbench.dashboard.pages import compare
+from workbench.dashboard.pages import compare_anytime, compare_choice
 
 FFNN = "bundled:doppler-paper/ffnn_192nodes.txt"
 CHAIN = "bundled:doppler-paper/chain_mm_112nodes.txt"
@@ -35,7 +35,7 @@ def finish(job: anytime.AnytimeJob, seconds: float = 600) -> None:
 
 
 def series_options(context, graph: str = "ffnn") -> list[dict[str, str]]:
-    return anytime.anytime_options(context, compare.method_options(context, wb.bundled_graph(graph), 4))
+    return anytime.anytime_options(context, compare_choice.method_options(context, wb.bundled_graph(graph), 4))
 
 
 def find(component, component_id: str):
@@ -97,21 +97,21 @@ def test_the_subtitle_names_a_learned_policy_only_when_its_series_is_drawn(conte
 
 def test_cancel_kills_the_running_child_at_once_and_keeps_what_was_drawn(context):
     known = set(work.RUNNER.children())
-    data, results, progress, poll_off, cancel_style = compare.anytime_step(
+    data, results, progress, poll_off, cancel_style = compare_anytime.anytime_step(
         context, "anytime-run", None, FFNN, 4, ["local_search"], 200_000, 2
     )
-    assert data["id"] and not poll_off and cancel_style == compare.SHOWN and "0 of 2 runs done" in texts(progress)
+    assert data["id"] and not poll_off and cancel_style == compare_anytime.SHOWN and "0 of 2 runs done" in texts(progress)
     assert results == []  # nothing finished yet: no chart, no caption
     found: list[int] = []
     assert wait_for(lambda: found.extend(set(work.RUNNER.children()) - known) or found, 60), "no child started"
-    data, results, progress, poll_off, cancel_style = compare.anytime_step(context, "anytime-cancel", data, FFNN, 4, [], 0, 0)
+    data, results, progress, poll_off, cancel_style = compare_anytime.anytime_step(context, "anytime-cancel", data, FFNN, 4, [], 0, 0)
     job = anytime.find_job(data["id"])
     assert wait_for(lambda: job.state == "cancelled", 10)
     assert wait_for(lambda: not set(work.RUNNER.children()) & set(found), 5), "the child outlived its cancel"
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
         os.kill(found[0], 0)
-    data, results, progress, poll_off, cancel_style = compare.anytime_step(context, "anytime-poll", data, FFNN, 4, [], 0, 0)
-    assert poll_off and cancel_style == compare.HIDDEN
+    data, results, progress, poll_off, cancel_style = compare_anytime.anytime_step(context, "anytime-poll", data, FFNN, 4, [], 0, 0)
+    assert poll_off and cancel_style == compare_anytime.HIDDEN
     assert "stopped after 0 of 2 runs: 0 series drawn; not run: local_search" in texts(progress)
 
 
@@ -151,7 +151,7 @@ def test_learned_series_at_the_charts_defaults_finish_under_a_cpu_burning_load(c
     learned = [o["value"] for o in options if o["value"].startswith(("samples|", "active|"))]
     assert len(learned) == 4  # the graph's own policy and the zero-shot one, each as best of K and as active search
     budget, seeds = anytime.DEFAULT_BUDGET, anytime.DEFAULT_SEEDS
-    section = compare.anytime_section()
+    section = compare_anytime.anytime_section()
     assert (find(section, "anytime-budget").value, find(section, "anytime-seeds").value) == (budget, seeds)  # what the form offers
     job = anytime.start_anytime(context, FFNN, 4, options, learned, budget, seeds)
     finish(job, 900)
@@ -209,7 +209,7 @@ def test_a_pages_cancel_button_stops_only_its_own_clients_request(context):
 def test_a_draw_takes_its_series_from_the_server_not_the_browser(context):
     known = set(work.RUNNER.children())
     forged = "samples|doppler@runs:../../elsewhere"
-    data, results, progress, poll_off, cancel_style = compare.anytime_step(context, "anytime-run", None, FFNN, 4, [forged], 8, 1)
-    assert data is None and poll_off and cancel_style == compare.HIDDEN
+    data, results, progress, poll_off, cancel_style = compare_anytime.anytime_step(context, "anytime-run", None, FFNN, 4, [forged], 8, 1)
+    assert data is None and poll_off and cancel_style == compare_anytime.HIDDEN
     assert "choose the series among those offered" in texts(results)
     assert set(work.RUNNER.children()) == known  # nothing started

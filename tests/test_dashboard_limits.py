@@ -21,7 +21,7 @@ from workbench.dashboard import create_app, work
 from workbench.dashboard.context import DashboardContext
 from workbench.dashboard.jobs import RANDOM_FEATURES_MAX, JobManager, LaunchError, validate_arguments
 from workbench.dashboard.limits import LimitError, Limits
-from workbench.dashboard.pages import compare, launch
+from workbench.dashboard.pages import compare, compare_choice, launch
 from workbench.dashboard.picker import resolve_graph_key
 from workbench.dashboard.sources import load_graph_key
 from workbench.dashboard.work import RUNNER, Cancelled
@@ -231,7 +231,7 @@ def test_a_compare_request_ends_by_its_one_deadline_and_names_what_it_cut(contex
     it, and every method is in the summary, placed or named as cut."""
     caps = Limits(max_time_limit=2.0, max_request_time=5.0)
     app = create_app(runs_dir=context.runs_dir, limits=caps)
-    offered = [o["value"] for o in compare.method_options(app.workbench_context, load_graph_key(app.workbench_context, CHAIN), 4)]
+    offered = [o["value"] for o in compare_choice.method_options(app.workbench_context, load_graph_key(app.workbench_context, CHAIN), 4)]
     chosen = ["local_search", "cpsat", "learned_search", *(m for m in offered if m not in ("local_search", "cpsat", "learned_search"))]
     assert len(chosen) > 10
     seen: list[float] = []

@@ -13,7 +13,7 @@ import pytest
 
 import workbench as wb
 from workbench import viz
-from workbench.dashboard.pages import compare, graph as graph_page, measured, training
+from workbench.dashboard.pages import compare, compare_choice, graph as graph_page, measured, training
 from workbench.dashboard.picker import chosen_message, resolve_graph_key
 from workbench.dashboard.summary import sort_rows, stop_reason
 from workbench.placers import methods, placers
@@ -143,7 +143,7 @@ def test_compare_agrees_with_workbench_place_for_every_registered_method(context
     shipped = {"doppler", "doppler_plc_only"}  # the graph's own pretrained policy, and the zero-shot one
     untrained_runs(context, sorted(set(learned) - shipped))
     graph = wb.load_graph(context.in_datasets(key.partition(":")[2]))
-    offered = [o["value"] for o in compare.method_options(context, graph, 4)]
+    offered = [o["value"] for o in compare_choice.method_options(context, graph, 4)]
     chosen = [m for m in placers() if m not in learned and m != "cpsat"]
     chosen += [value for value in offered if value.partition("|")[2].partition("@")[0] in learned or value.partition("@")[0] in learned]
     covered = {value.rpartition("|")[2].partition("@")[0] for value in chosen}
@@ -217,9 +217,9 @@ def test_graph_page_colors_ops_by_a_learned_placement_of_its_graph(context):
 def test_going_4_then_8_then_4_devices_brings_the_graphs_pretrained_policy_back(context):
     ffnn = wb.bundled_graph("ffnn")
     selected = ["critical_path", OWN]
-    kept, pending = compare.restore_selection(context, selected, [], compare.method_options(context, ffnn, 8))
+    kept, pending = compare_choice.restore_selection(context, selected, [], compare_choice.method_options(context, ffnn, 8))
     assert kept == ["critical_path"] and pending == [OWN]
-    kept, pending = compare.restore_selection(context, kept, pending, compare.method_options(context, ffnn, 4))
+    kept, pending = compare_choice.restore_selection(context, kept, pending, compare_choice.method_options(context, ffnn, 4))
     assert kept == ["critical_path", OWN] and pending == []
 
 

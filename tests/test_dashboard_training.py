@@ -12,7 +12,7 @@ from dash import Patch
 from dash._utils import to_json
 
 from workbench.dashboard.context import DashboardContext
-from workbench.dashboard.pages import training
+from workbench.dashboard.pages import training, training_runs
 from workbench.runs import GREEDY_COLUMNS, METRIC_COLUMNS, CsvLog, RunFollowers, RunWriter
 
 GRAPH = "chain_mm_112nodes"
@@ -159,7 +159,7 @@ def test_twenty_runs_of_ten_thousand_episodes_draw_in_a_bounded_figure(tmp_path)
     for seed in range(20):
         write_synthetic_run(context.runs_dir / f"run{seed:02d}", seed, 10_000)
     followers = RunFollowers()
-    rows = training.table_rows(context, followers, [{"column_id": "best", "direction": "asc"}])
+    rows = training_runs.table_rows(context, followers, [{"column_id": "best", "direction": "asc"}])
     assert len(rows) == 20 and all(row["episodes"] == "10,000" for row in rows)
     assert [row["_best"] for row in rows] == sorted(row["_best"] for row in rows), "sorted by the number, not its text"
     full = training.redraw(context, followers, [row["id"] for row in rows], "loss", 25, "episode", False, None)

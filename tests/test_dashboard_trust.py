@@ -192,7 +192,7 @@ def test_an_upload_is_parsed_in_a_child_and_refused_beyond_the_graph_caps(contex
     def not_here(*_args, **_kwargs):
         raise AssertionError("the upload was parsed in the server process")
 
-    monkeypatch.setattr(wb, "load_graph", not_here)  # the server's module; the child has its own
+    monkeypatch.setattr(work, "load_graph", not_here)  # the server's copy; the child has its own
     key = save_upload(context, "chain.txt", contents)
     assert key.startswith("upload:")
 

@@ -31,7 +31,7 @@ DRAW = """async (text) => { const f = JSON.parse(text); const t0 = performance.n
 
 def random_dag(ops: int, seed: int = 0):
     """Each op depends on up to two of the 50 ops before it; uniform costs."""
-    from workbench import DataflowGraph
+    from ..graph import DataflowGraph
 
     rng = np.random.default_rng(seed)
     src, dst = [], []
@@ -63,8 +63,8 @@ def _browser():
 
 
 def run(quick: bool = False, devices: int = 8) -> dict[str, Any]:
-    import workbench as wb
-    from workbench import viz as figures
+    from .. import viz as figures
+    from ..sim import simulate
 
     sizes = (200, 1000) if quick else (200, 1000, 5000)
     manager, page = _browser()
@@ -73,7 +73,7 @@ def run(quick: bool = False, devices: int = 8) -> dict[str, Any]:
         for ops in sizes:
             graph = random_dag(ops)
             assignment = np.arange(ops) % devices
-            trace = wb.simulate(graph, assignment, devices).trace
+            trace = simulate(graph, assignment, devices).trace
             builders = {
                 "gantt": lambda graph=graph, trace=trace: figures.gantt_figure(graph, trace, devices=devices),
                 "heatmap": lambda graph=graph, assignment=assignment: figures.placement_heatmap(graph, assignment, devices),

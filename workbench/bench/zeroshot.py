@@ -40,16 +40,17 @@ def _place(name: str) -> dict[str, Any]:
     """In the child: place graph ``name`` once with the shipped zero-shot policy and measure it."""
     import torch
 
-    import workbench as wb
-    from workbench.runs import zero_shot_checkpoint
+    from ..datasets import bundled_graph
+    from ..placers import place
+    from ..runs import zero_shot_checkpoint
 
     torch.set_num_threads(1)
     checkpoint = zero_shot_checkpoint()
-    wb.place(wb.bundled_graph("chain_mm"), method="doppler_plc_only", devices=DEVICES, checkpoint=checkpoint)  # warm-up: JIT caches
+    place(bundled_graph("chain_mm"), method="doppler_plc_only", devices=DEVICES, checkpoint=checkpoint)  # warm-up: JIT caches
     graph = _graph(name)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cpu, wall = time.process_time(), time.perf_counter()
-    placement = wb.place(graph, method="doppler_plc_only", devices=DEVICES, checkpoint=checkpoint)
+    placement = place(graph, method="doppler_plc_only", devices=DEVICES, checkpoint=checkpoint)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return {
         "graph": name,

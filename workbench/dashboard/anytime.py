@@ -32,10 +32,8 @@ from typing import Any
 
 from dash import html
 
-import workbench as wb
-from workbench.placers import methods, placer_options
-from workbench.viz import anytime_figure, anytime_frame
-
+from ..placers import methods, place, placer_options
+from ..viz import anytime_figure, anytime_frame
 from .components import figure_card, message
 from .context import DashboardContext
 from .learned import ACTIVE, checkpoint_origin
@@ -121,7 +119,7 @@ def _record(context: DashboardContext, graph_key: str, value: str, devices: int,
             options["search"] = "active"
     if "time_limit" in accepted:  # a search, or best of K, stops at the clock with what it found by then
         options["time_limit"] = time_limit
-    placement = wb.place(load_graph_key(context, graph_key), method=method, devices=devices, seed=seed, **options)
+    placement = place(load_graph_key(context, graph_key), method=method, devices=devices, seed=seed, **options)
     if "anytime" not in placement.details:
         raise ValueError(f"{method} records no any-time curve")
     return list(placement.details["anytime"])

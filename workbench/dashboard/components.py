@@ -42,8 +42,8 @@ def trace_events_for(graph: Any, trace: Any, title: str, unit: str | None = None
 
     ``unit`` names the trace's unit when it is not the graph's (``"s"`` for a measured trace).
     """
-    from workbench.sim.trace_events import trace_events_json
-    from workbench.viz import is_paper_graph, op_names, time_unit
+    from ..sim.trace_events import trace_events_json
+    from ..viz import is_paper_graph, op_names, time_unit
 
     scale = 1e6 if (unit or time_unit(graph)) == "s" else 1e-10 if is_paper_graph(graph) else 1.0
     return trace_events_json(trace, op_names(graph, trace.num_ops), title, scale)
@@ -126,7 +126,7 @@ def _png(figure: dict) -> bytes:
     """The figure as PNG bytes, its height capped at :data:`MAX_PNG_HEIGHT` (runs in the child)."""
     import plotly.graph_objects as go
 
-    from workbench.viz import to_png
+    from ..viz import to_png
 
     shown = go.Figure(figure)
     height = shown.layout.height

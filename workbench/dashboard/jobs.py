@@ -62,13 +62,13 @@ class LaunchError(ValueError):
 
 def launchable_commands() -> list[str]:
     """The commands in :data:`LAUNCHABLE` that ``workbench.cli.COMMANDS`` lists."""
-    from workbench.cli import COMMANDS
+    from ..cli import COMMANDS
 
     return [name for name in LAUNCHABLE if name in COMMANDS]
 
 
 def _subparser(command: str):
-    from workbench.cli import build_parser
+    from ..cli import build_parser
 
     parser = build_parser()
     for action in parser._actions:  # argparse keeps subparsers here; no public accessor exists
@@ -144,7 +144,7 @@ RANDOM_FEATURES_MAX = 256
 
 def _is_bundled_name(value: str) -> bool:
     """True for what ``workbench.bundled_graph`` accepts: a paper graph's name or a prefix naming one graph."""
-    from workbench.datasets import PAPER_GRAPHS
+    from ..datasets import PAPER_GRAPHS
 
     if not re.fullmatch(r"[A-Za-z0-9_]+", value):
         return False
@@ -187,7 +187,7 @@ def _check_value(ctx: DashboardContext, dest: str, value: str) -> str:
 
 
 def _registered_methods() -> set[str]:
-    from workbench.placers import placers
+    from ..placers import placers
 
     return set(placers())
 
@@ -198,7 +198,7 @@ def _check_setting(ctx: DashboardContext, item: str) -> str:
     name = name.strip().replace("-", "_")
     if not sep:
         raise LaunchError(f"--set {item!r}: expected FIELD=VALUE")
-    from workbench.training import TrainConfig
+    from ..training import TrainConfig
 
     if name not in {f.name for f in fields(TrainConfig)}:
         raise LaunchError(f"--set {item!r}: {name!r} is not a TrainConfig field (see workbench train --fields)")

@@ -27,11 +27,13 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import workbench as wb
-from workbench.fileio import atomic_write_bytes
-from workbench.placers import methods, placer_options, placers as registered_placers
-from workbench.runs import RunPaths, checkpoint_name, list_runs, pretrained_checkpoint, try_read_json, zero_shot_checkpoint
-
+from ..datasets import PAPER_GRAPHS
+from ..fileio import atomic_write_bytes
+from ..formats import load_graph
+from ..generators import generate
+from ..graph import DataflowGraph
+from ..placers import methods, place, placer_options, placers as registered_placers
+from ..runs import RunPaths, checkpoint_name, list_runs, pretrained_checkpoint, try_read_json, zero_shot_checkpoint
 from .context import DashboardContext, PathError
 from .learned import ACTIVE, pretrained_name, split_active
 from .work import check_generated, check_upload
@@ -64,7 +66,7 @@ def graph_choices(ctx: DashboardContext) -> list[dict[str, str]]:
     """Dropdown options for the bundled graphs: the paper's four, then the STG set."""
     options = []
     paper = ctx.datasets_dir / "doppler-paper"
-    for name in wb.PAPER_GRAPHS:
+    for name in PAPER_GRAPHS:
         if (paper / f"{name}.txt").is_file():
             options.append({"label": f"{name} (DOPPLER paper)", "value": f"bundled:doppler-paper/{name}.txt"})
     for path in sorted((ctx.datasets_dir / "stg").glob("*/*.stg")):
@@ -89,14 +91,14 @@ def graph_label(key: str) -> str:
 
 def generator_kinds() -> list[dict[str, str]]:
     """Dropdown options for ``workbench.generate``'s families."""
-    from workbench.generators import GENERATORS
+    from ..generators import GENERATORS
 
     return [{"label": f"{kind} — {entry[2]}", "value": kind} for kind, entry in GENERATORS.items()]
 
 
 def generator_defaults(kind: str | None) -> dict[str, Any]:
     """A family's parameters with their defaults (empty when unknown)."""
-    from workbench.generators import generator_parameters
+    from ..generators import generator_parameters
 
     try:
         return dict(generator_parameters(kind)) if kind else {}
@@ -104,7 +106,7 @@ def generator_defaults(kind: str | None) -> dict[str, Any]:
         return {}
 
 
-def load_graph_key(ctx: DashboardContext, key: str) -> wb.DataflowGraph:
+def load_graph_key(ctx: DashboardContext, key: str) -> DataflowGraph:
     """The graph a key names; raises ``ValueError`` (or ``GraphFormatError``) saying what is wrong."""
     if not isinstance(key, str) or ":" not in key:
         raise ValueError(f"not a graph key: {key!r}")
@@ -135,19 +137,19 @@ def _resolve_upload(ctx: DashboardContext, name: str) -> Path:
 
 
 @lru_cache(maxsize=32)
-def _load_file(path: str, _mtime: int) -> wb.DataflowGraph:
-    return wb.load_graph(path)
+def _load_file(path: str, _mtime: int) -> DataflowGraph:
+    return load_graph(path)
 
 
 @lru_cache(maxsize=16)
-def _generated(spec_text: str) -> wb.DataflowGraph:
+def _generated(spec_text: str) -> DataflowGraph:
     try:
         spec = json.loads(spec_text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"generator parameters are not valid JSON: {exc.msg}") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str) or not isinstance(spec.get("params", {}), dict):
         raise ValueError('generator spec must be {"kind": NAME, "params": {...}}')
-    return wb.generate(spec["kind"], **spec.get("params", {}))
+    return generate(spec["kind"], **spec.get("params", {}))
 
 
 def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
@@ -282,4 +284,4 @@ def run_placement(
     for name, option in (("budget", budget), ("time_limit", time_limit)):
         if option is not None and name in accepted:
             options[name] = option
-    return wb.place(graph, method=method, devices=devices, seed=seed, **options)
+    return place(graph, method=method, devices=devices, seed=seed, **options)

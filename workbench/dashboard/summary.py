@@ -16,8 +16,8 @@ from typing import Any
 
 from dash import dash_table
 
-from workbench.placers import placer_class, placer_options
-from workbench.viz import critical_path_split, format_number, format_time, method_color
+from ..placers import placer_class, placer_options
+from ..viz import critical_path_split, format_number, format_time, method_color
 
 __all__ = ["COLUMNS", "SORTABLE", "Stop", "plural", "stop_reason", "summary_rows", "summary_table", "sort_rows", "unplaced_row"]
 

@@ -59,8 +59,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import workbench as wb
-
+from ..formats import GraphFormatError, load_graph
+from ..placers import place
+from ..sim import simulate
 from .context import DashboardContext
 from .limits import LimitError
 
@@ -446,8 +447,7 @@ def run_placement(
 def search_clock(ctx: DashboardContext, value: str) -> float | None:
     """The server's ``max_time_limit`` for a method value that searches within a budget and takes a clock (local_search,
     learned_search, a checkpoint's active search); ``None`` for any other method, which runs as the CLI runs it."""
-    from workbench.placers import methods, placer_options
-
+    from ..placers import methods, placer_options
     from .sources import parse_method
 
     method, options = parse_method(ctx, value)
@@ -470,7 +470,7 @@ def simulate_placement(
     from .sources import load_graph_key
 
     placement = run_placement(ctx, graph_key, value, devices, seed, budget, time_limit)
-    return wb.simulate(load_graph_key(ctx, graph_key), placement.assignment, devices)
+    return simulate(load_graph_key(ctx, graph_key), placement.assignment, devices)
 
 
 def polish_placement(
@@ -494,7 +494,7 @@ def _polish(ctx: DashboardContext, graph_key: str, devices: int, seed: int, budg
     options: dict[str, Any] = {"budget": budget, "start": start}
     if time_limit is not None:
         options["time_limit"] = time_limit
-    return wb.place(load_graph_key(ctx, graph_key), method="local_search", devices=devices, seed=seed, **options)
+    return place(load_graph_key(ctx, graph_key), method="local_search", devices=devices, seed=seed, **options)
 
 
 @lru_cache(maxsize=64)
@@ -520,7 +520,7 @@ def check_upload(ctx: DashboardContext, path: Path, what: str) -> None:
     """
     size = _upload_size(str(path)) if _IN_CHILD else run_bounded(ctx, _upload_size, str(path), seconds=ctx.limits.max_time_limit)
     if isinstance(size[0], str):
-        raise wb.GraphFormatError(what, size[0], size[1])
+        raise GraphFormatError(what, size[0], size[1])
     ctx.limits.check_graph_size(size[0], size[1], what)
 
 
@@ -528,7 +528,7 @@ def _upload_size(path: str) -> tuple[Any, Any]:
     """``(ops, edges)`` of a graph file, or ``(reason, line)`` of the :class:`~workbench.GraphFormatError` it raises
     (which does not survive pickling)."""
     try:
-        graph = wb.load_graph(path)
-    except wb.GraphFormatError as exc:
+        graph = load_graph(path)
+    except GraphFormatError as exc:
         return exc.reason, exc.line
     return graph.num_nodes, graph.num_edges

@@ -203,16 +203,16 @@ def _fingerprint_function() -> Callable[[], str | None]:
         spec = importlib.util.find_spec("workbench")
         if spec is None or spec.origin is None:
             return None
-        try:
-            from workbench.datasets import DATASETS_DIR
+        try:  # by name, not a relative import: this function runs by value on a node, against its own installation
+            datasets_dir = importlib.import_module("workbench.datasets").DATASETS_DIR
         except Exception:  # an old or broken installation differs from the driver's whatever the reason
             return "broken"
         root = Path(spec.origin).parent
         digest = hashlib.sha256()
         for path in sorted(root.rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-        for path in sorted(p for p in DATASETS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            digest.update(f"{path.relative_to(DATASETS_DIR)}\0{path.stat().st_size}\0".encode())
+        for path in sorted(p for p in datasets_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(f"{path.relative_to(datasets_dir)}\0{path.stat().st_size}\0".encode())
         return digest.hexdigest()
 
     return code_fingerprint

@@ -130,7 +130,7 @@ def graph_figure(
 
 def graph_statistics(graph: DataflowGraph, devices: int = 4) -> dict[str, Any]:
     """Size, shape and cost figures of a graph, and the makespan lower bound on ``devices``."""
-    from workbench import lower_bound
+    from ..sim import lower_bound
 
     depth = np.asarray(graph.depth)
     width = np.bincount(depth).max() if depth.size else 0

@@ -85,7 +85,7 @@ def method_color(label: str) -> str:
     method (``doppler (pretrained, …)`` is doppler, ``doppler active search (…)``
     a method of its own, colored from its name).
     """
-    from workbench.placers import REGISTRY
+    from ..placers import REGISTRY
 
     name = label.split(" (", 1)[0]
     names = list(REGISTRY)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dash import Input, Output, State, dcc, html
 
-from workbench.viz import format_time, graph_figure, graph_frame, graph_statistics, message_figure
-
+from ...viz import format_time, graph_figure, graph_frame, graph_statistics, message_figure
 from ..components import controls, field, figure_card, message
 from ..picker import graph_picker, register_graph_picker
 from ..sources import load_graph_key, method_choices, method_label

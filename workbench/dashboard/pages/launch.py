@@ -10,9 +10,8 @@ import shlex
 
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
-import workbench as wb
-from workbench.placers import placers as registered_placers
-
+from ...datasets import PAPER_GRAPHS
+from ...placers import placers as registered_placers
 from ...runs import RunPaths, read_frame, try_read_json
 from ..components import controls, field, message
 from ..jobs import Argument, Job, LaunchError, command_arguments, launchable_commands
@@ -24,7 +23,7 @@ REFRESH_MS = 1000
 
 
 def _graph_values(context) -> list[str]:
-    names = [name for name in wb.PAPER_GRAPHS]
+    names = [name for name in PAPER_GRAPHS]
     files = sorted(context.datasets_dir.glob("stg/*/*.stg"))
     return names + [f"datasets/{p.relative_to(context.datasets_dir).as_posix()}" for p in files]
 
@@ -49,7 +48,7 @@ def argument_input(context, argument: Argument):
         control = dcc.Dropdown(
             id=field_id,
             options=_graph_values(context),
-            value=[wb.PAPER_GRAPHS[0]] if argument.many else wb.PAPER_GRAPHS[0],
+            value=[PAPER_GRAPHS[0]] if argument.many else PAPER_GRAPHS[0],
             multi=argument.many,
         )
     elif argument.dest == "method":

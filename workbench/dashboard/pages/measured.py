@@ -19,11 +19,13 @@ import numpy as np
 import pandas as pd
 from dash import Input, Output, dcc, html
 
-import workbench as wb
-from workbench.viz import calibration_scatter, format_number, format_time, gantt_figure, gantt_frame, message_figure
-from workbench.viz.training import stage_three_unit
-
+from ...datasets import bundled_graph
+from ...graph import DataflowGraph
 from ...runs import RunPaths, read_frame
+from ...sim import Trace, simulate
+from ...systems import SimulatorOracle
+from ...viz import calibration_scatter, format_number, format_time, gantt_figure, gantt_frame, message_figure
+from ...viz.training import stage_three_unit
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..context import PathError
 from ..picker import graph_picker, register_graph_picker
@@ -77,7 +79,7 @@ def measured_sources(context) -> list[dict[str, str]]:
     return options[:MAX_SOURCES]
 
 
-def load_measured(context, ref: str) -> tuple[wb.Trace, Path | None]:
+def load_measured(context, ref: str) -> tuple[Trace, Path | None]:
     """The measured trace a dropdown value names, and its calibration folder (``None`` for a plain file)."""
     kind, _, rest = ref.partition(":")
     if kind == "journal":
@@ -86,11 +88,11 @@ def load_measured(context, ref: str) -> tuple[wb.Trace, Path | None]:
         entries = _journal_lines(directory / "measurements.jsonl")
         if not index.isdigit() or int(index) >= len(entries):
             raise ValueError(f"{folder}/measurements.jsonl has no measurement #{index}")
-        return wb.Trace.from_dict(entries[int(index)]["measurement"]["trace"]), directory
+        return Trace.from_dict(entries[int(index)]["measurement"]["trace"]), directory
     if kind == "runs":
-        return wb.Trace.from_json(context.in_runs(rest)), None
+        return Trace.from_json(context.in_runs(rest)), None
     if kind == "datasets":
-        return wb.Trace.from_json(context.in_datasets(rest)), None
+        return Trace.from_json(context.in_datasets(rest)), None
     raise PathError(f"not a measured trace: {ref!r}")
 
 
@@ -190,12 +192,12 @@ def training_calibration(context) -> tuple:
     ), frame
 
 
-def _graph_for(context, calibration: dict | None, graph_key: str | None, ops: int) -> wb.DataflowGraph:
+def _graph_for(context, calibration: dict | None, graph_key: str | None, ops: int) -> DataflowGraph:
     """The calibration's bundled graph when it fits, else the picked graph."""
     name = (calibration or {}).get("graph")
     if isinstance(name, str):
         try:
-            graph = wb.bundled_graph(name)
+            graph = bundled_graph(name)
             if graph.num_nodes == ops:
                 return graph
         except (KeyError, OSError, ValueError):
@@ -233,10 +235,10 @@ def measured_view(context, trace_ref: str | None, graph_key: str | None) -> tupl
         return message_figure(text), None, blank, None, blank, None, blank, None, None, None, message(text)
     devices = int(measured.device.max()) + 1
     if calibration and isinstance(calibration.get("fitted"), dict):
-        oracle = wb.SimulatorOracle.from_dict(calibration["fitted"])
+        oracle = SimulatorOracle.from_dict(calibration["fitted"])
         simulated, unit, axis_unit = oracle.measure(graph, measured.device, devices).trace, "calibrated simulator, seconds", "s"
     else:
-        simulated, unit, axis_unit = wb.simulate(graph, measured.device, devices).trace, "simulator, graph units", None
+        simulated, unit, axis_unit = simulate(graph, measured.device, devices).trace, "simulator, graph units", None
     names = [graph.op_name(i) for i in range(graph.num_nodes)]
     durations = measured.end - measured.start
     ops = pd.DataFrame({"op": np.arange(graph.num_nodes), "name": names, "compute": graph.compute, "measured_seconds": durations})

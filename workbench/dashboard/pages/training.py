@@ -10,7 +10,7 @@ nothing until its files change.
 What is drawn follows one source of truth, the ``training-selection`` store,
 changed in the browser alone (a click on a table row, "Select all", "Clear"),
 so no server reply can undo a click. The charts redraw when it changes. Every
-two seconds the browser polls (:data:`GATE`), but only when the charts show
+two seconds the browser polls (:data:`~.training_poll.GATE`), but only when the charts show
 the chosen view and the last poll was answered: a poll never supersedes a
 redraw in flight (Dash drops the older of two requests of one callback, which
 is how a 2-second timer starved the old page's redraws), and a change of
@@ -21,30 +21,31 @@ otherwise. Each series is drawn with a bounded number of points
 (:func:`point_budget`), so a figure's size does not grow with the runs'
 length; the CSV behind a chart is made when its button is clicked, never sent
 with a redraw.
+
+The run table lives in :mod:`.training_runs`, the polls' gate and appended points
+in :mod:`.training_poll`; this module draws the charts and registers the callbacks.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections import OrderedDict
 from typing import Any
 
 import pandas as pd
-from dash import Input, Output, Patch, State, ctx, dash_table, dcc, html, no_update
+from dash import Input, Output, Patch, State, ctx, dcc, html, no_update
 from plotly.colors import qualitative
 
-import workbench as wb
-from workbench.datasets import PAPER_GRAPHS
-from workbench.viz import format_number, format_time, gantt_figure, gantt_frame, message_figure
-from workbench.viz.style import format_numbers
-from workbench.viz.training import SeriesParts, series_parts, training_figure
-
+from ...datasets import PAPER_GRAPHS, bundled_graph
+from ...graph import DataflowGraph
 from ...runs import STAGE_NAMES, VALUE_COLUMNS, Run, RunFollowers, greedy_evaluations, reference_lines
+from ...viz import format_number, format_time, gantt_figure, gantt_frame, message_figure
+from ...viz.training import SeriesParts, series_parts, training_figure
 from ..components import controls, csv_on_demand, field, figure_card, message, trace_events_for
 from ..context import PathError
-from ..summary import SORTABLE, sort_rows
+from .training_poll import APPENDED_POINTS, GATE, extension
+from .training_runs import best_placement, read_selected, run_label, run_problems, run_series, run_table, table_update
 
 PATH = "/training"
 NAME = "Training"
@@ -57,24 +58,8 @@ Chromium."""
 RAW_SERIES = 10
 """The most series a chart draws raw points for; beyond, their rolling means alone (20 clouds of points overlap into
 one no one can read)."""
-APPENDED_POINTS = 1_000
-"""Points the polls may append to a chart (:func:`extension`) before it is drawn whole again (at least its series'
-budget): a whole redraw of 20 runs costs the browser seconds on a loaded machine, so not every few polls."""
 PALETTE = qualitative.Plotly
 """The series' colors, in the order they are chosen."""
-REAL = "real"
-COLUMNS = [
-    ("run", "run"),
-    ("status", "status"),
-    ("method", "method"),
-    ("graphs", "graphs"),
-    ("stage", "stage"),
-    ("episodes", "episodes"),
-    ("best", "best makespan"),
-    ("wall", "wall time"),
-    ("problems", "problems"),
-]
-"""``(row key, header)`` of each column of the run table."""
 
 
 def point_budget(series: int) -> tuple[int, int]:
@@ -82,95 +67,6 @@ def point_budget(series: int) -> tuple[int, int]:
     for 2, 353 for 4, 112 for 10, none for more (:data:`RAW_SERIES`)."""
     raw = int(RAW_POINTS / max(1, series) ** 1.25) if series <= RAW_SERIES else 0
     return raw, max(150, raw // 4)
-
-
-def run_label(key: str) -> str:
-    """How a run key is named in the table and the legends (``pretrained <folder>`` for a shipped run)."""
-    root, _, name = key.partition(":")
-    return name if root == "runs" else f"pretrained {name}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
-
-
-def _sampled(run: Run) -> pd.Series:
-    """The sampled makespans of a run's simulated stages (Stage III's are seconds, another unit)."""
-    metrics = run.metrics
-    if "makespan" not in metrics:
-        return pd.Series(dtype=float)
-    return metrics.loc[metrics.get("stage", pd.Series(dtype=str)) != REAL, "makespan"].dropna()
-
-
-def _best(run: Run):
-    """``(placement dict, graph or None, trace)`` of a run's best placement (:attr:`workbench.runs.Run.best_trace`), or ``None``."""
-    if run.best_trace is None:
-        return None
-    placement = run.best_placement or {}
-    try:
-        graph = wb.bundled_graph(placement["graph"])
-    except (KeyError, ValueError, OSError, TypeError):
-        graph = None
-    return placement, graph if graph is not None and graph.num_nodes == run.best_trace.num_ops else None, run.best_trace
-
-
-def _problems(run: Run, found) -> list[str]:
-    return [p for p in run.problems if "trace.json" not in p or not found]
-
-
-def run_row(key: str, run: Run) -> dict[str, Any]:
-    """One row of the run table; each display value has a ``_<key>`` number to sort by (:func:`workbench.dashboard.summary.sort_rows`)."""
-    meta = run.meta or {}
-    metrics = run.metrics
-    found = _best(run)
-    sampled = _sampled(run)
-    best = float(found[2].makespan) if found else float(sampled.min()) if len(sampled) else None
-    stages = [str(s) for s in meta.get("stages", [])] if isinstance(meta.get("stages"), list) else []
-    current = str(metrics["stage"].iloc[-1]) if "stage" in metrics and len(metrics) else None
-    seconds = metrics["seconds"].dropna() if "seconds" in metrics else pd.Series(dtype=float)
-    wall = float(seconds.iloc[-1]) if len(seconds) else None
-    graphs = meta.get("graphs") if isinstance(meta.get("graphs"), list) else []
-    problems = _problems(run, found)
-    return {
-        "id": key,
-        "run": run_label(key),
-        "status": run.status,
-        "method": str(meta.get("method", "?")),
-        "graphs": ", ".join(map(str, graphs)),
-        "stage": (STAGE_NAMES.get(current, current).partition(":")[0] if current else "–") + (f" ({' → '.join(stages)})" if stages else ""),
-        "episodes": f"{len(metrics):,}",
-        "_episodes": len(metrics),
-        "best": "–" if best is None else format_time(best) + ("" if found else " (sampled)"),
-        "_best": best,
-        "wall": "–" if wall is None else _duration(wall),
-        "_wall": wall,
-        "problems": "; ".join(problems) or "ok",
-    }
-
-
-def table_rows(context, followers: RunFollowers, sort_by=None) -> list[dict[str, Any]]:
-    """A :func:`run_row` per run the page offers (:meth:`~workbench.dashboard.context.DashboardContext.run_keys`: newest
-    first, then the shipped ones), sorted as the table's ``sort_by`` asks."""
-    return sort_rows([run_row(key, followers.poll(path)[0]) for key, path in context.run_keys()], sort_by)
-
-
-def run_table(rows: list[dict[str, Any]]) -> dash_table.DataTable:
-    """The sortable run table: a click on a row adds the run to the charts or takes it away (highlighted when drawn)."""
-    return dash_table.DataTable(
-        id="training-table",
-        columns=[{"id": key, "name": name} for key, name in COLUMNS],
-        data=rows,
-        **SORTABLE,
-        style_table={"maxHeight": "340px", "overflowY": "auto"},
-        style_cell={"fontFamily": "inherit", "fontSize": "0.9em", "padding": "4px 8px", "textAlign": "left", "cursor": "pointer"},
-        style_cell_conditional=[{"if": {"column_id": key}, "textAlign": "right"} for key in ("episodes", "best", "wall")]
-        + [{"if": {"column_id": "problems"}, "maxWidth": "26em", "overflow": "hidden", "textOverflow": "ellipsis"}],
-        style_header={"fontWeight": "bold"},
-    )
 
 
 def layout(context, jobs, **_query) -> html.Div:
@@ -262,27 +158,6 @@ def found_when(placement: dict) -> str:
     if stage == "search":
         return f"best of the trained policy's samples after training (episode {episode}), not its greedy placement"
     return f"{STAGE_NAMES.get(str(stage), f'stage {stage}')}, episode {episode}"
-
-
-def read_selected(context, followers: RunFollowers, keys) -> list[tuple[str, Run, list[int]]]:
-    """``(key, run, [generation, revision, rows])`` of each selected run, polled (:class:`~workbench.runs.RunFollowers`);
-    raises :class:`~workbench.dashboard.context.PathError` for a key outside the dashboard's folders."""
-    out = []
-    for key in keys or []:
-        run, change = followers.poll(context.run_path(key))
-        out.append((key, run, [change.generation, change.revision, len(run.metrics)]))
-    return out
-
-
-def _series(label: str, run: Run) -> list[tuple[str, pd.DataFrame, str | None]]:
-    """``(series label, metrics rows, graph)`` of a run: one series, or one per graph when it trained on several."""
-    metrics = run.metrics
-    if metrics.empty:
-        return []
-    if "graph" in metrics and metrics["graph"].nunique() > 1:
-        return [(f"{label} / {name}", frame, str(name)) for name, frame in metrics.groupby("graph")]
-    graph = metrics["graph"].dropna().iloc[0] if "graph" in metrics and metrics["graph"].notna().any() else None
-    return [(label, metrics, graph)]
 
 
 def shared_references(per_series: dict[str, tuple[str | None, dict[str, float]]]) -> dict[str, float]:
@@ -387,9 +262,9 @@ def training_view(
         label = run_label(key)
         runs[label] = run
         meta = run.meta or {}
-        found = _best(run)
-        notes += [message(f"{label}: {problem}", "warning") for problem in _problems(run, found)]
-        for name, frame, graph_name in _series(label, run):
+        found = best_placement(run)
+        notes += [message(f"{label}: {problem}", "warning") for problem in run_problems(run, found)]
+        for name, frame, graph_name in run_series(label, run):
             series.append((run, stamp[1], name, frame, graph_name))
             references[name] = (graph_name, reference_lines(meta, graph_name))
         if best is None and found is not None:
@@ -443,70 +318,6 @@ def training_view(
     return makespans, request, second, gantt, gantt_frame(graph, trace).to_csv(index=False), status, _configs(runs), events, drawn
 
 
-def _extend(patch: Patch, anchors: dict[str, Any], frames: dict[str, pd.DataFrame], rows: dict[str, int], metric: str, window: int, x: str):
-    """Append each series' rows from ``rows[label]`` on to ``patch`` (its raw points, rolling mean and last stage band);
-    ``None`` when a series cannot just grow (its new rows start a stage, reach Stage III or go back in ``x``)."""
-    for label, frame in frames.items():
-        anchor = anchors.get(label)
-        new = frame.iloc[rows[label] :].dropna(subset=[c for c in (x, metric) if c in frame])
-        if new.empty:
-            continue
-        old = frame.iloc[: rows[label]].dropna(subset=[x, metric]) if anchor else None
-        if anchor is None or old is None or old.empty or x not in new or metric not in new:
-            return None
-        if "stage" in frame and (new["stage"] != old["stage"].iloc[-1]).any() or float(new[x].iloc[0]) < anchor["last"]:
-            return None
-        smooth = frame.dropna(subset=[x, metric])[metric].rolling(window, min_periods=1).mean().iloc[len(old) :]
-        if anchor["raw"] is not None:
-            patch["data"][anchor["raw"]]["x"].extend(new[x].tolist())
-            patch["data"][anchor["raw"]]["y"].extend(new[metric].tolist())
-            patch["data"][anchor["raw"]]["customdata"].extend(format_numbers(new[metric]).tolist())
-        patch["data"][anchor["line"]]["x"].extend(new[x].tolist())
-        patch["data"][anchor["line"]]["y"].extend(smooth.tolist())
-        last = float(new[x].iloc[-1])
-        if "band" in anchor:
-            patch["layout"]["shapes"][anchor["band"]]["x1"] = last + anchor["pad"]
-            anchor["right"] = max(anchor["right"], last + anchor["pad"])
-            right = max(other["right"] for other in anchors.values() if other.get("label") == anchor["label"])
-            patch["layout"]["annotations"][anchor["label"]]["x"] = (anchor["x0"] + right) / 2  # the label stays over its stage
-        anchor["last"] = last
-    return patch
-
-
-def extension(drawn: dict[str, Any], selected: list[tuple[str, Run, list[int]]], metric: str, window: int, x: str):
-    """``(makespan Patch, metric Patch, what is drawn then)`` appending the rows the selected runs gained since ``drawn``;
-    ``None`` when a whole redraw is needed (a run was rewritten, its greedy evaluations, meta.json or best placement
-    changed, a series cannot just grow, or the points appended since the last redraw reach its point budget)."""
-    rows: dict[str, int] = {}
-    frames: dict[str, pd.DataFrame] = {}
-    for key, run, stamp in selected:
-        before = drawn["runs"].get(key)
-        if before is None or before[:2] != stamp[:2] or stamp[2] < before[2]:
-            return None
-        for name, frame, _graph in _series(run_label(key), run):
-            if name != run_label(key) and stamp[2] > before[2]:
-                return None  # a run on several graphs: its new rows are split per graph; redraw
-            frames[name], rows[name] = frame, before[2]
-    appended = drawn["appended"] + sum(stamp[2] - drawn["runs"][key][2] for key, _run, stamp in selected)
-    if appended >= drawn["budget"]:
-        return None
-    after = json.loads(json.dumps(drawn))
-    patches = []
-    for name, column in (("makespan", "makespan"), ("metric", metric)):
-        patch = _extend(Patch(), after[name], frames, rows, column, window, x)
-        if patch is None:
-            return None
-        patches.append(patch)
-    high = max((anchor["last"] for anchor in after["makespan"].values()), default=None)
-    if after["refs"] and high is not None and (after["high"] is None or high > after["high"]):
-        for index in after["refs"]:
-            patches[0]["data"][index]["x"][1] = high  # the reference lines reach the newest point
-        after["high"] = high
-    after["runs"] = {key: stamp for key, _run, stamp in selected}
-    after["appended"] = appended
-    return patches[0], patches[1], after
-
-
 def metrics_csv(context, followers: RunFollowers, request) -> str | None:
     """The metrics rows of the runs a chart's CSV request names (:func:`training_view`), with a ``run`` column."""
     if not isinstance(request, dict) or not isinstance(request.get("runs"), list):
@@ -515,7 +326,7 @@ def metrics_csv(context, followers: RunFollowers, request) -> str | None:
         selected = read_selected(context, followers, [str(k) for k in request["runs"]])
     except PathError:  # a request crafted in the browser naming a folder outside the dashboard's
         return None
-    frames = [frame.assign(run=label) for key, run, _stamp in selected for label, frame, _graph in _series(run_label(key), run)]
+    frames = [frame.assign(run=label) for key, run, _stamp in selected for label, frame, _graph in run_series(run_label(key), run)]
     return pd.concat(frames).to_csv(index=False) if frames else None
 
 
@@ -533,19 +344,6 @@ function (cell, all, none, selection, data) {
 """
 """Selection in the browser: a click on a row adds its run or takes it away (then the cell is released, so a second click
 on it counts), "Select all" takes every row, "Clear" none. No server reply takes part, so none can undo a click."""
-GATE = """
-function (n, poll, drawn, selection, metric, window, x) {
-    const keep = dash_clientside.no_update;
-    const rows = parseInt(window) > 0 ? parseInt(window) : 25;
-    if (!drawn || JSON.stringify(drawn.view) !== JSON.stringify([selection || [], metric, rows, x])) { return keep; }
-    const pending = poll && (drawn.answered === null || drawn.answered === undefined || drawn.answered < poll.n);
-    if (pending && Date.now() - poll.t < 300000) { return keep; }
-    return {n: n, t: Date.now()};
-}
-"""
-"""The timer, gated in the browser: a poll goes to the server only when the charts show the chosen view (no redraw for a
-new selection is on its way) and the last poll was answered (or five minutes passed), so a poll never supersedes a
-redraw in flight, and a change of selection always supersedes a poll."""
 HIGHLIGHT = """
 function (selection, data) {
     const chosen = new Set(selection || []);
@@ -629,13 +427,6 @@ def register_callbacks(app, context, jobs) -> None:
         return (*redraw(context, followers, keys, metric, window, x, ctx.triggered_id == "training-poll", drawn, answered, cache), *table)
 
 
-def table_update(context, followers: RunFollowers, sort_by, stamp) -> tuple:
-    """``(rows, their stamp)`` of the run table (:func:`table_rows`), or ``no_update`` twice when the rows are those of ``stamp``."""
-    rows = table_rows(context, followers, sort_by)
-    current = hashlib.sha1(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
-    return (no_update, no_update) if current == stamp else (rows, current)
-
-
 def redraw(
     context,
     followers: RunFollowers,
@@ -673,9 +464,9 @@ def redraw(
     return (makespans, request, second, request, *rest, drawn_now)
 
 
-def _unit_graph(frames: dict[str, pd.DataFrame]) -> wb.DataflowGraph | None:
+def _unit_graph(frames: dict[str, pd.DataFrame]) -> DataflowGraph | None:
     """The bundled paper graph every charted run trained on, so the axis names its unit (÷1e10); ``None`` otherwise."""
     names = {str(name) for frame in frames.values() if "graph" in frame for name in frame["graph"].dropna().unique()}
     if len(names) != 1 or names.isdisjoint(PAPER_GRAPHS):
         return None
-    return wb.bundled_graph(names.pop())
+    return bundled_graph(names.pop())

@@ -20,9 +20,8 @@ import flask
 import numpy as np
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
-import workbench as wb
-from workbench.viz import diff_frame, diff_heatmap, find_ops, format_time, gantt_figure, message_figure, trace_critical_path
-
+from ...sim import simulate
+from ...viz import diff_frame, diff_heatmap, find_ops, format_time, gantt_figure, message_figure, trace_critical_path
 from ..components import field, figure_card, message
 from ..learned import checkpoint_origin, usable
 from ..limits import LimitError
@@ -220,7 +219,7 @@ def diff_view(context, state: Any, a: Any, b: Any) -> tuple:
     """
     if not state or a is None or b is None:
         return message_figure("choose two placements"), ""
-    from workbench.notebook import moved_ops
+    from ...notebook import moved_ops
 
     try:
         state = checked_state(context, state)
@@ -247,7 +246,7 @@ def diff_view(context, state: Any, a: Any, b: Any) -> tuple:
 def whatif_result(context, state: dict, assignment: np.ndarray, note: str) -> tuple:
     """``(store data, figure, summary)`` for an edited assignment: one simulation."""
     graph = load_graph_key(context, state["graph_key"])
-    result = wb.simulate(graph, assignment, state["devices"])
+    result = simulate(graph, assignment, state["devices"])
     figure = gantt_figure(
         graph,
         result.trace,
@@ -344,7 +343,7 @@ def register_whatif_callbacks(app, context) -> None:
             assignment = checked_assignment(edited, graph, state["devices"])
         except ValueError:
             return no_update
-        makespan = float(wb.simulate(graph, assignment, state["devices"]).makespan)
+        makespan = float(simulate(graph, assignment, state["devices"]).makespan)
         data = {"graph": graph.name, "devices": state["devices"], "assignment": assignment.tolist(), "makespan": makespan}
         return dcc.send_string(json.dumps(data, indent=1), f"{graph.name}-{state['devices']}dev-edited.json")
 
