@@ -259,7 +259,8 @@ def test_a_compare_request_ends_by_its_one_deadline_and_names_what_it_cut(contex
     cut = {row["method"]: row["stop"] for row in rows if row["_makespan"] is None}
     print(f"\n{len(chosen)} methods on 2 s clocks, 5 s for the request: reply in {took:.2f} s, last child at {last_child:.2f} s")
     print(f"cut: {cut}")
-    assert last_child < caps.max_request_time + 1.0 and took < caps.max_request_time + 4.0  # then it draws what it placed
+    # the placements end by their share of the deadline (a killed child's last poll may follow it), then it draws them
+    assert last_child < compare.placing_time(caps.max_request_time) + 1.0 and took < caps.max_request_time + 2.0
     assert RUNNER.children() == []
     assert "local_search" in [row["method"] for row in rows if row["_makespan"] is not None]  # placed within the deadline
     assert len(rows) == len(chosen) and set(cut.values()) <= {"not run: request deadline", "stopped: request deadline"}

@@ -85,6 +85,16 @@ def layout(context, jobs, **_query) -> html.Div:
     )
 
 
+DRAWING_RESERVE = 2.0
+"""Seconds of ``--max-request-time`` kept for drawing a Compare request's charts (or a tenth of it when that is more)."""
+
+
+def placing_time(request_time: float) -> float:
+    """The part of ``--max-request-time`` a Compare request's placements may take: the charts are drawn in the rest (a
+    tenth of it, at least :data:`DRAWING_RESERVE` seconds, at most half)."""
+    return request_time - min(max(0.1 * request_time, DRAWING_RESERVE), 0.5 * request_time)
+
+
 def compare_view(
     context, graph_key: str | None, devices: Any, methods: list[str] | None, seed: Any = 0, budget: Any = None, time_limit: Any = None
 ) -> tuple[list, dict | None]:
@@ -102,7 +112,8 @@ def compare_view(
     except ValueError as exc:
         return [message(str(exc))], None
     bound = lower_bound(graph, devices)
-    with request_deadline(context.limits.max_request_time):  # the methods run one after another, within one deadline
+    # the methods run one after another within one deadline, which leaves the drawing of their charts a share of it
+    with request_deadline(placing_time(context.limits.max_request_time)):
         done, cut = _place_each(context, graph_key, graph, devices, methods, seed, budget, time_limit)
     placements = {label: placement for label, placement, _, _ in done if placement is not None}
     longest = max((r.trace.makespan for _, _, r, _ in done if r is not None), default=0.0)
