@@ -238,18 +238,17 @@ def cluster():
     with open(older / "workbench" / "__init__.py", "a", encoding="utf-8") as handle:
         handle.write("# an older release\n")
     nodes = LocalCluster(worker_pythonpath=os.pathsep.join([str(older), str(ROOT)]))
-    saved = {name: os.environ.get(name) for name in CLUSTER_AUTH_ENV}
-    os.environ.update(CLUSTER_AUTH_ENV)  # the driver (this process, and the CLI it runs) speaks with the same token
     try:
-        ray.init(address=nodes.address, log_to_driver=False, logging_level="ERROR")
-        try:
-            wait_for(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, "the worker node joining")
-        finally:
-            ray.shutdown()
-        yield nodes
+        with pytest.MonkeyPatch.context() as env:  # the driver (this process, and the CLI it runs) as the nodes
+            for name, value in CLUSTER_AUTH_ENV.items():
+                env.setenv(name, value)
+            ray.init(address=nodes.address, log_to_driver=False, logging_level="ERROR")
+            try:
+                wait_for(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, "the worker node joining")
+            finally:
+                ray.shutdown()
+            yield nodes
     finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
         nodes.stop()
         shutil.rmtree(older, ignore_errors=True)
 
