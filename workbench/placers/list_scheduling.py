@@ -22,7 +22,7 @@ from numba import njit
 
 from ..cluster import Devices, as_cluster
 from ..graph import DataflowGraph
-from ..levels import longest_to_exit
+from ..levels import longest_from_entry, longest_to_exit
 from ..schedule import PartialSchedule
 from .base import Decision
 from .ties import TieBreak, TieRanks
@@ -195,13 +195,7 @@ def upward_rank(graph: DataflowGraph, compute: np.ndarray, comm: np.ndarray) -> 
 
 def downward_rank(graph: DataflowGraph, compute: np.ndarray, comm: np.ndarray) -> np.ndarray:
     """rank_d: the longest (cost + transfer) path from an entry up to the op, its own cost excluded."""
-    rank = np.zeros(graph.num_nodes)
-    ptr, pred, edge = graph.pred_csr
-    for v in graph.topological_order:
-        lo, hi = ptr[v], ptr[v + 1]
-        if hi > lo:
-            rank[v] = np.max(rank[pred[lo:hi]] + compute[pred[lo:hi]] + comm[edge[lo:hi]])
-    return rank
+    return longest_from_entry(graph, compute, comm)
 
 
 def rank_order(graph: DataflowGraph, rank: np.ndarray, ties: TieBreak | None = None) -> np.ndarray:
