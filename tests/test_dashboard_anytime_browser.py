@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import workbench as wb
-from tests.test_dashboard_browser import browser, finish, pytestmark, server, server_runs, settle
+from tests.test_dashboard_browser import WAIT_MS, browser, finish, pytestmark, server, server_runs, settle
 from workbench import viz
 
 __all__ = ["browser", "pytestmark", "server", "server_runs"]  # fixtures and marks shared with the other browser tests
@@ -27,7 +27,7 @@ def test_anytime_chart_draws_each_series_over_the_budget_and_seeds_set_in_the_fo
     page.fill("#anytime-budget", "12")
     page.fill("#anytime-seeds", "2")
     page.click("#anytime-run")
-    page.wait_for_selector("#anytime-progress progress", timeout=30_000)  # a progress bar while the series run
+    page.wait_for_selector("#anytime-progress progress", timeout=WAIT_MS)  # a progress bar while the series run
     assert page.locator("#anytime-cancel").is_visible()
     page.wait_for_selector("text=done: 2 series drawn from 4 runs", timeout=300_000)
     settle(page)
@@ -60,9 +60,9 @@ def test_anytime_cancel_stops_the_runs_and_says_what_was_not_run(server, browser
     page.fill("#anytime-budget", "200000")  # local_search's 200,000 evaluations take far longer than this test waits
     page.fill("#anytime-seeds", "1")
     page.click("#anytime-run")
-    page.wait_for_selector("#anytime-cancel:visible", timeout=30_000)
+    page.wait_for_selector("#anytime-cancel:visible", timeout=WAIT_MS)
     page.click("#anytime-cancel")
-    page.wait_for_selector("text=stopped after 0 of 1 runs: 0 series drawn; not run: local_search", timeout=30_000)
+    page.wait_for_selector("text=stopped after 0 of 1 runs: 0 series drawn; not run: local_search", timeout=WAIT_MS)
     assert "K = 200,000 samples is more than 1,000 (the server's --max-count)" in page.locator("#anytime-results").inner_text()
     assert not page.locator("#anytime-cancel").is_visible() and page.locator("#anytime-results .js-plotly-plot").count() == 0
     page.close()
@@ -95,7 +95,7 @@ def test_compare_shows_what_workbench_place_gives_and_exports_a_png(server, brow
     page.fill("#compare-seed", "3")
     page.fill("#compare-budget", "60")
     page.click("#compare-run")
-    page.wait_for_selector("#compare-cancel:visible", timeout=10_000)  # Cancel while it places
+    page.wait_for_selector("#compare-cancel:visible", timeout=WAIT_MS)  # Cancel while it places
     page.wait_for_selector("#compare-cancel", state="hidden", timeout=150_000)
     settle(page)
     shown = table_makespans(page)

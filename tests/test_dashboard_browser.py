@@ -78,6 +78,20 @@ def browser():
         chromium.close()
 
 
+WAIT_MS = 120_000
+"""How long a wait for a condition may take: it returns as soon as the condition holds, so it is sized for a loaded 2-core
+machine (a whole-suite run, CI), not an idle one."""
+
+
+def download(page, button: str):
+    """Click the first button labelled ``button`` once Dash has settled (a click on a card still being redrawn is lost) and
+    return the download it starts."""
+    settle(page, 0.2)
+    with page.expect_download(timeout=WAIT_MS) as started:
+        page.locator("button", has_text=button).first.click()
+    return started.value
+
+
 def settle(page, seconds: float = 1.0) -> None:
     """Wait until Dash has no callback in flight, then a little longer."""
     page.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')", timeout=60_000)
@@ -122,7 +136,7 @@ def test_compare_page_draws_a_gantt_chart_per_method_and_compares_an_upload(serv
     page.set_input_files(
         "#compare-upload input[type=file]", files=[{"name": "diamond.json", "mimeType": "application/json", "buffer": upload}]
     )
-    page.wait_for_selector("text=uploaded diamond: 4 ops", timeout=30_000)
+    page.wait_for_selector("text=uploaded diamond: 4 ops", timeout=WAIT_MS)
     settle(page)
     assert page.locator(".js-plotly-plot .barlayer .point").count() >= 2 * 4
     finish(page, errors, tmp_path / "compare-upload.png")
@@ -140,7 +154,7 @@ def test_training_page_draws_the_run_curve_and_follows_new_episodes(server, serv
     page.wait_for_function(  # and the curve reaches the new episodes (the half-written line was completed: 129 the last)
         "() => [...document.querySelectorAll('.js-plotly-plot')].some(g => (g._fullData || []).some(t => t.name === 'demo (raw)'"
         " && t.x[t.x.length - 1] === 129))",
-        timeout=30_000,
+        timeout=WAIT_MS,
     )
     finish(page, errors, tmp_path / "training.png")
 
@@ -158,11 +172,9 @@ def test_graph_page_shows_an_upload_error_and_downloads_csv(server, browser, tmp
     page.set_input_files(
         "#graph-upload input[type=file]", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello\nworld\n"}]
     )
-    page.wait_for_selector(".wb-error", timeout=30_000)
+    page.wait_for_selector(".wb-error", timeout=WAIT_MS)
     assert "notes.txt" in page.locator(".wb-error").inner_text()
-    with page.expect_download() as download:
-        page.locator("button", has_text="CSV").first.click()
-    assert download.value.suggested_filename == "graph-graph.csv"
+    assert download(page, "CSV").suggested_filename == "graph-graph.csv"
     finish(page, errors, tmp_path / "upload-error.png", docs=True)
 
 
@@ -170,7 +182,7 @@ def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp
     page, errors = visit(browser, server + "/launch", "text=Start")
     assert page.locator(".wb-error").count() == 0
     page.click("#launch-start")
-    page.wait_for_selector("text=started job #1", timeout=10_000)
+    page.wait_for_selector("text=started job #1", timeout=WAIT_MS)
     page.wait_for_selector("text=finished", timeout=60_000)
     assert "makespan" in page.locator(".wb-log").first.inner_text()
     finish(page, errors, tmp_path / "launch.png", docs=True)
@@ -226,10 +238,8 @@ def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path
     page.evaluate(
         f"() => Plotly.relayout({gantts}[0], {{'xaxis.range': [1e11, 3e11], 'xaxis2.range': [1e11, 3e11]}})"
     )  # what a drag-zoom sends
-    page.wait_for_function(f"() => ({ranges})().every(r => Math.abs(r[0] - 1e11) < 1 && Math.abs(r[1] - 3e11) < 1)", timeout=30_000)
-    with page.expect_download() as download:
-        page.locator("button", has_text="Trace JSON (Perfetto)").first.click()
-    events = json.loads(Path(download.value.path()).read_text())["traceEvents"]
+    page.wait_for_function(f"() => ({ranges})().every(r => Math.abs(r[0] - 1e11) < 1 && Math.abs(r[1] - 3e11) < 1)", timeout=WAIT_MS)
+    events = json.loads(Path(download(page, "Trace JSON (Perfetto)").path()).read_text())["traceEvents"]
     assert sum(e.get("cat") == "op" for e in events) == 180  # FFNN's ops, one complete slice each
     finish(page, errors, tmp_path / "compare-zoom.png", docs=True)
 
@@ -242,7 +252,7 @@ def test_training_page_shows_the_shipped_runs_with_their_stages_and_best_placeme
     choose_run(page, "pretrained chain_mm_112nodes")
     page.wait_for_selector("text=pretrained chain_mm_112nodes: best placement, makespan 1.2001e13", timeout=120_000)
     assert page.locator("text=Stage II: simulator RL").count() >= 1
-    page.wait_for_selector("text=greedy, kept Stage II weights", timeout=30_000)
+    page.wait_for_selector("text=greedy, kept Stage II weights", timeout=WAIT_MS)
     page.keyboard.press("Escape")
     finish(page, errors, tmp_path / "training-pretrained.png", docs=True)
 
@@ -252,7 +262,7 @@ def test_a_three_stage_run_draws_stage_three_on_its_own_axis_and_the_measured_ch
     page.click("#training-none")
     choose_run(page, "three-stages/seed0")
     page.wait_for_selector("text=Stage III makespan (s, measured)", timeout=60_000)
-    page.wait_for_selector("text=greedy evaluations (Stage III, s)", timeout=30_000)  # greedy.csv, beside the sampled makespans
+    page.wait_for_selector("text=greedy evaluations (Stage III, s)", timeout=WAIT_MS)  # greedy.csv, beside the sampled makespans
     finish(page, errors, tmp_path / "training-three-stages.png", docs=True)
     page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
     page.wait_for_selector("text=Stage III episodes: Spearman", timeout=60_000)
