@@ -14,6 +14,10 @@ from hypothesis import strategies as st
 import workbench as wb
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
+os.environ["RAY_AUTH_MODE"] = "disabled"
+"""Ray reads its authentication mode once per process: a private instance started with Ray's default (a token of its own)
+would leave this process unable to own objects on the loopback test cluster, which runs without one (the worker node's
+fetches were refused: OwnerDiedError). Every Ray instance of the suite listens on this machine only."""
 ROOT = Path(__file__).resolve().parent.parent
 
 SMALL_DAGS = {

@@ -170,12 +170,6 @@ def test_the_shipped_package_carries_its_datasets_like_an_installed_wheel(tmp_pa
         shutil.rmtree(staged.parent)
 
 
-CLUSTER_AUTH_ENV = {"RAY_AUTH_MODE": "disabled"}
-"""Ray 2.59+ turns token authentication on for a local head, which then generates a token of its own in its temporary
-folder that the worker node (and this driver, whose Ray reads its mode once) never sees. The test cluster listens on
-loopback only, so it runs without; a real cluster sets the same ``RAY_AUTH_TOKEN`` on every node (docs/sweeps.md)."""
-
-
 class LocalCluster:
     """A head and one worker node started with ``ray start`` (one CPU each, own temporary folders and ports), stopped by pid."""
 
@@ -183,7 +177,8 @@ class LocalCluster:
         self.folders: list[str] = []
         self.port = free_ports(1)[0]
         self.address = f"127.0.0.1:{self.port}"
-        env = {**os.environ, **LOAD_TOLERANT_ENV, **CLUSTER_AUTH_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
+        # without authentication, like the whole suite (tests/conftest.py): a real cluster shares one RAY_AUTH_TOKEN (docs/sweeps.md)
+        env = {**os.environ, **LOAD_TOLERANT_ENV, "RAY_USAGE_STATS_ENABLED": "0"}
         try:
             self._start(["--head", f"--port={self.port}", *self._port_options(head=True)], {**env, "PYTHONPATH": str(ROOT)})
             self._start([f"--address={self.address}", *self._port_options(head=False)], {**env, "PYTHONPATH": worker_pythonpath})
@@ -239,15 +234,12 @@ def cluster():
         handle.write("# an older release\n")
     nodes = LocalCluster(worker_pythonpath=os.pathsep.join([str(older), str(ROOT)]))
     try:
-        with pytest.MonkeyPatch.context() as env:  # the driver (this process, and the CLI it runs) as the nodes
-            for name, value in CLUSTER_AUTH_ENV.items():
-                env.setenv(name, value)
-            ray.init(address=nodes.address, log_to_driver=False, logging_level="ERROR")
-            try:
-                wait_for(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, "the worker node joining")
-            finally:
-                ray.shutdown()
-            yield nodes
+        ray.init(address=nodes.address, log_to_driver=False, logging_level="ERROR")
+        try:
+            wait_for(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, "the worker node joining")
+        finally:
+            ray.shutdown()
+        yield nodes
     finally:
         nodes.stop()
         shutil.rmtree(older, ignore_errors=True)
@@ -281,7 +273,7 @@ def test_a_sweep_runs_on_a_head_plus_worker_cluster_with_the_drivers_workbench_s
 def test_an_interrupted_ray_sweep_resumes_without_running_a_finished_cell_again(cluster, tmp_path, capsys):
     out = tmp_path / "r.csv"
     config = tmp_path / "c.json"
-    grid = {"method": "local_search", "options": {"budget": 4000}}
+    grid = {"method": "local_search", "options": {"budget": 150_000}}  # seconds a cell: the interrupt lands mid-sweep
     config.write_text(json.dumps({**SMALL, "graphs": ["ffnn"], "seeds": 8, "methods": [grid], "out": str(out)}))
     command = [sys.executable, "-m", "workbench", "sweep", str(config), "--address", cluster.address, "--no-progress"]
     child = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
