@@ -83,7 +83,7 @@ def _changed(path: Path) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=256)
-def _read_header(path: str, _changed: tuple[int, int]) -> CheckpointHeader:
+def _read_header(path: str, _stamp: tuple[int, int]) -> CheckpointHeader:
     return read_header(path)
 
 
@@ -98,7 +98,7 @@ def checkpoint_header(path: str | os.PathLike) -> CheckpointHeader:
     return _read_header(str(path), changed)
 
 
-def _origin_stage(ctx: DashboardContext, choice: MethodChoice, path: Path, header: CheckpointHeader) -> str:
+def _origin_stage(choice: MethodChoice, path: Path, header: CheckpointHeader) -> str:
     """The stage of the weights: the run checkpoint an export was made from (``extra.exported_from``), else the stage the
     checkpoint's name gives (``sim-best``), else the stage a ``last`` checkpoint's training state was in (``extra.stage``).
 
@@ -113,7 +113,7 @@ def _origin_stage(ctx: DashboardContext, choice: MethodChoice, path: Path, heade
     if isinstance(stage, str) and stage:
         return f"{name} weights, in {STAGE_TITLES.get(stage, stage)}"
     if choice.root == "datasets":
-        return str(try_read_json(ctx.in_datasets(choice.path).parent / "meta.json").get("stage") or "shipped weights")
+        return str(try_read_json(path.parent / "meta.json").get("stage") or "shipped weights")
     return f"{name} weights"
 
 
@@ -130,7 +130,7 @@ def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
     cross_graph = bool(trained and trained.cross_graph)
     devices = trained.devices if trained and not cross_graph else None
     kind = "pretrained" if choice.root == "datasets" else "run"
-    stage = _origin_stage(ctx, choice, path, header)
+    stage = _origin_stage(choice, path, header)
     search = "active" if choice.active else ""
     return Origin(header.method or choice.method, kind, choice.source, graphs, devices, stage, cross_graph, search)
 
