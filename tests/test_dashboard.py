@@ -18,6 +18,7 @@ from workbench import viz as figures
 from workbench.dashboard import context as dashboard_context, create_app
 from workbench.dashboard.context import PathError, checkout_root, default_runs_dir, resolve_inside
 from workbench.dashboard.jobs import JobManager, LaunchError, validate_arguments
+from workbench.dashboard.learned import checkpoint_origin
 from workbench.dashboard.pages import compare, compare_choice, compare_highlight, graph as graph_page, measured, training, training_runs
 from workbench.dashboard.sources import UploadError, load_graph_key, method_choices, method_label, parse_method, save_upload
 from workbench.runs import GREEDY_COLUMNS, GREEDY_PERIODIC, RunFollowers, RunPaths, read_frame, read_run, reference_lines
@@ -488,18 +489,46 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     assert by_time.layout.xaxis.title.text.startswith("training wall-clock") and max(by_time.data[0].x) > 80
 
 
-def test_a_run_two_levels_deep_is_offered_on_training_and_compare_with_the_weights_to_use(context):
-    run = RunPaths(write_run(context.runs_dir / "sweep1", "seed0"))  # stages il and sim, doppler on chain_mm_112nodes, 4 devices
-    run.checkpoint_dir.mkdir()
-    for name in ("il", "sim", "sim-best", "last"):
-        run.checkpoint(name).write_bytes(b"weights")
+def write_checkpoints(run: Path, extras: dict[str, dict], weights_of: str = "chain_mm_112nodes") -> RunPaths:
+    """The shipped policy of ``weights_of`` saved as each named checkpoint of ``run``, with that ``extra`` in its header (a
+    ``last`` one's training state names its stage) and the shipped chain_mm policy's ``trained_for`` (chain_mm_112nodes, 4
+    devices)."""
+    from workbench.learn.checkpoint import read_checkpoint, write_checkpoint
+
+    weights = read_checkpoint(wb.runs.pretrained_checkpoint(weights_of, "doppler"))
+    trained_for = read_checkpoint(wb.runs.pretrained_checkpoint("chain_mm_112nodes", "doppler")).trained_for
+    paths = RunPaths(run)
+    paths.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    for name, extra in extras.items():
+        write_checkpoint(paths.checkpoint(name), weights.weights, weights.header, extra, trained_for)
+    return paths
+
+
+def test_a_run_two_levels_deep_is_offered_on_compare_with_its_best_weights_and_the_origin_its_header_gives(context):
+    run = write_checkpoints(write_run(context.runs_dir / "sweep1", "seed0"), {n: {"episode": 3} for n in ("il", "sim", "sim-best", "last")})
+    meta = json.loads(run.meta_path.read_text())
+    run.meta_path.write_text(json.dumps({**meta, "graphs": ["ffnn_192nodes"], "devices": 8}))  # the header, not meta.json, says
     assert "runs:sweep1/seed0" in [row["id"] for row in training_runs.table_rows(context, RunFollowers())]
     offered = {o["value"]: o["label"] for o in compare_choice.method_options(context, wb.bundled_graph("chain_mm"), 4)}
     il, best = (f"doppler@runs:{run.checkpoint(name).relative_to(context.runs_dir).as_posix()}" for name in ("il", "sim-best"))
     assert [v for v in offered if v.startswith("doppler@runs:")] == [il, best], "each stage's weights to use: sim-best, not sim or last"
-    assert offered[best].startswith("doppler (run sweep1/seed0, trained on chain_mm_112nodes, Stage II best greedy")
+    assert offered[best] == "doppler (run sweep1/seed0, trained on chain_mm_112nodes, Stage II best greedy)"
+    assert offered[il] == "doppler (run sweep1/seed0, trained on chain_mm_112nodes, Stage I)"
+    assert not any("@runs:" in v for v in (o["value"] for o in compare_choice.method_options(context, wb.bundled_graph("ffnn"), 8)))
     assert method_label(best) == "doppler (run sweep1/seed0, sim-best)"
     assert parse_method(context, best) == ("doppler", {"checkpoint": str(run.checkpoint("sim-best"))})
+    options = compare_choice.method_options(context, wb.bundled_graph("chain_mm"), 4)
+    assert compare_choice.restore_selection(context, [best], None, options) == ([best], [])  # not taken for the run's il weights
+    origin = checkpoint_origin(context, "active|" + best)
+    assert (origin.run, origin.graphs, origin.devices, origin.search) == ("sweep1/seed0", ("chain_mm_112nodes",), 4, "active")
+    write_checkpoints(run.path, {"last": {"stage": "sim", "episode": 40}})
+    assert checkpoint_origin(context, best.replace("sim-best", "last")).stage == "last weights, in Stage II"
+    run.checkpoint("il").write_bytes(b"not a checkpoint")  # a file no placer could load is not offered
+    assert il not in {o["value"] for o in compare_choice.method_options(context, wb.bundled_graph("chain_mm"), 4)}
+    with pytest.raises(ValueError, match="il.safetensors"):
+        checkpoint_origin(context, il)
+    results, _state = compare.compare_view(context, "bundled:doppler-paper/chain_mm_112nodes.txt", 4, [il], 0, None, None)
+    assert "il.safetensors is not a readable policy checkpoint" in str(results)  # damaged since it was offered: a message
 
 
 def test_training_charts_every_row_of_a_run_whose_graph_path_holds_a_comma(context):

@@ -34,9 +34,10 @@ from dash import html
 
 from ..placers import methods, place, placer_options
 from ..viz import anytime_figure, anytime_frame
+from .choice import MethodChoice
 from .components import figure_card, message
 from .context import DashboardContext
-from .learned import ACTIVE, checkpoint_origin
+from .learned import checkpoint_origin
 from .limits import LimitError
 from .sources import load_graph_key, parse_method
 from .work import GRACE, run_bounded
@@ -71,39 +72,38 @@ MAX_JOBS = 32
 
 
 def _series(value: str) -> tuple[str, str]:
-    """``(mode, method value)`` of an option value ``mode|method value`` (a plain method value is a search)."""
-    mode, bar, rest = value.partition("|")
-    return (mode, rest) if bar and mode in MODES else ("search", value)
+    """``(mode, method value)`` of a series value (a choice without a mode is a search)."""
+    choice = MethodChoice.from_value(value)
+    return choice.mode or "search", choice.with_mode("").to_value()
 
 
 def anytime_options(context: DashboardContext, options: list[dict[str, str]]) -> list[dict[str, str]]:
     """The series on offer, from Compare's method options for this graph and device count: searches and learned checkpoints."""
     out = []
     for option in options:
-        value = option["value"]
-        if value.startswith(ACTIVE):
+        choice = MethodChoice.from_value(option["value"])
+        if choice.active:
             continue  # Compare's own active-search entry: offered below as this checkpoint's "active" series
-        method = value.partition("@")[0]
-        accepted = placer_options(method)
-        if method in methods("search") and "budget" in accepted:
-            out.append({"label": method, "value": value})
-        elif method in methods("learned"):
-            origin = checkpoint_origin(context, value)
+        accepted = placer_options(choice.method)
+        if choice.method in methods("search") and "budget" in accepted:
+            out.append({"label": choice.method, "value": choice.to_value()})
+        elif choice.method in methods("learned"):
+            origin = checkpoint_origin(context, choice.to_value())
             label = origin.short if origin else option["label"]
             if "samples" in accepted:
-                out.append({"label": label + MODES["samples"], "value": f"samples|{value}"})
+                out.append({"label": label + MODES["samples"], "value": choice.with_mode("samples").to_value()})
             if "search" in accepted:
-                out.append({"label": label + MODES["active"], "value": f"{ACTIVE}{value}"})
+                out.append({"label": label + MODES["active"], "value": choice.with_mode("active").to_value()})
             elif "budget" in accepted and "samples" not in accepted:
-                out.append({"label": label, "value": f"search|{value}"})
+                out.append({"label": label, "value": choice.with_mode("search").to_value()})
     return out
 
 
 def default_series(options: list[dict[str, str]]) -> list[str]:
     """local_search (or the first search) and the first sampled policy."""
-    values = [o["value"] for o in options]
-    searches = [v for v in values if _series(v)[0] == "search" and "@" not in v]
-    return ([v for v in searches if v == "local_search"] or searches)[:1] + [v for v in values if v.startswith("samples|")][:1]
+    choices = [MethodChoice.from_value(o["value"]) for o in options]
+    searches = [c.to_value() for c in choices if not c.mode and not c.root]
+    return ([v for v in searches if v == "local_search"] or searches)[:1] + [c.to_value() for c in choices if c.mode == "samples"][:1]
 
 
 def _record(context: DashboardContext, graph_key: str, value: str, devices: int, seed: int, budget: int, time_limit: float) -> list:

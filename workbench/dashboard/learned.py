@@ -1,26 +1,30 @@
 """Which graph and stage a learned method's checkpoint comes from, and where the dashboard may apply it.
 
 A checkpoint trained on one graph is offered only for that graph and its
-device count; a policy trained on several graphs (a cross-graph policy) is
-offered for any graph on its device count, and its caption then says
-"trained on X, placed on Y". The origin is read from the run directory the
-checkpoint sits in (``meta.json``; a shipped pretrained folder is one), so
-it does not depend on the checkpoint's file format. A value ``active|METHOD@REF``
-(:data:`ACTIVE`) is the same checkpoint run as per-instance active search.
+device count; a cross-graph policy (its header's ``trained_for.cross_graph``)
+is offered for any graph on any device count, as its placer accepts it, and
+its caption then says "trained on X, placed on Y". The origin is read from
+the checkpoint's own safetensors header (:func:`workbench.learn.header.read_header`,
+no torch): the method and ``trained_for`` (graphs and devices) always, the
+stage from ``extra`` where the writer kept it. A choice in the ``active``
+mode (:class:`~workbench.dashboard.choice.MethodChoice`) is the same
+checkpoint run as per-instance active search.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 from ..datasets import PAPER_GRAPHS
+from ..learn.header import CheckpointHeader, read_header
 from ..runs import STAGE_NAMES, checkpoint_name, try_read_json
+from .choice import MethodChoice
 from .context import DashboardContext
 
-__all__ = ["ACTIVE", "Origin", "split_active", "checkpoint_origin", "usable", "selection_key", "pretrained_name"]
-
-ACTIVE = "active|"
-"""Prefix of a method value that runs the checkpoint's per-instance active search within the search budget."""
+__all__ = ["Origin", "checkpoint_header", "checkpoint_origin", "usable", "selection_key", "pretrained_name"]
 
 STAGE_TITLES = {stage: name.partition(":")[0] for stage, name in STAGE_NAMES.items()}
 GRAPHS_NAMED = 3
@@ -37,6 +41,7 @@ class Origin:
     graphs: tuple[str, ...]
     devices: int | None
     stage: str
+    cross_graph: bool = False
     search: str = ""  # "active" for the checkpoint's active search
 
     @property
@@ -72,56 +77,79 @@ def _stage(name: str) -> str:
     return f"{name} weights"
 
 
-def split_active(value: str) -> tuple[bool, str]:
-    """``(active search?, the method value without the prefix)`` of a method dropdown value."""
-    active = value.startswith(ACTIVE)
-    return active, value[len(ACTIVE) :] if active else value
+def _changed(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
+
+
+@lru_cache(maxsize=256)
+def _read_header(path: str, _stamp: tuple[int, int]) -> CheckpointHeader:
+    return read_header(path)
+
+
+def checkpoint_header(path: str | os.PathLike) -> CheckpointHeader:
+    """The checked header of the checkpoint at ``path`` (cached while the file is unchanged); ``CheckpointError`` (a
+    ``ValueError``) says what is wrong."""
+    path = Path(path)
+    try:
+        changed = _changed(path)
+    except OSError:
+        changed = (0, 0)  # read_header says why
+    return _read_header(str(path), changed)
+
+
+def _origin_stage(choice: MethodChoice, path: Path, header: CheckpointHeader) -> str:
+    """The stage of the weights: the run checkpoint an export was made from (``extra.exported_from``), else the stage the
+    checkpoint's name gives (``sim-best``), else the stage a ``last`` checkpoint's training state was in (``extra.stage``).
+
+    A shipped policy whose header records none of these (the zero-shot policy: the gate trainer keeps only its step)
+    falls back to the ``stage`` its folder's ``meta.json`` names, else ``shipped weights``.
+    """
+    exported, stage, name = header.extra.get("exported_from"), header.extra.get("stage"), checkpoint_name(path)
+    if isinstance(exported, str) and exported:
+        return _stage(Path(exported).stem)  # the shipped exports name the run's sim-best.pt, from before safetensors
+    if name.partition("-")[0] in STAGE_TITLES:
+        return _stage(name)
+    if isinstance(stage, str) and stage:
+        return f"{name} weights, in {STAGE_TITLES.get(stage, stage)}"
+    if choice.root == "datasets":
+        return str(try_read_json(path.parent / "meta.json").get("stage") or "shipped weights")
+    return f"{name} weights"
 
 
 def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
-    """The origin of a method dropdown value's checkpoint (``[active|]method@root:path``), ``None`` for a method without one."""
-    active, value = split_active(value)
-    method, _, ref = value.partition("@")
-    root, _, relative = ref.partition(":")
-    if root == "datasets":
-        folder = ctx.in_datasets(relative).parent
-        kind, run = "pretrained", folder.name
-        exported = str(try_read_json(folder / "export.json").get("exported_from", ""))
-        stage = _stage(checkpoint_name(exported)) if exported else str(try_read_json(folder / "meta.json").get("stage", "shipped weights"))
-    elif root == "runs":
-        checkpoint = ctx.in_runs(relative)
-        folder = checkpoint.parent.parent
-        kind, run = "run", folder.relative_to(ctx.runs_dir).as_posix()
-        meta = try_read_json(folder / "meta.json")
-        stages = meta.get("stages") if isinstance(meta.get("stages"), list) else []
-        stage = (
-            _stage(checkpoint_name(checkpoint))
-            if checkpoint_name(checkpoint) != "last"
-            else f"last weights, {' → '.join(STAGE_TITLES.get(s, s) for s in stages)}"
-        )
-    else:
+    """The origin of a method dropdown value's checkpoint (:class:`~workbench.dashboard.choice.MethodChoice`), read from
+    its header; ``None`` for a method without one. ``ValueError`` for a malformed value or an unreadable checkpoint."""
+    choice = MethodChoice.from_value(value)
+    path = choice.checkpoint_path(ctx)
+    if path is None:
         return None
-    meta = try_read_json(folder / "meta.json")
-    graphs = tuple(map(str, meta.get("graphs", []))) if isinstance(meta.get("graphs"), list) else ()
-    if kind == "pretrained" and not graphs:
-        graphs = (folder.name,)
-    devices = meta.get("devices") if isinstance(meta.get("devices"), int) else None
-    return Origin(method, kind, run, graphs, devices, stage, "active" if active else "")
+    header = checkpoint_header(path)
+    trained = header.trained_for
+    graphs = tuple(dict.fromkeys(g.name for g in trained.graphs)) if trained else ()
+    cross_graph = bool(trained and trained.cross_graph)
+    devices = trained.devices if trained and not cross_graph else None
+    kind = "pretrained" if choice.root == "datasets" else "run"
+    stage = _origin_stage(choice, path, header)
+    search = "active" if choice.active else ""
+    return Origin(header.method or choice.method, kind, choice.source, graphs, devices, stage, cross_graph, search)
 
 
 def usable(origin: Origin | None, graph_name: str, devices: int) -> bool:
-    """Whether a checkpoint may place ``graph_name`` on ``devices``: its own graph, or any graph for a cross-graph policy."""
-    if origin is None:
+    """Whether a checkpoint may place ``graph_name`` on ``devices``: its own graph on its device count, or any graph on any
+    device count for a cross-graph policy (as :meth:`workbench.learn.header.TrainedFor.check` decides)."""
+    if origin is None or origin.cross_graph:
         return True
-    if origin.devices is not None and origin.devices != devices:
-        return False
-    return graph_name in origin.graphs or len(origin.graphs) > 1
+    return origin.devices == devices and graph_name in origin.graphs
 
 
 def selection_key(ctx: DashboardContext, value: str) -> tuple[str, str]:
-    """What a selected method means across graphs: ``(method, "pretrained" | run name | "")``."""
+    """What a selected method means across graphs: ``(method, "pretrained" | "pretrained FOLDER" | run checkpoint | "")``.
+
+    A graph's own shipped policy stands for the next graph's; a run's checkpoint stands only for itself (each stage's
+    weights of one run are different choices)."""
     origin = checkpoint_origin(ctx, value)
     if origin is None:
         return value, ""
-    method = ACTIVE + origin.method if origin.search else origin.method
-    return method, origin.run if origin.kind == "run" else pretrained_name(origin.run)
+    method = MethodChoice(origin.method, mode=origin.search).to_value()
+    return method, MethodChoice.from_value(value).path if origin.kind == "run" else pretrained_name(origin.run)

@@ -6,7 +6,8 @@ A graph is named by a *key* the browser can hold:
 - ``upload:<file in the upload folder>`` — a file a user uploaded,
 - ``generated:<JSON {"kind": ..., "params": {...}}>`` — ``workbench.generate``.
 
-Methods are the registry's names; a learned method carries its checkpoint as
+Methods are :class:`~workbench.dashboard.choice.MethodChoice` values: the
+registry's names; a learned method carries its checkpoint as
 ``method@datasets:<path>`` or ``method@runs:<path>`` (a run's weights to use
 after each of its stages, ``<stage>-best`` where training kept them; ``last``
 while it has none), and ``active|`` before it
@@ -24,7 +25,7 @@ import hashlib
 import json
 import re
 from functools import lru_cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from ..datasets import PAPER_GRAPHS
@@ -33,9 +34,10 @@ from ..formats import load_graph
 from ..generators import generate
 from ..graph import DataflowGraph
 from ..placers import methods, place, placer_options, placers as registered_placers
-from ..runs import RunPaths, checkpoint_name, list_runs, pretrained_checkpoint, try_read_json, zero_shot_checkpoint
+from ..runs import RunPaths, checkpoint_name, list_runs, pretrained_checkpoint, zero_shot_checkpoint
+from .choice import MethodChoice
 from .context import DashboardContext, PathError
-from .learned import ACTIVE, pretrained_name, split_active
+from .learned import checkpoint_header, checkpoint_origin, pretrained_name
 from .work import check_generated, check_upload
 
 __all__ = [
@@ -187,80 +189,68 @@ def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
 
 
 # --------------------------------------------------------------- methods
-def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[tuple[str, str, str]]:
-    """``(method, checkpoint ref, label)`` for pretrained files (the graph's own, the shipped cross-graph policy) and the
-    runs' weights to use (:meth:`~workbench.runs.RunPaths.usable_checkpoints`)."""
-    found = []
-    learned = methods("learned")
-    for method in learned if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
-        pretrained = pretrained_checkpoint(graph_name, method, ctx.datasets_dir / "pretrained")
-        if pretrained.is_file():
-            ref = "datasets:" + pretrained.relative_to(ctx.datasets_dir).as_posix()
-            found.append((method, ref, f"{method} (pretrained for {graph_name})"))
-    zero_shot = zero_shot_checkpoint(ctx.datasets_dir / "pretrained")
-    method = str(try_read_json(zero_shot.parent / "meta.json").get("method", ""))
-    if zero_shot.is_file() and method in learned:
-        ref = "datasets:" + zero_shot.relative_to(ctx.datasets_dir).as_posix()
-        found.append((method, ref, f"{method} ({pretrained_name(zero_shot.parent.name)})"))
+def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[MethodChoice]:
+    """The checkpoints on offer: pretrained files (the graph's own, the shipped cross-graph policy) and the runs' weights
+    to use (:meth:`~workbench.runs.RunPaths.usable_checkpoints`) of every run :func:`~workbench.runs.list_runs` finds."""
+    files = []
+    for method in methods("learned") if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
+        files.append(("datasets", ctx.datasets_dir, pretrained_checkpoint(graph_name, method, ctx.datasets_dir / "pretrained")))
+    files.append(("datasets", ctx.datasets_dir, zero_shot_checkpoint(ctx.datasets_dir / "pretrained")))
     for run in list_runs(ctx.runs_dir):
-        method = str(run.meta.get("method", ""))
-        if method not in learned:
-            continue
-        graphs = ", ".join(map(str, run.meta.get("graphs", []))) or "?"
         stages = run.meta.get("stages")
         for checkpoint in RunPaths(run.path).usable_checkpoints(map(str, stages) if isinstance(stages, list) else ()):
-            ref = "runs:" + checkpoint.relative_to(ctx.runs_dir).as_posix()
-            found.append((method, ref, f"{method} (run {run.name}, {checkpoint_name(checkpoint)}, trained on {graphs})"))
+            files.append(("runs", ctx.runs_dir, checkpoint))
+    found = []
+    for root, folder, path in files:
+        try:
+            method = checkpoint_header(path).method if path.is_file() else ""
+        except ValueError:
+            continue  # not a checkpoint the placer could load: not offered
+        if method in methods("learned"):
+            found.append(MethodChoice(method, root, path.relative_to(folder).as_posix()))
     return found
 
 
 def method_choices(ctx: DashboardContext, graph_name: str) -> list[dict[str, str]]:
-    """Dropdown options: every registered non-learned method, then each usable learned checkpoint (and its active search)."""
+    """Dropdown options: every registered non-learned method, then each learned checkpoint (and its active search), each
+    labelled with its origin (:func:`~workbench.dashboard.learned.checkpoint_origin`)."""
     registered, learned = registered_placers(), methods("learned")
     options = [{"label": f"{name} — {text}", "value": name} for name, text in registered.items() if name not in learned]
-    for method, ref, label in _learned_checkpoints(ctx, graph_name):
-        if method in registered:
-            options.append({"label": label, "value": f"{method}@{ref}"})
-            if "search" in placer_options(method):
-                options.append({"label": f"{label}, active search", "value": f"{ACTIVE}{method}@{ref}"})
+    for choice in _learned_checkpoints(ctx, graph_name):
+        if choice.method in registered:
+            label = checkpoint_origin(ctx, choice.to_value()).label()
+            options.append({"label": label, "value": choice.to_value()})
+            if "search" in placer_options(choice.method):
+                options.append({"label": f"{label}, active search", "value": choice.with_mode("active").to_value()})
     return options
 
 
 def method_label(value: str) -> str:
     """A short label for a method dropdown value: ``doppler (pretrained)``, ``doppler_plc_only (pretrained zero_shot)``,
     ``gdp (run NAME, sim-best)``, ``heft``; ``doppler active search (pretrained)`` for an active search value."""
-    active, value = split_active(value)
-    method, _, ref = value.partition("@")
-    method += " active search" if active else ""
-    root, _, relative = ref.partition(":")
-    if root == "datasets":
-        return f"{method} ({pretrained_name(PurePosixPath(relative).parent.name)})"
-    if root == "runs":
-        folder, _, checkpoint = relative.rpartition("/checkpoints/")
-        return f"{method} (run {folder}, {checkpoint_name(checkpoint)})"
+    choice = MethodChoice.from_value(value)
+    method = choice.method + (" active search" if choice.active else "")
+    if choice.root == "datasets":
+        return f"{method} ({pretrained_name(choice.source)})"
+    if choice.root == "runs":
+        return f"{method} (run {choice.source}, {checkpoint_name(choice.path)})"
     return method
 
 
 def parse_method(ctx: DashboardContext, value: str) -> tuple[str, dict[str, Any]]:
     """``(method, options)`` for a dropdown value; the checkpoint must lie in datasets/ or runs/."""
-    active, value = split_active(value)
-    method, _, ref = value.partition("@")
+    choice = MethodChoice.from_value(value)
+    method = choice.method
     if method not in registered_placers():
         raise ValueError(f"unknown method {method!r}")
-    if not ref:
+    path = choice.checkpoint_path(ctx)
+    if path is None:
         if method in methods("learned"):
             raise ValueError(f"{method} needs a checkpoint (pretrained or from a run)")
         return method, {}
-    root, _, relative = ref.partition(":")
-    if root == "datasets":
-        path = ctx.in_datasets(relative)
-    elif root == "runs":
-        path = ctx.in_runs(relative)
-    else:
-        raise PathError(f"checkpoint {ref!r} is neither in datasets/ nor in runs/")
     if not path.is_file():
-        raise ValueError(f"checkpoint {relative} does not exist")
-    if not active:
+        raise ValueError(f"checkpoint {choice.path} does not exist")
+    if not choice.active:
         return method, {"checkpoint": str(path)}
     if "search" not in placer_options(method):
         raise ValueError(f"{method} has no active search")

@@ -180,7 +180,11 @@ def _place_each(
     done: list[tuple] = []
     cut: list[tuple[str, str]] = []
     for value in methods:
-        origin = checkpoint_origin(context, value)
+        try:
+            origin = checkpoint_origin(context, value)
+        except ValueError as exc:  # its checkpoint was removed or damaged since it was offered
+            done.append((value, None, None, str(exc)))
+            continue
         label = origin.label(graph.name) if origin else value
         if not usable(origin, graph.name, devices):
             done.append((label, None, None, f"{label} was not trained for {graph.name} on {devices} devices; it is not applied here"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...placers import methods as registered_methods
+from ..choice import MethodChoice
 from ..context import PathError
 from ..learned import checkpoint_origin, selection_key, usable
 from ..sources import method_choices, method_label
@@ -29,7 +30,8 @@ def default_methods(options: list[dict[str, str]]) -> list[str]:
     method (plus a pretrained policy when there is one)."""
     values = [o["value"] for o in options]
     chosen = [m for m in [*registered_methods("heuristic")[:1], "best_constructive"] if m in values]
-    chosen += [v for v in values if v.startswith("doppler@datasets:")][:1]
+    choices = [MethodChoice.from_value(v) for v in values]
+    chosen += [c.to_value() for c in choices if (c.method, c.root, c.mode) == ("doppler", "datasets", "")][:1]
     return chosen
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dash import Input, Output, State, dcc, html
 
 from ...viz import format_time, graph_figure, graph_frame, graph_statistics, message_figure
+from ..choice import MethodChoice
 from ..components import controls, field, figure_card, message
 from ..picker import graph_picker, register_graph_picker
 from ..sources import load_graph_key, method_choices, method_label
@@ -29,11 +30,16 @@ def placement_options(context, graph_key: str | None, devices) -> list[dict[str,
     try:
         return method_options(context, load_graph_key(context, graph_key), int(devices))
     except (TypeError, ValueError, OverflowError, OSError):
-        return [o for o in method_choices(context, "") if "@" not in o["value"]]
+        return _without_checkpoints(context)
+
+
+def _without_checkpoints(context) -> list[dict[str, str]]:
+    """The methods that place any graph: those that need no checkpoint."""
+    return [o for o in method_choices(context, "") if not MethodChoice.from_value(o["value"]).root]
 
 
 def layout(context, jobs, **_query) -> html.Div:
-    options = [o for o in method_choices(context, "") if "@" not in o["value"]]
+    options = _without_checkpoints(context)
     return html.Div(
         [
             html.H2("Dataflow graph"),
