@@ -252,3 +252,11 @@ def test_no_module_inside_the_package_imports_workbench_by_name():
     ``import workbench`` (the lazy public API, for users) nor ``from workbench.x import``."""
     found = [line for path in MODULES.values() for line in absolute_self_imports(path)]
     assert not found, "import these relatively: " + "; ".join(found)
+
+
+@pytest.mark.parametrize("package", ["sim"])
+def test_a_split_packages_init_only_re_exports(package):
+    """docs/architecture.md: ``sim/__init__.py`` only re-exports; its logic lives in named modules."""
+    tree = ast.parse((PACKAGE / package / "__init__.py").read_text(encoding="utf-8"))
+    logic = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert not logic, f"{package}/__init__.py defines {logic}"
