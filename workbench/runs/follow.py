@@ -213,7 +213,6 @@ class RunFollower:
     def _poll_best(self) -> bool:
         best = self.paths.best_dir
         stamps = {name: _stamp(path) for name, path in (("placement", best / "placement.json"), ("trace", best / "trace.json"))}
-        stamps["export"] = _stamp(self.paths.path / "best_placement.json")
         if all(self._stamps.get(key, False) == stamp for key, stamp in stamps.items()):
             return False
         self._best_problems = []

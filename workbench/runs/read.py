@@ -202,8 +202,8 @@ class Run:
         config: ``config.json`` or ``None``.
         metrics: ``metrics.csv`` as a frame (:func:`read_frame`; empty when missing).
         greedy: ``greedy.csv`` (the periodic greedy evaluations) as a frame; empty when the run has none.
-        best_placement: ``best/placement.json`` (an export's ``best_placement.json``) or ``None``.
-        best_trace: ``best/trace.json`` (an export's best placement, simulated) or ``None``.
+        best_placement: ``best/placement.json`` or ``None``.
+        best_trace: ``best/trace.json`` or ``None``.
         checkpoints: the checkpoint files in ``checkpoints/``.
         problems: what is missing or wrong, one sentence each.
     """
@@ -237,41 +237,19 @@ def read_run(path: str | os.PathLike) -> Run:
     return follower.run
 
 
-EXPORTED_BEST = "best_placement.json"
-"""The best placement of a shipped export (``datasets/pretrained/<graph>/``), which has no ``best/`` folder."""
-
-
 def _best_placement(paths: RunPaths, problems: list[str]) -> tuple[dict[str, Any] | None, Trace | None]:
-    """``best/placement.json`` and ``best/trace.json``; for an export without them, its ``best_placement.json`` simulated."""
+    """``best/placement.json`` and ``best/trace.json`` (a shipped export's too: :mod:`workbench.training.pretrained`)."""
     from ..sim import Trace
 
     best = _read_json(paths.best_dir / "placement.json", problems, required=False)
     trace_path = paths.best_dir / "trace.json"
-    if trace_path.is_file():
-        try:
-            return best, Trace.from_json(trace_path)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            problems.append(f"best/trace.json is unreadable: {exc}")
-            return best, None
-    if best is None and (paths.path / EXPORTED_BEST).is_file():
-        return _simulated(try_read_json(paths.path / EXPORTED_BEST))
-    return best, None
-
-
-def _simulated(placement: dict[str, Any]) -> tuple[dict[str, Any] | None, Trace | None]:
-    """An exported best placement and its simulated trace; ``(None, None)`` when it names no bundled graph."""
-    from ..datasets import bundled_graph
-    from ..sim import simulate
-
-    assignment, graph_name = placement.get("assignment"), placement.get("graph")
-    if not isinstance(assignment, list) or not isinstance(graph_name, str):
-        return None, None
+    if not trace_path.is_file():
+        return best, None
     try:
-        graph = bundled_graph(graph_name)
-        devices = int(placement.get("devices") or max(assignment) + 1)
-        return placement, simulate(graph, assignment, devices).trace
-    except (KeyError, ValueError, OSError, TypeError):
-        return None, None
+        return best, Trace.from_json(trace_path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        problems.append(f"best/trace.json is unreadable: {exc}")
+        return best, None
 
 
 def references(meta: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
