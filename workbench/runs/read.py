@@ -31,7 +31,7 @@ from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .layout import TEXT_COLUMNS, RunPaths
+from .layout import TEXT_COLUMNS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -174,23 +174,6 @@ def try_read_json(path: str | os.PathLike) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _read_json(path: Path, problems: list[str], required: bool = True) -> dict[str, Any] | None:
-    """A JSON object file, or ``None`` with the problem added (a missing file only when ``required``)."""
-    if not path.is_file():
-        if required:
-            problems.append(f"{path.name} is missing")
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        problems.append(f"{path.parent.name}/{path.name} is unreadable: {getattr(exc, 'msg', exc)}")
-        return None
-    if not isinstance(data, dict):
-        problems.append(f"{path.name} does not hold a JSON object")
-        return None
-    return data
-
-
 @dataclass(frozen=True)
 class Run:
     """Everything readable in one run directory (:func:`read_run`).
@@ -235,21 +218,6 @@ def read_run(path: str | os.PathLike) -> Run:
     follower = RunFollower(path)
     follower.poll()
     return follower.run
-
-
-def _best_placement(paths: RunPaths, problems: list[str]) -> tuple[dict[str, Any] | None, Trace | None]:
-    """``best/placement.json`` and ``best/trace.json`` (a shipped export's too: :mod:`workbench.training.pretrained`)."""
-    from ..sim import Trace
-
-    best = _read_json(paths.best_dir / "placement.json", problems, required=False)
-    trace_path = paths.best_dir / "trace.json"
-    if not trace_path.is_file():
-        return best, None
-    try:
-        return best, Trace.from_json(trace_path)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        problems.append(f"best/trace.json is unreadable: {exc}")
-        return best, None
 
 
 def references(meta: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
