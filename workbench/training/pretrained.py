@@ -164,7 +164,9 @@ def _migrate_zero_shot(folder: Path) -> list[Path]:
     if read_meta(run.meta_path).get("status") == "finished":
         return []
     held = json.loads(run.config_path.read_text(encoding="utf-8"))
-    held["start_from"] = held["start_from"].replace("/checkpoints/best.safetensors", "/checkpoints/sim-best.safetensors")
+    start = Path(held["start_from"])
+    if start == checkpoint_file(start.parent, "best"):  # the corpus trainer's kept Stage II weights, as it named them then
+        held["start_from"] = checkpoint_file(start.parent, "sim-best").as_posix()
     config = _config(GateTrainConfig, held)
     command = "workbench train gate --out runs/gate-s2 --start-from " + config.start_from
     meta = {**gate_meta(config, load_policy(zero_shot_checkpoint(folder.parent)).method, command=command), "status": "finished"}
