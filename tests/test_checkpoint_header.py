@@ -26,9 +26,10 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import workbench as wb
 from workbench.learn import CheckpointError, TrainedFor, load_policy, make_policy
 from workbench.learn.checkpoint import MAX_PARAMETERS, _digest, read_checkpoint
-from workbench.learn.learned_search import MoveScorer, ScorerConfig, load_scorer, save_scorer
+from workbench.learn.learned_search import PRETRAINED_SCORER, MoveScorer, ScorerConfig, load_scorer, save_scorer
 from workbench.learn.policy import POLICY_FIELDS, PolicyConfig
 from workbench.placers.registry import PlacerError
+from workbench.runs import pretrained_checkpoint, zero_shot_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 PRETRAINED = ROOT / "datasets" / "pretrained"
@@ -342,15 +343,22 @@ SHIPPED = {
 def test_every_shipped_checkpoint_loads_and_places_exactly_as_before(name, kind, devices):
     graph = wb.load_graph(ROOT / "datasets" / "doppler-paper" / f"{name}.txt")
     if kind == "zero_shot":
-        placement = wb.place(graph, "doppler_plc_only", devices=devices, checkpoint=PRETRAINED / "zero_shot" / "doppler_gate.safetensors")
+        placement = wb.place(graph, "doppler_plc_only", devices=devices, checkpoint=zero_shot_checkpoint())
     else:
-        placement = wb.place(graph, "doppler", devices=devices, checkpoint=PRETRAINED / name / "doppler.safetensors")
+        placement = wb.place(graph, "doppler", devices=devices)  # the graph's shipped policy (runs.pretrained_checkpoint)
     digest = hashlib.sha256(np.asarray(placement.assignment, dtype=np.int64).tobytes()).hexdigest()[:16]
     assert (digest, placement.makespan) == SHIPPED[name, kind, devices]
 
 
+def test_every_checkpoint_under_datasets_pretrained_is_pinned_where_the_layout_names_it():
+    """The pins above cover every shipped file (a checkpoint added or moved by a migration of the folders needs its pin),
+    each found where :mod:`workbench.runs` names it: a graph's policy, the zero-shot policy and the move scorer."""
+    pinned = {pretrained_checkpoint(name, "doppler") for name, kind, _ in SHIPPED if kind != "zero_shot"}
+    assert set(PRETRAINED.rglob("*.safetensors")) == pinned | {zero_shot_checkpoint(), PRETRAINED_SCORER}
+
+
 def test_the_shipped_move_scorer_scores_exactly_as_before():
-    scorer = load_scorer(PRETRAINED / "learned_search" / "learned_search.safetensors")
+    scorer = load_scorer(PRETRAINED_SCORER)
     features = np.random.default_rng(0).normal(size=(50, scorer.net[0].in_features))
     assert hashlib.sha256(scorer.score(features).tobytes()).hexdigest()[:16] == "5d39ccbdcc8f5a9e"
 

@@ -114,7 +114,7 @@ def test_stage_two_from_a_distilled_start_keeps_the_weights_that_win_most_often_
     start = train_on_corpus(tmp_path / "il", CorpusTrainConfig(episodes=2, **FAST), corpus=TINY)
     config = CorpusTrainConfig(objective="reinforce", start_from=str(start), episodes=4, rollouts_per_update=3, select_every=1, **FAST)
     chosen = train_on_corpus(tmp_path / "rl", config, corpus=TINY)
-    assert chosen.name == "best.safetensors"
+    assert chosen.name == "sim-best.safetensors"
     rows = [line.split(",") for line in (tmp_path / "rl" / "selection.csv").read_text().splitlines()[1:]]
     assert [int(r[0]) for r in rows] == [0, 1, 2, 3, 4]  # the start, then after every update
     scores = [(float(r[1]), -float(r[2])) for r in rows]

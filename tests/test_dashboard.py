@@ -480,7 +480,7 @@ def test_training_lists_nested_runs_and_the_shipped_pretrained_runs(context):
     curves = go.Figure(curves)
     shipped = next(row for row in rows if row["id"] == "pretrained:chain_mm_112nodes")
     assert shipped["best"] == "1.2001e13" and shipped["status"] == "finished" and "rl_lr_start" in str(configs)
-    assert "makespan 1.2001e13" in gantt.layout.title.text  # best_placement.json, simulated
+    assert "makespan 1.2001e13" in gantt.layout.title.text  # best/placement.json with its trace
     greedy = [t for t in curves.data if "greedy" in (t.name or "")]
     assert {t.name.split(": ")[1] for t in greedy} == {"greedy, kept Stage II weights", "greedy, final policy"}  # no greedy.csv
     assert [a.text for a in curves.layout.annotations][:2] == ["I", "Stage II: simulator RL"]

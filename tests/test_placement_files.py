@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +13,10 @@ from workbench.cli import main
 from workbench.datasets import DATASETS_DIR
 from workbench.placers.placement_file import FORMAT, PlacementError, content_hash
 
-SHIPPED_BEST = DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "best_placement.json"
-"""A training run's best placement as runs wrote it before the placement form had a format, a version or a hash."""
+SHIPPED_BEST = DATASETS_DIR / "pretrained" / "ffnn_192nodes" / "best" / "placement.json"
+"""A training run's best placement (shipped)."""
+OLDER_FORM = ("graph", "devices", "assignment", "order", "makespan", "stage", "episode", "method")
+"""The keys of a best placement as runs wrote it before the placement form had a format, a version or a hash."""
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -53,12 +56,20 @@ def test_place_out_is_the_json_and_simulate_takes_its_device_count(tmp_path, cap
     assert code == 0 and json.loads(out)["devices"] == 8 and json.loads(out)["makespan"] == written["makespan"]
 
 
-def test_a_runs_best_placement_is_accepted_by_simulate(capsys):
+def older_best(folder: Path) -> Path:
+    """The shipped best placement in the older form (no format, version or hash), as a file in ``folder``."""
     best = json.loads(SHIPPED_BEST.read_text())
-    assert "graph_hash" not in best and "format" not in best  # the older form, still read
-    code, out, err = run(capsys, "simulate", "ffnn", "--assignment", str(SHIPPED_BEST), "--json")
-    assert code == 0, err
-    assert json.loads(out)["makespan"] == best["makespan"]
+    older = folder / "best_placement.json"
+    older.write_text(json.dumps({key: best[key] for key in OLDER_FORM}))
+    return older
+
+
+def test_a_runs_best_placement_is_accepted_by_simulate(capsys, tmp_path):
+    best, older = json.loads(SHIPPED_BEST.read_text()), older_best(tmp_path)  # the older form is still read
+    for path in (SHIPPED_BEST, older):
+        code, out, err = run(capsys, "simulate", "ffnn", "--assignment", str(path), "--json")
+        assert code == 0, err
+        assert json.loads(out)["makespan"] == best["makespan"]
 
 
 def test_a_placement_of_another_graph_or_device_count_is_refused(tmp_path, capsys):
@@ -68,7 +79,7 @@ def test_a_placement_of_another_graph_or_device_count_is_refused(tmp_path, capsy
     assert f"{path} is a placement of graph 'ffnn_192nodes', not of 'chain_mm_112nodes'" in err
     err = one_line_error(capsys, "simulate", "ffnn", "--devices", "8", "--assignment", str(path))
     assert f"{path} is a placement on 4 devices, not 8" in err
-    err = one_line_error(capsys, "simulate", "chain_mm", "--assignment", str(SHIPPED_BEST))  # no hash: refused by name
+    err = one_line_error(capsys, "simulate", "chain_mm", "--assignment", str(older_best(tmp_path)))  # no hash: refused by name
     assert "a placement of graph 'ffnn_192nodes', not of 'chain_mm_112nodes'" in err
     err = one_line_error(capsys, "place", "chain_mm", "--method", "local_search", "--start", str(path))
     assert "--start" in err and "not of 'chain_mm_112nodes'" in err

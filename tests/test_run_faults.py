@@ -510,7 +510,8 @@ def other_graphs(policy: Any) -> None:
     policy.trained_for = TrainedFor.of([wb.bundled_graph("chain_mm"), wb.bundled_graph("ffnn")], 4)
 
 
-LAST, CBEST, S = "checkpoints/last.safetensors", "checkpoints/best.safetensors", "selection.csv"
+LAST, S = "checkpoints/last.safetensors", "selection.csv"
+CBEST, GBEST = "checkpoints/il-best.safetensors", "checkpoints/gate-best.safetensors"  # the corpus (imitation) and gate runs' kept weights
 CORPUS_DAMAGES: dict[str, tuple[Damage, str]] = {
     "metrics deleted": (delete(M), r"metrics\.csv: missing, but the checkpoint is at episode 2"),
     "metrics row lost": (edit_lines(M, lambda ls: ls[:2]), r"metrics\.csv: ends at episode 0 but the checkpoint is at episode 2"),
@@ -582,14 +583,14 @@ GATE_DAMAGES: dict[str, tuple[Damage, str]] = {
         r"selection\.csv line 4 field 'mean_over_critical_path': empty",
     ),
     "selection row twice": (edit_lines(S, lambda ls: [*ls, ls[-1]]), r"selection\.csv line 6 field 'step': 60 where .* step 80"),
-    "best deleted": (delete(CBEST), r"best\.safetensors: missing, but selection\.csv keeps the weights of step 0"),
+    "best deleted": (delete(GBEST), r"best\.safetensors: missing, but selection\.csv keeps the weights of step 0"),
     "best of another step": (
-        policy_damage(CBEST, lambda p: None, lambda e: {**e, "step": 40}),
+        policy_damage(GBEST, lambda p: None, lambda e: {**e, "step": 40}),
         r"best\.safetensors field 'step': 40 where",
     ),
-    "best of other graphs": (policy_damage(CBEST, other_graphs), r"best\.safetensors field 'trained_for'"),
+    "best of other graphs": (policy_damage(GBEST, other_graphs), r"best\.safetensors field 'trained_for'"),
     "best truncated": (
-        lambda out: (out / CBEST).write_bytes((out / CBEST).read_bytes()[:100]),
+        lambda out: (out / GBEST).write_bytes((out / GBEST).read_bytes()[:100]),
         r"best\.safetensors is not a readable policy checkpoint",
     ),
     "config not JSON": (write("config.json", "[1"), r"config\.json: unreadable or not JSON"),
@@ -645,12 +646,12 @@ def test_a_corpus_run_killed_after_its_rows_but_before_its_checkpoint_replays_th
     shutil.copytree(corpus_interrupted, out)
     with open(out / M, "a") as handle:  # the rows of episodes 2 and 3 were flushed, then the kill came before last at 4
         handle.writelines((whole / M).read_text().splitlines(keepends=True)[3:5])
-    assert corpus_run(out) == out / "checkpoints" / "best.safetensors"
+    assert corpus_run(out) == out / CBEST
     assert _rows(out / M) == _rows(whole / M) and [int(r["episode"]) for r in read_rows(out / M)] == list(range(6))
     assert read_rows(out / S) == read_rows(whole / S)
     assert _same_policy(out / LAST, whole / LAST) and _same_policy(out / CBEST, whole / CBEST)
     before = snapshot(out)
-    assert corpus_run(out) == out / "checkpoints" / "best.safetensors"
+    assert corpus_run(out) == out / CBEST
     assert snapshot(out) == before, "rerunning a finished run writes nothing"
     (out / LAST).unlink()  # rows more than a checkpoint's worth past the newest checkpoint: not a kill's leftovers
     before = snapshot(out)
@@ -706,10 +707,10 @@ def test_a_finished_gate_run_returns_at_once_and_an_interrupted_one_trains_again
     out = tmp_path / "run"
     shutil.copytree(gate_finished, out)
     before = snapshot(out)
-    assert gate_run(out) == out / "checkpoints" / "best.safetensors" and snapshot(out) == before
+    assert gate_run(out) == out / GBEST and snapshot(out) == before
     edit_lines(S, lambda ls: ls[:3])(out)  # killed after the scoring at step 20
-    assert gate_run(out) == out / "checkpoints" / "best.safetensors"
-    assert _rows(out / S) == _rows(gate_finished / S) and _same_policy(out / CBEST, gate_finished / CBEST)
+    assert gate_run(out) == out / GBEST
+    assert _rows(out / S) == _rows(gate_finished / S) and _same_policy(out / GBEST, gate_finished / GBEST)
     edit_lines(S, lambda ls: ls[:3])(out)
     set_field("costs.csv", 2, "bottom_level/affinity", "1.5")(out)  # well formed, but not what the rule pair places
     before = snapshot(out)

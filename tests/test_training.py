@@ -507,7 +507,10 @@ def test_export_ships_the_policy_with_the_run_records(finished_run, tmp_path):
     chosen = record["exported_from"].split("/")[-1].removesuffix(".safetensors")
     assert record["greedy_by_stage"][chosen][CHAIN] == min(v[CHAIN] for v in record["greedy_by_stage"].values())
     assert (target.parent / "metrics.csv").read_text() == (finished_run[0] / "metrics.csv").read_text()
-    assert json.loads((target.parent / "best_placement.json").read_text())["graph"] == CHAIN
+    for name in ("placement.json", "trace.json"):  # an ordinary run directory, with the best placement's trace
+        assert (target.parent / "best" / name).read_text() == (finished_run[0] / "best" / name).read_text()
+    assert json.loads((target.parent / "best" / "placement.json").read_text())["graph"] == CHAIN
+    assert not (target.parent / "checkpoints").exists()  # the training checkpoints stay behind
     assert torch.equal(
         tiny_load_policy(target).plc.weight, tiny_load_policy(finished_run[0] / "checkpoints" / f"{chosen}.safetensors").plc.weight
     )

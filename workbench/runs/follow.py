@@ -20,6 +20,7 @@ follower's first poll); pandas is imported only when a poll runs.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .layout import RunPaths
-from .read import EPISODE, Run, _best_placement, _read_json, parse_table
+from .read import EPISODE, Run, parse_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,6 +40,38 @@ SETTLED = ("finished", "diverged", "failed", "interrupted")
 """Statuses of a run that no process is writing: its tables are not read again until ``meta.json`` changes."""
 TAIL = 64
 """Bytes before a table's read offset that must be unchanged for the table to count as appended to, not rewritten."""
+
+
+def _read_json(path: Path, problems: list[str], required: bool = True) -> dict[str, Any] | None:
+    """A JSON object file, or ``None`` with the problem added (a missing file only when ``required``)."""
+    if not path.is_file():
+        if required:
+            problems.append(f"{path.name} is missing")
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problems.append(f"{path.parent.name}/{path.name} is unreadable: {getattr(exc, 'msg', exc)}")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{path.name} does not hold a JSON object")
+        return None
+    return data
+
+
+def _best_placement(paths: RunPaths, problems: list[str]) -> tuple[dict[str, Any] | None, Trace | None]:
+    """``best/placement.json`` and ``best/trace.json`` (a shipped export's too: :mod:`workbench.training.pretrained`)."""
+    from ..sim import Trace
+
+    best = _read_json(paths.best_dir / "placement.json", problems, required=False)
+    trace_path = paths.best_dir / "trace.json"
+    if not trace_path.is_file():
+        return best, None
+    try:
+        return best, Trace.from_json(trace_path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        problems.append(f"best/trace.json is unreadable: {exc}")
+        return best, None
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -213,7 +246,6 @@ class RunFollower:
     def _poll_best(self) -> bool:
         best = self.paths.best_dir
         stamps = {name: _stamp(path) for name, path in (("placement", best / "placement.json"), ("trace", best / "trace.json"))}
-        stamps["export"] = _stamp(self.paths.path / "best_placement.json")
         if all(self._stamps.get(key, False) == stamp for key, stamp in stamps.items()):
             return False
         self._best_problems = []

@@ -4,9 +4,10 @@ Standard library only, so a checkpoint writer (:mod:`workbench.learn.checkpoint`
 names files through it without pulling in pandas::
 
     runs/NAME/
-      config.json          TrainConfig
-      meta.json            status, method, graphs, devices, stages, versions, machine, reference, ...
-      metrics.csv          METRIC_COLUMNS (+ "predicted" with a real-system stage), one line per episode
+      config.json          the trainer's config (TrainConfig for workbench train)
+      meta.json            status, method, graphs, devices, stages, command, versions, machine, reference, ...
+      metrics.csv          METRIC_COLUMNS (+ "predicted" with a real-system stage; each other trainer its own columns), one
+                           line per episode
       greedy.csv           GREEDY_COLUMNS, one line per graph per periodic greedy evaluation (none in older runs)
       checkpoints/         last, <stage>, <stage>-best  (checkpoint_file names them)
       best/                placement.json + trace.json (best/<graph>/ each with several graphs)
@@ -86,9 +87,10 @@ def zero_shot_checkpoint(root: str | os.PathLike | None = None) -> Path:
 
 
 def shipped_training_runs(root: str | os.PathLike | None = None) -> list[Path]:
-    """The shipped per-graph training runs under ``datasets/pretrained/`` (folders with an ``export.json``).
+    """The shipped per-graph training runs under ``datasets/pretrained/`` (exports: folders with an ``export.json``).
 
-    Other shipped policies there (``learned_search/``, a move scorer with no training stages) are not runs.
+    The other folders there are run directories too, of the cross-graph trainers (``zero_shot/``: a gate run;
+    ``learned_search/``: a scorer run), not of ``workbench train``.
     """
     if root is None:
         from ..datasets import DATASETS_DIR

@@ -31,7 +31,7 @@ from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .layout import TEXT_COLUMNS, RunPaths
+from .layout import TEXT_COLUMNS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -174,23 +174,6 @@ def try_read_json(path: str | os.PathLike) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _read_json(path: Path, problems: list[str], required: bool = True) -> dict[str, Any] | None:
-    """A JSON object file, or ``None`` with the problem added (a missing file only when ``required``)."""
-    if not path.is_file():
-        if required:
-            problems.append(f"{path.name} is missing")
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        problems.append(f"{path.parent.name}/{path.name} is unreadable: {getattr(exc, 'msg', exc)}")
-        return None
-    if not isinstance(data, dict):
-        problems.append(f"{path.name} does not hold a JSON object")
-        return None
-    return data
-
-
 @dataclass(frozen=True)
 class Run:
     """Everything readable in one run directory (:func:`read_run`).
@@ -202,8 +185,8 @@ class Run:
         config: ``config.json`` or ``None``.
         metrics: ``metrics.csv`` as a frame (:func:`read_frame`; empty when missing).
         greedy: ``greedy.csv`` (the periodic greedy evaluations) as a frame; empty when the run has none.
-        best_placement: ``best/placement.json`` (an export's ``best_placement.json``) or ``None``.
-        best_trace: ``best/trace.json`` (an export's best placement, simulated) or ``None``.
+        best_placement: ``best/placement.json`` or ``None``.
+        best_trace: ``best/trace.json`` or ``None``.
         checkpoints: the checkpoint files in ``checkpoints/``.
         problems: what is missing or wrong, one sentence each.
     """
@@ -235,43 +218,6 @@ def read_run(path: str | os.PathLike) -> Run:
     follower = RunFollower(path)
     follower.poll()
     return follower.run
-
-
-EXPORTED_BEST = "best_placement.json"
-"""The best placement of a shipped export (``datasets/pretrained/<graph>/``), which has no ``best/`` folder."""
-
-
-def _best_placement(paths: RunPaths, problems: list[str]) -> tuple[dict[str, Any] | None, Trace | None]:
-    """``best/placement.json`` and ``best/trace.json``; for an export without them, its ``best_placement.json`` simulated."""
-    from ..sim import Trace
-
-    best = _read_json(paths.best_dir / "placement.json", problems, required=False)
-    trace_path = paths.best_dir / "trace.json"
-    if trace_path.is_file():
-        try:
-            return best, Trace.from_json(trace_path)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            problems.append(f"best/trace.json is unreadable: {exc}")
-            return best, None
-    if best is None and (paths.path / EXPORTED_BEST).is_file():
-        return _simulated(try_read_json(paths.path / EXPORTED_BEST))
-    return best, None
-
-
-def _simulated(placement: dict[str, Any]) -> tuple[dict[str, Any] | None, Trace | None]:
-    """An exported best placement and its simulated trace; ``(None, None)`` when it names no bundled graph."""
-    from ..datasets import bundled_graph
-    from ..sim import simulate
-
-    assignment, graph_name = placement.get("assignment"), placement.get("graph")
-    if not isinstance(assignment, list) or not isinstance(graph_name, str):
-        return None, None
-    try:
-        graph = bundled_graph(graph_name)
-        devices = int(placement.get("devices") or max(assignment) + 1)
-        return placement, simulate(graph, assignment, devices).trace
-    except (KeyError, ValueError, OSError, TypeError):
-        return None, None
 
 
 def references(meta: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

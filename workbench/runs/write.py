@@ -1,12 +1,19 @@
 """Writing run directories: the one writer of every trainer's CSV tables, ``config.json``, ``meta.json`` and best placement.
 
-Each trainer declares the columns of its tables (``metrics.csv`` of ``workbench
-train``: :data:`~workbench.runs.METRIC_COLUMNS`; the corpus, gate and scorer
-trainers their own) and writes them through :class:`CsvLog`: a table grows
-only by whole, flushed lines, so a reader (:func:`~workbench.runs.read_rows`)
-sees a consistent file at every instant, and a resumed run keeps the rows its
+Every trainer (``workbench train``, its ``corpus``, ``gate`` and ``scorer``
+modes, and the pretrained export) writes its run through this module. Each
+declares its config as a dict and the record of its run (``method``,
+``graphs``, ``devices``, ``stages``, ``command``); :meth:`RunWriter.start`
+writes both and marks the run ``running`` (keeping ``started`` of a run it
+resumes), :meth:`RunWriter.finish` marks it ``finished``. Each trainer also
+declares the columns of its tables (``metrics.csv`` of ``workbench train``:
+:data:`~workbench.runs.METRIC_COLUMNS`; the corpus, gate and scorer trainers
+their own) and writes them through :class:`CsvLog`: a table grows only by
+whole, flushed lines, so a reader (:func:`~workbench.runs.read_rows`) sees a
+consistent file at every instant, and a resumed run keeps the rows its
 checkpoint has seen (:meth:`CsvLog.start`) before it appends again. Every
-other file is replaced atomically (:mod:`workbench.fileio`).
+other file is replaced atomically (:mod:`workbench.fileio`); checkpoints are
+named by :meth:`~workbench.runs.RunPaths.checkpoint`.
 """
 
 from __future__ import annotations
@@ -19,9 +26,9 @@ from types import TracebackType
 from typing import IO, Any
 
 from ..fileio import atomic_write_json, atomic_write_text
-from ..provenance import now
+from ..provenance import machine, now, versions
 from .layout import RunPaths
-from .read import read_meta, read_rows
+from .read import read_meta, read_rows, try_read_json
 
 
 def format_value(value: Any) -> str:
@@ -100,6 +107,26 @@ class CsvLog:
 
 class RunWriter(RunPaths):
     """One run directory, for writing its JSON records and best placements (its tables: :class:`CsvLog`)."""
+
+    def start(self, config: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
+        """Begin (or resume) the run: the folder, ``config.json`` and ``meta.json`` with status ``running``.
+
+        ``meta`` is the trainer's record of the run (``method``, ``graphs``, ``devices``, ``stages``, ``command``, ...);
+        ``started``, ``versions`` and ``machine`` are added where it gives none, and a resumed run keeps its ``started``.
+        Returns the record written.
+        """
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"{self.path} exists and is not a directory")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.write_config(config)
+        held = try_read_json(self.meta_path)
+        record = {"started": held.get("started") or now(), "versions": versions(), "machine": machine(), **meta, "status": "running"}
+        self.write_meta(record)
+        return record
+
+    def finish(self, **changes: Any) -> dict[str, Any]:
+        """``meta.json`` with status ``finished``, ``finished`` set to now and ``changes``; returns the new record."""
+        return self.update_meta(status="finished", finished=now(), **changes)
 
     def write_config(self, config: Mapping[str, Any]) -> None:
         """``config.json``: the trainer's config as a dict, replaced atomically."""

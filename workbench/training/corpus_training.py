@@ -22,16 +22,17 @@ graph, so the advantage is the gain over critical_path relative to the
 samples' mean and every graph's signal is on one scale
 (:func:`workbench.training.reinforce.reinforce_update`). With
 ``select_every`` the greedy policy places the ``select_split`` graphs every
-that many updates (and before the first), and ``checkpoints/best.safetensors``
+that many updates (and before the first), and ``checkpoints/<stage>-best.safetensors``
 keeps the weights that beat critical_path on the most of them (the
 zero-shot target's measure; ties broken by the mean makespan over critical_path's).
 
-A run directory holds ``config.json``, ``teachers.json`` (the teacher
-placements, written as they are found), ``metrics.csv`` (one row per
-episode) and ``checkpoints/last.safetensors`` (weights, optimizer state,
-episode), with selection also ``selection.csv`` and
-``checkpoints/best.safetensors``; the same command resumes it, and a larger
-``--episodes`` extends it. :func:`evaluate_split` places a split's graphs
+A run directory (:mod:`workbench.runs`) holds ``config.json``, ``meta.json``
+(the method, graphs, device counts and stage: ``il`` imitates, ``sim`` is
+reinforce on the simulator), ``teachers.json`` (the teacher placements,
+written as they are found), ``metrics.csv`` (one row per episode) and
+``checkpoints/last.safetensors`` (weights, optimizer state, episode), with
+selection also ``selection.csv`` and ``checkpoints/<stage>-best.safetensors``;
+the same command resumes it, and a larger ``--episodes`` extends it. :func:`evaluate_split` places a split's graphs
 zero-shot, greedily and best of K, beside critical_path and the best heuristic.
 """
 
@@ -41,6 +42,8 @@ import argparse
 import dataclasses
 import json
 import math
+import shlex
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,7 +58,7 @@ from ..fileio import atomic_write_json, atomic_write_text
 from ..graph import DataflowGraph
 from ..placers import methods
 from ..provenance import machine
-from ..runs import CsvLog, RunWriter
+from ..runs import CsvLog, RunWriter, try_read_json
 from ..runs.validate import CorpusPlan, check_corpus_run, damaged, read_json_object
 from .checkpoint import non_finite_failure
 from .config import TrainConfig, device_counts, parse_trainer_arguments, trainer_parser
@@ -242,11 +245,11 @@ def _plan(
     )
 
 
-def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "train", corpus: list[CorpusEntry] | None = None) -> Path:
-    """Train (or resume) the run in ``out`` on the ``split`` of ``corpus`` (default: the shipped manifest).
-
-    Returns the checkpoint to use: ``best.safetensors`` when the run selects, else ``last.safetensors``.
-    """
+def train_on_corpus(
+    out: str | Path, config: CorpusTrainConfig, split: str = "train", corpus: list[CorpusEntry] | None = None, command: str = ""
+) -> Path:
+    """Train (or resume) the run in ``out`` on the ``split`` of ``corpus`` (default: the shipped manifest), ``command`` in
+    its ``meta.json``; returns the checkpoint to use: ``<stage>-best`` when the run selects, else ``last``."""
     from ..learn import Guide
     from ..learn.checkpoint import TrainedFor
     from ..placers import place
@@ -263,7 +266,8 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
     pairs = [(e, d) for e in chosen for d in config.devices if d in e.devices]
     imitation = config.objective == "imitation"
     critical = {pair_key(e, d): place(graphs[e.name], "critical_path", d).makespan for e, d in pairs}
-    last, best = run.checkpoint("last"), run.checkpoint("best")
+    stage = "il" if imitation else "sim"  # as CorpusPlan.stage names it
+    last, best = run.last_checkpoint, run.best_checkpoint(stage)
     trained_for = TrainedFor.of(graphs.values(), max(config.devices))
     held_out = _selection_pairs(config, corpus) if config.select_every else []
     torch.manual_seed(config.seed)
@@ -280,9 +284,10 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
         kept = f"{last} keeps the last finite weights (episode {first})" if first else "no checkpoint was written before"
         raise RunDiverged(f"{out} {checked.reason}; {kept}. Nothing was changed; start a new run (a lower learning_rate?)")
     if checked.status == "finished":
+        finished(run)
         return best if held_out else last
+    run.start(wanted, {**{k: wanted[k] for k in ("method", "graphs", "devices", "seed", "split")}, "stages": [stage], "command": command})
     run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    run.write_config(wanted)
     teachers = _teachers(out, pairs, graphs, config) if imitation else {}
     metrics, selection = CsvLog(run.metrics_path, METRICS), CsvLog(out / "selection.csv", SELECTION)
     metrics.start(keep=lambda row: int(row["episode"]) < first)  # the rows the checkpoint has seen
@@ -322,11 +327,11 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
             if problem is None:
                 raise
             rows.append({**row, "loss": math.nan, "seconds": time.perf_counter() - began})
-            _diverge(out, metrics, rows, f"diverged in episode {episode} ({key}): {problem}", last, saved)
+            _diverge(run, metrics, rows, f"diverged in episode {episode} ({key}): {problem}", last, saved)
         row.update(loss=loss, makespan_over_critical_path=float(np.mean(makespans)) / critical[key], seconds=time.perf_counter() - began)
         rows.append(row)
         if not math.isfinite(loss):
-            _diverge(out, metrics, rows, f"diverged in episode {episode} ({key}): the loss is {loss}", last, saved)
+            _diverge(run, metrics, rows, f"diverged in episode {episode} ({key}): the loss is {loss}", last, saved)
         done = episode + 1
         if held_out and done % config.select_every == 0:
             _select(policy, held_out, done, selections, best, selection)
@@ -336,7 +341,14 @@ def train_on_corpus(out: str | Path, config: CorpusTrainConfig, split: str = "tr
                 metrics.sync()
             policy.save(last, extra={"episode": done, "optimizer": optimizer.state_dict(), "torch_rng": generator.get_state()})
             rows, saved = [], done
+    run.finish(episodes_done=config.episodes)
     return best if held_out else last
+
+
+def finished(run: RunWriter) -> None:
+    """A finished run's ``meta.json`` says so (a kill after the last checkpoint left it ``running``); else nothing is written."""
+    if try_read_json(run.meta_path).get("status") != "finished" and run.meta_path.is_file():
+        run.finish()
 
 
 class RunDiverged(ValueError):
@@ -404,14 +416,15 @@ def _restore(last: Path, policy: Any, optimizer: torch.optim.Optimizer, generato
     return episode
 
 
-def _diverge(out: Path, metrics: CsvLog, rows: list[dict[str, Any]], reason: str, last: Path, saved: int) -> NoReturn:
+def _diverge(run: RunWriter, metrics: CsvLog, rows: list[dict[str, Any]], reason: str, last: Path, saved: int) -> NoReturn:
     """End the run diverged: the rows since the checkpoint are logged, the last with its non-finite loss (a rerun finds
-    it there and refuses), and :class:`RunDiverged` says what and where."""
+    it there and refuses), ``meta.json`` says so, and :class:`RunDiverged` says what and where."""
     with metrics:
         metrics.append(rows)
         metrics.sync()
+    run.update_meta(status="diverged", diverged_at=int(rows[-1]["episode"]), error=reason)
     kept = f"{last} keeps the last finite weights (episode {saved})" if saved else "no checkpoint was written before"
-    raise RunDiverged(f"{out} {reason}; {kept}")
+    raise RunDiverged(f"{run.path} {reason}; {kept}")
 
 
 def residual_policy(
@@ -500,14 +513,16 @@ def _select(policy: Any, pairs: list, episode: int, selections: list[dict[str, A
 
 
 def train_from_arguments(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, config_class: type, train: Callable[[Any, Any], Path]
+    parser: argparse.ArgumentParser, args: argparse.Namespace, config_class: type, train: Callable[..., Path], argv: Sequence[str] | None
 ) -> tuple[Any, Path]:
-    """``train(args.out, config)`` on one thread with the config the options give; a bad setting is the parser's error."""
+    """``train(args.out, config, command=...)`` on one thread with the config the options given as ``argv`` (default: the
+    process's) give; a bad setting is the parser's error."""
     torch.set_num_threads(1)
     began = time.process_time()
+    command = shlex.join([*parser.prog.split(), *(argv if argv is not None else sys.argv[1:])])
     try:
         config = config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)})
-        path = train(args.out, config)
+        path = train(args.out, config, command=command)
     except ValueError as error:
         parser.error(str(error))
     print(f"trained {path} ({time.process_time() - began:.0f} CPU s in this process; {machine()})")
@@ -525,7 +540,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "workbench train corpus"
         help="device counts to evaluate at (default: --devices)",
     )
     args = parse_trainer_arguments(parser, argv, CorpusTrainConfig)
-    config, last = train_from_arguments(parser, args, CorpusTrainConfig, train_on_corpus)
+    config, last = train_from_arguments(parser, args, CorpusTrainConfig, train_on_corpus, argv)
     if args.evaluate:
         frame = evaluate_split(last, args.evaluate, args.evaluate_devices or config.devices, args.samples, config.seed)
         atomic_write_text(Path(args.out) / f"eval-{args.evaluate}.csv", frame.to_csv(index=False))

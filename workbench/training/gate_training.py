@@ -11,10 +11,12 @@ With few arms the gate's objective needs no sampling: every training pair is pla
 the gate minimises the exact expectation over its softmax of makespan ÷ critical_path's (REINFORCE over the same
 choice would estimate this gradient with noise). The encoders stay as they are: the gate reads their embeddings
 detached. Every ``select_every`` steps the gate's greedy choice is scored on the ``select_split`` pairs (strict
-wins over critical_path, ties broken by the mean ratio) and ``checkpoints/best.safetensors`` keeps the best.
+wins over critical_path, ties broken by the mean ratio) and ``checkpoints/gate-best.safetensors`` keeps the best.
 
-A run directory holds ``config.json``, ``costs.csv`` (per pair and rule pair, makespan ÷ critical_path's),
-``selection.csv`` and ``checkpoints/best.safetensors``. ``workbench train gate --out DIR``.
+A run directory (:mod:`workbench.runs`) holds ``config.json``, ``meta.json`` (:func:`gate_meta`), ``costs.csv`` (per
+pair and rule pair, makespan ÷ critical_path's), ``metrics.csv`` (the loss per step), ``selection.csv`` and
+``checkpoints/gate-best.safetensors``.
+``workbench train gate --out DIR``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,15 +34,28 @@ import numpy as np
 import torch
 
 from ..corpus import CorpusEntry, build, entries
-from ..runs import CsvLog, RunWriter, read_rows
-from ..runs.validate import GATE_SELECTION, GatePlan, check_gate_run, damaged
+from ..runs import STAGE_NAMES, CsvLog, RunWriter, checkpoint_name, read_rows
+from ..runs.validate import GATE_SELECTION, GATE_STAGE, GatePlan, check_gate_run, damaged
 from .config import device_counts, parse_trainer_arguments, trainer_parser
-from .corpus_training import RunDiverged, check_held_config, check_numbers, checked_policy, pair_key, residual_policy, train_from_arguments
+from .corpus_training import (
+    RunDiverged,
+    check_held_config,
+    check_numbers,
+    checked_policy,
+    finished,
+    pair_key,
+    residual_policy,
+    train_from_arguments,
+)
 
 __all__ = ["GateTrainConfig", "gated_policy", "rule_costs", "train_gate", "main"]
 
 SELECTION = tuple(GATE_SELECTION)
 """The columns of ``selection.csv``: each scoring of the gate and its training loss then (``runs.validate.GATE_SELECTION``)."""
+METRICS = ("episode", "loss", "seconds")
+"""The columns of ``metrics.csv``: one row per step (``episode``: the step, one full-batch update of the gate), the loss
+before its update and the CPU seconds so far (written again from its header when an interrupted run trains again from
+step 0)."""
 
 
 @dataclass(frozen=True)
@@ -142,8 +158,29 @@ def _pairs(split: str, devices: tuple[int, ...], corpus: list[CorpusEntry] | Non
     return found
 
 
-def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntry] | None = None) -> Path:
-    """Train the gate of ``config`` on the training split of ``corpus`` (default: the shipped manifest); returns the best checkpoint.
+def gate_meta(config: GateTrainConfig, method: str, corpus: list[CorpusEntry] | None = None, command: str = "") -> dict[str, Any]:
+    """The gate run's record for ``meta.json`` (:meth:`~workbench.runs.RunWriter.start`): the gated policy's ``method``,
+    the training split's graphs at ``config.devices``, its one stage (``gate``; ``stage`` says which heads it gates:
+    ``Stage II heads`` from a corpus run's ``sim-best``) and ``command``."""
+    graphs = list(dict.fromkeys(e.name for e in entries("train", manifest=corpus) if set(config.devices) & set(e.devices)))
+    start = checkpoint_name(config.start_from).partition("-")[0]
+    heads = f"{STAGE_NAMES[start].partition(':')[0]} heads" if start in STAGE_NAMES else config.start_from or "fresh heads"
+    return {
+        "method": method,
+        "stage": f"rule gate on {heads}",
+        "graphs": graphs,
+        "devices": list(config.devices),
+        "seed": config.seed,
+        "stages": [GATE_STAGE],
+        "split": "train",
+        "start_from": config.start_from,
+        "command": command,
+    }
+
+
+def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntry] | None = None, command: str = "") -> Path:
+    """Train the gate of ``config`` on the training split of ``corpus`` (default: the shipped manifest); returns the best
+    checkpoint. ``command`` goes into ``meta.json``.
 
     A run already in ``out`` is checked first, every file (:func:`~workbench.runs.validate.check_gate_run`); a finished
     one is returned as it is, a diverged or damaged one refused with nothing changed, an interrupted one trained again
@@ -171,12 +208,13 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
         select_every=config.select_every,
     )
     checked = check_gate_run(run.path, plan)  # every file checked before anything in the run is written
-    best = run.checkpoint("best")
+    best = run.best_checkpoint(GATE_STAGE)
     if checked.best_at is not None:
         _check_best(best, checked.best_at, trained_for, config)
     if checked.status == "diverged":
         raise RunDiverged(f"{run.path} {checked.reason}; {best} keeps the best finite weights. Nothing was changed; start a new run")
     if checked.status == "finished":
+        finished(run)
         return best
     policy = gated_policy(config)
     train_x, train_c = rule_costs(policy, train)
@@ -187,21 +225,25 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
         for (key, _, _), cost in zip(pairs, costs, strict=True)
     ]
     _check_costs_replaced(run.path / "costs.csv", rows, config.gate_rules)
+    run.start(wanted, gate_meta(config, policy.method, corpus, command))
     run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    run.write_config(wanted)
     CsvLog(run.path / "costs.csv", ("split", "pair", *config.gate_rules)).write(rows)
     gate = policy.gate_head
     optimizer = torch.optim.AdamW(gate.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     x, c, held = (torch.as_tensor(a, dtype=torch.float32) for a in (train_x, train_c, held_x))
     selections: list[dict[str, Any]] = []
-    log = CsvLog(run.path / "selection.csv", SELECTION)
+    log, metrics = CsvLog(run.path / "selection.csv", SELECTION), CsvLog(run.metrics_path, METRICS)
     log.start()
+    metrics.start()
     policy.trained_for = trained_for
-    with log:
+    began = time.process_time()
+    with log, metrics:
         for step in range(config.steps + 1):
             loss = (torch.softmax(gate(x), dim=1) * c).sum(1).mean()
+            metrics.append([{"episode": step, "loss": float(loss), "seconds": time.process_time() - began}])
             if not math.isfinite(float(loss)):
                 log.append([{"step": step, "best": 0, "loss": float(loss)}])
+                run.update_meta(status="diverged", diverged_at=step, error=f"the loss is {float(loss)}")
                 raise RunDiverged(f"{run.path} diverged at step {step}: the loss is {float(loss)}; {best} keeps the best finite weights")
             if step % config.select_every == 0:
                 with torch.no_grad():
@@ -219,11 +261,12 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+    run.finish()
     return best
 
 
 def _check_best(best: Path, step: int, trained_for: Any, config: GateTrainConfig) -> None:
-    """``best.safetensors`` holds the weights of ``step`` (the last scoring selection.csv keeps), for this run."""
+    """``gate-best.safetensors`` holds the weights of ``step`` (the last scoring selection.csv keeps), for this run."""
     policy = checked_policy(best, trained_for)
     if policy.checkpoint_extra.get("step") != step:
         raise damaged(best, f"{str(policy.checkpoint_extra.get('step'))[:40]} where selection.csv keeps step {step}", field="step")
@@ -249,4 +292,4 @@ def main(argv: Sequence[str] | None = None, prog: str = "workbench train gate") 
     """``workbench train gate --out runs/gate [--start-from CKPT]``."""
     parsers = {"gate_rules": _names, "devices": device_counts, "select_devices": device_counts}
     parser = trainer_parser(prog, __doc__.splitlines()[0], GateTrainConfig, parsers)
-    train_from_arguments(parser, parse_trainer_arguments(parser, argv, GateTrainConfig), GateTrainConfig, train_gate)
+    train_from_arguments(parser, parse_trainer_arguments(parser, argv, GateTrainConfig), GateTrainConfig, train_gate, argv)

@@ -9,10 +9,11 @@ them by their makespan decrease (as a fraction of the state's makespan) with a
 listwise softmax loss (ListNet: Cao et al., ICML 2007): the target is
 ``softmax(decrease / reward_temperature)`` over the state's moves.
 
-``workbench train scorer --out DIR`` writes
-``DIR/learned_search.safetensors``, ``DIR/metrics.csv`` (one row per epoch)
-and ``DIR/meta.json`` (the command, the machine, CPU seconds, states and
-simulated moves).
+``workbench train scorer --out DIR`` writes a run directory
+(:mod:`workbench.runs`): ``config.json``, ``meta.json`` (the command, the
+machine, the training graphs; once finished the CPU seconds, states and
+simulated moves), ``metrics.csv`` (one row per epoch, appended as it is
+trained) and ``checkpoints/learned_search.safetensors``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,8 +44,7 @@ from ..learn.learned_search import (
     save_scorer,
 )
 from ..placers.local_search import CRITICAL_REFRESH, Moves
-from ..provenance import machine, now
-from ..runs import CsvLog, RunWriter, checkpoint_file
+from ..runs import CsvLog, RunWriter
 from ..sim import Evaluator, Trace
 from .config import device_counts, parse_trainer_arguments, trainer_parser
 
@@ -53,8 +52,10 @@ __all__ = ["ScorerTrainConfig", "METRICS", "collect_states", "train_scorer", "ma
 
 QUALITY = ("top1_decrease", "random_decrease", "best_decrease")
 """What :func:`ranking_quality` measures on a set of states."""
-METRICS = ("round", "epoch", "states", "loss", *(f"{split}_{k}" for split in ("train", "validation") for k in QUALITY), "cpu_seconds")
-"""The columns of the scorer's ``metrics.csv``: one row per epoch (:func:`_row`)."""
+QUALITY_COLUMNS = tuple(f"{split}_{k}" for split in ("train", "validation") for k in QUALITY)
+METRICS = ("episode", "round", "epoch", "states", "loss", *QUALITY_COLUMNS, "cpu_seconds")
+"""The columns of the scorer's ``metrics.csv``: one row per epoch (:func:`_row`); ``episode`` counts the epochs over the
+rounds (0: before training), the whole number every run's ``metrics.csv`` orders its rows by."""
 
 
 @dataclass(frozen=True)
@@ -153,13 +154,17 @@ class _RecordingSearch(LearnedSearchPlacer):
         return _RecordingMoves(graph, devices, rng, self.scorer, self.share, self.temperature, history=self.history)
 
 
+def split_entries(config: ScorerTrainConfig, split: str) -> list[corpus.CorpusEntry]:
+    """The corpus graphs of ``split`` the scorer learns from: no paper or zoo graph, at most ``max_graphs`` (0: all)."""
+    graphs = [e for e in corpus.entries(split) if e.family not in ("paper", "zoo")]
+    return graphs[: config.max_graphs] if config.max_graphs else graphs
+
+
 def collect_states(config: ScorerTrainConfig, split: str, scorer: MoveScorer, learned: bool, round_seed: int) -> tuple[States, int]:
     """States from every graph of ``split`` at each device count, and the number of moves simulated: along local_search's
     trajectories, or learned_search's with ``scorer`` when ``learned``."""
     rng = np.random.default_rng(round_seed)
-    graphs = [e for e in corpus.entries(split) if e.family not in ("paper", "zoo")]
-    if config.max_graphs:
-        graphs = graphs[: config.max_graphs]
+    graphs = split_entries(config, split)
     features, decreases, wait_decreases = [], [], []
     simulated = 0
     for entry in graphs:
@@ -229,17 +234,22 @@ def _loss(scorer: MoveScorer, tensors: list[torch.Tensor], config: ScorerTrainCo
     return listwise_loss(scorer(features), decrease + config.transfer_weight * wait_decrease, mask, config.reward_temperature)
 
 
-def _row(scorer: MoveScorer, data: States, validation: States, round_: int, epoch: int, loss: Any, began: float) -> dict[str, Any]:
-    """One metrics row: the loss, and the ranking quality on the training and the validation states."""
-    row = {"round": round_, "epoch": epoch, "states": len(data.decrease), "loss": float(loss)}
+def _row(
+    scorer: MoveScorer, data: States, validation: States, round_: int, epoch: int, loss: Any, began: float, epochs: int
+) -> dict[str, Any]:
+    """One metrics row: the loss, and the ranking quality on the training and the validation states (``epochs`` per round)."""
+    row = {"episode": (round_ - 1) * epochs + epoch, "round": round_, "epoch": epoch, "states": len(data.decrease), "loss": float(loss)}
     row.update({f"train_{k}": v for k, v in ranking_quality(scorer, data).items()})
     row.update({f"validation_{k}": v for k, v in ranking_quality(scorer, validation).items()})
     row["cpu_seconds"] = time.process_time() - began
     return row
 
 
-def train_scorer(config: ScorerTrainConfig, log: Any = None) -> tuple[MoveScorer, list[dict[str, Any]], dict[str, Any]]:
-    """Collect states and fit the scorer, round by round; returns it, one metrics row per epoch and the costs."""
+def train_scorer(
+    config: ScorerTrainConfig, log: Any = None, on_row: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[MoveScorer, list[dict[str, Any]], dict[str, Any]]:
+    """Collect states and fit the scorer, round by round; returns it, one metrics row per epoch and the costs. Each row
+    is also printed to ``log`` and given to ``on_row`` (``metrics.csv``) as soon as it is measured."""
     torch.manual_seed(config.seed)
     scorer = MoveScorer(ScorerConfig(config.hidden, config.layers))
     optimizer = torch.optim.Adam(scorer.parameters(), lr=config.learning_rate)
@@ -254,7 +264,9 @@ def train_scorer(config: ScorerTrainConfig, log: Any = None) -> tuple[MoveScorer
         tensors = [torch.as_tensor(x) for x in data.arrays()]
         if round_ == 1:
             with torch.no_grad():
-                rows.append(_row(scorer, data, validation, 1, 0, _loss(scorer, tensors, config), began))
+                rows.append(_row(scorer, data, validation, 1, 0, _loss(scorer, tensors, config), began, config.epochs))
+            if on_row is not None:
+                on_row(rows[-1])
         for epoch in range(1, config.epochs + 1):
             order = rng.permutation(len(data.decrease))
             losses = []
@@ -267,7 +279,9 @@ def train_scorer(config: ScorerTrainConfig, log: Any = None) -> tuple[MoveScorer
                 optimizer.step()
                 losses.append(float(loss))
             scorer.eval()
-            rows.append(_row(scorer, data, validation, round_, epoch, float(np.mean(losses)), began))
+            rows.append(_row(scorer, data, validation, round_, epoch, float(np.mean(losses)), began, config.epochs))
+            if on_row is not None:
+                on_row(rows[-1])
             if log is not None:
                 print(", ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in rows[-1].items()), file=log, flush=True)
     costs = {"cpu_seconds": time.process_time() - began, "states": len(data.decrease) if data else 0, "simulated_moves": simulated}
@@ -275,7 +289,7 @@ def train_scorer(config: ScorerTrainConfig, log: Any = None) -> tuple[MoveScorer
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "workbench train scorer") -> int:
-    """``workbench train scorer --out DIR``: learned_search.safetensors, metrics.csv and meta.json in DIR."""
+    """``workbench train scorer --out DIR``: the run directory DIR (config, meta, metrics and the scorer's checkpoint)."""
     parser = trainer_parser(prog, __doc__.splitlines()[0], ScorerTrainConfig, {"devices": device_counts})
     args = parse_trainer_arguments(parser, argv, ScorerTrainConfig)
     torch.set_num_threads(1)
@@ -283,12 +297,27 @@ def main(argv: Sequence[str] | None = None, prog: str = "workbench train scorer"
         config = ScorerTrainConfig(**{f.name: getattr(args, f.name) for f in fields(ScorerTrainConfig)})
     except ValueError as error:
         parser.error(str(error))
-    scorer, rows, costs = train_scorer(config, log=sys.stderr)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     command = shlex.join([*prog.split(), *(argv if argv is not None else sys.argv[1:])])
-    save_scorer(checkpoint_file(out, METHOD), scorer, {"config": asdict(config), **costs})
-    run = RunWriter(out)
-    CsvLog(run.metrics_path, METRICS).write(rows)
-    run.write_meta({"command": command, "config": asdict(config), **costs, "machine": machine(), "finished": now()})
+    run = RunWriter(args.out)
+    run.start(asdict(config), scorer_meta(config, command))
+    with CsvLog(run.metrics_path, METRICS) as metrics:
+        metrics.start()
+        scorer, _, costs = train_scorer(config, log=sys.stderr, on_row=lambda row: metrics.append([row]))
+    run.checkpoint_dir.mkdir(exist_ok=True)
+    save_scorer(run.checkpoint(METHOD), scorer, {"config": asdict(config), **costs})
+    run.finish(**costs)
     return 0
+
+
+def scorer_meta(config: ScorerTrainConfig, command: str) -> dict[str, Any]:
+    """The scorer run's record for ``meta.json`` (:meth:`~workbench.runs.RunWriter.start`): the method, the training
+    graphs and device counts, its one stage (``scorer``) and ``command``."""
+    graphs = [e.name for e in split_entries(config, "train")]
+    return {
+        "method": METHOD,
+        "graphs": graphs,
+        "devices": list(config.devices),
+        "seed": config.seed,
+        "stages": ["scorer"],
+        "command": command,
+    }

@@ -42,7 +42,6 @@ import torch
 
 from ..graph import DataflowGraph
 from ..learn.checkpoint import TrainedFor
-from ..provenance import now as _now
 from ..runs.validate import best_folder
 from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, non_finite_failure, save_checkpoint, weights_are_finite
 from .config import TrainConfig
@@ -429,7 +428,7 @@ def _evaluate(session: Session, device: torch.device, unseen: dict[str, Dataflow
             "seen": False,
             **reference_makespans({name: graph}, config.devices)[name],
         }
-    run.update_meta(status="finished", episodes_done=session.episode, evaluation=evaluation, finished=_now())
+    run.finish(episodes_done=session.episode, evaluation=evaluation)
     return TrainResult(run.path, "finished", session.episode, evaluation)
 
 

@@ -3,17 +3,20 @@
 Each graph gets its own run (``RUNS/<graph>``, resumable like any ``workbench
 train`` run); its final policy is exported to
 ``datasets/pretrained/<graph>/<method>.safetensors`` (the stage checkpoint with the
-best greedy placement, see :func:`export_policy`) beside the run's ``config.json``,
-``meta.json``, ``metrics.csv`` (``greedy.csv`` when it has one) and its best placement (``best_placement.json``:
-the best seen in training, often better than the policy's greedy one), so every shipped number can be traced to
-the episodes that produced it. Usage::
+best greedy placement, see :func:`export_policy`). The export is an ordinary run directory
+(:mod:`workbench.runs`): the run's ``config.json``, ``meta.json``, ``metrics.csv`` (``greedy.csv`` when it has one)
+and ``best/`` (``placement.json`` and its ``trace.json``: the best placement seen in training, often better than
+the policy's greedy one), without the training checkpoints, plus the policy and ``export.json``; so every shipped
+number can be traced to the episodes that produced it. Usage::
 
     workbench train pretrained --episodes 150,250 [--graphs ffnn ...] [--runs runs/pretrained] [--set FIELD=VALUE ...]
     workbench train pretrained --export runs/bench-training/doppler/*/seed0   # finished runs made elsewhere
+    workbench train pretrained --migrate   # once (issue 30): the shipped folders of the older layout become run directories
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import shlex
@@ -27,15 +30,28 @@ import torch
 
 from ..commandline import OneLineParser
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
-from ..fileio import atomic_write_text
-from ..runs import checkpoint_file, checkpoint_name, read_meta, read_rows, reference as reference_of, shipped_training_runs
+from ..fileio import atomic_write_json, atomic_write_text
+from ..learn.learned_search import METHOD as SCORER
+from ..runs import (
+    ZERO_SHOT_FOLDER,
+    CsvLog,
+    RunPaths,
+    RunWriter,
+    checkpoint_file,
+    checkpoint_name,
+    read_meta,
+    read_rows,
+    reference as reference_of,
+    shipped_training_runs,
+    zero_shot_checkpoint,
+)
 from ..sim import simulate
 from .checkpoint import load_checkpoint
 from .config import TrainConfig, parse_overrides
 from .loop import load_graphs, train
 from .rundir import RunDirectory
 
-__all__ = ["PRETRAINED_DIR", "export_policy", "summary_table", "main"]
+__all__ = ["PRETRAINED_DIR", "export_policy", "migrate_shipped", "summary_table", "main"]
 
 PRETRAINED_DIR = DATASETS_DIR / "pretrained"
 
@@ -80,12 +96,98 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     target = checkpoint_file(destination, meta["method"])
     destination.mkdir(parents=True, exist_ok=True)
     policy.save(target, extra={"run": summary, **record})
-    for name in ("config.json", "meta.json", "metrics.csv", "greedy.csv"):
-        if name != "greedy.csv" or (run.path / name).is_file():  # runs trained before greedy.csv existed have none
-            atomic_write_text(destination / name, (run.path / name).read_text(encoding="utf-8"))
-    atomic_write_text(destination / "best_placement.json", (run.best_dir / "placement.json").read_text(encoding="utf-8"))
-    atomic_write_text(destination / "export.json", json.dumps(record, indent=2) + "\n")
+    exported = RunPaths(destination)
+    for source, copy in (
+        (run.config_path, exported.config_path),
+        (run.meta_path, exported.meta_path),
+        (run.metrics_path, exported.metrics_path),
+        (run.greedy_path, exported.greedy_path),  # runs trained before greedy.csv existed have none
+        (run.best_dir / "placement.json", exported.best_dir / "placement.json"),
+        (run.best_dir / "trace.json", exported.best_dir / "trace.json"),
+    ):
+        if source.is_file() or source != run.greedy_path:
+            atomic_write_text(copy, source.read_text(encoding="utf-8"))
+    atomic_write_json(destination / "export.json", record)
     return target
+
+
+def migrate_shipped(root: str | Path = PRETRAINED_DIR) -> list[Path]:
+    """Bring the shipped folders under ``root`` of the older layout into the run-directory layout; run once (issue 30).
+
+    - A graph's export: its ``best_placement.json`` becomes ``best/placement.json`` (a placement file: identity keys
+      added, the assignment unchanged) beside its simulated ``best/trace.json``.
+    - ``zero_shot/``: ``meta.json`` is written by :func:`~workbench.training.gate_training.gate_meta` from the gate
+      run's ``config.json`` (its ``start_from`` named as the corpus trainer names it now, ``sim-best``) and the policy.
+    - ``learned_search/``: ``config.json`` is split out of ``meta.json``, which gets the scorer run's record
+      (:func:`~workbench.training.learned_search.scorer_meta`); ``metrics.csv`` gets its ``episode`` column (the epochs
+      over the rounds), every other field as it was.
+
+    The policies' files are not touched. Returns the files written; a folder already migrated is left as it is.
+    """
+    root, written = Path(root), []
+    for folder in shipped_training_runs(root):
+        written += _migrate_export(folder)
+    written += _migrate_zero_shot(root / ZERO_SHOT_FOLDER)
+    written += _migrate_scorer(root / SCORER)
+    return written
+
+
+def _migrate_export(folder: Path) -> list[Path]:
+    from ..datasets import bundled_graph
+    from ..placers.placement_file import placement_record
+
+    old = folder / "best_placement.json"
+    if not old.is_file():
+        return []
+    found, run = json.loads(old.read_text(encoding="utf-8")), RunWriter(folder)
+    graph, devices = bundled_graph(found["graph"]), int(found["devices"])
+    simulated = simulate(graph, found["assignment"], devices)
+    if not np.isclose(simulated.makespan, found["makespan"], rtol=1e-9):
+        raise ValueError(f"{old}: makespan {found['makespan']!r}, but its assignment simulates to {simulated.makespan!r}")
+    fields = {key: found[key] for key in ("method", "makespan", "order", "stage", "episode") if key in found}
+    run.write_best(placement_record(graph, found["assignment"], devices, graph=found["graph"], **fields), simulated.trace.to_json())
+    old.unlink()
+    return [run.best_dir / "placement.json", run.best_dir / "trace.json"]
+
+
+def _config(kind: type[Any], held: dict[str, Any]) -> Any:
+    """The trainer config ``kind`` of the JSON ``held`` (lists back to tuples)."""
+    fields: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in held.items()}
+    return kind(**fields)
+
+
+def _migrate_zero_shot(folder: Path) -> list[Path]:
+    from ..learn import load_policy
+    from .gate_training import GateTrainConfig, gate_meta
+
+    run = RunWriter(folder)
+    if read_meta(run.meta_path).get("status") == "finished":
+        return []
+    held = json.loads(run.config_path.read_text(encoding="utf-8"))
+    start = Path(held["start_from"])
+    if start == checkpoint_file(start.parent, "best"):  # the corpus trainer's kept Stage II weights, as it named them then
+        held["start_from"] = checkpoint_file(start.parent, "sim-best").as_posix()
+    config = _config(GateTrainConfig, held)
+    command = "workbench train gate --out runs/gate-s2 --start-from " + config.start_from
+    meta = {**gate_meta(config, load_policy(zero_shot_checkpoint(folder.parent)).method, command=command), "status": "finished"}
+    run.write_config(held)
+    run.write_meta(meta)
+    return [run.config_path, run.meta_path]
+
+
+def _migrate_scorer(folder: Path) -> list[Path]:
+    from .learned_search import METRICS as SCORER_METRICS, ScorerTrainConfig, scorer_meta
+
+    run = RunWriter(folder)
+    held = read_meta(run.meta_path)
+    if held.get("status") == "finished":
+        return []
+    config = _config(ScorerTrainConfig, held.pop("config"))
+    run.write_config(dataclasses.asdict(config))
+    rows = [{"episode": (int(row["round"]) - 1) * config.epochs + int(row["epoch"]), **row} for row in read_rows(run.metrics_path)]
+    CsvLog(run.metrics_path, SCORER_METRICS).write(rows)
+    run.write_meta({**scorer_meta(config, held["command"]), **held, "status": "finished"})
+    return [run.config_path, run.metrics_path, run.meta_path]
 
 
 def _cell(value: float, critical_path: float) -> str:
@@ -131,7 +233,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "workbench train pretrai
     parser.add_argument("--runs", default="runs/pretrained", help="where the runs go (resumable)")
     parser.add_argument("--to", default=str(PRETRAINED_DIR), help="where the exported policies go")
     parser.add_argument("--table", action="store_true", help="print the markdown summary of the policies in --to, then exit")
+    parser.add_argument("--migrate", action="store_true", help="make the older folders in --to run directories, then exit")
     args = parser.parse_args(argv)
+    if args.migrate:
+        for path in migrate_shipped(args.to):
+            print(f"wrote {path}")
+        return 0
     if args.table:
         print(summary_table(args.to))
         return 0

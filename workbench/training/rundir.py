@@ -10,12 +10,12 @@ instant; a half-written last line (power loss) is ignored by
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write_text
 from ..runs import GREEDY_COLUMNS, METRIC_COLUMNS, PREDICTED_COLUMN, CsvLog, RunWriter
 from .config import TrainConfig
 
@@ -43,11 +43,7 @@ class RunDirectory(RunWriter):
 
     def create(self, config: TrainConfig, meta: Mapping[str, Any]) -> None:
         """Start a fresh run: config, meta (status running), a metrics header and a greedy-evaluation header."""
-        if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"{self.path} exists and is not a directory")
-        self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.config_path, config.to_json())
-        self.write_meta(dict(meta))
+        self.start(dataclasses.asdict(config), meta)
         CsvLog(self.metrics_path, self.columns(config)).start()
         CsvLog(self.greedy_path, GREEDY_COLUMNS).start()
 

@@ -21,7 +21,7 @@ imported when used).
 from .best import best_folder, check_best
 from .common import STATUSES, RunDamaged, damaged, read_json_object
 from .train_run import Progress, RunCheck, RunPlan, check_greedy, check_meta, check_metrics, check_run
-from .trainers import GATE_SELECTION, Column, CorpusPlan, GatePlan, TrainerCheck, check_corpus_run, check_gate_run, check_table
+from .trainers import GATE_SELECTION, GATE_STAGE, Column, CorpusPlan, GatePlan, TrainerCheck, check_corpus_run, check_gate_run, check_table
 
 __all__ = [
     "RunDamaged",
@@ -45,4 +45,5 @@ __all__ = [
     "GatePlan",
     "check_gate_run",
     "GATE_SELECTION",
+    "GATE_STAGE",
 ]

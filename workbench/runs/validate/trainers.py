@@ -106,12 +106,12 @@ def check_table(path: Path, columns: Mapping[str, Column]) -> list[tuple[int, di
 @dataclass(frozen=True)
 class TrainerCheck:
     """A checked corpus or gate run directory: its status, derived from the files (``new``, ``interrupted``,
-    ``finished`` or ``diverged``), why it diverged, and which scoring kept ``best.safetensors``."""
+    ``finished`` or ``diverged``), why it diverged, and which scoring kept ``<stage>-best.safetensors``."""
 
     status: str
     reason: str = ""
     best_at: int | None = None
-    """The episode (corpus) or step (gate) of the last scoring that kept ``best.safetensors``; None: none did."""
+    """The episode (corpus) or step (gate) of the last scoring that kept ``<stage>-best.safetensors``; None: none did."""
 
 
 def _non_finite(value: Any) -> bool:
@@ -151,11 +151,17 @@ class CorpusPlan:
     selection_floor: float
     """The smallest mean makespan over critical_path's the selection pairs can score (from their lower bounds)."""
 
+    @property
+    def stage(self) -> str:
+        """The run's stage as ``workbench train`` names it, ``il`` (imitation) or ``sim`` (reinforce on the simulator): its
+        kept weights are ``checkpoints/<stage>-best``."""
+        return "il" if self.imitation else "sim"
+
 
 def check_corpus_run(path: str | os.PathLike, plan: CorpusPlan, episode: int) -> TrainerCheck:
     """Every file of the corpus run ``path`` whose ``last.safetensors`` is at ``episode`` (0: none), besides the
     checkpoints' own contents (the trainer's, with torch): ``teachers.json``, ``metrics.csv``, ``selection.csv`` and
-    whether ``best.safetensors`` is there. Reads only; a damaged directory is a :class:`RunDamaged`.
+    whether ``<stage>-best.safetensors`` is there. Reads only; a damaged directory is a :class:`RunDamaged`.
 
     ``metrics.csv`` is written before the checkpoint that covers it, so rows past ``episode`` (at most a checkpoint's
     worth) are there after a kill, and the run's last row when it diverged (a non-finite loss).
@@ -222,8 +228,8 @@ def _check_corpus_selection(paths: RunPaths, plan: CorpusPlan, episode: int) -> 
     if len(rows) < due:
         raise damaged(path, f"holds {len(rows)} scoring(s), but {due} came before the checkpoint at episode {episode}")
     best_at = _check_scores(path, [(n, r) for n, r in rows if r["episode"] <= episode], "episode")
-    if best_at is not None and not paths.checkpoint("best").is_file():
-        raise damaged(paths.checkpoint("best"), f"missing, but selection.csv keeps the weights of episode {best_at}")
+    if best_at is not None and not paths.best_checkpoint(plan.stage).is_file():
+        raise damaged(paths.best_checkpoint(plan.stage), f"missing, but selection.csv keeps the weights of episode {best_at}")
     return best_at
 
 
@@ -257,6 +263,10 @@ def _check_teachers(path: Path, plan: CorpusPlan, episode: int) -> None:
         raise damaged(path, f"lacks the teacher of {missing[0]}, but the checkpoint is at episode {episode}")
 
 
+GATE_STAGE = "gate"
+"""The gate trainer's one stage: its kept weights are ``checkpoints/gate-best``."""
+
+
 @dataclass(frozen=True)
 class GatePlan:
     """What a gate training run's config says it does (built by :mod:`workbench.training.gate_training`)."""
@@ -269,7 +279,7 @@ class GatePlan:
 
 
 def check_gate_run(path: str | os.PathLike, plan: GatePlan) -> TrainerCheck:
-    """``costs.csv``, ``selection.csv`` and whether ``best.safetensors`` is there, of the gate run ``path``; its status:
+    """``costs.csv``, ``selection.csv`` and whether ``gate-best.safetensors`` is there, of the gate run ``path``; its status:
     ``finished`` once every scoring of the plan is logged, ``diverged`` when the last row's loss is not finite. Reads only."""
     paths = RunPaths(path)
     costs, selection = paths.path / "costs.csv", paths.path / "selection.csv"
@@ -295,8 +305,8 @@ def check_gate_run(path: str | os.PathLike, plan: GatePlan) -> TrainerCheck:
         floor = min((f for split, _, f in plan.pairs if split != "train"), default=POSITIVE)
         at_least(selection, number, "mean_over_critical_path", row["mean_over_critical_path"], floor, "the lower bound")
     best_at = _check_scores(selection, rows, "step")
-    if best_at is not None and not paths.checkpoint("best").is_file():
-        raise damaged(paths.checkpoint("best"), f"missing, but selection.csv keeps the weights of step {best_at}")
+    if best_at is not None and not paths.best_checkpoint(GATE_STAGE).is_file():
+        raise damaged(paths.best_checkpoint(GATE_STAGE), f"missing, but selection.csv keeps the weights of step {best_at}")
     if reason:
         return TrainerCheck("diverged", reason, best_at)
     return TrainerCheck("finished" if len(rows) == due else "interrupted" if rows else "new", "", best_at)
