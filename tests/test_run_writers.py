@@ -47,7 +47,7 @@ KEPT = {
     TRAIN: ("il", "sim"),
     "corpus": ("il-best", "last"),
     "gate": ("gate-best",),
-    "scorer": ("learned_search",),
+    "scorer": ("scorer",),
 }
 STAGES = {TRAIN: ["il", "sim"], "corpus": ["il"], "gate": ["gate"], "scorer": ["scorer"]}
 METHODS = {TRAIN: "doppler", "corpus": "doppler", "gate": "doppler_plc_only", "scorer": "learned_search"}

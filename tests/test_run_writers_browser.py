@@ -13,7 +13,13 @@ __all__ = ["browser", "pytestmark", "trained"]  # the fixtures and marks shared 
 
 LISTED = (TRAIN, "corpus", "gate", "scorer", "pretrained ffnn_192nodes")
 """The run table's labels of the runs (the export is the datasets folder's pretrained policy of ffnn_192nodes)."""
-OFFERED = {TRAIN: f"run {TRAIN}, ", "corpus": "run corpus, ", "gate": "run gate, ", "pretrained": "(pretrained, "}
+OFFERED = {
+    TRAIN: f"run {TRAIN}, ",
+    "corpus": "run corpus, ",
+    "gate": "run gate, ",
+    "scorer": "learned_search (run scorer, ",
+    "pretrained": "(pretrained, ",
+}
 """What Compare's method options say of each trainer's weights, searched for by the text typed into the picker."""
 
 
@@ -47,7 +53,7 @@ def test_training_lists_every_trainers_run_and_the_export(server, browser, tmp_p
     finish(page, errors, tmp_path / "training-every-trainer.png")
 
 
-def test_compare_offers_the_weights_of_every_policy_trainers_run(server, browser, tmp_path):
+def test_compare_offers_the_weights_of_every_trainers_run(server, browser, tmp_path):
     page, errors = visit(browser, server + "/", "text=device timelines")
     for typed, label in OFFERED.items():
         found = options(page, typed)

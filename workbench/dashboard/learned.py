@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..datasets import PAPER_GRAPHS
 from ..learn.header import CheckpointHeader, read_header
+from ..placers import methods
 from ..runs import STAGE_NAMES, checkpoint_name, try_read_json
 from .choice import MethodChoice
 from .context import DashboardContext
@@ -56,7 +57,7 @@ class Origin:
         :data:`GRAPHS_NAMED` graphs: their count and the first ones)."""
         named = ", ".join(self.graphs[:GRAPHS_NAMED]) + (", …" if len(self.graphs) > GRAPHS_NAMED else "")
         graphs = f"{len(self.graphs)} graphs ({named})" if len(self.graphs) > GRAPHS_NAMED else named
-        text = f"trained on {graphs or 'unknown graphs'}, {self.stage}"
+        text = f"trained on {graphs or 'graphs its header does not name'}, {self.stage}"
         return text + (f"; placed on {placed_on}" if placed_on is not None and placed_on not in self.graphs else "")
 
     def label(self, placed_on: str | None = None) -> str:
@@ -127,7 +128,8 @@ def checkpoint_origin(ctx: DashboardContext, value: str) -> Origin | None:
     header = checkpoint_header(path)
     trained = header.trained_for
     graphs = tuple(dict.fromkeys(g.name for g in trained.graphs)) if trained else ()
-    cross_graph = bool(trained and trained.cross_graph)
+    # a move scorer (learned_search) records no training graphs and scores any graph's moves; a policy must record them
+    cross_graph = bool(trained.cross_graph) if trained else (header.method or choice.method) not in methods("learned")
     devices = trained.devices if trained and not cross_graph else None
     kind = "pretrained" if choice.root == "datasets" else "run"
     stage = _origin_stage(choice, path, header)

@@ -191,7 +191,8 @@ def save_upload(ctx: DashboardContext, filename: str, contents: str) -> str:
 # --------------------------------------------------------------- methods
 def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[MethodChoice]:
     """The checkpoints on offer: pretrained files (the graph's own, the shipped cross-graph policy) and the runs' weights
-    to use (:meth:`~workbench.runs.RunPaths.usable_checkpoints`) of every run :func:`~workbench.runs.list_runs` finds."""
+    to use (:meth:`~workbench.runs.RunPaths.usable_checkpoints`) of every run :func:`~workbench.runs.list_runs` finds: a
+    policy's, or a move scorer's (``learned_search``, whose own default scorer is the plain method's)."""
     files = []
     for method in methods("learned") if re.fullmatch(r"[A-Za-z0-9_-]+", graph_name) else ():
         files.append(("datasets", ctx.datasets_dir, pretrained_checkpoint(graph_name, method, ctx.datasets_dir / "pretrained")))
@@ -206,7 +207,7 @@ def _learned_checkpoints(ctx: DashboardContext, graph_name: str) -> list[MethodC
             method = checkpoint_header(path).method if path.is_file() else ""
         except ValueError:
             continue  # not a checkpoint the placer could load: not offered
-        if method in methods("learned"):
+        if method in registered_placers() and "checkpoint" in placer_options(method):  # a policy, or learned_search's scorer
             found.append(MethodChoice(method, root, path.relative_to(folder).as_posix()))
     return found
 

@@ -13,7 +13,8 @@ listwise softmax loss (ListNet: Cao et al., ICML 2007): the target is
 (:mod:`workbench.runs`): ``config.json``, ``meta.json`` (the command, the
 machine, the training graphs; once finished the CPU seconds, states and
 simulated moves), ``metrics.csv`` (one row per epoch, appended as it is
-trained) and ``checkpoints/learned_search.safetensors``.
+trained) and ``checkpoints/scorer.safetensors`` (named after its one stage, as every
+run's stage weights are, so that the dashboard's Compare offers it).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ from .config import device_counts, parse_trainer_arguments, trainer_parser
 
 __all__ = ["ScorerTrainConfig", "METRICS", "collect_states", "train_scorer", "main"]
 
+STAGE = "scorer"
+"""The scorer run's one stage, which names its checkpoint (``checkpoints/scorer.safetensors``)."""
 QUALITY = ("top1_decrease", "random_decrease", "best_decrease")
 """What :func:`ranking_quality` measures on a set of states."""
 QUALITY_COLUMNS = tuple(f"{split}_{k}" for split in ("train", "validation") for k in QUALITY)
@@ -304,7 +307,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "workbench train scorer"
         metrics.start()
         scorer, _, costs = train_scorer(config, log=sys.stderr, on_row=lambda row: metrics.append([row]))
     run.checkpoint_dir.mkdir(exist_ok=True)
-    save_scorer(run.checkpoint(METHOD), scorer, {"config": asdict(config), **costs})
+    save_scorer(run.stage_checkpoint(STAGE), scorer, {"config": asdict(config), **costs})
     run.finish(**costs)
     return 0
 
@@ -318,6 +321,6 @@ def scorer_meta(config: ScorerTrainConfig, command: str) -> dict[str, Any]:
         "graphs": graphs,
         "devices": list(config.devices),
         "seed": config.seed,
-        "stages": ["scorer"],
+        "stages": [STAGE],
         "command": command,
     }
