@@ -333,7 +333,7 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
     refused = [
         ("place", {"graph": "Makefile"}, "under datasets/ or runs/"),
         ("place", {"graph": "README.md"}, "under datasets/ or runs/"),
-        ("place", {"graph": "chain_mm", "checkpoint": "README.md"}, "under datasets/ or runs/"),
+        ("place", {"graph": "chain_mm", "option": "checkpoint=README.md"}, "under datasets/ or runs/"),
         ("train", {"graphs": "ffnn", "out": "r", "init_checkpoint": "README.md"}, "under datasets/ or runs/"),
         ("train", {"graphs": "ffnn", "out": "r", "set": "init_checkpoint=README.md"}, "under datasets/ or runs/"),
         ("train", {"graphs": "ffnn", "out": "r", "set": "graphs=ffnn,Makefile"}, "under datasets/ or runs/"),
