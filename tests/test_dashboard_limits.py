@@ -181,6 +181,7 @@ def compare_body(graph_key: str, methods: list[str], seed: int, budget: int, tim
                 {"id": f"compare-{name}", "property": "value", "value": value}
                 for name, value in (("methods", methods), ("seed", seed), ("budget", budget), ("time-limit", time_limit))
             ),
+            {"id": "compare-options", "property": "data", "value": {}},
             {"id": "compare-state", "property": "data", "value": None},
             {"id": "compare-pending", "property": "data", "value": []},
         ],
