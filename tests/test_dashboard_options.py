@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from dash import dcc
 
+from workbench.dashboard import create_app
 from workbench.dashboard.jobs import LaunchError, validate_arguments
 from workbench.dashboard.pages import compare, whatif
 from workbench.dashboard.pages.compare_options import checked_options, form_options, option_fields, state_arguments
@@ -95,6 +96,37 @@ def test_compare_places_each_method_with_its_options_and_what_if_sees_the_same_p
 def test_a_bad_option_is_the_message_and_nothing_is_placed(context):
     children, state = compare.compare_view(context, CHAIN, 4, ["local_search"], 0, 100, None, {"local_search": {"max_batch": "x"}})
     assert state is None and "option max_batch='x' of method 'local_search': expected a whole number (int)" in str(children)
+
+
+def set_options_request(client, method: str, typed: dict[str, str], stored: dict) -> dict:
+    """The form's callback as the browser calls it when a box changes: every field's value and id, the method, the store."""
+    fields = [{"type": "compare-option", "key": key} for key in typed]
+    body = {
+        "output": "..compare-options.data...compare-options-message.children..",
+        "outputs": [{"id": "compare-options", "property": "data"}, {"id": "compare-options-message", "property": "children"}],
+        "inputs": [[{"id": i, "property": "value", "value": v} for i, v in zip(fields, typed.values(), strict=True)]],
+        "state": [
+            [{"id": i, "property": "id", "value": i} for i in fields],
+            {"id": "compare-options-method", "property": "value", "value": method},
+            {"id": "compare-options", "property": "data", "value": stored},
+        ],
+        "changedPropIds": ['{"key":"budget","type":"compare-option"}.value'],
+    }
+    reply = client.post("/_dash-update-component", json=body, headers={"Host": "localhost"})
+    assert reply.status_code == 200
+    return reply.get_json()["response"]
+
+
+def test_the_form_callback_keeps_what_was_typed_per_method_and_names_a_bad_value(context):
+    client = create_app(runs_dir=context.runs_dir).server.test_client()
+    reply = set_options_request(client, "local_search", {"budget": "abc", "loop": ""}, {"heft": {"ties": "3"}})
+    assert reply["compare-options"]["data"] == {"heft": {"ties": "3"}, "local_search": {"budget": "abc"}}  # an empty box: default
+    assert "option budget='abc' of method 'local_search': expected a whole number (int)" in str(reply["compare-options-message"])
+    reply = set_options_request(client, "local_search", {"budget": "25"}, {"heft": {"ties": "3"}})
+    assert "set: heft ties=3; local_search budget=25" in str(reply["compare-options-message"])
+    reply = set_options_request(client, "local_search", {"budget": ""}, {"local_search": {"budget": "25"}})
+    assert reply["compare-options"]["data"] == {}
+    assert "no option set: every method runs with its defaults" in str(reply["compare-options-message"])
 
 
 # ------------------------------------------------------------------------------------------ in a browser
