@@ -201,7 +201,7 @@ def _place_each(
             args = placement_arguments(context, graph_key, value, devices, seed, budget, time_limit, chosen)
             placement, result = run_placement(*args), simulate_placement(*args)
         except Cancelled as exc:
-            short, text = _cancelled(exc, context, time_limit)
+            short, text = _cancelled(exc, context, args.time_limit)  # the clock this method ran on
             if short:
                 cut.append((label, short))
             done.append((label, None, None, f"{label} {text}"))
