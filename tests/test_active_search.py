@@ -196,8 +196,8 @@ def test_place_cli_runs_active_search_with_a_polish_share(checkpoint, capsys):
 
     from workbench.cli import main
 
-    assert main(["place", "chain_mm", "--method", "doppler", "--checkpoint", str(checkpoint), "--search", "active"]
-                + ["--budget", "12", "--polish", "0.5", "--json"]) == 0  # fmt: skip
+    options = ["--option", f"checkpoint={checkpoint}", "--option", "search=active", "--option", "polish=0.5"]
+    assert main(["place", "chain_mm", "--method", "doppler", *options, "--budget", "12", "--json"]) == 0
     details = json.loads(capsys.readouterr().out)["details"]
     assert details["evaluations"] == 12 and details["polished_evaluations"] == 6 and details["search"] == "active"
 

@@ -365,8 +365,8 @@ def test_the_shipped_move_scorer_scores_exactly_as_before():
 
 # ------------------------------------------------------------------------------------------ command routes
 ROUTES = {
-    "place": lambda path, tmp: ["place", "chain_mm", "--method", "doppler", "--devices", "4", "--checkpoint", str(path)],
-    "start_policy": lambda path, tmp: ["place", "chain_mm", "--method", "learned_search", "--devices", "4", "--start-policy", str(path)],
+    "place": lambda path, tmp: ["place", "chain_mm", "--method", "doppler", "--devices", "4", "--option", f"checkpoint={path}"],
+    "start_policy": lambda path, tmp: ["place", "chain_mm", "--method", "learned_search", "--option", f"start_policy={path}"],
     "init_checkpoint": lambda path, tmp: ["train", "chain_mm", "--init-checkpoint", str(path), "--out", str(tmp / "run")],
 }
 

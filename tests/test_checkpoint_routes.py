@@ -2,10 +2,11 @@
 
 The crafted files are the case tables of ``tests/test_checkpoint_header.py`` (config fields, header, weights,
 ``trained_for``, move-scorer) plus damaged files (a pickle payload, flipped or truncated bytes, a lying length, an
-edited header, a header or a file over its size cap), each applied to the file a route expects. The routes: ``place --checkpoint``,
-``place --start-policy`` (learned_search's start), ``train --init-checkpoint``, a gated policy placed by
-``doppler_plc_only``, the gate trainer's ``start_from``, resuming a run whose ``last`` checkpoint is crafted, the
-dashboard's placement loader, and ``place --method learned_search --checkpoint`` for a move scorer.
+edited header, a header or a file over its size cap), each applied to the file a route expects. The routes:
+``place --option checkpoint=FILE``, ``place --option start_policy=FILE`` (learned_search's start), ``train
+--init-checkpoint``, a gated policy placed by ``doppler_plc_only``, the gate trainer's ``start_from``, resuming a run
+whose ``last`` checkpoint is crafted, the dashboard's placement loader, and ``place --method learned_search --option
+checkpoint=FILE`` for a move scorer.
 """
 
 from __future__ import annotations
@@ -271,7 +272,7 @@ POLICY_ROUTES: dict[str, Callable[..., None]] = {
     "resume": resume,
     "dashboard": dashboard_loader,
 }
-SCORER_ROUTE = ["place", "chain_mm", "--method", "learned_search", "--devices", "4", "--budget", "20", "--checkpoint"]
+SCORER_ROUTE = ["place", "chain_mm", "--method", "learned_search", "--devices", "4", "--budget", "20", "--option"]
 
 
 @pytest.mark.parametrize("route", sorted(POLICY_ROUTES))
@@ -286,7 +287,7 @@ def test_a_crafted_policy_is_refused_on_every_route(tmp_path, capsys, honest, in
 def test_a_crafted_move_scorer_is_refused_by_learned_search(tmp_path, capsys, honest, case):
     craft, message = MOVE_SCORER_CASES[case]
     path = craft(honest["scorer"], tmp_path / "crafted.safetensors")
-    assert main([*SCORER_ROUTE, str(path)]) == 2
+    assert main([*SCORER_ROUTE, f"checkpoint={path}"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "Traceback" not in err and message in err, err
     assert not path.with_suffix(".pwned").exists()

@@ -181,6 +181,7 @@ def compare_body(graph_key: str, methods: list[str], seed: int, budget: int, tim
                 {"id": f"compare-{name}", "property": "value", "value": value}
                 for name, value in (("methods", methods), ("seed", seed), ("budget", budget), ("time-limit", time_limit))
             ),
+            {"id": "compare-options", "property": "data", "value": {}},
             {"id": "compare-state", "property": "data", "value": None},
             {"id": "compare-pending", "property": "data", "value": []},
         ],
@@ -333,7 +334,7 @@ def test_launch_refuses_files_oracles_hosts_and_sizes_beyond_the_caps(context):
     refused = [
         ("place", {"graph": "Makefile"}, "under datasets/ or runs/"),
         ("place", {"graph": "README.md"}, "under datasets/ or runs/"),
-        ("place", {"graph": "chain_mm", "checkpoint": "README.md"}, "under datasets/ or runs/"),
+        ("place", {"graph": "chain_mm", "option": "checkpoint=README.md"}, "under datasets/ or runs/"),
         ("train", {"graphs": "ffnn", "out": "r", "init_checkpoint": "README.md"}, "under datasets/ or runs/"),
         ("train", {"graphs": "ffnn", "out": "r", "set": "init_checkpoint=README.md"}, "under datasets/ or runs/"),
         ("train", {"graphs": "ffnn", "out": "r", "set": "graphs=ffnn,Makefile"}, "under datasets/ or runs/"),

@@ -118,16 +118,16 @@ def untrained_runs(context, methods_without_a_shipped_checkpoint: list[str]) -> 
 
 
 def cli_makespan(key: str, value: str, context, seed: int, budget: int, capsys) -> float:
-    """What ``workbench place`` prints for a Compare method value (its checkpoint as --checkpoint, active search as --search
-    active, --budget where the method takes one), by the CLI's own code path."""
+    """What ``workbench place`` prints for a Compare method value (its checkpoint as --option checkpoint=FILE, active search as
+    --option search=active, --budget where the method takes one), by the CLI's own code path."""
     from workbench.cli import main
     from workbench.dashboard.sources import parse_method
 
     method, options = parse_method(context, value)
     argv = ["place", str(context.in_datasets(key.partition(":")[2])), "--method", method, "--devices", "4", "--seed", str(seed)]
     argv += ["--budget", str(budget)] if "budget" in wb.placers.placer_options(method) else []
-    argv += ["--checkpoint", options["checkpoint"]] if "checkpoint" in options else []
-    argv += ["--search", "active"] if options.get("search") == "active" else []
+    argv += ["--option", f"checkpoint={options['checkpoint']}"] if "checkpoint" in options else []
+    argv += ["--option", "search=active"] if options.get("search") == "active" else []
     capsys.readouterr()
     assert main([*argv, "--json"]) == 0, argv
     return float(json.loads(capsys.readouterr().out)["makespan"])

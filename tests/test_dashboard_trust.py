@@ -46,6 +46,7 @@ def good_state(**changes) -> dict:
         "seed": 0,
         "budget": 50,
         "time_limit": None,
+        "options": {},
         "x_max": 1.0,
     }
     return {**state, **changes}
@@ -65,6 +66,9 @@ FORGED = [
     ({"methods": ["critical_path", "no_such_method"]}, "unknown method"),
     ({"labels": ["only one"]}, "one label per method"),
     ({"x_max": float("inf")}, "finite"),
+    ({"options": {"local_search": {"budget": 10**12}}}, "--max-budget"),
+    ({"options": {"local_search": {"start": [0, 1]}}}, "cannot be given as text"),
+    ({"options": ["local_search"]}, "the method options must be"),
 ]
 
 
@@ -304,7 +308,7 @@ def test_polish_stops_when_the_browser_leaves(context):
     """The probe's case: Polish kept burning CPU after the client left. Now its child dies with the connection."""
     app = create_app(runs_dir=context.runs_dir)
     state = good_state(budget=app.workbench_context.limits.max_budget)  # the longest polish the server allows
-    work.run_placement(app.workbench_context, CHAIN, "critical_path", 4, 0, state["budget"], None)  # the start, as Compare left it
+    work.run_placement(app.workbench_context, CHAIN, "critical_path", 4, 0, state["budget"], None, ())  # the start, as Compare left it
     body = json.dumps(callback_body(*edit_request(state, button="whatif-polish"))).encode()
     with serving(app) as port:
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -332,8 +336,8 @@ def test_a_light_request_is_answered_while_every_slot_is_held(context, monkeypat
     client = app.server.test_client()
     state = good_state()
     ctx = app.workbench_context
-    for method in state["methods"]:  # the comparison as Compare left it: its placements cached
-        work.run_placement(ctx, CHAIN, method, 4, 0, 50, None)
+    for method in state["methods"]:  # the comparison as Compare left it (its options form empty): its placements cached
+        work.run_placement(ctx, CHAIN, method, 4, 0, 50, None, ())
     taken: list = []
     real_take = RUNNER._take_slot
     stop, threads = hold_every_slot(ctx)
@@ -380,8 +384,8 @@ def test_a_light_request_stays_under_half_a_second_while_every_slot_spins(contex
     wall times are printed: with the children at the server's priority a Move took a median 365 ms and up to 1.7 s."""
     app = create_app(runs_dir=context.runs_dir)
     client, ctx, state = app.server.test_client(), app.workbench_context, good_state()
-    for method in state["methods"]:  # the comparison as Compare left it: its placements cached
-        work.run_placement(ctx, CHAIN, method, 4, 0, 50, None)
+    for method in state["methods"]:  # the comparison as Compare left it (its options form empty): its placements cached
+        work.run_placement(ctx, CHAIN, method, 4, 0, 50, None, ())
     free = [timed_move(client, state) for _ in range(5)]  # the first also imports what a figure needs
     # a server's heap is small; this process holds every earlier test's objects, whose full garbage collection (up to
     # 0.8 s in a whole-suite run) would be timed as the Move's own: leave them out of the collector's scans

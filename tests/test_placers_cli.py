@@ -61,11 +61,11 @@ def test_a_search_reports_its_gain_over_its_start_and_has_a_default_clock(capsys
 
 def test_place_learned_search_starts_from_a_given_policy(capsys):
     shipped = "datasets/pretrained/ffnn_192nodes/doppler.safetensors"
-    assert main(["place", "ffnn", "--method", "learned_search", "--budget", "40", "--start-policy", shipped, "--json"]) == 0
+    assert main(["place", "ffnn", "--method", "learned_search", "--budget", "40", "--option", f"start_policy={shipped}", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["details"]["start_method"] == "start_policy" and data["details"]["evaluations"] == 40
-    assert main(["place", "ffnn", "--method", "heft", "--start-policy", shipped]) == 2
-    assert "does not take option(s) start_policy" in capsys.readouterr().err
+    assert main(["place", "ffnn", "--method", "heft", "--option", f"start_policy={shipped}"]) == 2
+    assert "method 'heft' takes no option 'start_policy'; it takes: ties" in capsys.readouterr().err
 
 
 def test_compare_json_has_one_row_per_method_and_gaps_to_the_best_bound(capsys):

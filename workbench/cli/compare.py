@@ -29,6 +29,14 @@ def register(sub) -> None:
         metavar="SECONDS",
         help=f"wall-time limit for search and exact methods (a search's default is {SEARCH_TIME_LIMIT:g} s)",
     )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="[METHOD:]KEY=VALUE",
+        help="an option of one method (METHOD:KEY=VALUE), or of every chosen method that takes KEY (KEY=VALUE); repeatable, "
+        "typed by each method's declaration (`workbench place --list --method NAME`); it wins over --budget and --time-limit",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
@@ -61,17 +69,20 @@ def parse_methods(text: str | None) -> list[str]:
 
 def run(args) -> int:
     from ..placers import place, placer_options
+    from ..placers.options import resolve_options
     from ..sim import optimality_gap
 
     methods = parse_methods(args.methods)
     graph = load_graph_argument(args.graph)
     if args.time_limit is not None and not args.time_limit > 0:
         raise CliError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    given = resolve_options(methods, args.option)
     placements = []
     for method in methods:
         accepted = placer_options(method)
         clock = SEARCH_TIME_LIMIT if args.time_limit is None and "budget" in accepted else args.time_limit  # place's default
         options = {k: v for k, v in (("budget", args.budget), ("time_limit", clock)) if v is not None and k in accepted}
+        options.update(given[method])
         placements.append(place(graph, method=method, devices=args.devices, seed=args.seed, **options))
     bound = max(p.lower_bound for p in placements)
     rows = [{**p.to_dict(), "gap": optimality_gap(p.makespan, bound)} for p in placements]  # each row a placement file's form

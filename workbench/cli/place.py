@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from ..extras import extras_of, pip_install
@@ -17,37 +18,49 @@ from .common import (
     write_trace,
 )
 
+DROPPED = {
+    "--checkpoint": "checkpoint=FILE",
+    "--samples": "samples=N",
+    "--search": "search=active",
+    "--polish": "polish=FRACTION",
+    "--start-policy": "start_policy=CHECKPOINT",
+}
+"""The method-specific flags place had before ``--option``, and what to write instead."""
+
+
+class Dropped(argparse.Action):
+    """A flag of :data:`DROPPED`: refused with the ``--option`` that replaces it."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        parser.error(f"{option_string} was dropped: use --option {DROPPED[str(option_string)]}")
+
 
 def register(sub) -> None:
     parser = sub.add_parser("place", help="place a graph with one method and simulate it")
-    parser.add_argument("--list", action="store_true", help="list the registered methods and exit")
+    parser.add_argument(
+        "--list", action="store_true", help="list the registered methods and exit; with --method, that method's options and their types"
+    )
     parser.add_argument("graph", metavar="GRAPH", nargs="?", help="a graph file (.txt, .stg, .json) or a bundled graph name such as ffnn")
     parser.add_argument("--devices", type=positive_int, help=f"number of identical devices (default: --start's, else {DEFAULT_DEVICES})")
-    parser.add_argument("--method", default="critical_path", help="a registered method (see `workbench place --list`)")
+    parser.add_argument("--method", help="a registered method (see `workbench place --list`; default: critical_path)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=positive_int, help="simulator evaluations (search methods)")
     parser.add_argument(
         "--time-limit",
         type=float,
         metavar="SECONDS",
-        help=f"wall-time limit (search and exact methods; doppler's best of --samples; a search's default is {SEARCH_TIME_LIMIT:g} s)",
-    )
-    parser.add_argument("--checkpoint", help="checkpoint file (learned methods)")
-    parser.add_argument("--samples", type=positive_int, help="learned methods: best of the greedy placement and SAMPLES-1 further ones")
-    parser.add_argument(
-        "--search", help="doppler: 'active' adapts the policy to this graph within --budget simulator evaluations (EAS active search)"
+        help=f"wall-time limit (search and exact methods; a learned policy's samples; a search's default is {SEARCH_TIME_LIMIT:g} s)",
     )
     parser.add_argument(
-        "--polish",
-        type=float,
-        metavar="FRACTION",
-        help="active search: the share of --budget given to local_search from its best placement so far (0: pure EAS)",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any option of the method, e.g. checkpoint=FILE, samples=8, search=active (repeatable; typed by the method's own "
+        "declaration, see `workbench place --list --method NAME`; it wins over --budget and --time-limit)",
     )
-    parser.add_argument(
-        "--start-policy",
-        metavar="CHECKPOINT",
-        help="learned_search: a constructive policy whose greedy placement joins the starting heuristics (one more evaluation)",
-    )
+    for flag in DROPPED:
+        parser.add_argument(flag, nargs="?", action=Dropped, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument(
         "--start",
         metavar="FILE",
@@ -62,8 +75,15 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..fileio import atomic_write_json
     from ..placers import REGISTRY, methods as registered, place, placer_options, placers
+    from ..placers.options import declared_options, resolve_options
     from ..sim import lower_bound, optimality_gap, simulate
 
+    if args.list and args.method:
+        for spec in declared_options(args.method).values():
+            if spec.type:  # an option given otherwise (start: --start FILE) is not listed
+                print(spec.describe())
+        return 0
+    method = args.method or "critical_path"
     if args.list:
         methods, installed = placers(), registered(available=True)
         width = max(map(len, methods))
@@ -73,31 +93,23 @@ def run(args) -> int:
         return 0
     if args.graph is None:
         raise CliError("GRAPH is required (or --list to see the methods)")
-    given = {
-        "budget": args.budget,
-        "time_limit": args.time_limit,
-        "checkpoint": args.checkpoint,
-        "samples": args.samples,
-        "search": args.search,
-        "polish": args.polish,
-        "start_policy": args.start_policy,
-    }
     if args.time_limit is not None and not args.time_limit > 0:
         raise CliError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
-    options = {k: v for k, v in given.items() if v is not None}
-    accepted = set(placer_options(args.method)) if args.method in REGISTRY else set()
-    if {"budget", "time_limit"} <= accepted and args.time_limit is None:
+    options = {k: v for k, v in (("budget", args.budget), ("time_limit", args.time_limit)) if v is not None}
+    options.update(resolve_options([method], args.option)[method])
+    accepted = set(placer_options(method)) if method in REGISTRY else set()
+    if {"budget", "time_limit"} <= accepted and "time_limit" not in options:
         options["time_limit"] = SEARCH_TIME_LIMIT
     if "progress" in accepted and sys.stderr.isatty():
         options["progress"] = True  # a tqdm bar on the terminal; stdout stays clean for --json
     graph = load_graph_argument(args.graph)
     devices = args.devices or DEFAULT_DEVICES
     if args.start:
-        if "start" not in placer_options(args.method):
-            raise CliError(f"--start: method {args.method!r} takes no starting placement (local_search and learned_search do)")
+        if "start" not in placer_options(method):
+            raise CliError(f"--start: method {method!r} takes no starting placement (local_search and learned_search do)")
         start = placement_argument(args.start, "--start", graph, args.devices)
         options["start"], devices = start.assignment, start.devices
-    placement = place(graph, method=args.method, devices=devices, seed=args.seed, **options)
+    placement = place(graph, method=method, devices=devices, seed=args.seed, **options)
     if args.out:
         atomic_write_json(args.out, placement.to_dict())
     if args.trace:

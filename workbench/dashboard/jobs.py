@@ -166,6 +166,11 @@ def _check_value(ctx: DashboardContext, dest: str, value: str) -> str:
         raise LaunchError(f"{flag} {value!r} is not a method of this workbench (see workbench place --list)")
     if dest == "set":
         return _check_setting(ctx, value)
+    if dest == "option":
+        spec, sep, text = value.partition("=")
+        if not sep:
+            raise LaunchError(f"--option {value!r}: expected KEY=VALUE")
+        return f"{spec}={check_option(ctx, spec.rpartition(':')[2].strip().replace('-', '_'), text.strip())}"
     try:
         ctx.limits.check_launch_value(dest, value)
     except LimitError as exc:
@@ -184,6 +189,12 @@ def _check_value(ctx: DashboardContext, dest: str, value: str) -> str:
         return value
     what = "a bundled graph's name or a file" if dest in GRAPH_ARGUMENTS else "files"
     raise LaunchError(f"{flag} {value!r}: {what} must be under datasets/ or runs/ (write them as datasets/... or runs/...)")
+
+
+def check_option(ctx: DashboardContext, key: str, text: str) -> str:
+    """A placer option's value (``place --option KEY=VALUE`` on Launch, Compare's options form) checked as the argument of
+    the same name would be: within the caps (budget, time limit, counts), a file under datasets/ or runs/ (made absolute)."""
+    return _check_value(ctx, key, text)
 
 
 def _registered_methods() -> set[str]:

@@ -267,10 +267,13 @@ def run_placement(
     seed: int = 0,
     budget: int | None = None,
     time_limit: float | None = None,
+    extra: tuple[tuple[str, Any], ...] = (),
 ):
-    """The :class:`workbench.Placement` of one method; ``budget``/``time_limit`` go to placers that take them."""
+    """The :class:`workbench.Placement` of one method; ``budget``/``time_limit`` go to placers that take them, ``extra``
+    holds more of the method's options as ``(key, value)`` pairs (Compare's options form, already checked)."""
     graph = load_graph_key(ctx, graph_key)
     method, options = parse_method(ctx, value)
+    options.update(extra)
     accepted = placer_options(method)
     for name, option in (("budget", budget), ("time_limit", time_limit)):
         if option is not None and name in accepted:

@@ -431,6 +431,7 @@ def run_placement(
     seed: int = 0,
     budget: int | None = None,
     time_limit: float | None = None,
+    extra: tuple[tuple[str, Any], ...] = (),
 ):
     """:func:`workbench.dashboard.sources.run_placement` in a killable child (results cached here).
 
@@ -441,7 +442,7 @@ def run_placement(
 
     clock = time_limit if time_limit is not None else search_clock(ctx, value)
     seconds = (clock or ctx.limits.max_time_limit) + GRACE
-    return run_bounded(ctx, sources.run_placement, ctx, graph_key, value, devices, seed, budget, clock, seconds=seconds)
+    return run_bounded(ctx, sources.run_placement, ctx, graph_key, value, devices, seed, budget, clock, extra, seconds=seconds)
 
 
 def search_clock(ctx: DashboardContext, value: str) -> float | None:
@@ -465,11 +466,12 @@ def simulate_placement(
     seed: int = 0,
     budget: int | None = None,
     time_limit: float | None = None,
+    extra: tuple[tuple[str, Any], ...] = (),
 ):
     """The simulator's :class:`workbench.SimResult` for :func:`run_placement`'s assignment."""
     from .sources import load_graph_key
 
-    placement = run_placement(ctx, graph_key, value, devices, seed, budget, time_limit)
+    placement = run_placement(ctx, graph_key, value, devices, seed, budget, time_limit, extra)
     return simulate(load_graph_key(ctx, graph_key), placement.assignment, devices)
 
 

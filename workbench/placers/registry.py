@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..extras import missing_modules, require_modules
 
 if TYPE_CHECKING:
+    from inspect import Parameter
+
     from .base import Placer
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "require",
     "placer_class",
     "placer_options",
+    "placer_parameters",
     "get_placer",
 ]
 
@@ -178,21 +181,22 @@ def require(method: str) -> None:
 
 
 @cache
-def _load(entry: PlacerEntry) -> tuple[type, tuple[str, ...]]:
+def _load(entry: PlacerEntry) -> tuple[type, tuple[Parameter, ...]]:
     cls = getattr(importlib.import_module(entry.module), entry.cls)
     fixed = {name for name, _ in entry.fixed}
-    return cls, tuple(option for option in _constructor_options(cls) if option not in fixed)
+    return cls, tuple(p for p in _constructor_parameters(cls) if p.name not in fixed)
 
 
-def _constructor_options(cls: type) -> tuple[str, ...]:
-    """The keyword options of ``cls``'s constructor; a ``**options`` parameter passes on to the base class's."""
+def _constructor_parameters(cls: type) -> tuple[Parameter, ...]:
+    """The keyword parameters of ``cls``'s constructor; a ``**options`` parameter passes on to the base class's."""
     import inspect
 
     parameters = inspect.signature(cls).parameters.values()
-    options = tuple(p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    own = tuple(p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     if any(p.kind is p.VAR_KEYWORD for p in parameters) and cls.__mro__[1] is not object:
-        options += tuple(name for name in _constructor_options(cls.__mro__[1]) if name not in options)
-    return options
+        names = {p.name for p in own}
+        own += tuple(p for p in _constructor_parameters(cls.__mro__[1]) if p.name not in names)
+    return own
 
 
 def placer_class(method: str) -> type[Placer]:
@@ -203,6 +207,12 @@ def placer_class(method: str) -> type[Placer]:
 
 def placer_options(method: str) -> tuple[str, ...]:
     """The options ``method`` accepts: its placer's constructor parameters."""
+    return tuple(p.name for p in placer_parameters(method))
+
+
+def placer_parameters(method: str) -> tuple[Parameter, ...]:
+    """The constructor parameters of ``method``'s placer (its options, with their annotations and defaults), without the
+    registry's fixed arguments; :mod:`workbench.placers.options` reads a type for each from them."""
     require(method)
     return _load(_entry(method))[1]
 

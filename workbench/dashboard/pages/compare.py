@@ -37,6 +37,7 @@ from ..work import NOT_RUN, RUNNER, Cancelled, request_deadline, run_placement, 
 from .compare_anytime import anytime_section, register_anytime_callbacks
 from .compare_choice import MAX_DEVICES, default_methods, method_options, names, parse_devices, restore_selection
 from .compare_highlight import register_highlight_callbacks
+from .compare_options import checked_options, options_section, placement_arguments, register_options_callbacks
 from .whatif import HIDDEN, MAX_SEED, SHOWN, editor, register_whatif_callbacks
 
 PATH = "/"
@@ -76,6 +77,7 @@ def layout(context, jobs, **_query) -> html.Div:
                     dcc.Input(id="compare-search", type="text", debounce=True, placeholder=f"e.g. 12 or {SEARCH_EXAMPLE}"),
                 ),
             ),
+            options_section(),
             html.Div(id="compare-search-message"),
             dcc.Store(id="compare-state"),
             dcc.Store(id="compare-pending", data=[]),
@@ -96,9 +98,17 @@ def placing_time(request_time: float) -> float:
 
 
 def compare_view(
-    context, graph_key: str | None, devices: Any, methods: list[str] | None, seed: Any = 0, budget: Any = None, time_limit: Any = None
+    context,
+    graph_key: str | None,
+    devices: Any,
+    methods: list[str] | None,
+    seed: Any = 0,
+    budget: Any = None,
+    time_limit: Any = None,
+    options: Any = None,
 ) -> tuple[list, dict | None]:
-    """The results area and the state the highlight callback needs; every failure becomes a message."""
+    """The results area and the state the highlight callback needs; every failure becomes a message. ``options`` is
+    ``{method: {key: value}}`` (the options form's, :func:`~.compare_options.checked_options` checks it)."""
     if not graph_key:
         return [message("choose a graph", "warning")], None
     try:
@@ -109,12 +119,13 @@ def compare_view(
         return [message("choose one or more methods", "warning")], None
     try:
         graph, seed, budget, time_limit = _checked_request(context, graph_key, devices, seed, budget, time_limit)
+        chosen = checked_options(context, options)
     except ValueError as exc:
         return [message(str(exc))], None
     bound = lower_bound(graph, devices)
     # the methods run one after another within one deadline, which leaves the drawing of their charts a share of it
     with request_deadline(placing_time(context.limits.max_request_time)):
-        done, cut = _place_each(context, graph_key, graph, devices, methods, seed, budget, time_limit)
+        done, cut = _place_each(context, graph_key, graph, devices, methods, seed, budget, time_limit, chosen)
     placements = {label: placement for label, placement, _, _ in done if placement is not None}
     longest = max((r.trace.makespan for _, _, r, _ in done if r is not None), default=0.0)
     panels = [_panel(context, graph, devices, bound, longest * 1.01, index, methods[index], entry) for index, entry in enumerate(done)]
@@ -148,6 +159,7 @@ def compare_view(
         "seed": seed,
         "budget": budget,
         "time_limit": time_limit,
+        "options": options or {},
         "x_max": longest * 1.01,
     }
     succeeded = [(index, label) for index, (label, placement, _, _) in enumerate(done) if placement is not None]
@@ -172,7 +184,7 @@ def _checked_request(
 
 
 def _place_each(
-    context, graph_key: str, graph, devices: int, methods: list[str], seed: int, budget: int | None, time_limit: float | None
+    context, graph_key: str, graph, devices: int, methods: list[str], seed: int, budget: int | None, time_limit: float | None, chosen: dict
 ) -> tuple[list[tuple], list[tuple[str, str]]]:
     """``(done, cut)``: per method ``(label, placement, result, stop)``, or ``(label, None, None, why it failed)``; and the
     ``(label, summary text)`` of the methods a deadline cut."""
@@ -190,10 +202,10 @@ def _place_each(
             done.append((label, None, None, f"{label} was not trained for {graph.name} on {devices} devices; it is not applied here"))
             continue
         try:
-            placement = run_placement(context, graph_key, value, devices, seed, budget, time_limit)
-            result = simulate_placement(context, graph_key, value, devices, seed, budget, time_limit)
+            args = placement_arguments(context, graph_key, value, devices, seed, budget, time_limit, chosen)
+            placement, result = run_placement(*args), simulate_placement(*args)
         except Cancelled as exc:
-            short, text = _cancelled(exc, context, time_limit)
+            short, text = _cancelled(exc, context, args.time_limit)  # the clock this method ran on
             if short:
                 cut.append((label, short))
             done.append((label, None, None, f"{label} {text}"))
@@ -202,9 +214,9 @@ def _place_each(
             done.append((label, None, None, f"{label} failed: {exc}"))
             continue
         method, options = parse_method(context, value)
-        clock = time_limit if time_limit is not None else search_clock(context, value)
+        clock = args.time_limit if args.time_limit is not None else search_clock(context, value)
         searched = method not in learned or "search" in options
-        stop = stop_reason(method, placement, budget, clock, searched=searched, capped=time_limit is None)
+        stop = stop_reason(method, placement, args.budget, clock, searched=searched, capped=args.time_limit is None)
         done.append((label, placement, result, stop))
     return done, cut
 
@@ -278,6 +290,7 @@ def register_callbacks(app, context, jobs) -> None:
     register_whatif_callbacks(app, context)
     register_anytime_callbacks(app, context, PAGE)
     register_highlight_callbacks(app, context, PAGE)
+    register_options_callbacks(app, context)
 
     @app.callback(
         Output("compare-methods", "options"),
@@ -292,6 +305,7 @@ def register_callbacks(app, context, jobs) -> None:
         State("compare-seed", "value"),
         State("compare-budget", "value"),
         State("compare-time-limit", "value"),
+        State("compare-options", "data"),
         State("compare-state", "data"),
         State("compare-pending", "data"),
         running=[
@@ -299,7 +313,7 @@ def register_callbacks(app, context, jobs) -> None:
             (Output("compare-busy", "children"), "placing…", ""),
         ],
     )
-    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, shown, pending):
+    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, option_values, shown, pending):
         """One callback decides the methods for this graph and device count and draws them: no stale method list."""
         same = isinstance(shown, dict) and (shown.get("graph_key"), shown.get("devices")) == (graph_key, devices)
         if ctx.triggered_id == "compare-devices" and same:
@@ -318,7 +332,7 @@ def register_callbacks(app, context, jobs) -> None:
         kept, dropped = restore_selection(context, names(selected), names(pending), options)
         if not kept and ctx.triggered_id != "compare-run":
             kept = default_methods(options)
-        results, state = compare_view(context, graph_key, devices, kept, seed, budget, time_limit)
+        results, state = compare_view(context, graph_key, devices, kept, seed, budget, time_limit, option_values)
         if dropped:
             results = [
                 message(

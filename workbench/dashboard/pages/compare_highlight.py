@@ -10,6 +10,7 @@ from ...viz import find_ops, gantt_highlight, heatmap_highlight
 from ..components import message
 from ..sources import load_graph_key
 from ..work import simulate_placement
+from .compare_options import state_arguments
 from .whatif import checked_state
 
 __all__ = ["MAX_HIGHLIGHTED", "clicked_op", "highlight_patches", "register_highlight_callbacks", "zoom_patches", "zoomed_range"]
@@ -32,11 +33,9 @@ def highlight_patches(context, state: dict | None, op: int | list[int] | None, o
         if kind not in ("gantt", "heatmap") or not index.isdigit() or int(index) >= len(state["methods"]):
             out.append(no_update)
             continue
-        value = state["methods"][int(index)]
-        args = (context, state["graph_key"], value, state["devices"], state["seed"], state["budget"], state["time_limit"])
         try:
             if kind == "gantt":
-                shapes = gantt_highlight(simulate_placement(*args).trace, op)
+                shapes = gantt_highlight(simulate_placement(*state_arguments(context, state, int(index))).trace, op)
             else:
                 shapes = heatmap_highlight(graph, op, state["devices"])
         except Exception:  # a failed method has no chart to patch

@@ -27,6 +27,7 @@ from ..learned import checkpoint_origin, usable
 from ..limits import LimitError
 from ..sources import load_graph_key, parse_method
 from ..work import RUNNER, Cancelled, polish_placement, run_placement, simulate_placement
+from .compare_options import checked_options, state_arguments
 
 __all__ = [
     "editor",
@@ -106,6 +107,7 @@ def checked_state(context, state: Any) -> dict:
         "seed": _whole(state.get("seed"), "the seed", 0, MAX_SEED),
         "budget": budget,
         "time_limit": time_limit,
+        "options": checked_options(context, state.get("options")),
         "x_max": None if x_max is None else max(0.0, _finite(x_max, "the time axis")),
     }
 
@@ -208,7 +210,7 @@ def move_ops(assignment: Any, ops: list[int], device: Any, devices: int) -> np.n
 
 
 def _placement(context, state: dict, index: int):
-    args = (context, state["graph_key"], state["methods"][index], state["devices"], state["seed"], state["budget"], state["time_limit"])
+    args = state_arguments(context, state, index)
     return run_placement(*args), simulate_placement(*args)
 
 
