@@ -35,7 +35,7 @@ def nested_server(nested):
 
 def test_a_nested_runs_best_weights_place_on_compare_as_workbench_place_does(nested, nested_server, browser, tmp_path, capsys):
     _runs, best = nested
-    assert main(["place", "chain_mm", "--method", "doppler", "--devices", "4", "--checkpoint", str(best), "--json"]) == 0
+    assert main(["place", "chain_mm", "--method", "doppler", "--devices", "4", "--option", f"checkpoint={best}", "--json"]) == 0
     makespan = viz.format_time(json.loads(capsys.readouterr().out)["makespan"], wb.bundled_graph("chain_mm"))
     page, errors = visit(browser, nested_server + "/", "text=device timelines")
     choose(page, "compare-bundled", "chain_mm_112nodes (DOPPLER paper)")
