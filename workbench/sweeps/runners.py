@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import socket
 import sys
 import time
 import traceback
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..graph import DataflowGraph
-from ..provenance import now
+from ..provenance import host, now
 from .grid import Cell, SweepConfig, load_config, parse_config
 from .results import ResultsTable
 
@@ -43,7 +42,7 @@ def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registry_entr
         graph = DataflowGraph.from_dict(graph)
     if registry_entry is not None:  # placers registered at run time in the driver exist here too
         REGISTRY.setdefault(cell.method, registry_entry)
-    row = {**cell.parameters(), "nodes": graph.num_nodes, "edges": graph.num_edges, "host": socket.gethostname()}
+    row = {**cell.parameters(), "nodes": graph.num_nodes, "edges": graph.num_edges, "host": host()}
     began = time.perf_counter()
     try:
         placement = place(graph, method=cell.method, devices=cell.devices, seed=cell.seed, **dict(cell.options))
