@@ -69,6 +69,15 @@ def resolve(name: str, level: int, importer: str, is_package: bool) -> str:
     return ".".join(base + ([name] if name else []))
 
 
+def imported_names(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool, known: dict[str, Path] = MODULES) -> set[str]:
+    """The modules an ``import`` or ``from ... import`` statement of ``importer`` names (a name imported from a package
+    that is a module of ``known`` too)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    base = resolve(node.module or "", node.level, importer, is_package)
+    return {base} | {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known}
+
+
 def dependencies(importer: str, path: Path) -> set[str]:
     """Every workbench module ``importer`` names: imports, ``import_module`` calls, exact module-name strings."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
@@ -82,12 +91,8 @@ def dependencies(importer: str, path: Path) -> set[str]:
         if alias.name == "workbench"
     }
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = resolve(node.module or "", node.level, importer, is_package)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found |= imported_names(node, importer, is_package)
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module":
             if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
                 name = node.args[0].value
@@ -260,3 +265,59 @@ def test_a_split_packages_init_only_re_exports(package):
     tree = ast.parse((PACKAGE / package / "__init__.py").read_text(encoding="utf-8"))
     logic = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     assert not logic, f"{package}/__init__.py defines {logic}"
+
+
+def module_level_imports(importer: str, path: Path, known: dict[str, Path] = MODULES) -> set[str]:
+    """The workbench modules ``importer`` imports when it is itself imported: statements at module level (inside ``if``,
+    ``try`` and class bodies too, not under ``if TYPE_CHECKING``), never those inside functions, which run later. A
+    package a module sits in is left out: it is always imported first, so it closes no circle. ``known``: the modules
+    there are (an imported name that is no module counts as the module that holds it)."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.update(imported_names(node, importer, is_package, known))
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body + node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body + [s for h in node.handlers for s in h.body] + node.orelse + node.finalbody)
+            elif isinstance(node, ast.ClassDef | ast.With):
+                visit(node.body)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)).body)
+    modules = set()
+    for name in found:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name != importer and not importer.startswith(name + "."):
+            modules.add(name)
+    return modules
+
+
+def import_circles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``imports`` (module → the modules it imports): each strongly connected group of two or more."""
+    import networkx as nx
+
+    graph = nx.DiGraph([(a, b) for a, targets in imports.items() for b in targets])
+    return [sorted(group) for group in nx.strongly_connected_components(graph) if len(group) > 1]
+
+
+def test_no_module_level_import_closes_a_circle():
+    """Issue 30: no import circle between modules. Imports inside functions are not counted: they run after every module
+    has loaded, and the lazy imports of the registry and the public API are such by design."""
+    circles = import_circles({name: module_level_imports(name, path) for name, path in MODULES.items()})
+    assert not circles, "break these import circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_check_finds_a_circle_through_a_sibling_but_not_through_a_function(tmp_path):
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text("from .b import x\n")
+    b.write_text("from . import c\nif TYPE_CHECKING:\n    from .a import y\n")
+    c.write_text("try:\n    from .a import z\nexcept ImportError:\n    pass\ndef f():\n    from .b import w\n")
+    names = {"workbench.sim": tmp_path / "__init__.py", "workbench.sim.a": a, "workbench.sim.b": b, "workbench.sim.c": c}
+    imports = {name: module_level_imports(name, path, names) for name, path in names.items() if name != "workbench.sim"}
+    assert imports["workbench.sim.b"] >= {"workbench.sim.c"} and "workbench.sim.a" not in imports["workbench.sim.b"]
+    assert "workbench.sim.b" not in imports["workbench.sim.c"]
+    assert import_circles(imports) == [["workbench.sim.a", "workbench.sim.b", "workbench.sim.c"]]

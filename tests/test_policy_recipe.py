@@ -50,11 +50,16 @@ def test_a_policy_added_by_one_module_and_one_line_trains_places_and_is_offered_
     offered = [o["value"] for o in method_choices(context, "chain_mm_112nodes") if o["value"].startswith(f"{toy}@runs:")]
     assert offered, "the dashboard's Compare page offers the toy's run checkpoints"
     assert parse_method(context, offered[0])[0] == toy
+    from workbench.dashboard.pages import compare
+
+    children, state = compare.compare_view(context, "bundled:doppler-paper/chain_mm_112nodes.txt", 2, [offered[0]], 0, 100, 1)
+    assert state is not None and state["methods"] == [offered[0]] and "failed" not in str(children), str(children)[-2000:]
+    assert "'gantt/0'" in str(children), "the Compare page places it (in a child of its fork server) and draws its timeline"
 
     sweep = tmp_path / "toy.yaml"
     out = tmp_path / "toy.csv"
     entry = f"{{method: {toy}, options: {{checkpoint: {checkpoint}}}}}"
     sweep.write_text(f"name: toy\ngraphs: [chain_mm]\ndevices: [2]\nmethods:\n  - {entry}\nseeds: 1\nout: {out}\n", encoding="utf-8")
-    assert main(["sweep", str(sweep), "--engine", "serial", "--no-progress"]) == 0
+    assert main(["sweep", str(sweep), "--engine", "local", "--workers", "1", "--no-progress"]) == 0  # in a spawned worker
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     assert [row["method"] for row in rows] == [toy] and float(rows[0]["makespan"]) == placement.makespan

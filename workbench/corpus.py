@@ -145,15 +145,11 @@ def _build_zoo(entry: CorpusEntry) -> DataflowGraph:
 
 def _model_versions() -> str:
     """``"torch 2.2.1, transformers 4.44.2, torchvision 0.17.1"``: the installed packages a zoo graph depends on."""
-    from importlib.metadata import PackageNotFoundError, version
+    from .provenance import versions
 
-    def installed(package: str) -> str:
-        try:
-            return version(package)
-        except PackageNotFoundError:
-            return "none"
-
-    return ", ".join(f"{package} {installed(package)}" for package in ("torch", "transformers", "torchvision"))
+    packages = ("torch", "transformers", "torchvision")
+    found = versions(packages)
+    return ", ".join(f"{package} {found.get(package, 'none')}" for package in packages)
 
 
 def _entry(data: Mapping[str, Any], where: str) -> CorpusEntry:

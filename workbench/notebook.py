@@ -63,7 +63,7 @@ def pretrained_methods(graph: DataflowGraph, methods: Iterable[str] = LEARNED, d
     found = [m for m in methods if pretrained_path(graph, m).is_file()]
     if devices is None:
         return found
-    return [m for m in found if try_read_json(pretrained_path(graph, m).parent / "meta.json").get("devices", devices) == devices]
+    return [m for m in found if try_read_json(RunPaths(pretrained_path(graph, m).parent).meta_path).get("devices", devices) == devices]
 
 
 def default_methods(graph: DataflowGraph, devices: int | None = None) -> list[str]:

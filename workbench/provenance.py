@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__all__ = ["machine", "versions", "now", "PACKAGES"]
+__all__ = ["machine", "versions", "now", "host", "PACKAGES"]
 
 PACKAGES = ("numpy", "pandas", "numba", "torch", "dgl", "ray", "plotly")
 """The packages whose versions decide the numbers (those installed are recorded)."""
@@ -26,6 +26,11 @@ PACKAGES = ("numpy", "pandas", "numba", "torch", "dgl", "ray", "plotly")
 def now() -> str:
     """The current UTC time, ISO 8601 to the second."""
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def host() -> str:
+    """This machine's host name (a sweep's rows record it per cell)."""
+    return socket.gethostname()
 
 
 def versions(packages: Iterable[str] = PACKAGES) -> dict[str, str]:
@@ -60,6 +65,6 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "system": platform.platform(),
-        "host": socket.gethostname(),
+        "host": host(),
         "cuda": cuda,
     }

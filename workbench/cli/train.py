@@ -79,7 +79,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..runs import read_meta
+    from ..runs import RunPaths, read_meta
     from ..training import TrainConfig, train
     from ..training.config import fields_table, parse_overrides
 
@@ -118,7 +118,7 @@ def run(args) -> int:
         print(f"interrupted after {result.episodes} episodes; rerun the same command to resume", file=sys.stderr)
         return 130
     if result.status == "diverged":
-        print(f"diverged: {read_meta(result.run_dir / 'meta.json').get('error')}", file=sys.stderr)
+        print(f"diverged: {read_meta(RunPaths(result.run_dir).meta_path).get('error')}", file=sys.stderr)
         return 1
     print(f"run          {result.run_dir} ({result.status}, {result.episodes} episodes)")
     for graph, found in result.evaluation.items():

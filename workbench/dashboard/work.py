@@ -60,7 +60,8 @@ from pathlib import Path
 from typing import Any
 
 from ..formats import GraphFormatError, load_graph
-from ..placers import place
+from ..learn.registry import install_registration, registration
+from ..placers import REGISTRY, place
 from ..sim import simulate
 from .context import DashboardContext
 from .limits import LimitError
@@ -170,7 +171,11 @@ class WorkRunner:
         if reason:
             raise _not_started(reason)
         reader, writer = self._context.Pipe(duplex=False)
-        child = self._context.Process(target=_child_main, args=(writer, function, args, memory_mb if cap_data else None), daemon=True)
+        # the fork server imported the registries before any run-time registration: the child gets this process's
+        registrations = {name: registration(name) for name in REGISTRY}
+        child = self._context.Process(
+            target=_child_main, args=(writer, function, args, memory_mb if cap_data else None, registrations), daemon=True
+        )
         try:
             self._take_slot(child, max_concurrent, should_stop, slot_wait)
             deadline = time.monotonic() + seconds
@@ -335,9 +340,11 @@ def _memory_message(memory_mb: int | None) -> str:
     return f"this needs more than {memory_mb} MiB of memory (the server's --max-work-memory-mb)"
 
 
-def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: int | None) -> None:
+def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: int | None, registrations: dict[str, Any]) -> None:
     global _IN_CHILD
     _IN_CHILD = True  # the parent checked this request already; a child never starts children
+    for name, entries in registrations.items():  # methods and policies registered in the server at run time
+        install_registration(name, entries)
     _one_thread()
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own process group, so the parent kills what it starts with it

@@ -7,7 +7,7 @@ front end sees the learned methods, while their placers
 
 from __future__ import annotations
 
-from ..placers.registry import register_placer
+from ..placers.registry import REGISTRY, PlacerEntry, register_placer
 
 _PLACERS = "workbench.learn.placers"
 _NEEDS = ("torch", "dgl", "safetensors")
@@ -20,6 +20,25 @@ whose other inputs are placed, :mod:`workbench.placers.affinity`)."""
 
 POLICIES: dict[str, tuple[str, str, dict[str, str]]] = {}
 """Learned method -> ``(module, class, constructor keyword arguments)`` of its policy; written by :func:`register_policy`."""
+
+Registration = tuple[PlacerEntry | None, tuple[str, str, dict[str, str]] | None]
+"""A method's entries in the two registries: its placer's and, for a learned policy, its policy's (:func:`registration`)."""
+
+
+def registration(name: str) -> Registration:
+    """Method ``name``'s registry entries in this process. A worker process (a sweep's pool, a dashboard child) has only
+    the registrations its imports make; :func:`install_registration` adds one made at run time (a user's
+    ``register_policy`` line)."""
+    return REGISTRY.get(name), POLICIES.get(name)
+
+
+def install_registration(name: str, entries: Registration) -> None:
+    """Register method ``name`` with ``entries`` (from :func:`registration`) where this process does not have it yet."""
+    placer, policy = entries
+    if placer is not None:
+        REGISTRY.setdefault(name, placer)
+    if policy is not None:
+        POLICIES.setdefault(name, policy)
 
 
 def register_policy(

@@ -49,6 +49,8 @@ STAGE_NAMES = {"il": "Stage I: imitation", "sim": "Stage II: simulator RL", "rea
 
 CHECKPOINT_SUFFIX = ".safetensors"
 """Policy checkpoints are safetensors files with a JSON header (:mod:`workbench.learn.checkpoint`); the old pickle ``.pt`` is refused."""
+PICKLE_CHECKPOINT_SUFFIX = ".pt"
+"""The old pickle checkpoints: a run holding one was written by an older workbench and is refused, never unpickled."""
 
 
 def checkpoint_file(directory: str | os.PathLike, name: str) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import socket
 import sys
 import time
 import traceback
@@ -23,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..graph import DataflowGraph
-from ..provenance import now
+from ..learn.registry import Registration, install_registration, registration
+from ..provenance import host, now
 from .grid import Cell, SweepConfig, load_config, parse_config
 from .results import ResultsTable
 
@@ -32,18 +32,20 @@ __all__ = ["sweep", "run_cell", "run_tasks", "ENGINES"]
 MAX_ERROR_CHARS = 500
 
 
-def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registry_entry: tuple[str, str, str] | None = None) -> dict[str, Any]:
+def run_cell(cell: Cell, graph: DataflowGraph | Mapping[str, Any], registration: Registration | None = None) -> dict[str, Any]:
     """Place ``graph`` (or its ``to_dict()`` form, as shipped to other processes) for one cell.
 
-    Never raises: a failure becomes ``status="error"`` with the error message.
+    ``registration``: the method's registry entries in the driver (:func:`workbench.learn.registry.registration`), so a
+    placer or learned policy registered there at run time exists in a worker too. Never raises: a failure becomes
+    ``status="error"`` with the error message.
     """
-    from ..placers.base import REGISTRY, place
+    from ..placers.base import place
 
     if not isinstance(graph, DataflowGraph):
         graph = DataflowGraph.from_dict(graph)
-    if registry_entry is not None:  # placers registered at run time in the driver exist here too
-        REGISTRY.setdefault(cell.method, registry_entry)
-    row = {**cell.parameters(), "nodes": graph.num_nodes, "edges": graph.num_edges, "host": socket.gethostname()}
+    if registration is not None:
+        install_registration(cell.method, registration)
+    row = {**cell.parameters(), "nodes": graph.num_nodes, "edges": graph.num_edges, "host": host()}
     began = time.perf_counter()
     try:
         placement = place(graph, method=cell.method, devices=cell.devices, seed=cell.seed, **dict(cell.options))
@@ -197,12 +199,11 @@ def sweep(
     if progress and len(todo) < len(cells):
         print(f"{config.name}: {len(cells) - len(todo)} of {len(cells)} cells already in {table.path}, skipped", file=sys.stderr)
     if todo:
-        from ..placers.base import REGISTRY
         from ..progress import progress_bar
 
         graphs = {cell.graph.label: cell.graph for cell in todo}
         loaded = {label: spec.load() for label, spec in graphs.items()}
-        tasks = [(cell, loaded[cell.graph.label], REGISTRY.get(cell.method)) for cell in todo]
+        tasks = [(cell, loaded[cell.graph.label], registration(cell.method)) for cell in todo]
         rows = run_tasks(run_cell, tasks, engine, workers or config.workers, address or config.address, progress)
         bar = progress_bar(total=len(cells), initial=len(cells) - len(todo), desc=config.name, unit="cell", disable=not progress)
         errors = 0

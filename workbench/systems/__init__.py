@@ -103,7 +103,7 @@ def oracle_spec_kind(spec: str) -> str:
 
 
 def make_oracle(oracle: str | CostOracle = "sim", devices: int = 4, **options: Any) -> CostOracle:
-    """The one oracle resolver, used by training, calibration, the dashboard and sweeps.
+    """The one oracle resolver: ``workbench train --oracle`` (Stage III) and ``workbench calibrate`` name oracles through it.
 
     ``oracle`` is ``"sim"``, ``"local"``, ``"HOST:PORT"`` of a remote engine, or ``"module:factory"`` (a callable taking
     ``devices=N`` and returning a :class:`CostOracle` or a function ``f(graph, assignment) -> seconds``); an oracle passes

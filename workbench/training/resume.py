@@ -21,7 +21,7 @@ from typing import Any
 from ..fileio import atomic_write_bytes
 from ..graph import DataflowGraph
 from ..learn.checkpoint import CheckpointError, TrainedFor, read_checkpoint, stale_temporaries
-from ..runs import read_rows
+from ..runs import PICKLE_CHECKPOINT_SUFFIX, read_rows
 from ..runs.validate import Progress, RunCheck, RunDamaged, RunPlan, check_run
 from ..sim import lower_bound
 from .checkpoint import TrainingState, load_checkpoint, state_from_extra
@@ -126,7 +126,7 @@ def resume_point(
             if found is not None and (newest is None or found.episode > newest[0]):
                 newest = (found.episode, path)
     if newest is None:
-        old = sorted(run.checkpoint_dir.glob("*.pt"))
+        old = sorted(run.checkpoint_dir.glob(f"*{PICKLE_CHECKPOINT_SUFFIX}"))
         if old:
             raise ResumeError(
                 f"{run.path} was written by an older workbench ({old[0].name} is in the pickle format) and cannot be resumed; start a "
