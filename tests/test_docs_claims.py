@@ -244,7 +244,7 @@ which never imports torch (and pandas only when a frame is built), so every trai
 Paths, column names, checkpoint names, the writer, the reader and the lister are the package `workbench/runs/`
 -> test_run_file_names_come_from_workbench_runs
 
-rows are appended as whole, flushed lines, and a resumed run first keeps the rows its checkpoint has seen
+rows are appended as whole, flushed lines (no trainer rewrites a table it appends to), and a resumed run first keeps the rows its checkpoint has seen
 -> tests/test_runs.py::test_a_table_grows_by_whole_lines_and_a_resume_keeps_what_the_checkpoint_saw
 
 **Checkpoint names** come from one function
@@ -254,7 +254,7 @@ rows are appended as whole, flushed lines, and a resumed run first keeps the row
 -> tests/test_runs.py::test_the_weights_to_use_are_each_stages_best_else_its_end_else_last
 
 `RunPaths.usable_checkpoints(stages)` (what the dashboard's Compare page offers)
--> tests/test_dashboard.py::test_a_run_two_levels_deep_is_offered_on_training_and_compare_with_the_weights_to_use
+-> tests/test_dashboard.py::test_a_run_two_levels_deep_is_offered_on_compare_with_its_best_weights_and_the_origin_its_header_gives
 
 `runs.list_runs(root)` finds the runs at most `runs.MAX_DEPTH` (5) folders below `root`
 -> tests/test_runs.py::test_runs_are_listed_down_to_max_depth_never_inside_a_run_newest_first
