@@ -12,9 +12,7 @@ Everything SEL sees is fixed for the episode, so its logits are computed once.
 PLC's first layer is linear, so its op and device-embedding-sum parts are
 precomputed per op and only the device-feature part is evaluated per step.
 
-With ``random_features`` the node features carry per-rollout noise columns;
-with ``capacity_features`` PLC's device features add each device's load
-against its balanced share and the end of its committed work; with
+With ``random_features`` the node features carry per-rollout noise columns; with
 ``affinity_features`` the bytes the op exchanges with its inputs and
 co-parents on each device and the share of its component there (:mod:`.features`).
 
@@ -64,13 +62,11 @@ from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softm
 from .env import PlacementState
 from .features import (
     AFFINITY_FEATURES,
-    CAPACITY_FEATURES,
     DEVICE_FEATURES,
     GRAPH_STATISTICS,
     NODE_FEATURES,
     affinity_delay,
     affinity_features,
-    capacity_features,
     earliest_start_scores,
     graph_statistics,
     traversal_order,
@@ -97,9 +93,8 @@ def node_inputs(config: PolicyConfig) -> int:
 
 
 def device_inputs(config: PolicyConfig) -> int:
-    """Columns of PLC's device features: the dynamic ones plus, when switched on, the capacity ones, then the affinity ones."""
-    capacity = len(CAPACITY_FEATURES) if config.capacity_features else 0
-    return len(DEVICE_FEATURES) + capacity + (len(AFFINITY_FEATURES) if config.affinity_features else 0)
+    """Columns of PLC's device features: the dynamic ones plus, when switched on, the affinity ones."""
+    return len(DEVICE_FEATURES) + (len(AFFINITY_FEATURES) if config.affinity_features else 0)
 
 
 class DopplerPolicy(LearnedPolicy):
@@ -403,11 +398,8 @@ class DopplerPolicy(LearnedPolicy):
         return int(probs.argmax()) if choose.mode == "teacher" else choose(probs, 2 * state.graph.num_nodes)
 
     def _device_inputs(self, row: np.ndarray, state: PlacementState, op: int, earliest: np.ndarray) -> None:
-        """Fill ``row`` (devices × inputs) with PLC's inputs for placing ``op``: device features, then capacity and affinity."""
-        base = len(DEVICE_FEATURES)
-        row[:, :base] = state.device_features(op, earliest)
-        if self.config.capacity_features:
-            row[:, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
+        """Fill ``row`` (devices × inputs) with PLC's inputs for placing ``op``: device features, then affinity."""
+        row[:, : len(DEVICE_FEATURES)] = state.device_features(op, earliest)
         if self.config.affinity_features:
             row[:, row.shape[1] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
 
