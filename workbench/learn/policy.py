@@ -84,6 +84,11 @@ class LearnedPolicy(nn.Module, ABC):
         self.trained_for: TrainedFor | None = None
         self.checkpoint_extra: dict[str, Any] = {}
 
+    @classmethod
+    def for_config(cls, config: PolicyConfig) -> type[LearnedPolicy]:
+        """The class that builds a policy of ``config``: this one, or a variant of it (:class:`~.paper.PaperDopplerPolicy`)."""
+        return cls
+
     @property
     def method(self) -> str:
         return self.config.method
@@ -228,7 +233,7 @@ def make_policy(method: str, config: PolicyConfig | None = None) -> LearnedPolic
         raise ValueError(f"unknown learned method {method!r}; known: {', '.join(METHODS)}")
     config = dataclasses.replace(config, method=method) if config is not None else PolicyConfig(method=method)
     module, cls_name, kwargs = METHODS[method]
-    return getattr(importlib.import_module(module), cls_name)(config, **kwargs)
+    return getattr(importlib.import_module(module), cls_name).for_config(config)(config, **kwargs)
 
 
 def _layout_summary(layout: Any) -> str:
