@@ -11,6 +11,7 @@ import json
 import shlex
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,7 @@ from workbench.training.rundir import RunDirectory
 
 from .test_training import SMALL, TINY, Crash, crash_at, tiny_config, without_time
 
+SHIPPED = ("chain_mm_112nodes", "ffnn_192nodes", "full_transformer_layer_261nodes", "transformer_block_215nodes")
 LEGACY = {  # what a config.json written before the nesting held besides today's fields
     "random_features": 2,
     "capacity_features": False,
@@ -62,8 +64,10 @@ def test_set_reaches_every_policy_field_and_applies_on_top_of_the_preset():
         **{**PolicyConfig.paper().__dict__, "random_features": 4, "head_hidden": (32, 16), "affinity_features": True}
     )
     assert config.seed == 2 and config.discount == 0.99  # the paper's training settings stay
-    with pytest.raises(ValueError, match=r"policy fields are set as policy\.random_features$"):
-        parse_overrides(["random_features=4"])
+    with pytest.raises(ValueError, match=r"policy fields are set as policy\.width$"):
+        parse_overrides(["width=64"])
+    legacy = parse_overrides(["random_features=4", "affinity_features=true"])  # the flat names a recorded command may hold
+    assert legacy == {"policy.random_features": 4, "policy.affinity_features": True}
     with pytest.raises(ValueError, match="TrainConfig.policy: .*inputs of the doppler policies"):
         config_from_values({"graphs": ("ffnn",), "method": "gdp", "policy.random_features": 2})
     assert "  policy.random_features" in fields_table(TrainConfig)
@@ -125,3 +129,25 @@ def test_a_checkpoint_header_with_a_deleted_policy_switch_loads_at_its_default_o
     header = {"method": "doppler", "config": {"method": "doppler", "capacity_features": True}, "feature_layout": FEATURE_LAYOUT}
     with pytest.raises(CheckpointError, match="p.safetensors has a bad policy config: policy config sets capacity_features=True"):
         _checked_config(header, "p.safetensors")
+
+
+@pytest.mark.parametrize("graph", SHIPPED)
+def test_a_shipped_runs_recorded_command_still_gives_its_config(graph):
+    """``meta.json``'s command (``--set affinity_features=true`` in FFNN's, written before the nesting) reproduces the run."""
+    folder = Path(__file__).resolve().parents[1] / "datasets" / "pretrained" / graph
+    argv = shlex.split(read_meta(folder / "meta.json")["command"])[2:]
+    values, sets, i = {"graphs": ()}, [], 0
+    options = {"--devices": ("devices", int), "--method": ("method", str), "--seed": ("seed", int)}
+    lists = {"--stages": ("stages", str), "--episodes": ("episodes", int)}
+    while i < len(argv):
+        if argv[i] == "--set":
+            sets.append(argv[i + 1])
+        elif argv[i] in options or argv[i] in lists:
+            name, kind = options.get(argv[i]) or lists[argv[i]]
+            values[name] = kind(argv[i + 1]) if argv[i] in options else tuple(kind(v) for v in argv[i + 1].split(","))
+        elif argv[i] != "--out":
+            values["graphs"] += (argv[i],)
+            i -= 1
+        i += 2
+    config = config_from_values({**values, **parse_overrides(sets)})
+    assert config == TrainConfig.from_dict(json.loads((folder / "config.json").read_text()))

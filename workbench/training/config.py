@@ -435,13 +435,16 @@ def override_types() -> dict[str, str]:
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``FIELD=VALUE`` strings (``--set``) parsed with each field's type (:func:`override_types`); tuples are comma-separated.
 
-    ``policy.FIELD`` keys stay dotted: :func:`config_from_values` applies them to the nested policy.
+    ``policy.FIELD`` keys stay dotted: :func:`config_from_values` applies them to the nested policy. The policy inputs that
+    were flat TrainConfig fields before the nesting (:data:`FLAT_POLICY_FIELDS`) are still read under their old names, so a
+    command recorded then (a shipped run's ``meta.json``) reproduces its run.
     """
     types = override_types()
     out: dict[str, Any] = {}
     for item in items:
         name, sep, text = item.partition("=")
         name = name.strip().replace("-", "_")
+        name = POLICY + name if name in FLAT_POLICY_FIELDS else name
         if not sep or name not in types:
             hint = f"; policy fields are set as policy.{name}" if f"{POLICY}{name}" in types else ""
             raise ValueError(f"--set {item!r}: expected FIELD=VALUE with FIELD among {', '.join(types)}{hint}")
