@@ -90,8 +90,8 @@ def test_affinity_teacher_places_ffnn_one_component_per_device():
 
 def test_policy_with_affinity_features_places_and_round_trips(tmp_path):
     torch.manual_seed(0)
-    policy = make_policy("doppler", PolicyConfig(affinity_features=True, capacity_features=True, **SMALL))
-    assert policy.plc_device.in_features == len(DEVICE_FEATURES) + 2 + len(AFFINITY_FEATURES)
+    policy = make_policy("doppler", PolicyConfig(affinity_features=True, **SMALL))
+    assert policy.plc_device.in_features == len(DEVICE_FEATURES) + len(AFFINITY_FEATURES)
     rollout = policy.rollout(HAND, 3, mode="teacher", teacher_rule="affinity")
     assert rollout.teacher_agreement == 1.0 and rollout.imitation_loss is not None
     path = tmp_path / "p.safetensors"
@@ -106,13 +106,19 @@ def test_policy_with_affinity_features_places_and_round_trips(tmp_path):
 
 def test_training_with_the_affinity_teacher_records_its_options(tmp_path):
     config = TrainConfig(
-        graphs=("chain_mm",), stages=("il", "sim"), episodes=(2, 1), affinity_features=True, il_teacher="affinity", device="cpu"
+        graphs=("chain_mm",),
+        stages=("il", "sim"),
+        episodes=(2, 1),
+        policy=PolicyConfig(affinity_features=True),
+        il_teacher="affinity",
+        device="cpu",
     )
     result = train(config, tmp_path / "run", progress=False)
     assert result.status == "finished"
     saved = load_policy(tmp_path / "run" / "checkpoints" / "sim.safetensors")
     assert saved.config.affinity_features and saved.plc_device.in_features == len(DEVICE_FEATURES) + len(AFFINITY_FEATURES)
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["il_teacher"] == "affinity"
+    written = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert written["il_teacher"] == "affinity" and written["policy"]["affinity_features"] is True
     with pytest.raises(ValueError, match="il_teacher: use critical_path or affinity"):
         TrainConfig(graphs=("chain_mm",), il_teacher="nearest")
     with pytest.raises(ValueError, match="gdp imitates critical_path only"):
@@ -121,10 +127,11 @@ def test_training_with_the_affinity_teacher_records_its_options(tmp_path):
 
 def test_bench_affinity_variant_builds_and_its_table_checks_the_ffnn_target():
     from workbench.bench.training import HEURISTICS, VARIANTS, _plateau_markdown
+    from workbench.training.config import config_from_values
 
     variant = next(v for v in VARIANTS if v.name == "doppler-affinity")
-    config = TrainConfig(graphs=variant.graphs[:1], **variant.settings)
-    assert config.affinity_features and config.il_teacher == "affinity" and config.selection_samples == 16
+    config = config_from_values({"graphs": variant.graphs[:1], **variant.settings})
+    assert config.policy_config().affinity_features and config.il_teacher == "affinity" and config.selection_samples == 16
 
     def table(reported):
         runs = [
@@ -146,12 +153,3 @@ def test_bench_affinity_variant_builds_and_its_table_checks_the_ffnn_target():
 
     assert table([56.7, 56.7, 60.0]).endswith("| 84.2 | 56.7 | 80.0 | 84.2 | 60 s | met |")  # best heuristic, the teacher, target
     assert table([56.7, 76.0, 76.0]).endswith("| missed |")  # mean 69.6 is under 80.0, but only one seed reaches 75
-
-
-def test_every_policy_input_option_has_a_training_field_of_its_name():
-    from dataclasses import fields
-
-    from workbench.learn import INPUT_OPTIONS
-
-    assert set(INPUT_OPTIONS) <= {f.name for f in fields(PolicyConfig)}
-    assert set(INPUT_OPTIONS) <= {f.name for f in fields(TrainConfig)}  # _initial_policy passes each one on by name

@@ -1,4 +1,4 @@
-"""Issue 20's plateau options: random node features, capacity features, dense return, shared baseline, selection by best-of-K."""
+"""Issue 20's plateau options: random node features, dense return, shared baseline, selection by best-of-K."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import workbench as wb
 from workbench.learn import PolicyConfig, make_policy
-from workbench.learn.features import CAPACITY_FEATURES, capacity_features
 from workbench.runs import read_meta, read_rows
-from workbench.schedule import PartialSchedule
 from workbench.training import TrainConfig, train
 from workbench.training.reinforce import reinforce_update, transfer_wait
 
@@ -29,7 +27,7 @@ PAIR = wb.DataflowGraph.from_edges([2.0, 3.0], [(0, 1, 5.0)])
 @pytest.fixture(scope="module")
 def noisy():
     torch.manual_seed(0)
-    return make_policy("doppler", PolicyConfig(random_features=NOISE, capacity_features=True, **SMALL))
+    return make_policy("doppler", PolicyConfig(random_features=NOISE, **SMALL))
 
 
 def recorded_noise(policy, run) -> list[torch.Tensor]:
@@ -70,16 +68,8 @@ def test_best_of_k_over_draws_is_never_worse_than_greedy(tmp_path, noisy):
     assert [r.assignment.tolist() for r in draws] == [r.assignment.tolist() for r in noisy.candidates(CHAIN, 4, 5, seed=3)]
 
 
-def test_capacity_features_by_hand():
-    schedule = PartialSchedule(PAIR, 2)
-    schedule.place(0, 1)
-    table = capacity_features(schedule, time_scale=10.0)
-    assert table.shape == (2, len(CAPACITY_FEATURES))
-    np.testing.assert_allclose(table, [[0.0, 0.0], [2.0 / 2.5, 0.2]])  # balanced share 5 / 2 devices; op 0 ends at 2
-
-
 def test_policy_options_reach_the_networks_and_survive_a_checkpoint(tmp_path, noisy):
-    assert noisy.plc_device.in_features == 5 + len(CAPACITY_FEATURES) and noisy.sel_node.in_features == 5 + NOISE
+    assert noisy.plc_device.in_features == 5 and noisy.sel_node.in_features == 5 + NOISE
     path = tmp_path / "p.safetensors"
     noisy.save(path)
     assert wb.learn.load_policy(path).config == noisy.config
@@ -92,24 +82,25 @@ def test_transfer_wait_counts_only_cross_device_inputs():
     assert transfer_wait(PAIR, np.array([0, 1]), 2) == pytest.approx(5.0)  # comm 5 at bandwidth 1
 
 
-def reinforce_steps(policy, config, count, wait_weight=0.0):
+def reinforce_steps(policy, config, count, wait_weight=0.0, shared=False):
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.0)
     oracle = wb.training.SimulatorOracle(4)
+    generator = torch.Generator().manual_seed(0)
     return reinforce_update(
-        policy, optimizer, CHAIN, oracle, 1e13, None, 0.0, config, torch.Generator().manual_seed(0), count, None, wait_weight=wait_weight
+        policy, optimizer, CHAIN, oracle, 1e13, None, 0.0, config, generator, count, wait_weight=wait_weight, shared_baseline=shared
     )
 
 
 def test_dense_return_and_shared_baseline(noisy):
-    config = TrainConfig(graphs=("chain_mm",), rl_mode="sample", rollout_baseline="shared")
-    steps = reinforce_steps(noisy, config, 4, wait_weight=2.0)
+    config = TrainConfig(graphs=("chain_mm",), rl_mode="sample")
+    steps = reinforce_steps(noisy, config, 4, wait_weight=2.0, shared=True)
     rollouts = noisy.rollouts(CHAIN, 4, 4, mode="sample", generator=torch.Generator().manual_seed(0))
     for step, rollout in zip(steps, rollouts, strict=True):
         wait = transfer_wait(CHAIN, rollout.assignment, 4)
         assert step["reward"] == pytest.approx(-(step["makespan"] + 2.0 * wait) / 1e13)
     rewards = [s["reward"] for s in steps]
     assert all(s["baseline"] == pytest.approx(np.mean(rewards)) for s in steps)
-    leave_one_out = reinforce_steps(noisy, config.replace(rollout_baseline="leave_one_out"), 4, wait_weight=2.0)
+    leave_one_out = reinforce_steps(noisy, config, 4, wait_weight=2.0)
     assert [s["baseline"] for s in leave_one_out] == pytest.approx([(sum(rewards) - r) / 3 for r in rewards])
 
 
@@ -120,7 +111,7 @@ def test_training_anneals_the_wait_weight_and_selects_by_best_of_k(tmp_path):
         episodes=(3,),
         rl_mode="sample",
         transfer_wait_weight=4.0,
-        random_features=2,
+        policy=PolicyConfig(random_features=2),
         greedy_every=3,
         selection_samples=3,
         search_samples=2,

@@ -315,7 +315,7 @@ def test_an_optimizer_overflow_ends_the_run_diverged_and_a_rerun_says_why(tmp_pa
     assert snapshot(tmp_path / "run") == before
 
 
-@pytest.mark.parametrize("name", ["grad_clip", "il_lr", "rl_lr_end", "entropy_weight", "baseline_decay", "transfer_wait_weight"])
+@pytest.mark.parametrize("name", ["grad_clip", "il_lr", "rl_lr_end", "entropy_weight", "discount", "transfer_wait_weight"])
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_a_config_with_a_non_finite_number_is_refused_naming_the_field(name, value):
     with pytest.raises(ValueError, match=rf"^TrainConfig\.{name} must be a finite number, got {value}$"):

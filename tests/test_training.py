@@ -630,36 +630,6 @@ def test_the_recorded_command_reproduces_the_config(tmp_path, monkeypatch):
     assert RunDirectory(tmp_path / "b").existing_config() == config
 
 
-@pytest.mark.slow
-def test_self_imitation_replays_the_stage_best_and_survives_a_resume(tmp_path):
-    pytest.importorskip("dgl")
-    learn = pytest.importorskip("workbench.learn")
-    config = TrainConfig(
-        graphs=(SMALL,),
-        stages=("sim",),
-        episodes=(12,),
-        rollouts_per_update=3,
-        rl_mode="sample",
-        self_imitation_weight=1.0,
-        checkpoint_every=3,
-        search_samples=0,
-        device="cpu",
-    )
-    train(config, tmp_path / "whole", library=learn, progress=False)
-    whole = read_rows(tmp_path / "whole" / "metrics.csv")
-    # the first update has no elite yet; every later one adds the replay's loss
-    assert [r["loss_imitation"] for r in whole[:3]] == [""] * 3 and all(float(r["loss_imitation"]) > 0 for r in whole[3:])
-    with pytest.raises(Crash):  # the elite lives in the checkpoint: the resumed run replays the same one
-        train(config, tmp_path / "resumed", library=learn, progress=False, callback=crash_at(8))
-    train(config, tmp_path / "resumed", library=learn, progress=False)
-    assert without_time(read_rows(tmp_path / "resumed" / "metrics.csv")) == without_time(whole)
-
-
-def test_self_imitation_needs_a_library_that_replays(tmp_path):
-    with pytest.raises(ValueError, match="self_imitation_weight"):
-        train(tiny_config(self_imitation_weight=1.0), tmp_path / "run", library=TINY, progress=False)
-
-
 def test_greedy_selection_keeps_the_best_greedy_weights_and_evaluates_them(tmp_path):
     # a poor start and a learning rate that overshoots: the final weights are not the best ones seen
     torch.manual_seed(0)

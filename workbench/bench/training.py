@@ -74,10 +74,16 @@ TUNED = {"rl_mode": "sample", "rollouts_per_update": 8, "rl_lr_start": 3e-4, "rl
 and the weights with the best greedy placement (checked every 200 episodes) kept."""
 REPORTED = 16
 """Placements inference reports the best of (issue 20: best-of-16 greedy)."""
-PLATEAU = {**TUNED, "random_features": 4, "selection_samples": REPORTED, "search_samples": REPORTED - 1}
+PLATEAU = {**TUNED, "policy.random_features": 4, "selection_samples": REPORTED, "search_samples": REPORTED - 1}
 """The tuned settings plus issue 20's random node features (4 columns, drawn anew per rollout); weights selected, and the result
 reported, as the best of 16 greedy placements over 16 feature draws."""
-AFFINITY = {**TUNED, "affinity_features": True, "il_teacher": "affinity", "selection_samples": REPORTED, "search_samples": REPORTED - 1}
+AFFINITY = {
+    **TUNED,
+    "policy.affinity_features": True,
+    "il_teacher": "affinity",
+    "selection_samples": REPORTED,
+    "search_samples": REPORTED - 1,
+}
 """The tuned settings plus issue 20's placement-affinity features (PLC sees where an op's inputs, co-parents and component already
 are) and Stage I imitating the affinity teacher (earliest finish plus the transfer of co-parents' bytes); weights selected, and the
 result reported, as the best of greedy + 15 samples."""
@@ -98,7 +104,7 @@ FFNN_TARGET = 75.0
 
 @dataclass(frozen=True)
 class Variant:
-    """One trained configuration: a method, TrainConfig overrides, seeds and graphs.
+    """One trained configuration: a method, TrainConfig overrides (``policy.FIELD`` for the policy's), seeds and graphs.
 
     ``preset="paper"`` starts from :meth:`TrainConfig.paper` (the paper's code,
     with its own budget of 2,000 + 2,000 episodes) instead of the benchmark's
@@ -131,21 +137,13 @@ VARIANTS = (
 def train_one(variant: Variant, graph: str, seed: int, imitation: int, sim: int, root: Path) -> dict[str, Any]:
     """Train (or resume, or read back) one run; its greedy and best-of-K makespans and wall time."""
     from ..runs import RunPaths, read_meta, read_rows
-    from ..training import TrainConfig, train
+    from ..training import train
+    from ..training.config import config_from_values
 
-    if variant.preset == "paper":
-        config = TrainConfig.paper((graph,), method=variant.method, seed=seed, device="cpu", **variant.settings)
-    else:
-        config = TrainConfig(
-            graphs=(graph,),
-            devices=4,
-            method=variant.method,
-            stages=("il", "sim"),
-            episodes=(imitation, sim),
-            seed=seed,
-            device="cpu",
-            **variant.settings,
-        )
+    values = {"graphs": (graph,), "method": variant.method, "seed": seed, "device": "cpu", **variant.settings}
+    if variant.preset != "paper":
+        values.update(devices=4, stages=("il", "sim"), episodes=(imitation, sim))
+    config = config_from_values(values, variant.preset)
     result = train(config, root / variant.name / graph / f"seed{seed}", progress=False)
     if result.status != "finished":
         raise KeyboardInterrupt(f"{result.run_dir} {result.status} after {result.episodes} episodes; rerun the benchmark to resume")

@@ -71,7 +71,8 @@ def register(sub) -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="any other TrainConfig field, e.g. --set rl_lr_start=3e-4 (repeatable; see --fields)",
+        help="any other TrainConfig field, e.g. --set rl_lr_start=3e-4, or policy.FIELD of the policy's architecture, e.g. "
+        "--set policy.random_features=4 (repeatable; see --fields)",
     )
     parser.add_argument("--fields", action="store_true", help="list the TrainConfig fields with their defaults and meaning, then exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -81,7 +82,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..runs import RunPaths, read_meta
     from ..training import TrainConfig, train
-    from ..training.config import fields_table, parse_overrides
+    from ..training.config import config_from_values, fields_table, parse_overrides
 
     if args.fields:
         print(fields_table(TrainConfig))
@@ -109,7 +110,7 @@ def run(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
-        config = TrainConfig.paper(**values) if args.preset == "paper" else TrainConfig(**values)
+        config = config_from_values(values, args.preset)
     except ValueError as exc:  # TrainConfig checks every field
         raise CliError(str(exc)) from None
     command = shlex.join(["workbench", "train", *sys.argv[2:]]) if sys.argv[1:2] == ["train"] else None

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .context import CHECKOUT, DashboardContext, PathError, resolve_inside
@@ -138,7 +138,7 @@ SET_FIELDS = {
 }
 """``--set FIELD=VALUE`` fields checked like the option of the same meaning (tuples item by item)."""
 RANDOM_FEATURES_MAX = 256
-"""The most noise columns ``--set random_features`` may add: the policy config's own range
+"""The most noise columns ``--set policy.random_features`` may add: the policy config's own range
 (``workbench.learn.policy.POLICY_FIELDS``, not imported here: it needs torch)."""
 
 
@@ -209,13 +209,13 @@ def _check_setting(ctx: DashboardContext, item: str) -> str:
     name = name.strip().replace("-", "_")
     if not sep:
         raise LaunchError(f"--set {item!r}: expected FIELD=VALUE")
-    from ..training import TrainConfig
+    from ..training.config import override_types
 
-    if name not in {f.name for f in fields(TrainConfig)}:
-        raise LaunchError(f"--set {item!r}: {name!r} is not a TrainConfig field (see workbench train --fields)")
-    count = _whole_number(text) if name == "random_features" else 0
+    if name not in override_types():
+        raise LaunchError(f"--set {item!r}: {name!r} is not a TrainConfig field nor policy.FIELD (see workbench train --fields)")
+    count = _whole_number(text) if name == "policy.random_features" else 0
     if count is None or not 0 <= count <= RANDOM_FEATURES_MAX:
-        raise LaunchError(f"--set random_features must be a whole number from 0 to {RANDOM_FEATURES_MAX} (got {text.strip()!r})")
+        raise LaunchError(f"--set policy.random_features must be a whole number from 0 to {RANDOM_FEATURES_MAX} (got {text.strip()!r})")
     dest = SET_FIELDS.get(name)
     if dest is None:
         return f"{name}={text}"

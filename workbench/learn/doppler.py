@@ -12,9 +12,7 @@ Everything SEL sees is fixed for the episode, so its logits are computed once.
 PLC's first layer is linear, so its op and device-embedding-sum parts are
 precomputed per op and only the device-feature part is evaluated per step.
 
-With ``random_features`` the node features carry per-rollout noise columns;
-with ``capacity_features`` PLC's device features add each device's load
-against its balanced share and the end of its committed work; with
+With ``random_features`` the node features carry per-rollout noise columns; with
 ``affinity_features`` the bytes the op exchanges with its inputs and
 co-parents on each device and the share of its component there (:mod:`.features`).
 
@@ -36,10 +34,10 @@ An ``encoded.plc_offset`` tensor ``(ops, devices)``, when set, is added to
 PLC's logits (per-instance active search adapts only this table:
 :mod:`.active_search`).
 
-With the paper preset's switches (:meth:`~.policy.PolicyConfig.paper`) SEL
-z-scores its inputs over the ready ops and PLC its device inputs across
-devices at every step, so their logits are computed per step, in numpy
-during the rollout and batched over the episode's steps afterwards.
+The paper's code (:meth:`~.policy_config.PolicyConfig.paper`, its bugs included) is a variant,
+:class:`~.paper.PaperDopplerPolicy`: :func:`~.policy.make_policy` builds one for a config that turns on any
+paper preset switch (:meth:`DopplerPolicy.for_config`), and it overrides the hooks of the section "what the
+paper's variant changes"; the main model below reads none of those switches.
 
 Ablations (``doppler_sel_only``, ``doppler_plc_only``): one head is replaced
 by the critical-path teacher's rule (largest bottom level first;
@@ -64,18 +62,15 @@ from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softm
 from .env import PlacementState
 from .features import (
     AFFINITY_FEATURES,
-    CAPACITY_FEATURES,
     DEVICE_FEATURES,
     GRAPH_STATISTICS,
     NODE_FEATURES,
     affinity_delay,
     affinity_features,
-    capacity_features,
     earliest_start_scores,
     graph_statistics,
-    traversal_order,
 )
-from .nets import Encoder, GraphTensors, ScoringHead, numpy_zscore, path_sum, sums_before, zscore
+from .nets import Encoder, GraphTensors, ScoringHead, path_sum, sums_before
 from .policy import LearnedPolicy, PolicyConfig, rule_pair
 
 __all__ = ["DopplerPolicy", "encoder", "rule_queue"]
@@ -97,9 +92,8 @@ def node_inputs(config: PolicyConfig) -> int:
 
 
 def device_inputs(config: PolicyConfig) -> int:
-    """Columns of PLC's device features: the dynamic ones plus, when switched on, the capacity ones, then the affinity ones."""
-    capacity = len(CAPACITY_FEATURES) if config.capacity_features else 0
-    return len(DEVICE_FEATURES) + capacity + (len(AFFINITY_FEATURES) if config.affinity_features else 0)
+    """Columns of PLC's device features: the dynamic ones plus, when switched on, the affinity ones."""
+    return len(DEVICE_FEATURES) + (len(AFFINITY_FEATURES) if config.affinity_features else 0)
 
 
 class DopplerPolicy(LearnedPolicy):
@@ -142,11 +136,8 @@ class DopplerPolicy(LearnedPolicy):
         if not self.config.gate_rules:
             raise ValueError("rule_policy needs a policy with gate_rules")
         select, place = self.rule_pairs[pair]
-        fixed = DopplerPolicy(
-            dataclasses.replace(self.config, gate_rules=(), select_rule=select, place_rule=place),
-            "learned" if self.learn_select else "critical_path",
-            "learned",
-        )
+        config = dataclasses.replace(self.config, gate_rules=(), select_rule=select, place_rule=place)
+        fixed = DopplerPolicy.for_config(config)(config, "learned" if self.learn_select else "critical_path", "learned")
         for name, module in self.named_children():
             if name != "gate_head":
                 setattr(fixed, name, module)
@@ -183,143 +174,98 @@ class DopplerPolicy(LearnedPolicy):
         """SEL reads path sums; a policy whose SEL is a rule (``doppler_plc_only``) does not."""
         return self.learn_select
 
-    # ------------------------------------------------- paper preset switches
-    @property
-    def per_step_select(self) -> bool:
-        """SEL's logits depend on the ready set (``zscore_ready_inputs``), so they are computed per step."""
-        return self.learn_select and self.config.zscore_ready_inputs
+    # ---------------------------------------- what the paper's variant changes (:mod:`.paper`)
+    @classmethod
+    def for_config(cls, config: PolicyConfig) -> type[DopplerPolicy]:
+        """:class:`~.paper.PaperDopplerPolicy` where ``config`` turns on a paper preset switch, else this class."""
+        from .paper import PaperDopplerPolicy, paper_switches
 
-    @property
-    def per_step_place(self) -> bool:
-        """PLC's device inputs pass a nonlinearity before its first layer, so its device part is computed per step."""
-        return self.learn_place and (self.config.zscore_device_features or self.config.leaky_projections)
+        return PaperDopplerPolicy if cls is DopplerPolicy and paper_switches(config) else cls
 
     def activate(self, x: torch.Tensor) -> torch.Tensor:
-        """``leaky_projections``: the paper's LeakyReLU on encoder outputs and feature projections."""
-        return nn.functional.leaky_relu(x, self.config.negative_slope) if self.config.leaky_projections else x
-
-    def numpy_activate(self, x: np.ndarray) -> np.ndarray:
-        return np.where(x > 0, x, self.config.negative_slope * x) if self.config.leaky_projections else x
+        """What follows the encoders and the feature projections: nothing here (the paper: a LeakyReLU)."""
+        return x
 
     def node_input(self, inputs: GraphTensors) -> torch.Tensor:
-        return zscore(inputs.node) if self.config.zscore_graph_features else inputs.node
+        """The node features the projections read."""
+        return inputs.node
 
-    def numpy_weights(self, head: ScoringHead, segment: str, projection: nn.Linear | None = None) -> tuple[np.ndarray, ...]:
-        """Float64 ``(first-layer slice,)`` of ``segment``, preceded by ``(weight, bias)`` of ``projection`` when given."""
-        with torch.no_grad():
-            first = (as_numpy(head.layers[0].weight[:, head.slices[segment]].T),)
-            return first if projection is None else (as_numpy(projection.weight.T), as_numpy(projection.bias), *first)
+    @property
+    def first_ready(self) -> bool:
+        """Whether SEL's ``bottom_level`` rule takes the smallest ready id instead (the paper's ``critical_path_index_bug``)."""
+        return False
 
-    def ready_select_logits(
-        self, e: SimpleNamespace, index: torch.Tensor, legal: torch.Tensor, down: torch.Tensor, up: torch.Tensor
-    ) -> torch.Tensor:
-        """SEL's logits ``(steps, candidates)`` with its inputs z-scored over each step's ready ops (``legal``)."""
-        head = self.sel_head
-        node = self.activate(self.sel_node(zscore(e.sel_node[index], dim=1, mask=legal)))
-        first = (
-            head.part("node", node)
-            + e.sel_own[index]
-            + head.part("down", zscore(down[index], dim=1, mask=legal))
-            + head.part("up", zscore(up[index], dim=1, mask=legal))
-        )
-        return head.finish(first)
+    def encode_select(self, inputs: GraphTensors, embedding: torch.Tensor, e: SimpleNamespace) -> None:
+        """What SEL needs for the episode: its logits, fixed for the episode."""
+        e.sel_logits = self.select_logits(inputs, embedding)
+        e.sel_np = as_numpy(e.sel_logits)
 
-    def encode_paper_select(self, inputs: GraphTensors, embedding: torch.Tensor, e: SimpleNamespace) -> None:
-        """What per-step SEL needs: path sums z-scored over all ops (sample std, eps 1e-8, as the paper), numpy copies."""
-        e.sel_node = inputs.node
-        e.sel_own = self.sel_head.part("embedding", embedding) + self.sel_head.bias
-        e.sel_down = zscore(path_sum(embedding, inputs.down_path), unbiased=True, eps=1e-8)
-        e.sel_up = zscore(path_sum(embedding, inputs.up_path), unbiased=True, eps=1e-8)
-        e.sel_node_np, e.sel_own_np = as_numpy(e.sel_node), as_numpy(e.sel_own)
-        e.sel_down_np, e.sel_up_np = as_numpy(e.sel_down), as_numpy(e.sel_up)
-        e.sel_weights = self.numpy_weights(self.sel_head, "node", self.sel_node)
-        e.sel_down_weight, e.sel_up_weight = self.numpy_weights(self.sel_head, "down")[0], self.numpy_weights(self.sel_head, "up")[0]
-        e.sel_finish = self.sel_head.numpy_finish()
+    def encode_place(self, inputs: GraphTensors, embedding: torch.Tensor, e: SimpleNamespace) -> None:
+        """What PLC needs for the episode: each op's own part, its device-sum part, and the device projection, as numpy too."""
+        e.own, e.device_part = self.place_parts(inputs, embedding)
+        e.own_np, e.device_part_np = as_numpy(e.own), as_numpy(e.device_part)
+        e.device_weight, e.device_bias = self.plc_head.numpy_projected_part("device", self.plc_device)
+        e.finish = self.plc_head.numpy_finish()
 
-    def numpy_ready_select_logits(self, e: SimpleNamespace, ready: np.ndarray, down: np.ndarray, up: np.ndarray) -> np.ndarray:
-        weight, bias, node_part = e.sel_weights
-        node = self.numpy_activate(numpy_zscore(e.sel_node_np[ready]) @ weight + bias)
-        first = node @ node_part + e.sel_own_np[ready] + numpy_zscore(down[ready]) @ e.sel_down_weight
-        return e.sel_finish(first + numpy_zscore(up[ready]) @ e.sel_up_weight)
+    def select_paths(self, graph: DataflowGraph, e: SimpleNamespace) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The path sums SEL reads per step, when its logits are not fixed for the episode: none here."""
+        return None, None
 
-    def encode_paper_place(self, inputs: GraphTensors, embedding: torch.Tensor, e: SimpleNamespace) -> None:
-        """What per-step PLC needs: the op's own part, the device projection and, z-scored, the embeddings to sum per device."""
-        head = self.plc_head
-        e.own, device_part = self.place_parts(inputs, embedding)
-        e.own_np = as_numpy(e.own)
-        e.device_weights = self.numpy_weights(head, "device", self.plc_device)
-        if self.config.zscore_device_features:
-            e.plc_embedding, e.plc_embedding_np = embedding, as_numpy(embedding)
-            e.sum_weight = self.numpy_weights(head, "device_sum")[0]
-        else:
-            e.device_part, e.device_part_np = device_part, as_numpy(device_part)
-        e.finish = head.numpy_finish()
+    def ready_scores(self, e: SimpleNamespace, ready: np.ndarray, down: np.ndarray | None, up: np.ndarray | None) -> np.ndarray:
+        """SEL's learned logits for the ``ready`` ops at this step."""
+        return e.sel_np[ready]
 
-    def numpy_paper_place_first(self, e: SimpleNamespace, feats: np.ndarray, sums: np.ndarray) -> np.ndarray:
-        """PLC's first layer without the op's own part: device features and per-device sums (embeddings, or parts)."""
-        weight, bias, device_part = e.device_weights
-        if self.config.zscore_device_features:
-            return self.numpy_activate(numpy_zscore(feats) @ weight + bias) @ device_part + numpy_zscore(sums) @ e.sum_weight
-        return self.numpy_activate(feats @ weight + bias) @ device_part + sums
+    def device_sum_rows(self, e: SimpleNamespace) -> np.ndarray:
+        """Per op, what placing it adds to its device's row of PLC's per-device sums."""
+        return e.device_part_np
 
-    def paper_place_logits(self, e: SimpleNamespace, feats: torch.Tensor, order: torch.Tensor, devices: np.ndarray) -> torch.Tensor:
-        """PLC's logits ``(steps, devices)`` for the episode's steps, batched."""
-        head, d = self.plc_head, feats.shape[1]
-        if self.config.zscore_device_features:
-            feats = zscore(feats, dim=1)
-            sums = head.part("device_sum", zscore(sums_before(e.plc_embedding[order], devices, d), dim=1))
-        else:
-            sums = sums_before(e.device_part[order], devices, d)
-        return head.finish(head.part("device", self.activate(self.plc_device(feats))) + e.own[order].unsqueeze(-2) + sums)
+    def step_place_logits(self, e: SimpleNamespace, feats: np.ndarray, device_sum: np.ndarray, op: int) -> np.ndarray:
+        """PLC's logits for placing ``op`` from this step's device features and per-device sums."""
+        return e.finish(feats @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
+
+    def per_step_select_logits(
+        self, e: SimpleNamespace, sel: Decisions, paths: tuple[torch.Tensor | None, torch.Tensor | None]
+    ) -> torch.Tensor | None:
+        """SEL's logits ``(steps, candidates)`` for its decisions ``sel``, where they depend on each step's ready set: never here
+        (None: they are the episode's fixed logits)."""
+        return None
+
+    def batched_place_logits(self, e: SimpleNamespace, feats: torch.Tensor, order: torch.Tensor, devices: np.ndarray) -> torch.Tensor:
+        """PLC's logits ``(steps, devices)`` for the episode's steps, batched, ``devices`` the chosen device per step."""
+        return self.place_logits(feats, e.own[order], sums_before(e.device_part[order], devices, feats.shape[1]))
 
     # ------------------------------------------------------------- rollout
     def encode(self, inputs: GraphTensors) -> SimpleNamespace:
         encoded = SimpleNamespace()
         if self.learn_select:
             sel_embedding = self.activate(self.sel_encoder(inputs))
-            if self.per_step_select:
-                self.encode_paper_select(inputs, sel_embedding, encoded)
-            else:
-                encoded.sel_logits = self.select_logits(inputs, sel_embedding)
-                encoded.sel_np = as_numpy(encoded.sel_logits)
+            self.encode_select(inputs, sel_embedding, encoded)
         if self.learn_place:
             plc_embedding = self.activate(self.plc_encoder(inputs)) if hasattr(self, "plc_encoder") else sel_embedding
             if self.config.gate_rules:  # the gate reads the embeddings but does not train the encoders
                 pooled = (sel_embedding if self.learn_select else plc_embedding).detach()
                 empty = pooled.new_zeros(2 * pooled.shape[1])
                 encoded.gate_pool = torch.cat([pooled.mean(0), pooled.max(0).values]) if len(pooled) else empty
-            if self.per_step_place:
-                self.encode_paper_place(inputs, plc_embedding, encoded)
-                return encoded
-            encoded.own, encoded.device_part = self.place_parts(inputs, plc_embedding)
-            encoded.own_np, encoded.device_part_np = as_numpy(encoded.own), as_numpy(encoded.device_part)
-            encoded.device_weight, encoded.device_bias = self.plc_head.numpy_projected_part("device", self.plc_device)
-            encoded.finish = self.plc_head.numpy_finish()
+            self.encode_place(inputs, plc_embedding, encoded)
         return encoded
 
     def play(self, state: PlacementState, choose: Chooser, teacher: bool, encoded: SimpleNamespace) -> Rollout:
         e, config = encoded, self.config
         n, d = state.graph.num_nodes, state.num_devices
-        down = up = None
         feats: np.ndarray | None = None  # the device features of each step, with PLC learned
         select_rule_rows: list[np.ndarray] = []
-        if self.per_step_select:
-            down, up = e.sel_down, e.sel_up
-            if config.path_sum_order_bug:
-                down_order = torch.as_tensor(traversal_order(state.graph, downward=True), device=self.device)
-                down, up = down[down_order], up[torch.as_tensor(traversal_order(state.graph, downward=False), device=self.device)]
-            down_np, up_np = as_numpy(down), as_numpy(up)
+        down, up = self.select_paths(state.graph, e)
+        down_np, up_np = (None, None) if down is None or up is None else (as_numpy(down), as_numpy(up))
         scored = torch.is_grad_enabled() or teacher  # else only the placement is wanted: keep no per-step rows, skip the re-scoring
         rows = n if scored else 1  # per-step rows kept for the batched re-scoring; without it one row, rewritten each step
         if self.learn_place:
-            sums_width = e.plc_embedding_np.shape[1] if self.per_step_place and config.zscore_device_features else e.own.shape[1]
-            device_sum = np.zeros((d, sums_width))
-            sum_rows = e.plc_embedding_np if self.per_step_place and config.zscore_device_features else e.device_part_np
+            sum_rows = self.device_sum_rows(e)
+            device_sum = np.zeros((d, sum_rows.shape[1]))
             plc_feats = feats = np.zeros((rows, d, device_inputs(config)), dtype=np.float32)
         sel, plc = Decisions(), Decisions()
         pair = self._rule_pair(e, state, choose) if config.gate_rules else 0
         select_by, place_by = self.rule_pairs[pair]
-        queue = None if self.learn_select else rule_queue(state, select_by, config.critical_path_index_bug)
+        queue = None if self.learn_select else rule_queue(state, select_by, self.first_ready)
         if select_by == "earliest_start" and queue is None:
             static_level = state.graph.bottom_level(with_comm=False)
             arrival = np.full((n, d), np.nan)  # a ready op's input arrivals per device: fixed once it is ready
@@ -345,7 +291,7 @@ class DopplerPolicy(LearnedPolicy):
                     rule_scores = earliest_start_scores(starts.min(axis=1), static_level[ready], state.features.time_scale)
                 if self.learn_select:
                     sel_teacher = None if teacher_ops is None else np.isin(ready, teacher_ops)
-                    scores = self.numpy_ready_select_logits(e, ready, down_np, up_np) if self.per_step_select else e.sel_np[ready]
+                    scores = self.ready_scores(e, ready, down_np, up_np)
                     if select_by == "earliest_start":
                         select_rule_rows.append(config.select_rule_weight * rule_scores)
                         scores = scores + select_rule_rows[-1]
@@ -359,17 +305,14 @@ class DopplerPolicy(LearnedPolicy):
                     op = int(ready[pos])
                 else:
                     assert teacher_ops is not None  # computed whenever SEL is not learned
-                    op = int(ready[0] if config.critical_path_index_bug else teacher_ops[0])
+                    op = int(ready[0] if self.first_ready else teacher_ops[0])
             earliest = starts[pos] if queue is None and select_by == "earliest_start" else state.schedule.earliest_starts(op)
             teacher_devices = state.teacher_devices(op, earliest) if teacher or not self.learn_place else None
             if self.learn_place:
                 self._device_inputs(plc_feats[k], state, op, earliest)
                 # with PLC learned, teacher_devices is computed exactly for a teacher rollout
                 plc_teacher = np.isin(all_devices, teacher_devices) if teacher_devices is not None else None
-                if self.per_step_place:
-                    logits = e.finish(self.numpy_paper_place_first(e, plc_feats[k].astype(np.float64), device_sum) + e.own_np[op])
-                else:
-                    logits = e.finish(plc_feats[k] @ e.device_weight + e.device_bias + e.own_np[op] + device_sum)
+                logits = self.step_place_logits(e, plc_feats[k], device_sum, op)
                 if place_by == "affinity":
                     delay = affinity_delay(state.schedule, op, earliest)
                 else:
@@ -403,11 +346,8 @@ class DopplerPolicy(LearnedPolicy):
         return int(probs.argmax()) if choose.mode == "teacher" else choose(probs, 2 * state.graph.num_nodes)
 
     def _device_inputs(self, row: np.ndarray, state: PlacementState, op: int, earliest: np.ndarray) -> None:
-        """Fill ``row`` (devices × inputs) with PLC's inputs for placing ``op``: device features, then capacity and affinity."""
-        base = len(DEVICE_FEATURES)
-        row[:, :base] = state.device_features(op, earliest)
-        if self.config.capacity_features:
-            row[:, base : base + len(CAPACITY_FEATURES)] = capacity_features(state.schedule, state.features.time_scale)
+        """Fill ``row`` (devices × inputs) with PLC's inputs for placing ``op``: device features, then affinity."""
+        row[:, : len(DEVICE_FEATURES)] = state.device_features(op, earliest)
         if self.config.affinity_features:
             row[:, row.shape[1] - len(AFFINITY_FEATURES) :] = affinity_features(state.schedule, op)
 
@@ -425,14 +365,11 @@ class DopplerPolicy(LearnedPolicy):
     ) -> list:
         """The episode's decisions scored again in one batched pass with gradients: each head's log-probability terms."""
         select_rule, select_rule_rows, place_rule = rules
-        down, up = paths
-        d, device, offset = state.num_devices, self.device, getattr(e, "plc_offset", None)
+        device, offset = self.device, getattr(e, "plc_offset", None)
         heads = []
-        if self.per_step_select:
-            assert down is not None and up is not None  # the path sums a per-step SEL reads, set by play
-            index, legal, _ = sel.padded()
-            index_t, legal_t = torch.from_numpy(index).to(device), torch.from_numpy(legal).to(device)
-            heads.append(sel.terms_at(self.ready_select_logits(e, index_t, legal_t, down, up)))
+        per_step = self.per_step_select_logits(e, sel, paths) if self.learn_select else None
+        if per_step is not None:
+            heads.append(sel.terms_at(per_step))
         elif self.learn_select and select_by == "earliest_start":
             index, legal, _ = sel.padded()
             rule = np.zeros(index.shape)
@@ -445,10 +382,7 @@ class DopplerPolicy(LearnedPolicy):
         if self.learn_place:
             order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
             feats_t = torch.from_numpy(feats).to(device)
-            if self.per_step_place:
-                logits = self.paper_place_logits(e, feats_t, order, devices_chosen)
-            else:
-                logits = self.place_logits(feats_t, e.own[order], sums_before(e.device_part[order], devices_chosen, d))
+            logits = self.batched_place_logits(e, feats_t, order, devices_chosen)
             logits = logits - torch.as_tensor(place_rule, dtype=logits.dtype, device=device)
             heads.append(plc.terms(logits if offset is None else logits + offset[order]))
         return heads

@@ -19,11 +19,7 @@ graph's longest compute + communication path.
 Optional inputs (policy config switches, DOPPLER only): ``random_features``
 columns of uniform noise appended to every op's static features, drawn anew
 for every rollout (random node initialisation, Abboud et al., IJCAI 2021:
-it lets the encoder tell identical components apart); and the
-``CAPACITY_FEATURES`` appended to the device features: each device's
-assigned compute against its balanced share (total compute / devices) and
-the time its already committed work ends, scaled like the other times;
-and the ``AFFINITY_FEATURES`` appended to the device features (placement
+it lets the encoder tell identical components apart); and the ``AFFINITY_FEATURES`` appended to the device features (placement
 affinity, so locality is visible even for an op without inputs): the bytes
 the op receives from its inputs already on ``d``, the bytes its co-parents
 on ``d`` (the other inputs of its consumers) send to those consumers, and
@@ -61,8 +57,6 @@ __all__ = [
     "StaticFeatures",
     "static_features",
     "device_features",
-    "CAPACITY_FEATURES",
-    "capacity_features",
     "random_node_features",
     "AFFINITY_FEATURES",
     "affinity_features",
@@ -79,7 +73,6 @@ __all__ = [
 NODE_FEATURES = ("compute", "bottom_level", "top_level", "comm_in", "comm_out")
 EDGE_FEATURES = ("comm", "reverse")
 DEVICE_FEATURES = ("device_compute", "input_compute", "input_earliest_start", "input_latest_end", "earliest_start")
-CAPACITY_FEATURES = ("load_vs_balanced_share", "committed_until")
 AFFINITY_FEATURES = ("input_bytes", "sibling_bytes", "component_share")
 FEATURE_LAYOUT = {
     "version": 1,
@@ -247,13 +240,6 @@ def traversal_order(graph: DataflowGraph, downward: bool) -> np.ndarray:
             order.append(op)
             stack.extend(reversed(children[op]))
     return np.asarray(order, dtype=np.int64)
-
-
-def capacity_features(schedule: PartialSchedule, time_scale: float) -> np.ndarray:
-    """``(devices, len(CAPACITY_FEATURES))`` float32: assigned compute ÷ balanced share, and when committed work ends ÷ ``time_scale``."""
-    share = schedule.graph.compute.sum() / schedule.num_devices
-    out = np.stack([schedule.device_compute / (share if share > 0 else 1.0), schedule.device_free / time_scale], axis=1)
-    return out.astype(np.float32)
 
 
 def random_node_features(num_nodes: int, columns: int, generator: torch.Generator | None) -> torch.Tensor:

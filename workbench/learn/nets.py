@@ -36,6 +36,7 @@ from torch import nn
 
 from ..graph import DataflowGraph
 from .features import EDGE_FEATURES, NODE_FEATURES, longest_path_members, static_features
+from .policy_config import ACTIVATIONS
 
 __all__ = [
     "ACTIVATIONS",
@@ -61,9 +62,6 @@ GROUPED_EDGE_HIDDEN = 32
 ENCODER_BLOCK = 8192
 """Without gradients, :class:`Encoder` runs a step on this many nodes at a time (the same embeddings, bit for bit, in a
 fraction of the memory: a 100,000-op graph's step would otherwise hold a (900,000, 128) product)."""
-
-
-ACTIVATIONS = ("leaky_relu", "relu", "tanh")
 
 
 def activation_layer(name: str, negative_slope: float) -> nn.Module:

@@ -26,7 +26,6 @@ from ..learn.checkpoint import CheckpointError, read_checkpoint
 
 __all__ = [
     "TrainingState",
-    "Elite",
     "GreedySelection",
     "save_checkpoint",
     "read_training_state",
@@ -38,15 +37,6 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "workbench-train-2"
-
-
-@dataclass(frozen=True)
-class Elite:
-    """The best placement of one graph found so far in a stage (replayed by self-imitation)."""
-
-    makespan: float
-    order: list[int]
-    assignment: list[int]
 
 
 @dataclass(frozen=True)
@@ -77,7 +67,6 @@ class TrainingState:
     scheduler: dict[str, Any] | None
     baselines: dict[str, float]
     references: dict[str, float]
-    elites: dict[str, Elite]
     selection: GreedySelection
     torch_rng: torch.Tensor
     run_id: str | None = None
@@ -85,7 +74,6 @@ class TrainingState:
 
     def to_extra(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["elites"] = {name: dataclasses.asdict(e) for name, e in self.elites.items()}
         data["selection"] = dataclasses.asdict(self.selection)
         return {"format": CHECKPOINT_FORMAT, **data}
 
@@ -93,7 +81,6 @@ class TrainingState:
     def from_extra(cls, extra: Mapping[str, Any], path: str | os.PathLike) -> TrainingState:
         try:
             data = {f.name: extra[f.name] for f in dataclasses.fields(cls) if f.name in extra}
-            data["elites"] = {name: Elite(**e) for name, e in dict(data["elites"]).items()}
             data["selection"] = GreedySelection(**data["selection"])
             state = cls(**data)
         except (KeyError, TypeError, ValueError) as error:

@@ -21,6 +21,7 @@ from itertools import pairwise
 from typing import Any
 
 from ..commandline import OneLineParser
+from ..learn.policy_config import PolicyConfig, without_retired
 from ..learn.registry import TEACHERS
 from ..placers import methods
 from ..systems import oracle_spec_kind
@@ -31,6 +32,8 @@ __all__ = [
     "field_docs",
     "fields_table",
     "parse_overrides",
+    "override_types",
+    "config_from_values",
     "add_config_arguments",
     "trainer_parser",
     "parse_trainer_arguments",
@@ -80,10 +83,6 @@ class TrainConfig:
     """
     entropy_weight: float = 1e-2
     """Stages II/III entropy bonus weight."""
-    self_imitation_weight: float = 0.0
-    """Stages II/III: weight of a self-imitation term, the mean −log-probability of replaying the best placement this stage has found for
-    the graph (Oh et al., ICML 2018); 0 turns it off (the paper).
-    """
     greedy_every: int = 0
     """Stages II/III: at the stage start, every this many episodes and at the stage end, place every training graph greedily with the
     stage's oracle and keep the weights whose greedy placements are best (mean makespan ÷ reference) as
@@ -93,8 +92,6 @@ class TrainConfig:
     """Stages II/III: rollouts of one graph per gradient step, each an episode (1: the paper; more: leave-one-out baselines instead of the
     running mean).
     """
-    baseline_decay: float = 0.9
-    """Running-mean baseline per graph: ``b ← decay·b + (1-decay)·reward`` (the first reward of a stage initialises it)."""
     grad_clip: float = 1.0
     """Gradient norm clip per update (0 disables)."""
     oracle: str = "sim"
@@ -112,28 +109,10 @@ class TrainConfig:
     """Inference-time search after training: this many placements per graph beyond the greedy one (greedy ones under further
     random-feature draws when the policy has random node features, else samples), and keep the best (0 skips it).
     """
-    # plateau options
-    random_features: int = 0
-    """The policy's ``random_features`` (``PolicyConfig``): columns of uniform noise appended to every op's features, drawn anew per
-    rollout (Abboud et al., IJCAI 2021), so FFNN's identical components look different; 0: off.
-    """
-    capacity_features: bool = False
-    """The policy's ``capacity_features`` (``PolicyConfig``): PLC also sees each device's load against its balanced share and the end of
-    its committed work.
-    """
     transfer_wait_weight: float = 0.0
     """Stages II/III: dense return ``−(makespan + λ·transfer wait) / reference``, λ this weight at the stage's first episode, annealed
     linearly to 0 at its last; the transfer wait (simulator) sums, over ops, how long the last input took to arrive after the last
     producer finished. Moves that keep the makespan but cut waiting then score (FFNN's flat plateau). 0: off.
-    """
-    rollout_baseline: str = "leave_one_out"
-    """Stages II/III with several rollouts per update: ``leave_one_out`` (each rollout's baseline is the others' mean reward) or
-    ``shared`` (POMO, Kwon et al. NeurIPS 2020: the mean of all K, its own included; the same direction, (K−1)/K the step).
-    """
-    affinity_features: bool = False
-    """The policy's ``affinity_features`` (``PolicyConfig``): PLC also sees, per device, the bytes the op receives from its inputs
-    there, the bytes its co-parents there (the other inputs of its consumers) send to those consumers, and the share of its weakly
-    connected component's compute already there, so locality is visible for ops without placed inputs.
     """
     il_teacher: str = "critical_path"
     """Stage I's teacher device rule: ``critical_path`` (the earliest-start device, the paper) or ``affinity`` (the earliest finish
@@ -150,13 +129,21 @@ class TrainConfig:
     """Torch CPU threads. One rollout is a long chain of small ops, so one thread is fastest, by far on a busy machine."""
     # paper preset switches
     policy_preset: str = "default"
-    """Architecture of a fresh policy: ``default`` (``PolicyConfig()``) or ``paper`` (``PolicyConfig.paper()``, the paper's code)."""
+    """The architecture a fresh policy starts from: ``default`` (``PolicyConfig()``) or ``paper`` (``PolicyConfig.paper()``, the
+    paper's code); ``policy`` changes it.
+    """
+    policy: PolicyConfig | None = None
+    """A fresh policy's architecture (:class:`~workbench.learn.PolicyConfig`, nested; its method is ``method``); None: the
+    ``policy_preset``'s. Set one field with ``--set policy.FIELD=VALUE`` (``policy.random_features=4``, ``policy.width=64``);
+    ``policy_config()`` gives the architecture in use.
+    """
     discount: float = 1.0
     """Stages II/III: γ of the returns. The reward comes at the last of an episode's n steps, so step t's log-probability is weighted
     by γ^(n−1−t) (the paper: 0.99, which weights a 200-op graph's first decision by 0.13).
     """
     baseline: str = "running_mean"
-    """Stages II/III baseline with one rollout per update: ``running_mean`` (``baseline_decay``) or ``cumulative_mean`` (the paper: the
+    """Stages II/III baseline with one rollout per update: ``running_mean`` (decay 0.9: ``b ← 0.9·b + 0.1·reward``, the first reward
+    of a stage initialises it) or ``cumulative_mean`` (the paper: the
     mean reward of all the stage's episodes on the graph, the current one included, so the first episode's advantage is 0).
     """
     il_epsilon_decay: bool = False
@@ -197,22 +184,18 @@ class TrainConfig:
         for name in ("il_lr", "rl_lr_start", "rl_lr_end"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("il_epsilon", "rl_epsilon_start", "rl_epsilon_end", "baseline_decay"):
+        for name in ("il_epsilon", "rl_epsilon_start", "rl_epsilon_end"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"TrainConfig.{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("il_entropy_weight", "entropy_weight", "self_imitation_weight", "grad_clip", "search_samples"):
+        for name in ("il_entropy_weight", "entropy_weight", "grad_clip", "search_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.greedy_every < 0:
             raise ValueError(f"TrainConfig.greedy_every must be >= 0, got {self.greedy_every}")
         if self.rollouts_per_update < 1:
             raise ValueError(f"TrainConfig.rollouts_per_update must be >= 1, got {self.rollouts_per_update}")
-        if self.random_features < 0:
-            raise ValueError(f"TrainConfig.random_features must be >= 0, got {self.random_features}")
         if self.transfer_wait_weight < 0:
             raise ValueError(f"TrainConfig.transfer_wait_weight must be >= 0, got {self.transfer_wait_weight}")
-        if self.rollout_baseline not in ("leave_one_out", "shared"):
-            raise ValueError(f"TrainConfig.rollout_baseline: use leave_one_out or shared, got {self.rollout_baseline!r}")
         if self.il_teacher not in TEACHERS:
             raise ValueError(f"TrainConfig.il_teacher: use critical_path or affinity, got {self.il_teacher!r}")
         if self.il_teacher != "critical_path" and self.method == "gdp":
@@ -229,6 +212,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.rl_mode: use epsilon or sample, got {self.rl_mode!r}")
         if self.policy_preset not in ("default", "paper"):
             raise ValueError(f"TrainConfig.policy_preset: use default or paper, got {self.policy_preset!r}")
+        self._nest_policy()
         if not 0 < self.discount <= 1:
             raise ValueError(f"TrainConfig.discount must be in (0, 1], got {self.discount}")
         if self.baseline not in ("running_mean", "cumulative_mean"):
@@ -237,6 +221,32 @@ class TrainConfig:
             oracle_spec_kind(self.oracle)
         except ValueError as exc:
             raise ValueError(f"TrainConfig.oracle: {exc}") from None
+
+    def _nest_policy(self) -> None:
+        """``policy`` with this run's method, or None where it equals the preset's (so equal runs compare equal)."""
+        if self.policy is None:
+            return
+        if not isinstance(self.policy, PolicyConfig):
+            raise ValueError(f"TrainConfig.policy must be a PolicyConfig or None, got {type(self.policy).__name__}")
+        try:
+            policy = dataclasses.replace(self.policy, method=self.method)
+        except ValueError as exc:
+            raise ValueError(f"TrainConfig.policy: {exc}") from None
+        object.__setattr__(self, "policy", None if policy == preset_policy(self.policy_preset, self.method) else policy)
+
+    def policy_config(self) -> PolicyConfig:
+        """The architecture of a fresh policy: ``policy``, or the ``policy_preset``'s for ``method``."""
+        return self.policy if self.policy is not None else preset_policy(self.policy_preset, self.method)
+
+    def with_policy(self, **changes: Any) -> TrainConfig:
+        """This config with ``changes`` to the fields of its policy's architecture (``--set policy.FIELD=VALUE``)."""
+        if not changes:
+            return self
+        try:
+            policy = dataclasses.replace(self.policy_config(), **changes)
+        except ValueError as exc:
+            raise ValueError(f"TrainConfig.policy: {exc}") from None
+        return dataclasses.replace(self, policy=policy)
 
     @classmethod
     def paper(cls, graphs: tuple[str, ...], **changes: Any) -> TrainConfig:
@@ -263,7 +273,6 @@ class TrainConfig:
             rl_epsilon_end=0.0,  # run_placement.py: decayed by epsilon / num_episode per episode
             rl_mode="epsilon",  # rl_agent.py node_selection/device_selection: argmax unless rand < epsilon
             entropy_weight=0.0,  # rl_simulation_learning.json: "entropy_weight": 0.0
-            self_imitation_weight=0.0,
             greedy_every=0,  # run_placement.py keeps the last weights
             rollouts_per_update=1,  # run_placement.py: one finish_episode per episode
             baseline="cumulative_mean",  # run_placement.py: running_time_sum / (episode_id + 1), after adding this cost
@@ -292,17 +301,45 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> TrainConfig:
+        """The config a ``config.json`` holds. One written before ``policy`` was nested is read too: its flat policy inputs
+        (``random_features``, ``affinity_features``) move into ``policy``, and a deleted switch at its old default is dropped
+        (any other value of one is refused in one line: this workbench cannot train that run)."""
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{source}: unknown TrainConfig field(s) {', '.join(unknown)}")
         try:
-            return cls(**data)
+            values = without_retired(dict(data), RETIRED_FIELDS, source)
+            flat = {name: values.pop(name) for name in FLAT_POLICY_FIELDS if name in values}
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise ValueError(f"unknown TrainConfig field(s) {', '.join(unknown)}")
+            if values.get("policy") is not None:
+                values["policy"] = PolicyConfig.from_dict({**values["policy"], "method": values.get("method", "doppler")})
+            config = cls(**values)
+            checked = PolicyConfig.from_dict({"method": config.method, **flat})  # each flat input's type and range
+            return config.with_policy(**{name: getattr(checked, name) for name in flat})
         except (TypeError, ValueError) as exc:  # a field the constructor refuses: name the file too
-            raise ValueError(f"{source}: {exc}") from None
+            raise ValueError(exc if str(exc).startswith(source) else f"{source}: {exc}") from None
 
     def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
+
+
+RETIRED_FIELDS: dict[str, Any] = {
+    "self_imitation_weight": 0.0,
+    "baseline_decay": 0.9,
+    "rollout_baseline": "leave_one_out",
+    "capacity_features": False,
+}
+"""Switches deleted from :class:`TrainConfig` (``docs/results.md``, "Switches deleted"), with the value at which an older run's
+``config.json`` still reads (and resumes) as before."""
+POLICY = "policy."
+"""The prefix of a nested policy field's name on the command line (``--set policy.width=64``)."""
+FLAT_POLICY_FIELDS = ("random_features", "affinity_features")
+"""Policy inputs an older ``config.json`` holds as flat TrainConfig fields; they now live in ``TrainConfig.policy``."""
+
+
+def preset_policy(preset: str, method: str) -> PolicyConfig:
+    """The architecture of ``TrainConfig.policy_preset`` ``preset`` for ``method``."""
+    return PolicyConfig.paper(method) if preset == "paper" else PolicyConfig(method=method)
 
 
 def device_counts(text: str) -> tuple[int, ...]:
@@ -350,7 +387,26 @@ def fields_table(config_class: type) -> str:
         else:
             default = "(required)"
         lines.append(f"{f.name:18} {default:14} {docs.get(f.name, '')}")
+        if f.name == "policy" and config_class is TrainConfig:  # its fields, set as policy.FIELD
+            policy_docs = attribute_docs(PolicyConfig)
+            lines += [
+                f"  {POLICY + p.name:30} {p.default!r:14} {policy_docs.get(p.name, '')}" for p in fields(PolicyConfig) if p.name != "method"
+            ]
     return "\n".join(lines)
+
+
+def attribute_docs(config_class: type) -> dict[str, str]:
+    """Field name → its entry in the ``Attributes:`` section of ``config_class``'s docstring (:class:`PolicyConfig`'s)."""
+    docs: dict[str, str] = {}
+    text = inspect.getdoc(config_class) or ""
+    name = None
+    for line in text.partition("Attributes:")[2].splitlines():
+        head, sep, rest = line.strip().partition(":")
+        if line.startswith("    ") and not line.startswith("        ") and sep and head.isidentifier():
+            name, docs[head] = head, rest.strip()
+        elif name is not None and line.strip():
+            docs[name] += " " + line.strip()
+    return docs
 
 
 def field_docs(config_class: type | None = None) -> dict[str, str]:
@@ -369,21 +425,44 @@ def field_docs(config_class: type | None = None) -> dict[str, str]:
     return docs
 
 
+def override_types() -> dict[str, str]:
+    """What ``--set`` may name, with its type: every TrainConfig field but ``policy``, and ``policy.FIELD`` for each
+    field of the nested :class:`~workbench.learn.PolicyConfig` but its method (``--method``)."""
+    types = {f.name: str(f.type) for f in fields(TrainConfig) if f.name != "policy"}
+    return types | {f"{POLICY}{f.name}": str(f.type) for f in fields(PolicyConfig) if f.name != "method"}
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``FIELD=VALUE`` strings (``--set``) parsed with each TrainConfig field's type; tuples are comma-separated."""
-    types = {f.name: str(f.type) for f in fields(TrainConfig)}
+    """``FIELD=VALUE`` strings (``--set``) parsed with each field's type (:func:`override_types`); tuples are comma-separated.
+
+    ``policy.FIELD`` keys stay dotted: :func:`config_from_values` applies them to the nested policy. The policy inputs that
+    were flat TrainConfig fields before the nesting (:data:`FLAT_POLICY_FIELDS`) are still read under their old names, so a
+    command recorded then (a shipped run's ``meta.json``) reproduces its run.
+    """
+    types = override_types()
     out: dict[str, Any] = {}
     for item in items:
         name, sep, text = item.partition("=")
         name = name.strip().replace("-", "_")
+        name = POLICY + name if name in FLAT_POLICY_FIELDS else name
         if not sep or name not in types:
-            raise ValueError(f"--set {item!r}: expected FIELD=VALUE with FIELD among {', '.join(types)}")
+            hint = f"; policy fields are set as policy.{name}" if f"{POLICY}{name}" in types else ""
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE with FIELD among {', '.join(types)}{hint}")
         kind = types[name]
         try:
             out[name] = _parse_value(text.strip(), kind)
         except ValueError:
             raise ValueError(f"--set {item!r}: {text!r} is not a valid {kind}") from None
     return out
+
+
+def config_from_values(values: Mapping[str, Any], preset: str = "default") -> TrainConfig:
+    """A :class:`TrainConfig` (``preset="paper"``: :meth:`TrainConfig.paper`) from field values, ``policy.FIELD`` keys applied
+    to its nested policy."""
+    own = {name: value for name, value in values.items() if not name.startswith(POLICY)}
+    changes = {name.removeprefix(POLICY): value for name, value in values.items() if name.startswith(POLICY)}
+    config = TrainConfig.paper(**own) if preset == "paper" else TrainConfig(**own)
+    return config.with_policy(**changes)
 
 
 def _parse_value(text: str, kind: str) -> Any:

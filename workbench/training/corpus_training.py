@@ -319,7 +319,7 @@ def train_on_corpus(
             else:
                 steps = reinforce_update(
                     policy, optimizer, graph, SimulatorOracle(devices), critical[key], None, 0.0, _stage_two(config, key, devices),
-                    generator, count=config.rollouts_per_update,
+                    generator, count=config.rollouts_per_update, shared_baseline=True,
                 )  # fmt: skip
                 loss, makespans = sum(step["loss"] for step in steps), [step["makespan"] for step in steps]
         except (RuntimeError, ValueError) as error:  # Adam overflowing float32, NaN logits in a rollout, ...
@@ -481,7 +481,6 @@ def _stage_two(config: CorpusTrainConfig, key: str, devices: int) -> TrainConfig
         method=config.method,
         rl_mode="sample",
         rollouts_per_update=config.rollouts_per_update,
-        rollout_baseline="shared",
         entropy_weight=config.entropy_weight,
         grad_clip=config.grad_clip,
     )

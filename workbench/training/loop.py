@@ -43,7 +43,7 @@ import torch
 from ..graph import DataflowGraph
 from ..learn.checkpoint import TrainedFor
 from ..runs.validate import best_folder
-from .checkpoint import Elite, GreedySelection, TrainingState, load_checkpoint, non_finite_failure, save_checkpoint, weights_are_finite
+from .checkpoint import GreedySelection, TrainingState, load_checkpoint, non_finite_failure, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
 from .oracle import CostOracle, SimulatorOracle, as_oracle, makespan_of, oracle_from_spec, oracle_kind
@@ -113,8 +113,6 @@ class StageState:
     scheduler: Any
     references: dict[str, float]
     baselines: dict[str, float] = dataclasses.field(default_factory=dict)
-    elites: dict[str, Elite] = dataclasses.field(default_factory=dict)
-    """Per graph, the stage's best placement so far (self-imitation)."""
     selection: GreedySelection = dataclasses.field(default_factory=GreedySelection)
     """The stage's best greedy weights so far (``greedy_every``)."""
 
@@ -127,7 +125,6 @@ class StageState:
             scheduler=self.scheduler.state_dict() if self.scheduler is not None else None,
             baselines=dict(self.baselines),
             references=dict(self.references),
-            elites=dict(self.elites),
             selection=self.selection,
             torch_rng=torch.get_rng_state(),
             run_id=session.run_id,
@@ -152,7 +149,7 @@ def train(
     Args:
         oracle: the Stage III cost oracle (an object with ``measure(graph, assignment)``
             or such a callable); default: built from ``config.oracle``.
-        library: where policies come from (``make_policy``, ``load_policy``, ``INPUT_OPTIONS``); default
+        library: where policies come from (``make_policy``, ``load_policy``); default
             :mod:`workbench.learn`.
         callback: called with each episode's metrics row after it is written.
         progress: show a tqdm progress bar.
@@ -160,8 +157,6 @@ def train(
     """
     if library is None:
         library = importlib.import_module("workbench.learn")  # torch + DGL load on first use of a name
-    if config.self_imitation_weight > 0 and not hasattr(library, "Guide"):
-        raise ValueError("TrainConfig.self_imitation_weight needs a policy library that replays placements (workbench.learn.Guide)")
     run = RunDirectory(out)
     graphs = load_graphs(config.graphs)
     unseen = {name: g for name, g in load_graphs(config.eval_graphs).items() if name not in graphs}
@@ -298,7 +293,6 @@ def _update(session: Session, state: StageState, stage: str, first: int, end: in
         steps[0]["reward"] = -steps[0]["makespan"] / state.references[name]
         return steps
     group = config.rollouts_per_update
-    self_imitation = config.self_imitation_weight > 0
     steps = reinforce_update(
         policy,
         state.optimizer,
@@ -310,13 +304,10 @@ def _update(session: Session, state: StageState, stage: str, first: int, end: in
         config,
         session.generator,
         min(group, end - episode),
-        _guide(session.library, state.elites.get(name)) if self_imitation else None,
         seen=(episode - first) // (group * len(session.graphs)),
         wait_weight=linear_schedule(config.transfer_wait_weight, 0.0, episode - first, end - first),
     )
     state.baselines[name] = steps[-1]["new_baseline"]
-    if self_imitation:
-        _keep_elite(state.elites, name, steps)
     state.scheduler.step()
     return steps
 
@@ -348,7 +339,7 @@ def _stage_state(session: Session, stage: str, first: int, end: int, oracle: Any
         if scheduler is not None:
             assert resume.scheduler is not None  # checkpointed inside this stage, whose scheduler it saved
             scheduler.load_state_dict(resume.scheduler)
-        return StageState(optimizer, scheduler, dict(resume.references), dict(resume.baselines), dict(resume.elites), resume.selection)
+        return StageState(optimizer, scheduler, dict(resume.references), dict(resume.baselines), resume.selection)
     references = {name: makespan_of(oracle, g, _teacher_assignment(g, config.devices)) for name, g in session.graphs.items()}
     state = StageState(optimizer, scheduler, references)
     if stage != "il" and config.greedy_every:  # the starting weights compete too: the stage never ends worse than it began
@@ -460,19 +451,6 @@ def _select_greedy(
         save_checkpoint(policy, session.run.best_checkpoint(stage), {"episode": episode, "greedy": makespans})
         return GreedySelection(score, episode, makespans, evaluations)
     return dataclasses.replace(selection, evaluations=evaluations)
-
-
-def _keep_elite(elites: dict[str, Elite], name: str, steps: list[dict[str, Any]]) -> None:
-    """Remember the update's best rollout of graph ``name`` when it beats the stage's best so far."""
-    best = min(steps, key=lambda step: step["makespan"])
-    if name not in elites or best["makespan"] < elites[name].makespan:
-        rollout = best["rollout"]
-        elites[name] = Elite(best["makespan"], rollout.order.tolist(), rollout.assignment.tolist())
-
-
-def _guide(library: Any, elite: Elite | None) -> Any:
-    """The policy library's ``Guide`` replaying an elite placement (None before there is one)."""
-    return None if elite is None else library.Guide(elite.order, elite.assignment)
 
 
 def _teacher_assignment(graph: DataflowGraph, devices: int) -> np.ndarray:

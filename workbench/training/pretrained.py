@@ -47,7 +47,7 @@ from ..runs import (
 )
 from ..sim import simulate
 from .checkpoint import load_checkpoint
-from .config import TrainConfig, parse_overrides
+from .config import config_from_values, parse_overrides
 from .loop import load_graphs, train
 from .rundir import RunDirectory
 
@@ -255,14 +255,17 @@ def main(argv: Sequence[str] | None = None, prog: str = "workbench train pretrai
     except ValueError as exc:
         parser.error(str(exc))
     for graph in args.graphs:
-        config = TrainConfig(
-            graphs=(graph,),
-            devices=args.devices,
-            method=args.method,
-            stages=tuple(args.stages.split(",")),
-            episodes=tuple(int(e) for e in args.episodes.split(",")),
-            seed=args.seed,
-            **{"rl_mode": args.rl_mode, **overrides},
+        config = config_from_values(
+            {
+                "graphs": (graph,),
+                "devices": args.devices,
+                "method": args.method,
+                "stages": tuple(args.stages.split(",")),
+                "episodes": tuple(int(e) for e in args.episodes.split(",")),
+                "seed": args.seed,
+                "rl_mode": args.rl_mode,
+                **overrides,
+            }
         )
         out = Path(args.runs) / graph
         command = shlex.join([*prog.split(), *(argv if argv is not None else sys.argv[1:])])

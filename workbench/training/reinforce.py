@@ -19,11 +19,8 @@ cut the time ops wait for their inputs still score.
 
 Beyond the paper, ``rollouts_per_update`` > 1 scores several rollouts of one
 graph per gradient step with leave-one-out baselines: the rollouts share one
-encoder pass (cheaper per episode) and the gradient is far less noisy (``rollout_baseline="shared"``: the
-POMO baseline, the mean of all K). And
-``self_imitation_weight`` > 0 adds self-imitation (Oh et al., "Self-Imitation
-Learning", ICML 2018): the policy also learns to replay the best placement it
-has found, so its greedy placement follows what exploration discovered.
+encoder pass (cheaper per episode) and the gradient is far less noisy (``shared_baseline``, which the
+cross-graph trainer uses: the POMO baseline, the mean of all K).
 
 The paper's code differs in ways :meth:`TrainConfig.paper` reproduces:
 discounted returns (``discount``), a cumulative-mean baseline that includes
@@ -43,6 +40,9 @@ from ..graph import DataflowGraph
 from .config import TrainConfig
 from .imitation import apply_gradient
 from .oracle import makespan_of
+
+BASELINE_DECAY = 0.9
+"""The running-mean baseline's decay per reward, ``b ← 0.9·b + 0.1·reward`` (``TrainConfig.baseline="running_mean"``)."""
 
 __all__ = ["reinforce_update", "linear_schedule", "make_scheduler", "discounted_log_prob", "transfer_wait"]
 
@@ -98,19 +98,18 @@ def reinforce_update(
     config: TrainConfig,
     generator: torch.Generator,
     count: int = 1,
-    elite: Any = None,
     seen: int = 0,
     wait_weight: float = 0.0,
+    shared_baseline: bool = False,
 ) -> list[dict[str, Any]]:
     """``count`` rollouts of ``graph``, measured by ``oracle``, and one REINFORCE step; one metrics dict per rollout.
 
     One rollout (the paper) uses the running-mean ``baseline``; several use
     leave-one-out baselines (each rollout's is the mean reward of the
     others), and the loss is the mean of theirs. Every dict carries the
-    running mean after its reward as ``new_baseline``. With
-    ``self_imitation_weight`` > 0 and an ``elite`` (a
-    :class:`~workbench.learn.Guide`: the best placement found so far), the
-    loss adds that weight times the mean −log-probability of replaying it.
+    running mean after its reward as ``new_baseline`` (``b ← 0.9·b + 0.1·reward``).
+    ``shared_baseline`` (POMO, Kwon et al. NeurIPS 2020): several rollouts share the mean of all their rewards, their own
+    included, as the baseline: the leave-one-out direction, (K−1)/K the step.
     ``seen``: this stage's earlier episodes on ``graph`` (``baseline="cumulative_mean"``
     keeps the mean of their rewards in ``baseline``).
     ``wait_weight`` λ > 0 makes the return dense: ``−(makespan + λ·transfer wait) / reference``.
@@ -129,7 +128,7 @@ def reinforce_update(
         baselines = [cumulative]
     elif count == 1:
         baselines = [rewards[0] if baseline is None else baseline]
-    elif config.rollout_baseline == "shared":
+    elif shared_baseline:
         baselines = [sum(rewards) / count] * count
     else:
         baselines = [(sum(rewards) - r) / (count - 1) for r in rewards]
@@ -139,7 +138,7 @@ def reinforce_update(
         loss_policy = -(reward - b) * discounted_log_prob(rollout, config.discount) / count
         loss_entropy = -config.entropy_weight * rollout.entropy / count
         total = total + loss_policy + loss_entropy
-        running = cumulative if cumulative is not None else config.baseline_decay * running + (1 - config.baseline_decay) * reward
+        running = cumulative if cumulative is not None else BASELINE_DECAY * running + (1 - BASELINE_DECAY) * reward
         steps.append(
             {
                 "rollout": rollout,
@@ -153,10 +152,5 @@ def reinforce_update(
                 "loss_entropy": float(loss_entropy.detach()),
             }
         )
-    if config.self_imitation_weight > 0 and elite is not None:
-        replay = policy.rollout(graph, config.devices, mode="teacher", guide=elite)
-        total = total + config.self_imitation_weight * replay.imitation_loss
-        for step in steps:
-            step["loss_imitation"] = float(replay.imitation_loss.detach())
     apply_gradient(policy, optimizer, total, config.grad_clip)
     return steps

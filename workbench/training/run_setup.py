@@ -20,7 +20,7 @@ from ..placers import methods
 from ..provenance import machine, now as _now, versions
 from ..runs.validate import RunCheck, best_folder, read_json_object
 from .checkpoint import TrainingState, load_checkpoint
-from .config import TrainConfig
+from .config import POLICY, TrainConfig, preset_policy
 from .resume import ResumeError, ResumePoint, hand_over, read_json_file
 from .rundir import RunDirectory
 
@@ -95,12 +95,9 @@ def initial_policy(config: TrainConfig, library: Any, device: torch.device) -> A
     if config.init_checkpoint:
         policy, _ = load_checkpoint(library, config.init_checkpoint, map_location=device)
         return policy
-    inputs = {name: getattr(config, name) for name in library.INPUT_OPTIONS if getattr(config, name)}
-    if config.policy_preset == "paper":  # paper preset switches
-        return library.make_policy(config.method, dataclasses.replace(library.PolicyConfig.paper(config.method), **inputs))
-    if inputs:  # plateau options of the policy's inputs
-        return library.make_policy(config.method, library.PolicyConfig(method=config.method, **inputs))
-    return library.make_policy(config.method)
+    if config.policy is None and config.policy_preset == "default":
+        return library.make_policy(config.method)
+    return library.make_policy(config.method, config.policy_config())
 
 
 def best_so_far(run: RunDirectory, graphs: dict[str, DataflowGraph]) -> dict[str, float]:
@@ -143,13 +140,21 @@ def command_line(config: TrainConfig, out: Path) -> str:
     if config.init_checkpoint:
         parts += ["--init-checkpoint", config.init_checkpoint]
     defaults = TrainConfig(graphs=config.graphs)
-    covered = {"graphs", "devices", "method", "stages", "episodes", "seed", "init_checkpoint"}
+    covered = {"graphs", "devices", "method", "stages", "episodes", "seed", "init_checkpoint", "policy"}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if f.name not in covered and value != getattr(defaults, f.name):
-            text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else str(value)
-            parts += ["--set", f"{f.name}={text}"]
+            parts += ["--set", f"{f.name}={_option_text(value)}"]
+    policy, preset = config.policy_config(), preset_policy(config.policy_preset, config.method)
+    for f in dataclasses.fields(policy):
+        if getattr(policy, f.name) != getattr(preset, f.name):
+            parts += ["--set", f"{POLICY}{f.name}={_option_text(getattr(policy, f.name))}"]
     return shlex.join(parts)
+
+
+def _option_text(value: Any) -> str:
+    """A field's value as ``--set`` reads it back: tuples comma-separated, booleans lower case."""
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def episode_bar(total: int, initial: int, enabled: bool) -> tqdm:
