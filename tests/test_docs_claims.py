@@ -176,8 +176,8 @@ nothing else to be written, read and charted
 resume refuses a `metrics.csv` header other than the config's
 -> tests/test_run_faults.py::test_a_damaged_run_is_refused_naming_the_file_and_field_and_nothing_changes
 
-REINFORCE with one or several rollouts per update, optional self-imitation
--> test_self_imitation_and_grouped_rollouts_are_options_of_training
+REINFORCE with one or several rollouts per update
+-> test_grouped_rollouts_are_an_option_of_training
 
 JSON and pandas frames
 -> tests/test_sim.py::test_trace_json_and_frame_round_trip
@@ -244,7 +244,7 @@ which never imports torch (and pandas only when a frame is built), so every trai
 Paths, column names, checkpoint names, the writer, the reader and the lister are the package `workbench/runs/`
 -> test_run_file_names_come_from_workbench_runs
 
-rows are appended as whole, flushed lines (no trainer rewrites a table it appends to), and a resumed run first keeps the rows its checkpoint has seen
+no trainer rewrites a table it appends to), and a resumed run first keeps the rows its checkpoint has seen
 -> tests/test_runs.py::test_a_table_grows_by_whole_lines_and_a_resume_keeps_what_the_checkpoint_saw
 
 **Checkpoint names** come from one function
@@ -632,7 +632,6 @@ def run_file_paths(tree: ast.Module) -> list[int]:
 
 RUN_FILE_PATHS_PENDING = {
     "workbench/dashboard/learned.py": "issue 30 part 4 (s3-choice): a checkpoint's origin comes from its header, not meta.json",
-    "workbench/dashboard/sources.py": "issue 30 part 1 (s3-runs): the zero-shot export becomes a run directory, read through runs",
     "workbench/training/pretrained.py": "issue 30 part 1 (s3-runs): the pretrained export writes a run directory through runs",
     "workbench/training/run_setup.py": "issue 30 part 1 (s3-runs): one writer names best/placement.json; run_setup reads it by hand",
 }
@@ -943,12 +942,12 @@ def test_a_new_numeric_metrics_column_is_written_read_and_charted(tmp_path):
     assert "VALUE_COLUMNS" in dashboard, "the Training page's chart choices come from VALUE_COLUMNS"
 
 
-def test_self_imitation_and_grouped_rollouts_are_options_of_training():
-    """Claimed: "REINFORCE with one or several rollouts per update, optional self-imitation" (the training layer's row)."""
+def test_grouped_rollouts_are_an_option_of_training():
+    """Claimed: "REINFORCE with one or several rollouts per update" (the training layer's row)."""
     from workbench.training import TrainConfig
 
     fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    assert fields["rollouts_per_update"] == 1 and fields["self_imitation_weight"] == 0.0
+    assert fields["rollouts_per_update"] == 1
 
 
 # --------------------------------------------------------------------------------------------------------- contracts
