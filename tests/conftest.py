@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +79,33 @@ def random_dags(draw, max_nodes: int = 14, integer_costs: bool = True, allow_zer
     perm = draw(st.permutations(range(n)))
     edges = [(perm[i], perm[j], c) for (i, j), c in zip(chosen, comm, strict=True)]
     return wb.DataflowGraph.from_edges(compute, edges)
+
+
+BURNERS_ENV = "WORKBENCH_TEST_BURNERS"
+"""How many CPU-burning processes (at the tests' own priority) run beside every browser test: 0 unless set. Issue 29's
+journeys are checked under 4 on 2 cores: ``WORKBENCH_TEST_BURNERS=4 pytest -m browser``."""
+
+
+@pytest.fixture(scope="session")
+def background_load():
+    """Start :data:`BURNERS_ENV` busy processes once, for the browser tests of the session; stop them at its end."""
+    text = os.environ.get(BURNERS_ENV, "0")
+    if not text.isdigit() or int(text) > 64:
+        raise pytest.UsageError(f"{BURNERS_ENV} must be a whole number from 0 to 64, got {text!r}")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(int(text))]
+    try:
+        yield len(burners)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+@pytest.fixture(autouse=True)
+def _browser_tests_under_load(request):
+    """Every test marked ``browser`` runs with the session's :func:`background_load` (none by default)."""
+    if request.node.get_closest_marker("browser") is not None:
+        request.getfixturevalue("background_load")
 
 
 @pytest.fixture(scope="session")
