@@ -55,6 +55,14 @@ def test_grid_expands_every_combination_with_option_lists():
     assert len({c.key for c in cells}) == len(cells)
 
 
+def test_option_values_are_parsed_as_workbench_place_parses_them():
+    """YAML reads ``1e-3`` and ``"800"`` as text: the grid holds the numbers ``--option`` would give the placer."""
+    method = {"method": "local_search", "options": {"budget": ["800", 900], "initial_temperature": "1e-3"}}
+    cells = parse_config({**SMALL, "devices": 2, "seeds": 1, "methods": [method]}).cells()
+    assert [dict(c.options)["budget"] for c in cells] == [800, 900]
+    assert all(dict(c.options)["initial_temperature"] == 0.001 for c in cells)
+
+
 def test_option_lists_expand(test_placers, tmp_path):
     config = parse_config({**SMALL, "devices": 2, "seeds": 1, "methods": [{"method": "counting", "options": {"log": ["a", "b", "c"]}}]})
     assert [dict(c.options)["log"] for c in config.cells()] == ["a", "b", "c"]
@@ -70,6 +78,8 @@ def test_option_lists_expand(test_placers, tmp_path):
         ({"devices": "four"}, "devices: must be positive integers"),
         ({"graphs": ["no/such/graph.txt"]}, "'no/such/graph.txt' is neither a graph file"),
         ({"methods": [{"method": "critical_path", "options": {"budget": 5}}]}, "does not take option(s) budget"),
+        ({"methods": [{"method": "local_search", "options": {"budget": [500, "lots"]}}]}, "option budget='lots' of method 'local_search'"),
+        ({"methods": [{"method": "local_search", "options": {"budget": 2.5}}]}, "expected a whole number"),
         ({"seeds": 0}, "seeds"),
         ({"engine": "slurm"}, "engine: 'slurm'"),
     ],

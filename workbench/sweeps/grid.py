@@ -312,5 +312,18 @@ def _method_spec(entry: Any) -> MethodSpec:
     empty = sorted(str(k) for k, v in options.items() if isinstance(v, (list, tuple)) and not v)
     if empty:
         raise ConfigError(f"methods: option(s) {', '.join(empty)} of {method!r} have an empty list of values")
-    grid = tuple((str(k), tuple(_as_list(v))) for k, v in sorted(options.items()))
+    grid = tuple((str(k), tuple(_typed(method, str(k), value) for value in _as_list(v))) for k, v in sorted(options.items()))
     return MethodSpec(method, str(label or method), grid)
+
+
+def _typed(method: str, key: str, value: Any) -> Any:
+    """One grid value of option ``key``, checked and parsed as ``workbench place --option`` parses it (``"1e-3"``, which
+    YAML reads as text, becomes a float); an option that cannot be given as text (a starting assignment) is kept as given."""
+    from ..placers.options import OptionError, declared_options, parse_value
+
+    if declared_options(method)[key].type is None:
+        return value
+    try:
+        return parse_value(method, key, value)
+    except OptionError as exc:
+        raise ConfigError(f"methods: {exc}") from None
