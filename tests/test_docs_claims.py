@@ -630,11 +630,7 @@ def run_file_paths(tree: ast.Module) -> list[int]:
     return found
 
 
-RUN_FILE_PATHS_PENDING = {
-    "workbench/dashboard/learned.py": "issue 30 part 4 (s3-choice): a checkpoint's origin comes from its header, not meta.json",
-    "workbench/training/pretrained.py": "issue 30 part 1 (s3-runs): the pretrained export writes a run directory through runs",
-    "workbench/training/run_setup.py": "issue 30 part 1 (s3-runs): one writer names best/placement.json; run_setup reads it by hand",
-}
+RUN_FILE_PATHS_PENDING: dict[str, str] = {}
 """Modules that still name run files by hand, and the part of issue 30 that moves them onto ``workbench/runs/``."""
 
 
@@ -675,9 +671,7 @@ TRAINERS = {
     "workbench/training/learned_search.py": "workbench train scorer",
     "workbench/training/pretrained.py": "workbench train pretrained",
 }
-TRAINERS_PENDING = {
-    "workbench/training/pretrained.py": "issue 30 part 1 (s3-runs): the pretrained export becomes a run written by the one writer"
-}
+TRAINERS_PENDING: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(

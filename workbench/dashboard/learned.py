@@ -21,7 +21,7 @@ from pathlib import Path
 from ..datasets import PAPER_GRAPHS
 from ..learn.header import CheckpointHeader, read_header
 from ..placers import methods
-from ..runs import STAGE_NAMES, checkpoint_name, try_read_json
+from ..runs import STAGE_NAMES, RunPaths, checkpoint_name, try_read_json
 from .choice import MethodChoice
 from .context import DashboardContext
 
@@ -114,7 +114,7 @@ def _origin_stage(choice: MethodChoice, path: Path, header: CheckpointHeader) ->
     if isinstance(stage, str) and stage:
         return f"{name} weights, in {STAGE_TITLES.get(stage, stage)}"
     if choice.root == "datasets":
-        return str(try_read_json(path.parent / "meta.json").get("stage") or "shipped weights")
+        return str(try_read_json(RunPaths(path.parent).meta_path).get("stage") or "shipped weights")
     return f"{name} weights"
 
 

@@ -63,8 +63,8 @@ def _best_placement(paths: RunPaths, problems: list[str]) -> tuple[dict[str, Any
     """``best/placement.json`` and ``best/trace.json`` (a shipped export's too: :mod:`workbench.training.pretrained`)."""
     from ..sim import Trace
 
-    best = _read_json(paths.best_dir / "placement.json", problems, required=False)
-    trace_path = paths.best_dir / "trace.json"
+    best = _read_json(paths.best_placement_path(), problems, required=False)
+    trace_path = paths.best_trace_path()
     if not trace_path.is_file():
         return best, None
     try:
@@ -244,8 +244,7 @@ class RunFollower:
         return True
 
     def _poll_best(self) -> bool:
-        best = self.paths.best_dir
-        stamps = {name: _stamp(path) for name, path in (("placement", best / "placement.json"), ("trace", best / "trace.json"))}
+        stamps = {"placement": _stamp(self.paths.best_placement_path()), "trace": _stamp(self.paths.best_trace_path())}
         if all(self._stamps.get(key, False) == stamp for key, stamp in stamps.items()):
             return False
         self._best_problems = []

@@ -113,6 +113,17 @@ class RunPaths:
         self.best_dir = self.path / "best"
         self.checkpoint_dir = self.path / "checkpoints"
         self.tensorboard_dir = self.path / "tensorboard"
+        self.export_path = self.path / "export.json"
+        self.legacy_best_placement_path = self.path / "best_placement.json"
+        """Where exports of the older layout kept their best placement (no trace); ``workbench train pretrained --migrate``."""
+
+    def best_placement_path(self, subdir: str | None = None) -> Path:
+        """``best/placement.json``, or ``best/<subdir>/placement.json`` (one graph of a run that trains several)."""
+        return (self.best_dir / subdir if subdir else self.best_dir) / "placement.json"
+
+    def best_trace_path(self, subdir: str | None = None) -> Path:
+        """``best/trace.json`` beside :meth:`best_placement_path`."""
+        return (self.best_dir / subdir if subdir else self.best_dir) / "trace.json"
 
     def checkpoint(self, name: str) -> Path:
         """The checkpoint called ``name`` in ``checkpoints/`` (:func:`checkpoint_file`)."""

@@ -22,6 +22,7 @@ import csv
 import io
 import os
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
@@ -150,6 +151,29 @@ class RunWriter(RunPaths):
 
     def write_best(self, placement: Mapping[str, Any], trace_json: str, subdir: str | None = None) -> None:
         """``best/placement.json`` and ``best/trace.json`` (in ``best/<subdir>/`` when given)."""
-        folder = self.best_dir / subdir if subdir else self.best_dir
-        atomic_write_text(folder / "trace.json", trace_json)
-        atomic_write_json(folder / "placement.json", dict(placement))
+        atomic_write_text(self.best_trace_path(subdir), trace_json)
+        atomic_write_json(self.best_placement_path(subdir), dict(placement))
+
+    def copy_records(self, source: RunPaths) -> list[Path]:
+        """Copy ``source``'s records here, each file atomically: ``config.json``, ``meta.json``, ``metrics.csv``,
+        ``greedy.csv`` (where it has one: runs trained before it existed have none) and ``best/`` (placement and trace);
+        never its checkpoints. A pretrained export is such a copy (:mod:`workbench.training.pretrained`). Returns the
+        files written."""
+        pairs = [
+            (source.config_path, self.config_path),
+            (source.meta_path, self.meta_path),
+            (source.metrics_path, self.metrics_path),
+            (source.greedy_path, self.greedy_path),
+            (source.best_placement_path(), self.best_placement_path()),
+            (source.best_trace_path(), self.best_trace_path()),
+        ]
+        written = []
+        for origin, copy in pairs:
+            if origin.is_file() or origin != source.greedy_path:
+                atomic_write_text(copy, origin.read_text(encoding="utf-8"))
+                written.append(copy)
+        return written
+
+    def write_export(self, record: Mapping[str, Any]) -> None:
+        """``export.json``: what a pretrained export was made from (each stage's greedy makespans, the stage shipped)."""
+        atomic_write_json(self.export_path, dict(record))

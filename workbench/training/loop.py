@@ -42,7 +42,7 @@ import torch
 
 from ..graph import DataflowGraph
 from ..learn.checkpoint import TrainedFor
-from ..runs.validate import best_folder
+from ..runs.validate import best_subdir
 from .checkpoint import GreedySelection, TrainingState, load_checkpoint, non_finite_failure, save_checkpoint, weights_are_finite
 from .config import TrainConfig
 from .imitation import imitation_episode
@@ -493,6 +493,6 @@ def _write_best(
     )
     trace = simulate(graphs[name], assignment, config.devices).trace.to_json()
     if len(graphs) > 1:
-        run.write_best(placement, trace, subdir=best_folder(run, tuple(graphs), name).name)
+        run.write_best(placement, trace, subdir=best_subdir(tuple(graphs), name))
     if name == next(iter(graphs)):
         run.write_best(placement, trace)

@@ -30,7 +30,6 @@ import torch
 
 from ..commandline import OneLineParser
 from ..datasets import DATASETS_DIR, PAPER_GRAPHS
-from ..fileio import atomic_write_json, atomic_write_text
 from ..learn.learned_search import METHOD as SCORER
 from ..runs import (
     ZERO_SHOT_FOLDER,
@@ -96,18 +95,9 @@ def export_policy(run_dir: str | Path, destination: str | Path, library: Any = N
     target = checkpoint_file(destination, meta["method"])
     destination.mkdir(parents=True, exist_ok=True)
     policy.save(target, extra={"run": summary, **record})
-    exported = RunPaths(destination)
-    for source, copy in (
-        (run.config_path, exported.config_path),
-        (run.meta_path, exported.meta_path),
-        (run.metrics_path, exported.metrics_path),
-        (run.greedy_path, exported.greedy_path),  # runs trained before greedy.csv existed have none
-        (run.best_dir / "placement.json", exported.best_dir / "placement.json"),
-        (run.best_dir / "trace.json", exported.best_dir / "trace.json"),
-    ):
-        if source.is_file() or source != run.greedy_path:
-            atomic_write_text(copy, source.read_text(encoding="utf-8"))
-    atomic_write_json(destination / "export.json", record)
+    exported = RunWriter(destination)
+    exported.copy_records(run)
+    exported.write_export(record)
     return target
 
 
@@ -136,10 +126,11 @@ def _migrate_export(folder: Path) -> list[Path]:
     from ..datasets import bundled_graph
     from ..placers.placement_file import placement_record
 
-    old = folder / "best_placement.json"
+    run = RunWriter(folder)
+    old = run.legacy_best_placement_path
     if not old.is_file():
         return []
-    found, run = json.loads(old.read_text(encoding="utf-8")), RunWriter(folder)
+    found = json.loads(old.read_text(encoding="utf-8"))
     graph, devices = bundled_graph(found["graph"]), int(found["devices"])
     simulated = simulate(graph, found["assignment"], devices)
     if not np.isclose(simulated.makespan, found["makespan"], rtol=1e-9):
@@ -147,7 +138,7 @@ def _migrate_export(folder: Path) -> list[Path]:
     fields = {key: found[key] for key in ("method", "makespan", "order", "stage", "episode") if key in found}
     run.write_best(placement_record(graph, found["assignment"], devices, graph=found["graph"], **fields), simulated.trace.to_json())
     old.unlink()
-    return [run.best_dir / "placement.json", run.best_dir / "trace.json"]
+    return [run.best_placement_path(), run.best_trace_path()]
 
 
 def _config(kind: type[Any], held: dict[str, Any]) -> Any:
@@ -201,10 +192,10 @@ def summary_table(folder: str | Path = PRETRAINED_DIR) -> str:
         "| best of greedy + K samples (evaluated policy) | best seen in training |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for meta_path in [run / "meta.json" for run in shipped_training_runs(folder)]:
-        meta, rows = read_meta(meta_path), read_rows(meta_path.parent / "metrics.csv")
-        record = json.loads((meta_path.parent / "export.json").read_text(encoding="utf-8"))
-        name = meta_path.parent.name
+    for run in map(RunPaths, shipped_training_runs(folder)):
+        meta, rows = read_meta(run.meta_path), read_rows(run.metrics_path)
+        record = json.loads(run.export_path.read_text(encoding="utf-8"))
+        name = run.path.name
         found, reference = meta["evaluation"][name], reference_of(meta, name)
         budget = "+".join(str(sum(r["stage"] == s for r in rows)) for s in meta["stages"])
         critical_path = found["critical_path"]

@@ -18,7 +18,7 @@ from ..graph import DataflowGraph
 from ..learn.checkpoint import stale_temporaries
 from ..placers import methods
 from ..provenance import machine, now as _now, versions
-from ..runs.validate import RunCheck, best_folder, read_json_object
+from ..runs.validate import RunCheck, best_subdir, read_json_object
 from .checkpoint import TrainingState, load_checkpoint
 from .config import POLICY, TrainConfig, preset_policy
 from .resume import ResumeError, ResumePoint, hand_over, read_json_file
@@ -104,7 +104,7 @@ def best_so_far(run: RunDirectory, graphs: dict[str, DataflowGraph]) -> dict[str
     """The makespan of each graph's ``best/placement.json`` (checked by :func:`.resume.check_directory`)."""
     best = {}
     for name in graphs:
-        path = best_folder(run, tuple(graphs), name) / "placement.json"
+        path = run.best_placement_path(best_subdir(tuple(graphs), name))
         if path.exists():
             best[name] = float(read_json_object(path)["makespan"])
     return best

@@ -18,7 +18,7 @@ file reader and re-simulated (:mod:`workbench.placers`, :mod:`workbench.sim`,
 imported when used).
 """
 
-from .best import best_folder, check_best
+from .best import best_folder, best_subdir, check_best
 from .common import STATUSES, RunDamaged, damaged, read_json_object
 from .train_run import Progress, RunCheck, RunPlan, check_greedy, check_meta, check_metrics, check_run
 from .trainers import GATE_SELECTION, GATE_STAGE, Column, CorpusPlan, GatePlan, TrainerCheck, check_corpus_run, check_gate_run, check_table
@@ -35,6 +35,7 @@ __all__ = [
     "check_meta",
     "check_best",
     "best_folder",
+    "best_subdir",
     "read_json_object",
     "damaged",
     "Column",

@@ -25,9 +25,15 @@ if TYPE_CHECKING:
 
 
 # --- best/ ---------------------------------------------------------------------------------------------------------
+def best_subdir(graphs: Sequence[str], graph: str) -> str | None:
+    """The folder under ``best/`` that holds the best placement of ``graph``: none, or ``<graph>`` when the run trains
+    several graphs (:meth:`~workbench.runs.RunPaths.best_placement_path`)."""
+    return None if len(graphs) == 1 else graph.replace("/", "_")
+
+
 def best_folder(paths: RunPaths, graphs: Sequence[str], graph: str) -> Path:
     """Where the best placement of ``graph`` is: ``best/``, or ``best/<graph>/`` when the run trains several graphs."""
-    return paths.best_dir if len(graphs) == 1 else paths.best_dir / graph.replace("/", "_")
+    return paths.best_placement_path(best_subdir(graphs, graph)).parent
 
 
 def simulated_makespan(row: Mapping[str, str]) -> float | None:
