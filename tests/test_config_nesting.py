@@ -7,6 +7,7 @@ config, so its run resumes; one that set a deleted switch is refused in one line
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -14,6 +15,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import torch
 
 from workbench.learn.checkpoint import CheckpointError
 from workbench.learn.features import FEATURE_LAYOUT
@@ -21,7 +23,7 @@ from workbench.learn.policy import _checked_config
 from workbench.learn.policy_config import PolicyConfig
 from workbench.runs import read_meta, read_rows
 from workbench.training import TrainConfig, train
-from workbench.training.config import config_from_values, fields_table, override_types, parse_overrides
+from workbench.training.config import config_from_values, fields_table, override_types, parse_overrides, replace_policy
 from workbench.training.rundir import RunDirectory
 
 from .test_training import SMALL, TINY, Crash, crash_at, tiny_config, without_time
@@ -151,3 +153,55 @@ def test_a_shipped_runs_recorded_command_still_gives_its_config(graph):
         i += 2
     config = config_from_values({**values, **parse_overrides(sets)})
     assert config == TrainConfig.from_dict(json.loads((folder / "config.json").read_text()))
+
+
+def flat_form(path: Path, flat: tuple[str, ...]) -> None:
+    """Rewrite the corpus or gate run's ``config.json`` at ``path`` as the workbench wrote it before the nesting: the policy's
+    ``flat`` fields at the top level, no ``policy``."""
+    data = json.loads(path.read_text())
+    policy = data.pop("policy")
+    path.write_text(json.dumps({**data, **{name: policy[name] for name in flat}}))
+
+
+def test_a_corpus_run_written_before_the_nesting_resumes_as_the_run_it_was(tmp_path):
+    from workbench.learn import load_policy
+    from workbench.training import corpus_training
+    from workbench.training.corpus_training import CorpusTrainConfig, train_on_corpus
+
+    from .test_corpus_training import FAST, TINY
+
+    policy = PolicyConfig(method="doppler_plc_only", place_rule="affinity", place_rule_weight=50.0, place_rule_scale="op")
+    config = CorpusTrainConfig(method="doppler_plc_only", policy=policy, objective="reinforce", episodes=1, rollouts_per_update=2, **FAST)
+    longer = dataclasses.replace(config, episodes=2)
+    straight = train_on_corpus(tmp_path / "straight", longer, corpus=TINY)
+    train_on_corpus(tmp_path / "old", config, corpus=TINY)
+    flat_form(tmp_path / "old" / "config.json", corpus_training.FLAT_POLICY_FIELDS)
+    assert "policy" not in json.loads((tmp_path / "old" / "config.json").read_text())
+    resumed = train_on_corpus(tmp_path / "old", longer, corpus=TINY)  # the same run: extended, not refused
+    a, b = load_policy(straight), load_policy(resumed)
+    assert b.checkpoint_extra["episode"] == 2 and b.config == policy
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+    with pytest.raises(ValueError, match=r"holds a run with other settings \(policy\.place_rule_scale\)"):
+        train_on_corpus(tmp_path / "old", replace_policy(longer, place_rule_scale="graph"), corpus=TINY)
+
+
+def test_a_gate_run_written_before_the_nesting_is_the_same_run_and_the_shipped_one_reads(tmp_path):
+    from workbench.runs import zero_shot_checkpoint
+    from workbench.training import gate_training
+    from workbench.training.corpus_training import check_held_config
+    from workbench.training.gate_training import GATE_POLICY, GateTrainConfig, train_gate
+
+    from .test_corpus_training import TINY
+
+    config = GateTrainConfig(devices=(2, 4), select_devices=(2, 4), steps=4, select_every=2)
+    best = train_gate(tmp_path / "gate", config, corpus=TINY)
+    flat_form(tmp_path / "gate" / "config.json", gate_training.FLAT_POLICY_FIELDS)
+    assert train_gate(tmp_path / "gate", config, corpus=TINY) == best  # finished: returned as it is, not refused
+    with pytest.raises(ValueError, match=r"holds a run with other settings \(policy\.place_rule_weight\)"):
+        train_gate(tmp_path / "gate", replace_policy(config, place_rule_weight=20.0), corpus=TINY)
+    shipped = zero_shot_checkpoint().parent / "config.json"
+    held = json.loads(shipped.read_text())
+    assert "policy" not in held and held["place_rule_weight"] == 50.0  # the shipped file keeps its flat form
+    config = GateTrainConfig.from_dict(held)
+    assert config == GateTrainConfig(start_from=held["start_from"]) and config.policy == GATE_POLICY
+    check_held_config(shipped, config)  # what a resume of it compares: the same run

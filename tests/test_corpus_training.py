@@ -17,6 +17,7 @@ from workbench.learn.doppler import place_rule_times
 from workbench.learn.env import teacher_assignment
 from workbench.learn.policy import PolicyConfig
 from workbench.training import corpus_training
+from workbench.training.config import replace_policy
 from workbench.training.corpus_training import CorpusTrainConfig, teacher_guide, train_on_corpus
 
 TINY = [  # two small training graphs, one to select on and one held out, built like the shipped manifest's entries
@@ -26,6 +27,7 @@ TINY = [  # two small training graphs, one to select on and one held out, built 
     CorpusEntry("layered-d", "layered", {"layers": 5, "width": 3, "ccr": 3.0}, seed=4, split="validation", devices=(2, 4)),
 ]
 FAST = {"teacher_budget": 40, "checkpoint_every": 2, "devices": (2, 4), "seed": 3}
+RESIDUAL = PolicyConfig(method="doppler_plc_only", place_rule_weight=50.0)  # PLC on critical_path's device rule
 
 
 def test_the_teachers_replay_keeps_its_makespan_and_names_devices_in_order_of_first_use():
@@ -66,7 +68,7 @@ def test_an_interrupted_run_resumes_to_the_same_weights_and_refuses_other_settin
     with pytest.raises(ValueError, match="other settings .*learning_rate"):
         train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, learning_rate=0.1, **FAST), corpus=TINY)
     saved = json.loads((tmp_path / "resumed" / "config.json").read_text())
-    del saved["select_rule_weight"]  # a run saved before that setting existed resumes with it at its default
+    del saved["policy"]["select_rule_weight"]  # a run saved before that setting existed resumes with it at its default
     (tmp_path / "resumed" / "config.json").write_text(json.dumps(saved))
     assert train_on_corpus(tmp_path / "resumed", CorpusTrainConfig(episodes=5, **FAST), corpus=TINY) == resumed
 
@@ -171,32 +173,30 @@ def test_an_unknown_place_rule_or_one_without_its_weight_is_refused():
         PolicyConfig(place_rule="nearest", place_rule_weight=1.0)
     with pytest.raises(ValueError, match="place_rule 'affinity' needs a place_rule_weight > 0"):
         PolicyConfig(place_rule="affinity")
-    with pytest.raises(ValueError, match="place_rule 'affinity' needs a place_rule_weight > 0"):
-        CorpusTrainConfig(place_rule="affinity", select_rule_weight=50.0)
+    with pytest.raises(ValueError, match="CorpusTrainConfig.policy: place_rule 'affinity' needs a place_rule_weight > 0"):
+        replace_policy(CorpusTrainConfig(), place_rule="affinity", select_rule_weight=50.0)
 
 
 def test_a_residual_run_trains_and_saves_the_rule_with_its_checkpoint(tmp_path):
-    config = CorpusTrainConfig(method="doppler_plc_only", place_rule_weight=50.0, objective="reinforce", episodes=2, **FAST)
+    config = CorpusTrainConfig(method="doppler_plc_only", policy=RESIDUAL, objective="reinforce", episodes=2, **FAST)
     last = train_on_corpus(tmp_path / "run", dataclasses.replace(config, rollouts_per_update=2), corpus=TINY)
     assert load_policy(last).config.place_rule_weight == 50.0
     with pytest.raises(ValueError, match="place_rule_weight and select_rule_weight build a fresh policy"):
-        CorpusTrainConfig(place_rule_weight=1.0, start_from=str(last))
+        CorpusTrainConfig(policy=RESIDUAL, start_from=str(last))
     with pytest.raises(ValueError, match="objective must be one of imitation, reinforce"):
         CorpusTrainConfig(objective="search")
 
 
 def test_a_run_written_before_place_rule_existed_resumes_with_the_rule_at_its_default(tmp_path):
-    config = CorpusTrainConfig(
-        method="doppler_plc_only", place_rule_weight=50.0, objective="reinforce", episodes=1, rollouts_per_update=2, **FAST
-    )
+    config = CorpusTrainConfig(method="doppler_plc_only", policy=RESIDUAL, objective="reinforce", episodes=1, rollouts_per_update=2, **FAST)
     train_on_corpus(tmp_path / "run", config, corpus=TINY)
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
-    del saved["place_rule"]  # an older run's config.json
+    del saved["policy"]["place_rule"]  # an older run's config.json
     (tmp_path / "run" / "config.json").write_text(json.dumps(saved))
     train_on_corpus(tmp_path / "run", dataclasses.replace(config, episodes=2), corpus=TINY)
     assert load_policy(tmp_path / "run" / "checkpoints" / "last.safetensors").checkpoint_extra["episode"] == 2
-    with pytest.raises(ValueError, match="holds a run with other settings \\(place_rule\\)"):
-        train_on_corpus(tmp_path / "run", dataclasses.replace(config, episodes=3, place_rule="affinity"), corpus=TINY)
+    with pytest.raises(ValueError, match="holds a run with other settings \\(policy.place_rule\\)"):
+        train_on_corpus(tmp_path / "run", replace_policy(dataclasses.replace(config, episodes=3), place_rule="affinity"), corpus=TINY)
 
 
 def test_the_op_scaled_place_rule_divides_by_each_ops_compute_time_with_the_smallest_positive_one_as_floor():

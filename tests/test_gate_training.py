@@ -15,6 +15,7 @@ from workbench.learn.env import teacher_assignment
 from workbench.learn.features import GRAPH_STATISTICS, earliest_start_scores, graph_statistics
 from workbench.learn.policy import PolicyConfig
 from workbench.runs import zero_shot_checkpoint
+from workbench.training.config import replace_policy
 from workbench.training.corpus_evaluation import evaluate_split
 from workbench.training.corpus_training import residual_policy
 from workbench.training.gate_training import GateTrainConfig, gated_policy, rule_costs, train_gate
@@ -140,8 +141,8 @@ def test_a_gate_run_refuses_a_policy_without_a_learned_plc_or_bad_rule_pairs():
         GateTrainConfig(method="doppler_sel_only")
     with pytest.raises(ValueError, match="is an option of the doppler policies, not of 'placeto'"):
         GateTrainConfig(method="placeto")
-    with pytest.raises(ValueError, match="a gate rule is 'select_rule/place_rule'"):
-        GateTrainConfig(gate_rules=("bottom_level/nearest", PAIRS[1]))
+    with pytest.raises(ValueError, match="GateTrainConfig.policy: a gate rule is 'select_rule/place_rule'"):
+        replace_policy(GateTrainConfig(), gate_rules=("bottom_level/nearest", PAIRS[1]))
 
 
 def test_the_shipped_zero_shot_policy_beats_critical_path_on_each_paper_graph_at_four_devices():

@@ -18,10 +18,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from itertools import pairwise
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from ..commandline import OneLineParser
-from ..learn.policy_config import PolicyConfig, without_retired
+from ..learn.fields import check_config
+from ..learn.policy_config import POLICY_FIELDS, PolicyConfig, without_retired
 from ..learn.registry import TEACHERS
 from ..placers import methods
 from ..systems import oracle_spec_kind
@@ -36,6 +37,10 @@ __all__ = [
     "config_from_values",
     "add_config_arguments",
     "trainer_parser",
+    "config_from_arguments",
+    "nest_policy",
+    "replace_policy",
+    "nested_from_dict",
     "parse_trainer_arguments",
     "device_counts",
 ]
@@ -224,15 +229,9 @@ class TrainConfig:
 
     def _nest_policy(self) -> None:
         """``policy`` with this run's method, or None where it equals the preset's (so equal runs compare equal)."""
-        if self.policy is None:
-            return
-        if not isinstance(self.policy, PolicyConfig):
-            raise ValueError(f"TrainConfig.policy must be a PolicyConfig or None, got {type(self.policy).__name__}")
-        try:
-            policy = dataclasses.replace(self.policy, method=self.method)
-        except ValueError as exc:
-            raise ValueError(f"TrainConfig.policy: {exc}") from None
-        object.__setattr__(self, "policy", None if policy == preset_policy(self.policy_preset, self.method) else policy)
+        if self.policy is not None:
+            policy = nest_policy("TrainConfig", self.policy, self.method)
+            object.__setattr__(self, "policy", None if policy == preset_policy(self.policy_preset, self.method) else policy)
 
     def policy_config(self) -> PolicyConfig:
         """The architecture of a fresh policy: ``policy``, or the ``policy_preset``'s for ``method``."""
@@ -240,13 +239,7 @@ class TrainConfig:
 
     def with_policy(self, **changes: Any) -> TrainConfig:
         """This config with ``changes`` to the fields of its policy's architecture (``--set policy.FIELD=VALUE``)."""
-        if not changes:
-            return self
-        try:
-            policy = dataclasses.replace(self.policy_config(), **changes)
-        except ValueError as exc:
-            raise ValueError(f"TrainConfig.policy: {exc}") from None
-        return dataclasses.replace(self, policy=policy)
+        return replace_policy(self, **changes)
 
     @classmethod
     def paper(cls, graphs: tuple[str, ...], **changes: Any) -> TrainConfig:
@@ -304,20 +297,7 @@ class TrainConfig:
         """The config a ``config.json`` holds. One written before ``policy`` was nested is read too: its flat policy inputs
         (``random_features``, ``affinity_features``) move into ``policy``, and a deleted switch at its old default is dropped
         (any other value of one is refused in one line: this workbench cannot train that run)."""
-        known = {f.name for f in fields(cls)}
-        try:
-            values = without_retired(dict(data), RETIRED_FIELDS, source)
-            flat = {name: values.pop(name) for name in FLAT_POLICY_FIELDS if name in values}
-            unknown = sorted(set(values) - known)
-            if unknown:
-                raise ValueError(f"unknown TrainConfig field(s) {', '.join(unknown)}")
-            if values.get("policy") is not None:
-                values["policy"] = PolicyConfig.from_dict({**values["policy"], "method": values.get("method", "doppler")})
-            config = cls(**values)
-            checked = PolicyConfig.from_dict({"method": config.method, **flat})  # each flat input's type and range
-            return config.with_policy(**{name: getattr(checked, name) for name in flat})
-        except (TypeError, ValueError) as exc:  # a field the constructor refuses: name the file too
-            raise ValueError(exc if str(exc).startswith(source) else f"{source}: {exc}") from None
+        return nested_from_dict(cls, data, FLAT_POLICY_FIELDS, RETIRED_FIELDS, source)
 
     def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
@@ -337,6 +317,59 @@ FLAT_POLICY_FIELDS = ("random_features", "affinity_features")
 """Policy inputs an older ``config.json`` holds as flat TrainConfig fields; they now live in ``TrainConfig.policy``."""
 
 
+class NestsPolicy(Protocol):
+    """A trainer's config that nests a :class:`PolicyConfig` (``policy``) beside its own ``method``."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def method(self) -> str: ...
+
+    def policy_config(self) -> PolicyConfig: ...
+
+
+Nested = TypeVar("Nested", bound=NestsPolicy)
+
+
+def nest_policy(owner: str, policy: Any, method: str) -> PolicyConfig:
+    """``policy`` (a :class:`PolicyConfig`) with the run's ``method``; a bad one is refused naming ``owner.policy``."""
+    if not isinstance(policy, PolicyConfig):
+        raise ValueError(f"{owner}.policy must be a PolicyConfig, got {type(policy).__name__}")
+    try:
+        return dataclasses.replace(policy, method=method)
+    except ValueError as exc:
+        raise ValueError(f"{owner}.policy: {exc}") from None
+
+
+def replace_policy(config: Nested, **changes: Any) -> Nested:
+    """``config`` with ``changes`` to the fields of its nested policy (``policy.FIELD`` on a command line)."""
+    if not changes:
+        return config
+    try:
+        policy = dataclasses.replace(config.policy_config(), **changes)
+    except ValueError as exc:
+        raise ValueError(f"{type(config).__name__}.policy: {exc}") from None
+    return dataclasses.replace(config, policy=policy)
+
+
+def nested_from_dict(cls: type[Nested], data: Mapping[str, Any], flat: tuple[str, ...], retired: Mapping[str, Any], source: str) -> Nested:
+    """The ``cls`` config a ``config.json`` (``source``) holds, nested or in its form before the nesting: the ``flat``
+    policy fields it holds move into ``policy`` (on top of ``cls``'s default one), and a ``retired`` switch at its old
+    default is dropped (any other value of one is refused). A bad field is refused in one line naming ``source``."""
+    known = {f.name: f for f in fields(cls)}
+    try:
+        values = without_retired(dict(data), dict(retired), source)
+        moved = {name: values.pop(name) for name in flat if name in values}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} field(s) {', '.join(unknown)}")
+        if values.get("policy") is not None:
+            values["policy"] = PolicyConfig.from_dict({**values["policy"], "method": values.get("method", known["method"].default)})
+        return replace_policy(cls(**values), **check_config(moved, POLICY_FIELDS, "policy config"))
+    except (TypeError, ValueError) as exc:  # a field the constructor refuses: name the file too
+        raise ValueError(exc if str(exc).startswith(source) else f"{source}: {exc}") from None
+
+
 def preset_policy(preset: str, method: str) -> PolicyConfig:
     """The architecture of ``TrainConfig.policy_preset`` ``preset`` for ``method``."""
     return PolicyConfig.paper(method) if preset == "paper" else PolicyConfig(method=method)
@@ -347,20 +380,81 @@ def device_counts(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in text.split(",") if v)
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, config_class: type, parsers: Mapping[str, Callable[[str], Any]]) -> None:
-    """One ``--field-name`` option per field of the dataclass ``config_class``, parsed by ``parsers[field]`` or the default's type."""
+def add_config_arguments(
+    parser: argparse.ArgumentParser, config_class: type, parsers: Mapping[str, Callable[[str], Any]], flat: tuple[str, ...] = ()
+) -> None:
+    """One ``--field-name`` option per field of the dataclass ``config_class``, parsed by ``parsers[field]`` or the default's type;
+    a nested ``policy`` gets ``--set policy.FIELD=VALUE`` and one option per ``flat`` policy field (its name before the nesting)."""
     docs = field_docs(config_class)
     for f in fields(config_class):
+        if f.name == "policy":
+            add_policy_arguments(parser, flat)
+            continue
         kind = parsers.get(f.name, type(f.default))
         parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=docs.get(f.name, f.name))
 
 
-def trainer_parser(prog: str, description: str, config_class: type, parsers: Mapping[str, Callable[[str], Any]]) -> argparse.ArgumentParser:
-    """A trainer's command line (``workbench train corpus`` ...): ``--out``, ``--fields`` and one option per config field."""
+def add_policy_arguments(parser: argparse.ArgumentParser, flat: tuple[str, ...]) -> None:
+    """``--set policy.FIELD=VALUE`` (repeatable) and ``--flat-name VALUE`` for each ``flat`` field of the nested policy."""
+    docs, kinds = attribute_docs(PolicyConfig), policy_types()
+    for name in flat:
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=POLICY + name,
+            metavar=name.upper(),
+            type=value_parser(kinds[POLICY + name]),
+            help=f"{POLICY}{name}: {docs[name]}",
+        )
+    parser.add_argument(
+        "--set",
+        dest="policy_set",
+        metavar="policy.FIELD=VALUE",
+        action="append",
+        default=[],
+        type=policy_setting,
+        help="set one field of the nested policy (--fields lists them), e.g. --set policy.width=64; repeatable",
+    )
+
+
+def policy_setting(text: str) -> tuple[str, Any]:
+    """One ``--set policy.FIELD=VALUE`` of a trainer: ``(FIELD, value)``, the value parsed with the field's type."""
+    try:
+        ((name, value),) = parse_overrides([text], policy_types(), flat=()).items()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return name.removeprefix(POLICY), value
+
+
+def value_parser(kind: str) -> Callable[[str], Any]:
+    """A command-line parser of values of the field type ``kind`` (``"float"``, ``"tuple[str, ...]"``), named after it."""
+
+    def parse(text: str) -> Any:
+        return _parse_value(text, kind)
+
+    parse.__name__ = kind
+    return parse
+
+
+def config_from_arguments(args: argparse.Namespace, config_class: type) -> Any:
+    """The ``config_class`` config of a trainer's parsed options: one per field, and the ``policy.FIELD`` ones (a flat option,
+    ``--set``) applied to its nested policy."""
+    names = [f.name for f in fields(config_class)]
+    config = config_class(**{name: getattr(args, name) for name in names if name != "policy"})
+    if "policy" not in names:
+        return config
+    changes = {name.removeprefix(POLICY): value for name, value in vars(args).items() if name.startswith(POLICY) and value is not None}
+    return replace_policy(config, **{**changes, **dict(args.policy_set)})
+
+
+def trainer_parser(
+    prog: str, description: str, config_class: type, parsers: Mapping[str, Callable[[str], Any]], flat: tuple[str, ...] = ()
+) -> argparse.ArgumentParser:
+    """A trainer's command line (``workbench train corpus`` ...): ``--out``, ``--fields`` and one option per config field
+    (:func:`add_config_arguments`)."""
     parser = OneLineParser(prog=prog, description=description)
     parser.add_argument("--out", metavar="DIR", help="the run directory (created, or resumed when it holds this run)")
     parser.add_argument("--fields", action="store_true", help=f"list the {config_class.__name__} fields with their defaults, then exit")
-    add_config_arguments(parser, config_class, parsers)
+    add_config_arguments(parser, config_class, parsers, flat)
     return parser
 
 
@@ -380,17 +474,21 @@ def fields_table(config_class: type) -> str:
     docs = field_docs(config_class)
     lines = []
     for f in fields(config_class):
-        if f.default is not dataclasses.MISSING:
+        if isinstance(f.default, PolicyConfig):
+            default = "PolicyConfig(...)"
+        elif f.default is not dataclasses.MISSING:
             default = repr(f.default)
         elif f.default_factory is not dataclasses.MISSING:
             default = repr(f.default_factory())
         else:
             default = "(required)"
         lines.append(f"{f.name:18} {default:14} {docs.get(f.name, '')}")
-        if f.name == "policy" and config_class is TrainConfig:  # its fields, set as policy.FIELD
-            policy_docs = attribute_docs(PolicyConfig)
+        if f.name == "policy":  # its fields, set as policy.FIELD, at the config's defaults
+            policy, policy_docs = f.default if isinstance(f.default, PolicyConfig) else PolicyConfig(), attribute_docs(PolicyConfig)
             lines += [
-                f"  {POLICY + p.name:30} {p.default!r:14} {policy_docs.get(p.name, '')}" for p in fields(PolicyConfig) if p.name != "method"
+                f"  {POLICY + p.name:30} {getattr(policy, p.name)!r:14} {policy_docs.get(p.name, '')}"
+                for p in fields(PolicyConfig)
+                if p.name != "method"
             ]
     return "\n".join(lines)
 
@@ -428,23 +526,28 @@ def field_docs(config_class: type | None = None) -> dict[str, str]:
 def override_types() -> dict[str, str]:
     """What ``--set`` may name, with its type: every TrainConfig field but ``policy``, and ``policy.FIELD`` for each
     field of the nested :class:`~workbench.learn.PolicyConfig` but its method (``--method``)."""
-    types = {f.name: str(f.type) for f in fields(TrainConfig) if f.name != "policy"}
-    return types | {f"{POLICY}{f.name}": str(f.type) for f in fields(PolicyConfig) if f.name != "method"}
+    return {f.name: str(f.type) for f in fields(TrainConfig) if f.name != "policy"} | policy_types()
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``FIELD=VALUE`` strings (``--set``) parsed with each field's type (:func:`override_types`); tuples are comma-separated.
+def policy_types() -> dict[str, str]:
+    """``policy.FIELD`` → its type, for each field of :class:`~workbench.learn.PolicyConfig` but its method."""
+    return {f"{POLICY}{f.name}": str(f.type) for f in fields(PolicyConfig) if f.name != "method"}
+
+
+def parse_overrides(items: list[str], types: Mapping[str, str] | None = None, flat: tuple[str, ...] = FLAT_POLICY_FIELDS) -> dict[str, Any]:
+    """``FIELD=VALUE`` strings (``--set``) parsed with each field's type (``types``, default :func:`override_types`); tuples are
+    comma-separated.
 
     ``policy.FIELD`` keys stay dotted: :func:`config_from_values` applies them to the nested policy. The policy inputs that
-    were flat TrainConfig fields before the nesting (:data:`FLAT_POLICY_FIELDS`) are still read under their old names, so a
-    command recorded then (a shipped run's ``meta.json``) reproduces its run.
+    were flat TrainConfig fields before the nesting (``flat``, :data:`FLAT_POLICY_FIELDS`) are still read under their old names,
+    so a command recorded then (a shipped run's ``meta.json``) reproduces its run.
     """
-    types = override_types()
+    types = override_types() if types is None else types
     out: dict[str, Any] = {}
     for item in items:
         name, sep, text = item.partition("=")
         name = name.strip().replace("-", "_")
-        name = POLICY + name if name in FLAT_POLICY_FIELDS else name
+        name = POLICY + name if name in flat else name
         if not sep or name not in types:
             hint = f"; policy fields are set as policy.{name}" if f"{POLICY}{name}" in types else ""
             raise ValueError(f"--set {item!r}: expected FIELD=VALUE with FIELD among {', '.join(types)}{hint}")

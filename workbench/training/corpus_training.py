@@ -45,7 +45,7 @@ import math
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -56,12 +56,21 @@ import torch
 from ..corpus import CorpusEntry, build, entries
 from ..fileio import atomic_write_json, atomic_write_text
 from ..graph import DataflowGraph
+from ..learn.policy_config import PolicyConfig
 from ..placers import methods
 from ..provenance import machine
 from ..runs import CsvLog, RunWriter, try_read_json
 from ..runs.validate import CorpusPlan, check_corpus_run, damaged, read_json_object
 from .checkpoint import non_finite_failure
-from .config import TrainConfig, device_counts, parse_trainer_arguments, trainer_parser
+from .config import (
+    TrainConfig,
+    config_from_arguments,
+    device_counts,
+    nest_policy,
+    nested_from_dict,
+    parse_trainer_arguments,
+    trainer_parser,
+)
 from .corpus_evaluation import evaluate_split, greedy_score, summary
 from .imitation import apply_gradient
 from .oracle import SimulatorOracle
@@ -85,6 +94,9 @@ METRICS = (  # the columns of metrics.csv: one row per episode
 )
 SELECTION = ("episode", "wins", "mean_over_critical_path", "best")
 """The columns of ``selection.csv``: one row per greedy scoring of the held-out split."""
+FLAT_POLICY_FIELDS = ("place_rule_weight", "place_rule", "place_rule_scale", "select_rule_weight")
+"""Fields of the nested policy that were flat :class:`CorpusTrainConfig` fields before the nesting: an older ``config.json``
+and the command line (``--place-rule-weight``) still name them so."""
 
 
 @dataclass(frozen=True)
@@ -113,18 +125,13 @@ class CorpusTrainConfig:
     """
     epsilon: float = 0.2
     """``rollout="epsilon"``: probability of a uniform legal action in the learner's rollouts."""
-    place_rule_weight: float = 0.0
-    """A fresh doppler policy's ``PolicyConfig.place_rule_weight`` β: PLC adds −β × each device's delay under ``place_rule`` to its
-    logits, and its last layer starts at zero, so the greedy device choice starts as the rule's (with ``doppler_plc_only``, the whole
-    placement does)."""
-    place_rule: str = "earliest_start"
-    """A fresh doppler policy's ``PolicyConfig.place_rule``: the device rule β weighs, ``earliest_start`` (critical_path's) or
-    ``affinity`` (the affinity teacher's: earliest finish plus the cheaper transfer per consumer whose co-parents are placed)."""
-    place_rule_scale: str = "graph"
-    """A fresh doppler policy's ``PolicyConfig.place_rule_scale``: what PLC's rule divides a device's delay by (``graph`` or ``op``)."""
-    select_rule_weight: float = 0.0
-    """A fresh doppler policy's ``PolicyConfig.select_rule_weight`` α: SEL adds α × bottom level (÷ the largest) to its logits, and its
-    last layer starts at zero; with ``place_rule_weight`` too, the whole greedy placement starts as critical_path's."""
+    policy: PolicyConfig = PolicyConfig()
+    """A fresh policy's architecture (:class:`~workbench.learn.PolicyConfig`, nested; its method is ``method``), e.g. residual
+    rule heads: ``policy.place_rule_weight`` β > 0 adds −β × each device's delay under ``policy.place_rule`` (``earliest_start``,
+    critical_path's, or ``affinity``, the affinity teacher's; ÷ the time of ``policy.place_rule_scale``) to PLC's logits, and
+    ``policy.select_rule_weight`` α > 0 α × bottom level (÷ the largest) to SEL's, each head's last layer starting at zero, so the
+    greedy placement starts as the rules' (with ``doppler_plc_only``, β alone does). ``--place-rule-weight``, ``--place-rule``,
+    ``--place-rule-scale`` and ``--select-rule-weight`` (their names before the nesting) and ``--set policy.FIELD=VALUE`` set it."""
     rollouts_per_update: int = 8
     """``reinforce``: samples of one graph per update; their mean reward is the shared baseline."""
     select_every: int = 0
@@ -155,16 +162,25 @@ class CorpusTrainConfig:
             raise ValueError(f"devices must be one or more counts >= 1, got {self.devices}")
         if self.select_devices and min(self.select_devices) < 1:
             raise ValueError(f"select_devices must be counts >= 1 (or none: the training devices), got {self.select_devices}")
-        if (self.place_rule_weight or self.select_rule_weight) and self.start_from:
+        object.__setattr__(self, "policy", nest_policy(type(self).__name__, self.policy, self.method))
+        if (self.policy.place_rule_weight or self.policy.select_rule_weight) and self.start_from:
             raise ValueError("place_rule_weight and select_rule_weight build a fresh policy; a start_from policy keeps its own")
-        if self.place_rule != "earliest_start" and not self.place_rule_weight:
-            raise ValueError(f"place_rule {self.place_rule!r} needs a place_rule_weight > 0 (the rule is PLC's residual term)")
         if self.select_every < 0:
             raise ValueError(f"select_every must be >= 0, got {self.select_every}")
         for name in ("teacher_budget", "episodes", "checkpoint_every", "rollouts_per_update"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         check_numbers(self, {"learning_rate": (0.0, 1e3), "epsilon": (0.0, 1.0), "entropy_weight": (-1e6, 1e6), "grad_clip": (0.0, 1e12)})
+
+    def policy_config(self) -> PolicyConfig:
+        """The architecture of a fresh policy (``policy``)."""
+        return self.policy
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> CorpusTrainConfig:
+        """The config a ``config.json`` holds; one written before ``policy`` was nested (its :data:`FLAT_POLICY_FIELDS` flat)
+        reads as the same config."""
+        return nested_from_dict(cls, data, FLAT_POLICY_FIELDS, {}, source)
 
 
 def check_numbers(config: Any, ranges: dict[str, tuple[float, float]]) -> None:
@@ -259,9 +275,10 @@ def train_on_corpus(
     out = Path(out)
     run = RunWriter(out)
     chosen = entries(split, manifest=corpus)
-    wanted = json.loads(json.dumps({**dataclasses.asdict(config), "split": split, "graphs": [e.name for e in chosen]}))
+    extra = {"split": split, "graphs": [e.name for e in chosen]}
+    wanted = json.loads(json.dumps({**dataclasses.asdict(config), **extra}))
     if run.config_path.is_file():
-        check_held_config(run.config_path, wanted, json.loads(json.dumps(dataclasses.asdict(CorpusTrainConfig()))), RESUMABLE)
+        check_held_config(run.config_path, config, extra, RESUMABLE)
     graphs = {e.name: build(e) for e in chosen}
     pairs = [(e, d) for e in chosen for d in config.devices if d in e.devices]
     imitation = config.objective == "imitation"
@@ -361,16 +378,30 @@ def _pair_index(seed: int, count: int, episode: int) -> int:
     return int(np.random.default_rng([seed, epoch]).permutation(count)[index])
 
 
-def check_held_config(path: Path, wanted: dict[str, Any], defaults: dict[str, Any], resumable: tuple[str, ...] = ()) -> None:
-    """The run's ``config.json`` holds ``wanted`` (settings it lacks at their ``defaults``), but for the ``resumable``
-    settings, which must be whole numbers >= 1; a file that is not a JSON object, or other settings, are refused."""
-    held = {**defaults, **read_json_object(path)}  # newer settings at their defaults
-    differ = sorted(k for k in wanted.keys() | held.keys() if k not in resumable and wanted.get(k) != held.get(k))
+def check_held_config(path: Path, config: Any, extra: Mapping[str, Any] | None = None, resumable: tuple[str, ...] = ()) -> None:
+    """The run's ``config.json`` holds ``config`` (and the ``extra`` settings beside it), but for the ``resumable`` settings, which
+    must be whole numbers >= 1. Both are compared as ``type(config).from_dict`` reads them, so a file in an older form (the
+    policy's fields flat, a setting added since absent: at its default) holds the same run; a file that is not a JSON object,
+    or other settings, are refused."""
+    extra = dict(extra or {})
+    held = read_json_object(path)
+    for name in resumable:
+        if name in held and (type(held[name]) is not int or held[name] < 1):
+            raise damaged(path, f"{str(held[name])[:40]} is not a whole number >= 1", field=name)
+    found = type(config).from_dict({k: v for k, v in held.items() if k not in extra}, str(path))
+    wanted, normal = (
+        _flat_settings({**dataclasses.asdict(c), **e}) for c, e in ((config, extra), (found, {k: held[k] for k in extra if k in held}))
+    )
+    differ = sorted(k for k in wanted.keys() | normal.keys() if k.partition(".")[0] not in resumable and wanted.get(k) != normal.get(k))
     if differ:
         raise ValueError(f"{path.parent} holds a run with other settings ({', '.join(differ)}); choose another folder or the same settings")
-    for name in resumable:
-        if type(held.get(name)) is not int or held[name] < 1:
-            raise damaged(path, f"{str(held.get(name))[:40]} is not a whole number >= 1", field=name)
+
+
+def _flat_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` as JSON has them, the nested policy's as ``policy.FIELD`` (so a difference names the field)."""
+    plain = json.loads(json.dumps(settings))
+    policy = plain.pop("policy", None) or {}
+    return plain | {f"policy.{name}": value for name, value in policy.items()}
 
 
 def checked_policy(path: Path, trained_for: Any) -> Any:
@@ -385,19 +416,15 @@ def checked_policy(path: Path, trained_for: Any) -> Any:
 
 
 def _fresh_policy(config: CorpusTrainConfig) -> Any:
-    """The policy a new run starts from: ``start_from``'s weights, fresh residual heads, or fresh weights."""
-    from ..learn import load_policy, make_policy
+    """The policy a new run starts from: ``start_from``'s weights, or fresh ones of ``policy`` (:func:`rule_started`)."""
+    from ..learn import load_policy
 
     if config.start_from:
         policy = load_policy(config.start_from)
         if policy.method != config.method:
             raise ValueError(f"start_from {config.start_from} holds a {policy.method} policy, not {config.method}")
         return policy
-    if config.place_rule_weight or config.select_rule_weight:
-        return residual_policy(
-            config.method, config.place_rule_weight, config.select_rule_weight, config.place_rule_scale, config.place_rule
-        )
-    return make_policy(config.method)
+    return rule_started(config.policy)
 
 
 def _restore(last: Path, policy: Any, optimizer: torch.optim.Optimizer, generator: torch.Generator) -> int:
@@ -445,11 +472,7 @@ def residual_policy(
     or ``teacher_assignment(graph, devices, "affinity")``; with ``select_rule="earliest_start"`` and PLC on
     ``earliest_start``, the ``etf`` placer's. ``gate_rules`` adds a fresh gate between rule pairs (it picks the first).
     """
-    from ..learn import make_policy
-    from ..learn.policy import PolicyConfig
-
-    policy = make_policy(
-        method,
+    return rule_started(
         PolicyConfig(
             method=method,
             place_rule_weight=place_rule_weight,
@@ -458,9 +481,17 @@ def residual_policy(
             select_rule_weight=select_rule_weight,
             select_rule=select_rule,
             gate_rules=gate_rules,
-        ),
+        )
     )
-    for weight, head in ((place_rule_weight, "plc_head"), (select_rule_weight, "sel_head")):
+
+
+def rule_started(config: PolicyConfig) -> Any:
+    """A fresh policy of ``config`` whose heads with a rule weight (``place_rule_weight``, ``select_rule_weight``) start with
+    their learned logits at zero, so their greedy choices start as the rules' (:func:`residual_policy`)."""
+    from ..learn import make_policy
+
+    policy = make_policy(config.method, config)
+    for weight, head in ((config.place_rule_weight, "plc_head"), (config.select_rule_weight, "sel_head")):
         if weight and hasattr(policy, head):
             torch.nn.init.zeros_(getattr(policy, head).layers[-1].weight)
             torch.nn.init.zeros_(getattr(policy, head).layers[-1].bias)
@@ -520,7 +551,7 @@ def train_from_arguments(
     began = time.process_time()
     command = shlex.join([*parser.prog.split(), *(argv if argv is not None else sys.argv[1:])])
     try:
-        config = config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)})
+        config = config_from_arguments(args, config_class)
         path = train(args.out, config, command=command)
     except ValueError as error:
         parser.error(str(error))
@@ -530,7 +561,8 @@ def train_from_arguments(
 
 def main(argv: Sequence[str] | None = None, prog: str = "workbench train corpus") -> None:
     """``workbench train corpus --out runs/corpus-doppler [--method gdp] [--evaluate test]``."""
-    parser = trainer_parser(prog, __doc__.splitlines()[0], CorpusTrainConfig, {"devices": device_counts, "select_devices": device_counts})
+    parsers = {"devices": device_counts, "select_devices": device_counts}
+    parser = trainer_parser(prog, __doc__.splitlines()[0], CorpusTrainConfig, parsers, FLAT_POLICY_FIELDS)
     parser.add_argument("--evaluate", metavar="SPLIT", help="after training, place this split zero-shot and write eval-SPLIT.csv")
     parser.add_argument("--samples", type=int, default=16, help="K of the best-of-K evaluation")
     parser.add_argument(

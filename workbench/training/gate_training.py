@@ -25,7 +25,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,9 +34,10 @@ import numpy as np
 import torch
 
 from ..corpus import CorpusEntry, build, entries
+from ..learn.policy_config import PolicyConfig
 from ..runs import STAGE_NAMES, CsvLog, RunWriter, checkpoint_name, read_rows
 from ..runs.validate import GATE_SELECTION, GATE_STAGE, GatePlan, check_gate_run, damaged
-from .config import device_counts, parse_trainer_arguments, trainer_parser
+from .config import device_counts, nest_policy, nested_from_dict, parse_trainer_arguments, trainer_parser
 from .corpus_training import (
     RunDiverged,
     check_held_config,
@@ -44,7 +45,7 @@ from .corpus_training import (
     checked_policy,
     finished,
     pair_key,
-    residual_policy,
+    rule_started,
     train_from_arguments,
 )
 
@@ -58,24 +59,36 @@ before its update and the CPU seconds so far (written again from its header when
 step 0)."""
 
 
+GATE_POLICY = PolicyConfig(
+    method="doppler_plc_only",
+    place_rule_weight=50.0,
+    place_rule_scale="op",
+    select_rule_weight=50.0,
+    gate_rules=("bottom_level/affinity", "earliest_start/earliest_start"),
+)
+"""A gate run's default policy: fresh residual heads (β = α = 50, PLC's delays ÷ the op's time) gated between the affinity
+device rule with critical_path's op order and ETF's rules."""
+FLAT_POLICY_FIELDS = ("gate_rules", "place_rule_weight", "place_rule_scale", "select_rule_weight")
+"""Fields of the nested policy that were flat :class:`GateTrainConfig` fields before the nesting: an older ``config.json``
+and the command line (``--gate-rules``) still name them so."""
+
+
 @dataclass(frozen=True)
 class GateTrainConfig:
     """One gate training run (saved as the run's ``config.json``)."""
 
-    gate_rules: tuple[str, ...] = ("bottom_level/affinity", "earliest_start/earliest_start")
-    """The ``select_rule/place_rule`` pairs the gate chooses between (the first is a fresh gate's choice)."""
     method: str = "doppler_plc_only"
     """A doppler policy with a learned PLC: ``doppler`` or ``doppler_plc_only`` (SEL is the pair's op rule itself); ignored with
     ``start_from``."""
     start_from: str = ""
     """A doppler checkpoint (without a gate) whose heads the rule pairs use, e.g. a Stage II run's; empty: fresh residual heads,
     learned logits at zero, so each pair places exactly as its rules."""
-    place_rule_weight: float = 50.0
-    """Fresh heads: ``PolicyConfig.place_rule_weight`` β."""
-    place_rule_scale: str = "op"
-    """Fresh heads: ``PolicyConfig.place_rule_scale``."""
-    select_rule_weight: float = 50.0
-    """Fresh heads, ``method="doppler"``: ``PolicyConfig.select_rule_weight`` α (unused by ``doppler_plc_only``)."""
+    policy: PolicyConfig = GATE_POLICY
+    """The gated policy (:class:`~workbench.learn.PolicyConfig`, nested; its method is ``method``): ``policy.gate_rules``, the
+    ``select_rule/place_rule`` pairs the gate chooses between (the first is a fresh gate's choice); fresh heads also take its
+    ``place_rule_weight`` β, ``place_rule_scale`` and, with ``method="doppler"``, ``select_rule_weight`` α (``doppler_plc_only``
+    builds its heads with α = 0); ``start_from`` keeps that checkpoint's own. ``--gate-rules``, ``--place-rule-weight``,
+    ``--place-rule-scale`` and ``--select-rule-weight`` (their names before the nesting) and ``--set policy.FIELD=VALUE`` set it."""
     devices: tuple[int, ...] = (2, 4, 8)
     """Device counts of the training pairs (each training graph at every one its manifest entry lists)."""
     select_split: str = "validation"
@@ -94,18 +107,10 @@ class GateTrainConfig:
     """Seed of the fresh encoders' weights (the gate starts at zero)."""
 
     def __post_init__(self) -> None:
-        for name in ("gate_rules", "devices", "select_devices"):
-            kind = str if name == "gate_rules" else int
-            object.__setattr__(self, name, tuple(kind(value) for value in getattr(self, name)))
-        from ..learn.policy import PolicyConfig
-
-        PolicyConfig(  # the fresh policy's config: refuses a method without a learned PLC, bad rule pairs, a weight of 0
-            method=self.method,
-            place_rule_weight=self.place_rule_weight,
-            place_rule_scale=self.place_rule_scale,
-            select_rule_weight=self.select_rule_weight,
-            gate_rules=self.gate_rules,
-        )
+        for name in ("devices", "select_devices"):
+            object.__setattr__(self, name, tuple(int(value) for value in getattr(self, name)))
+        # the policy's own checks refuse a method without a learned PLC, bad rule pairs, a weight of 0
+        object.__setattr__(self, "policy", nest_policy(type(self).__name__, self.policy, self.method))
         for name in ("steps", "select_every"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -113,21 +118,29 @@ class GateTrainConfig:
             raise ValueError("devices and select_devices must be one or more counts >= 1")
         check_numbers(self, {"learning_rate": (0.0, 1e3), "weight_decay": (0.0, 1e3)})
 
+    def policy_config(self) -> PolicyConfig:
+        """The gated policy's architecture (``policy``)."""
+        return self.policy
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> GateTrainConfig:
+        """The config a ``config.json`` holds; one written before ``policy`` was nested (its :data:`FLAT_POLICY_FIELDS` flat:
+        the shipped ``datasets/pretrained/zero_shot/config.json``) reads as the same config."""
+        return nested_from_dict(cls, data, FLAT_POLICY_FIELDS, {}, source)
+
 
 def gated_policy(config: GateTrainConfig) -> Any:
-    """The policy to train: fresh residual heads, or ``start_from``'s weights, with a fresh gate over ``config.gate_rules``."""
+    """The policy to train: fresh residual heads, or ``start_from``'s weights, with a fresh gate over ``policy.gate_rules``."""
     from ..learn import load_policy, make_policy
 
     if not config.start_from:
         torch.manual_seed(config.seed)
-        select_weight = config.select_rule_weight if config.method == "doppler" else 0.0
-        return residual_policy(
-            config.method, config.place_rule_weight, select_weight, config.place_rule_scale, gate_rules=config.gate_rules
-        )
+        select_weight = config.policy.select_rule_weight if config.method == "doppler" else 0.0
+        return rule_started(dataclasses.replace(config.policy, select_rule_weight=select_weight))
     start = load_policy(config.start_from)
     if start.config.gate_rules or not hasattr(start, "rule_pairs"):
         raise ValueError(f"start_from {config.start_from} must hold a doppler policy without a gate, not {start.method!r}")
-    policy = make_policy(start.method, dataclasses.replace(start.config, gate_rules=config.gate_rules))
+    policy = make_policy(start.method, dataclasses.replace(start.config, gate_rules=config.policy.gate_rules))
     missing, unexpected = policy.load_state_dict(start.state_dict(), strict=False)
     if unexpected or any(not key.startswith("gate_head.") for key in missing):
         raise ValueError(f"start_from {config.start_from} does not fit a gated {start.method} policy")
@@ -193,12 +206,12 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
     run = RunWriter(out)
     wanted = json.loads(json.dumps(dataclasses.asdict(config)))
     if run.config_path.is_file():
-        check_held_config(run.config_path, wanted, {})
+        check_held_config(run.config_path, config)
     train, held_out = _pairs("train", config.devices, corpus), _pairs(config.select_split, config.select_devices, corpus)
     graphs = {id(g): g for _, g, _ in train}  # a graph is one object at every device count (``_pairs``)
     trained_for = TrainedFor.of(graphs.values(), max(config.devices))
     plan = GatePlan(
-        rules=config.gate_rules,
+        rules=config.policy.gate_rules,
         pairs=tuple(
             (split, key, lower_bound(g, d) / place(g, "critical_path", d).makespan)
             for split, pairs in (("train", train), (config.select_split, held_out))
@@ -220,14 +233,14 @@ def train_gate(out: str | Path, config: GateTrainConfig, corpus: list[CorpusEntr
     train_x, train_c = rule_costs(policy, train)
     held_x, held_c = rule_costs(policy, held_out)
     rows = [
-        {"split": split, "pair": key, **{rule: float(c) for rule, c in zip(config.gate_rules, cost, strict=True)}}
+        {"split": split, "pair": key, **{rule: float(c) for rule, c in zip(config.policy.gate_rules, cost, strict=True)}}
         for split, pairs, costs in (("train", train, train_c), (config.select_split, held_out, held_c))
         for (key, _, _), cost in zip(pairs, costs, strict=True)
     ]
-    _check_costs_replaced(run.path / "costs.csv", rows, config.gate_rules)
+    _check_costs_replaced(run.path / "costs.csv", rows, config.policy.gate_rules)
     run.start(wanted, gate_meta(config, policy.method, corpus, command))
     run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    CsvLog(run.path / "costs.csv", ("split", "pair", *config.gate_rules)).write(rows)
+    CsvLog(run.path / "costs.csv", ("split", "pair", *config.policy.gate_rules)).write(rows)
     gate = policy.gate_head
     optimizer = torch.optim.AdamW(gate.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     x, c, held = (torch.as_tensor(a, dtype=torch.float32) for a in (train_x, train_c, held_x))
@@ -270,7 +283,7 @@ def _check_best(best: Path, step: int, trained_for: Any, config: GateTrainConfig
     policy = checked_policy(best, trained_for)
     if policy.checkpoint_extra.get("step") != step:
         raise damaged(best, f"{str(policy.checkpoint_extra.get('step'))[:40]} where selection.csv keeps step {step}", field="step")
-    if policy.config.gate_rules != config.gate_rules:
+    if policy.config.gate_rules != config.policy.gate_rules:
         raise damaged(best, f"a gate over {', '.join(policy.config.gate_rules) or 'nothing'}, not this run's", field="gate_rules")
 
 
@@ -284,12 +297,8 @@ def _check_costs_replaced(path: Path, rows: list[dict[str, Any]], rules: tuple[s
                 raise damaged(path, f"{found[rule]}, but the rule pair places {row['pair']} at {row[rule]!r}", number, rule)
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(v for v in text.split(",") if v)
-
-
 def main(argv: Sequence[str] | None = None, prog: str = "workbench train gate") -> None:
     """``workbench train gate --out runs/gate [--start-from CKPT]``."""
-    parsers = {"gate_rules": _names, "devices": device_counts, "select_devices": device_counts}
-    parser = trainer_parser(prog, __doc__.splitlines()[0], GateTrainConfig, parsers)
+    parsers = {"devices": device_counts, "select_devices": device_counts}
+    parser = trainer_parser(prog, __doc__.splitlines()[0], GateTrainConfig, parsers, FLAT_POLICY_FIELDS)
     train_from_arguments(parser, parse_trainer_arguments(parser, argv, GateTrainConfig), GateTrainConfig, train_gate, argv)

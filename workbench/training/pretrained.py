@@ -158,7 +158,7 @@ def _migrate_zero_shot(folder: Path) -> list[Path]:
     start = Path(held["start_from"])
     if start == checkpoint_file(start.parent, "best"):  # the corpus trainer's kept Stage II weights, as it named them then
         held["start_from"] = checkpoint_file(start.parent, "sim-best").as_posix()
-    config = _config(GateTrainConfig, held)
+    config = GateTrainConfig.from_dict(held, str(run.config_path))
     command = "workbench train gate --out runs/gate-s2 --start-from " + config.start_from
     meta = {**gate_meta(config, load_policy(zero_shot_checkpoint(folder.parent)).method, command=command), "status": "finished"}
     run.write_config(held)
