@@ -289,3 +289,21 @@ def test_auto_focus_ranks_the_critical_chains_moves_from_the_size_threshold_up(g
     critical = wb.place(graph, "learned_search", devices=4, budget=120, seed=0, focus="critical")
     assert np.array_equal(auto.assignment, critical.assignment)
     assert [p[:2] for p in auto.details["anytime"]] == [p[:2] for p in critical.details["anytime"]]
+
+
+def test_bench_lsearch_alternates_both_focuses_and_both_searches_within_their_budgets(monkeypatch):
+    from workbench import datasets
+    from workbench.bench import lsearch
+    from workbench.learn import learned_search
+
+    monkeypatch.setattr(lsearch, "LARGE_NODES", 400)
+    monkeypatch.setattr(lsearch, "LARGE_BUDGET", 60)
+    monkeypatch.setattr(lsearch, "PAPER_BUDGET", 40)
+    monkeypatch.setattr(learned_search, "AUTO_CRITICAL_MOVES", 400 * 7)  # the small graph ranks the critical chain's moves
+    monkeypatch.setattr(datasets, "PAPER_GRAPHS", ("chain_mm_112nodes",))
+    result = lsearch.run(quick=True, seed=1)
+    large, (paper,) = result["large"], result["paper"].values()
+    assert large["all"]["evaluations"] == large["auto"]["evaluations"] == 60
+    assert paper["learned_search"]["evaluations"] == paper["local_search"]["evaluations"] == 40
+    assert large["auto"]["evals_per_cpu_s"] == pytest.approx(60 / large["auto"]["cpu_min_s"])
+    assert "| chain_mm_112nodes |" in result["markdown"] and "Target under 10 CPU s" in result["markdown"]
