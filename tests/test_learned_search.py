@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 import workbench as wb
 from workbench import corpus
@@ -244,5 +245,65 @@ def test_a_critical_focus_ranks_the_moves_of_the_critical_chain_and_its_neighbou
         assert np.array_equal(rows[int(o), bool(g), int(t)], f)  # a focused move is described exactly as among all moves
     placed = wb.place(graph, "learned_search", devices=4, budget=120, seed=0, focus="critical")
     assert placed.evaluations == 120 and placed.makespan <= placed.details["start_makespan"]
-    with pytest.raises(PlacerError, match="focus must be one of all, critical"):
+    with pytest.raises(PlacerError, match="focus must be one of auto, all, critical"):
         LearnedSearchPlacer(focus="chain")
+
+
+class _FullySorted(LearnedSearchPlacer):
+    """learned_search ranking every candidate by a full sort at each observation, as before the ranking was made lazy."""
+
+    def moves(self, graph, devices, rng):
+        moves = super().moves(graph, devices, rng)
+        moves._ranked = lambda size: np.argsort(-moves.keys)
+        return moves
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=st.lists(st.floats(-50, 50), min_size=0, max_size=300, unique=True), block=st.integers(1, 8))
+def test_the_lazy_ranking_hands_out_candidates_in_the_full_sorts_order_until_all_are_used(graph, keys, block):
+    moves = LearnedMoves(graph, 4, np.random.default_rng(0), MoveScorer(), 0.5, 0.05)
+    moves.keys = np.array(keys, dtype=float)
+    moves.ranking, moves.taken = moves._ranked(block), 0
+    handed = list(iter(moves._next_candidate, None))
+    assert handed == np.argsort(-moves.keys).tolist()  # each candidate once, best first, across the doubling blocks
+
+
+@pytest.mark.parametrize("name", ["ffnn_192nodes", "chain_mm_112nodes"])
+def test_the_lazy_ranking_keeps_learned_searchs_trajectory_for_a_seed(name):
+    graph = wb.datasets.bundled_graph(name)
+    lazy = wb.place(graph, "learned_search", devices=4, budget=300, seed=1)
+    full = _FullySorted(budget=300).place(graph, 4, seed=1)
+    assert np.array_equal(lazy.assignment, full.assignment) and lazy.evaluations == full.details["evaluations"] == 300
+    assert [p[:2] for p in lazy.details["anytime"]] == [p[:2] for p in full.details["anytime"]]
+
+
+def test_auto_focus_ranks_the_critical_chains_moves_from_the_size_threshold_up(graph, monkeypatch):
+    from workbench.learn import learned_search
+
+    singles = graph.num_nodes * 3  # single-op moves at 4 devices
+    assert LearnedMoves(graph, 4, np.random.default_rng(0), MoveScorer(), 0.5, 0.05).focus == "all"
+    monkeypatch.setattr(learned_search, "AUTO_CRITICAL_MOVES", singles)
+    assert LearnedMoves(graph, 4, np.random.default_rng(0), MoveScorer(), 0.5, 0.05).focus == "critical"
+    assert LearnedMoves(graph, 2, np.random.default_rng(0), MoveScorer(), 0.5, 0.05).focus == "all"  # fewer moves at 2 devices
+    auto = wb.place(graph, "learned_search", devices=4, budget=120, seed=0)
+    critical = wb.place(graph, "learned_search", devices=4, budget=120, seed=0, focus="critical")
+    assert np.array_equal(auto.assignment, critical.assignment)
+    assert [p[:2] for p in auto.details["anytime"]] == [p[:2] for p in critical.details["anytime"]]
+
+
+def test_bench_lsearch_alternates_both_focuses_and_both_searches_within_their_budgets(monkeypatch):
+    from workbench import datasets
+    from workbench.bench import lsearch
+    from workbench.learn import learned_search
+
+    monkeypatch.setattr(lsearch, "LARGE_NODES", 400)
+    monkeypatch.setattr(lsearch, "LARGE_BUDGET", 60)
+    monkeypatch.setattr(lsearch, "PAPER_BUDGET", 40)
+    monkeypatch.setattr(learned_search, "AUTO_CRITICAL_MOVES", 400 * 7)  # the small graph ranks the critical chain's moves
+    monkeypatch.setattr(datasets, "PAPER_GRAPHS", ("chain_mm_112nodes",))
+    result = lsearch.run(quick=True, seed=1)
+    large, (paper,) = result["large"], result["paper"].values()
+    assert large["all"]["evaluations"] == large["auto"]["evaluations"] == 60
+    assert paper["learned_search"]["evaluations"] == paper["local_search"]["evaluations"] == 40
+    assert large["auto"]["evals_per_cpu_s"] == pytest.approx(60 / large["auto"]["cpu_min_s"])
+    assert "| chain_mm_112nodes |" in result["markdown"] and "Target under 10 CPU s" in result["markdown"]

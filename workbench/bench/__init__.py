@@ -47,6 +47,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "workbench.bench.search",
         "local_search's compiled loop vs its Python loop, alternated in one run: evaluations per CPU second, same trajectory",
     ),
+    "lsearch": (
+        "workbench.bench.lsearch",
+        "learned_search's CPU seconds at 10,000 ops and budget 1,000 (focus all vs auto) and per evaluation on the paper graphs",
+    ),
     "ties": (
         "workbench.bench.ties",
         "how much ties matter: each list-scheduling heuristic under id, ready and random tie orders, and ties=K",

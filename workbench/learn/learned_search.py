@@ -48,6 +48,7 @@ from .fields import Field, check_config
 __all__ = [
     "FEATURES",
     "GROUP_LIMIT",
+    "AUTO_CRITICAL_MOVES",
     "DEFAULT_SHARE",
     "MoveScorer",
     "ScorerConfig",
@@ -64,8 +65,14 @@ METHOD = "learned_search"
 PRETRAINED_SCORER = checkpoint_file(DATASETS_DIR / "pretrained" / METHOD, METHOD)
 # The fraction of proposals the scorer chooses by default.
 DEFAULT_SHARE = 0.5
-# Which moves the scorer ranks (LearnedSearchPlacer's ``focus``).
-FOCUS = ("all", "critical")
+# Which moves the scorer ranks (LearnedSearchPlacer's ``focus``): "auto" is "critical" from AUTO_CRITICAL_MOVES single moves up.
+FOCUS = ("auto", "all", "critical")
+# The single-op move count (ops x (devices - 1)) from which focus="auto" ranks the critical chain's moves only: a 10,000-op
+# graph at 8 devices has 70,000 (and about 106,000 candidates with its group moves), where scoring them all is most of a
+# refresh's CPU; the paper graphs and the corpus's test split stay well below it.
+AUTO_CRITICAL_MOVES = 20_000
+# The first block of the scorer's ranking that is sorted (the rest only once a refresh's proposals use it up).
+RANKED_BLOCK = 64
 # The largest connected same-device group a group move takes along.
 GROUP_LIMIT = 4
 # How many times a screened-out proposal of local_search's is redrawn (the last draw stands).
@@ -297,13 +304,18 @@ class LearnedMoves(Moves):
         share: float,
         temperature: float,
         screen: float = 0.0,
-        focus: str = "all",
+        focus: str = "auto",
     ) -> None:
         super().__init__(graph, devices, rng)
-        self.scorer, self.share, self.temperature, self.screen, self.focus = scorer, share, temperature, screen, focus
+        self.scorer, self.share, self.temperature, self.screen = scorer, share, temperature, screen
         self.candidates: Candidates | None = None
-        self.ranking = np.zeros(0, dtype=np.int64)  # candidate indices, worst first; the best untried is ranking[left - 1]
-        self.left = 0
+        self.keys = np.zeros(0)  # each candidate's score / temperature + Gumbel noise: the ranking's key, higher first
+        self.ranking = np.zeros(0, dtype=np.int64)  # the best candidates, best first, as far as sorted (RANKED_BLOCK, doubling)
+        self.taken = 0  # how many of the ranking the proposals have used
+        if focus == "auto":
+            focus = "critical" if graph.num_nodes * (self.num_devices - 1) >= AUTO_CRITICAL_MOVES else "all"
+        self.focus = focus
+        self.nb_owner = np.repeat(np.arange(graph.num_nodes), np.diff(self.nb_ptr))  # the op whose neighbour nb[k] is
         self.single_scores = np.zeros((graph.num_nodes, self.num_devices))  # the scorer's score of moving op i to device j
         self.screen_below = -np.inf
 
@@ -312,18 +324,36 @@ class LearnedMoves(Moves):
             return
         only = None
         if self.focus == "critical":  # the critical chain's ops and their neighbours: the moves that can shorten the makespan
-            only = np.zeros(self.graph.num_nodes, dtype=bool)
-            only[self.critical] = True
-            only[np.concatenate([self.neighbours(int(op)) for op in self.critical])] = True
+            on_chain = np.zeros(self.graph.num_nodes, dtype=bool)
+            on_chain[self.critical] = True
+            only = on_chain.copy()
+            only[self.nb[on_chain[self.nb_owner]]] = True  # every neighbour of a chain op
         self.candidates = move_features(self, assignment, trace, self.critical, only)
         raw = self.scorer.score(self.candidates.features)
-        scores = raw / self.temperature
-        self.ranking = np.argsort(scores + self.rng.gumbel(size=scores.size))  # taken from the end: best first
-        self.left = self.ranking.size
+        self.keys = raw / self.temperature + self.rng.gumbel(size=raw.size)
+        self.ranking, self.taken = self._ranked(RANKED_BLOCK), 0
         if self.screen > 0:
             single = ~self.candidates.grouped
             self.single_scores[self.candidates.ops[single], self.candidates.targets[single]] = raw[single]
             self.screen_below = float(np.quantile(raw[single], self.screen))
+
+    def _ranked(self, size: int) -> np.ndarray:
+        """The ``size`` best candidates by key, best first: the head of a full descending sort, found by partition (a
+        refresh's proposals use a handful of the ranking; sorting all of a large graph's candidates cost more than scoring)."""
+        keys = self.keys
+        if size >= keys.size:
+            return np.argsort(-keys)
+        top = np.argpartition(-keys, size - 1)[:size]
+        return top[np.argsort(-keys[top])]
+
+    def _next_candidate(self) -> int | None:
+        """The best candidate the proposals have not used since the last observation (None when all are used)."""
+        if self.taken == self.ranking.size:
+            if self.taken == self.keys.size:
+                return None
+            self.ranking = self._ranked(2 * self.ranking.size)
+        self.taken += 1
+        return int(self.ranking[self.taken - 1])
 
     def _screened_out(self, assignment: np.ndarray, proposal: np.ndarray) -> bool:
         """Whether ``proposal`` moves one op to a device the scorer ranks in its lowest ``screen`` fraction."""
@@ -336,9 +366,7 @@ class LearnedMoves(Moves):
             return out
         steered = self.rng.random(count) < self.share
         for row in np.flatnonzero(steered):
-            while self.left:
-                self.left -= 1
-                k = int(self.ranking[self.left])
+            while (k := self._next_candidate()) is not None:
                 moved = self.candidates.apply(assignment, k)
                 if not np.array_equal(moved, assignment):
                     out[row] = moved
@@ -367,8 +395,9 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         start_policy: a constructive policy's checkpoint (:func:`workbench.learn.load_policy`, e.g. one trained across
             the corpus): its greedy placement joins the one-pass methods, or the given ``start``, as a starting candidate
             (one more evaluation of the budget).
-        focus: which moves the scorer ranks: ``"all"`` (every op's) or ``"critical"`` (the critical chain's ops and their
-            neighbours only: fewer features to build and score, so less CPU per evaluation).
+        focus: which moves the scorer ranks: ``"all"`` (every op's), ``"critical"`` (the critical chain's ops and their
+            neighbours only: fewer features to build and score, so less CPU per evaluation), or ``"auto"`` (the default:
+            ``"critical"`` from :data:`AUTO_CRITICAL_MOVES` single-op moves up, else ``"all"``).
         search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
     """
 
@@ -381,7 +410,7 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         learned_start: bool = False,
         screen: float = 0.0,
         start_policy: str | os.PathLike | None = None,
-        focus: str = "all",
+        focus: str = "auto",
         **search: Any,
     ) -> None:
         self.start_policy = start_policy  # before local_search's checks: its start counts in the budget's minimum
