@@ -27,7 +27,7 @@ def request(context, methods: list[str], budget: int = 40, graph_key: str = CHAI
 
 def step(context, trigger: str, held: dict | None, drawn: dict | None = None) -> tuple:
     """The stream callback as the page calls it."""
-    return compare_stream.stream_step(trigger, held, drawn, lambda job: compare.compare_results(context, job))
+    return compare_stream.stream_step(trigger, held, drawn, lambda view: compare.compare_results(context, view))
 
 
 def summary(results) -> list[dict]:
@@ -86,7 +86,7 @@ def test_cancel_kills_the_running_placement_keeps_the_placed_cards_and_names_the
     held = {"id": job.id}
     found: list[int] = []
     assert wait_for(lambda: job.touch() or found.extend(set(work.RUNNER.children()) - known) or found, 120), "no child started"
-    assert wait_for(lambda: job.touch() or job.now_running()[0] == "local_search", 60)
+    assert wait_for(lambda: job.touch() or job.view().running == "local_search", 60)
     step(context, "compare-cancel", held)
     assert wait_for(lambda: job.state == "cancelled", 10)
     assert wait_for(lambda: not set(work.RUNNER.children()) & set(found), 5), "the placement outlived its cancel"

@@ -36,7 +36,7 @@ from ..summary import plural, sort_rows, summary_rows, summary_table, unplaced_r
 from .compare_anytime import anytime_section, register_anytime_callbacks
 from .compare_choice import MAX_DEVICES, default_methods, method_options, names, parse_devices, restore_selection
 from .compare_highlight import register_highlight_callbacks
-from .compare_stream import POLL_MS, CompareJob, check_request, find_compare_job, start_compare, stream_step
+from .compare_stream import POLL_MS, CompareJob, JobView, check_request, find_compare_job, start_compare, stream_step
 from .whatif import HIDDEN, editor, register_whatif_callbacks
 
 PATH = "/"
@@ -99,15 +99,14 @@ def compare_view(
         return request, None
     job = CompareJob(context, request)
     job.run()
-    return compare_results(context, job)
+    return compare_results(context, job.view())
 
 
-def compare_results(context, job: CompareJob) -> tuple[list, dict | None]:
+def compare_results(context, view: JobView) -> tuple[list, dict | None]:
     """The results area of a comparison as far as it got: the summary table, the makespans and a card per method ended so
     far; with the what-if editor and the state the highlight callbacks need once it has ended (``None`` before)."""
-    request = job.request
-    ended = job.state != "running"  # read first: a job that ended has published every entry
-    done, cut, cancelled = job.snapshot()
+    request, done, cut, cancelled = view.request, view.done, view.cut, view.cancelled
+    ended = view.state != "running"
     graph, devices, graph_key, methods = request.graph, request.devices, request.graph_key, request.methods
     bound = lower_bound(graph, devices)
     placements = {label: placement for label, placement, _, _ in done if placement is not None}
@@ -276,7 +275,7 @@ def register_callbacks(app, context, jobs) -> None:
     )
     def stream(held, _polls, _cancel, drawn):
         """A new comparison, the timer or Cancel: the cards of the methods placed so far, and how far it got."""
-        return stream_step(ctx.triggered_id, held, drawn, lambda job: compare_results(context, job))
+        return stream_step(ctx.triggered_id, held, drawn, lambda view: compare_results(context, view))
 
     @app.callback(
         Output("compare-summary", "data"),

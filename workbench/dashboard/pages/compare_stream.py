@@ -39,6 +39,7 @@ __all__ = [
     "CompareJob",
     "CompareRequest",
     "Entry",
+    "JobView",
     "check_request",
     "compare_progress",
     "find_compare_job",
@@ -87,6 +88,20 @@ class Entry(NamedTuple):
     placement: Any
     result: Any
     stop: Stop | str
+
+
+class JobView(NamedTuple):
+    """A comparison as it is at one instant (:meth:`CompareJob.view`): the progress line and the cards drawn from one view
+    agree."""
+
+    request: CompareRequest
+    state: str  # "running", "finished" or "cancelled"
+    version: int
+    done: list[Entry]
+    cut: list[tuple[str, str]]
+    cancelled: list[tuple[str, str]]
+    running: str  # the label of the method placing now ("" between two)
+    seconds: float  # how long it has run
 
 
 def check_request(
@@ -213,15 +228,12 @@ class CompareJob(PolledJob):
                 self.cancelled.append((entry.label, cancelled))
             self.version += 1
 
-    def snapshot(self) -> tuple[list[Entry], list[tuple[str, str]], list[tuple[str, str]]]:
-        """Copies of ``(done, cut, cancelled)`` as they are now."""
+    def view(self) -> JobView:
+        """The job as it is now."""
         with self._lock:
-            return list(self.done), list(self.cut), list(self.cancelled)
-
-    def now_running(self) -> tuple[str, float]:
-        """``(label, seconds it has run)`` of the method placing now (``("", 0.0)`` between two)."""
-        with self._lock:
-            return self.running, (time.monotonic() - self.since if self.running else 0.0)
+            seconds = time.monotonic() - self.since if self.running else 0.0
+            lists = list(self.done), list(self.cut), list(self.cancelled)
+            return JobView(self.request, self.state, self.version, *lists, self.running, seconds)
 
 
 _JOBS: JobTable[CompareJob] = JobTable("compare", MAX_JOBS)
@@ -237,19 +249,17 @@ def start_compare(context: DashboardContext, request: CompareRequest) -> Compare
     return _JOBS.start(CompareJob(context, request, abandoned=ABANDONED))
 
 
-def compare_progress(job: CompareJob) -> list:
+def compare_progress(view: JobView) -> list:
     """A progress bar and "placed 2 of 5 methods; running local_search (12 s)…" while the job runs; how it ended after."""
-    state = job.state  # read first: a job that ended has published every entry
-    done, cut, cancelled = job.snapshot()
-    total = len(job.request.methods)
+    state, done, cut, cancelled = view.state, view.done, view.cut, view.cancelled
+    total = len(view.request.methods)
     placed = sum(entry.placement is not None for entry in done)
     unplaced = {label for label, _ in cut + cancelled}
     failed = [entry.label for entry in done if entry.placement is None and entry.label not in unplaced]
     text = f"placed {placed} of {total} method{'' if total == 1 else 's'}"
     text += f"; failed: {', '.join(failed)}" if failed else ""
     if state == "running":
-        running, seconds = job.now_running()
-        text += f"; running {running} ({seconds:.0f} s)…" if running else "…"
+        text += f"; running {view.running} ({view.seconds:.0f} s)…" if view.running else "…"
         return [html.Progress(value=str(len(done)), max=str(total), className="wb-progress"), html.Span(text, className="wb-note")]
     text += f"; cut by the request's deadline: {', '.join(label for label, _ in cut)}" if cut else ""
     if state == "cancelled":
@@ -260,7 +270,7 @@ def compare_progress(job: CompareJob) -> list:
     return [html.Span(f"done: {text}", className="wb-note")]
 
 
-def stream_step(trigger: str | None, held: Any, drawn: Any, draw: Callable[[CompareJob], tuple[list, dict | None]]) -> tuple:
+def stream_step(trigger: str | None, held: Any, drawn: Any, draw: Callable[[JobView], tuple[list, dict | None]]) -> tuple:
     """``(results, state, drawn version, progress, poll disabled, Cancel style)`` after a new job, a poll or a Cancel.
 
     ``held`` is the page's job store (``{"id": ...}``, or ``None`` when the request was refused); ``drawn`` the version of
@@ -276,7 +286,8 @@ def stream_step(trigger: str | None, held: Any, drawn: Any, draw: Callable[[Comp
     if trigger == "compare-cancel":
         job.cancel()
     job.touch()
-    version, running = job.version, job.state == "running"
-    unchanged = isinstance(drawn, dict) and drawn.get("id") == job.id and drawn.get("version") == version
-    results, state = (no_update, no_update) if unchanged else draw(job)
-    return results, state, {"id": job.id, "version": version}, compare_progress(job), not running, SHOWN if running else HIDDEN
+    view = job.view()  # one instant for the cards and the progress line
+    running = view.state == "running"
+    unchanged = isinstance(drawn, dict) and drawn.get("id") == job.id and drawn.get("version") == view.version
+    results, state = (no_update, no_update) if unchanged else draw(view)
+    return results, state, {"id": job.id, "version": view.version}, compare_progress(view), not running, SHOWN if running else HIDDEN
