@@ -4,6 +4,7 @@ is placed under a progress line, before the last method has finished."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from tests.test_dashboard_anytime import busy_cpus
@@ -28,9 +29,11 @@ def test_compare_draws_each_method_as_it_is_placed_under_load(server, browser, b
     page.keyboard.press("Escape")
     page.fill("#compare-seed", "11")  # nothing cached for this seed: every method is placed again
     settle(page, 0.2)
+    began = time.monotonic()
     page.click("#compare-run")
     page.wait_for_selector("#compare-progress >> text=/placed [1-3] of 4 methods; running /", timeout=WAIT_MS)
     seen = page.evaluate(DRAWN)
+    first = time.monotonic() - began
     placed = int(seen["progress"].split("placed ")[1].split(" of")[0])
     assert "running" in seen["progress"] and seen["cards"] == placed < 4, seen  # drawn before the last method finished
     assert page.locator("#compare-cancel").is_visible()
@@ -39,9 +42,10 @@ def test_compare_draws_each_method_as_it_is_placed_under_load(server, browser, b
     if os.environ.get("WORKBENCH_SCREENSHOTS"):
         page.screenshot(path=str(Path(os.environ["WORKBENCH_SCREENSHOTS"]) / screenshot.name), full_page=True)
     compared(page, "text=device timelines")
+    whole = time.monotonic() - began
     assert "done: placed 4 of 4 methods" in page.locator("#compare-progress").inner_text()
     assert page.evaluate(DRAWN)["cards"] == 4 and len(table_makespans(page)) == 4
     assert not page.locator("#compare-cancel").is_visible()
     assert all(burner.poll() is None for burner in busy_cpus)  # the load lasted
-    print(f"\nfirst seen mid-way: {seen['progress']!r} with {seen['cards']} card(s)")
+    print(f"\nafter {first:.1f} s: {seen['progress']!r} with {seen['cards']} card(s); all 4 drawn after {whole:.1f} s")
     finish(page, errors, tmp_path / "compare-stream-done.png")
