@@ -49,3 +49,22 @@ def test_compare_draws_each_method_as_it_is_placed_under_load(server, browser, b
     assert all(burner.poll() is None for burner in busy_cpus)  # the load lasted
     print(f"\nafter {first:.1f} s: {seen['progress']!r} with {seen['cards']} card(s); all 4 drawn after {whole:.1f} s")
     finish(page, errors, tmp_path / "compare-stream-done.png")
+
+
+def test_cancel_in_the_browser_keeps_the_placed_cards_and_names_the_stopped_method(server, browser, tmp_path):
+    """local_search with 200,000 evaluations last: Cancel while it runs kills it, the three placed cards stay."""
+    page, errors = visit(browser, server + "/", COMPARED)
+    page.click("#compare-methods")
+    page.get_by_role("option", name="local_search", exact=False).first.click()
+    page.keyboard.press("Escape")
+    page.fill("#compare-budget", "200000")
+    settle(page, 0.2)
+    page.click("#compare-run")
+    page.wait_for_selector("#compare-progress >> text=/placed 3 of 4 methods; running local_search/", timeout=WAIT_MS)
+    page.click("#compare-cancel")
+    page.wait_for_selector("#compare-progress >> text=cancelled: placed 3 of 4 methods; stopped: local_search", timeout=WAIT_MS)
+    settle(page)
+    assert page.evaluate(DRAWN)["cards"] == 3 and not page.locator("#compare-cancel").is_visible()
+    assert "local_search did not finish: cancelled from the page" in page.locator("#compare-results").inner_text()
+    assert len(table_makespans(page)) == 4  # the stopped method keeps its row, saying so
+    finish(page, errors, tmp_path / "compare-stream-cancelled.png")
