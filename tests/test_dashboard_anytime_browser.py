@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import workbench as wb
-from tests.test_dashboard_browser import WAIT_MS, browser, finish, pytestmark, server, server_runs, settle
+from tests.test_dashboard_browser import WAIT_MS, browser, compared, finish, pytestmark, server, server_runs, settle
 from workbench import viz
 
 __all__ = ["browser", "pytestmark", "server", "server_runs"]  # fixtures and marks shared with the other browser tests
@@ -20,8 +20,7 @@ def test_anytime_chart_draws_each_series_over_the_budget_and_seeds_set_in_the_fo
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(server + "/")
-    page.wait_for_selector("text=device timelines", timeout=150_000)  # Compare's own placements first: they hold the child slots
-    settle(page)
+    compared(page, "text=device timelines")  # Compare's own placements first: they hold the child slots
     series = page.locator("#anytime-methods").inner_text()
     assert "local_search" in series and "doppler (pretrained) best of K samples" in series  # the defaults for FFNN on 4 devices
     page.fill("#anytime-budget", "12")
@@ -55,8 +54,7 @@ def test_anytime_cancel_stops_the_runs_and_says_what_was_not_run(server, browser
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(server + "/")
-    page.wait_for_selector("text=device timelines", timeout=150_000)
-    settle(page)
+    compared(page, "text=device timelines")
     page.fill("#anytime-budget", "200000")  # local_search's 200,000 evaluations take far longer than this test waits
     page.fill("#anytime-seeds", "1")
     page.click("#anytime-run")
@@ -87,8 +85,7 @@ def test_compare_shows_what_workbench_place_gives_and_exports_a_png(server, brow
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(server + "/")
-    page.wait_for_selector("text=device timelines", timeout=150_000)
-    settle(page)
+    compared(page, "text=device timelines")
     page.click("#compare-methods")
     page.get_by_role("option", name="local_search", exact=False).first.click()
     page.keyboard.press("Escape")

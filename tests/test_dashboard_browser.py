@@ -83,6 +83,18 @@ WAIT_MS = 120_000
 machine (a whole-suite run, CI), not an idle one."""
 
 
+COMPARED = "#compare-progress >> text=/^done: placed/"
+"""Compare's progress line once every chosen method has ended: the page's comparison is drawn whole."""
+
+
+def compared(page, drawn: str) -> None:
+    """Wait for the comparison whose results show ``drawn`` (a selector: a title or a header of that comparison, drawn with
+    its first card) to end, each method's card streaming in meanwhile; then for Dash to settle."""
+    page.wait_for_selector(drawn, timeout=150_000)
+    page.wait_for_selector(COMPARED, timeout=150_000)
+    settle(page)
+
+
 def download(page, button: str):
     """Click the first button labelled ``button`` once Dash has settled (a click on a card still being redrawn is lost) and
     return the download it starts."""
@@ -123,7 +135,7 @@ def finish(page, errors: list[str], screenshot: Path, docs: bool = False) -> Non
 
 
 def test_compare_page_draws_a_gantt_chart_per_method_and_compares_an_upload(server, browser, tmp_path):
-    page, errors = visit(browser, server + "/", "text=critical_path: device timelines")
+    page, errors = visit(browser, server + "/", COMPARED)
     titles = page.locator(".gtitle").all_text_contents()
     assert sum("device timelines" in t for t in titles) >= 2, titles
     assert any("makespan per method" in t for t in titles)
@@ -136,8 +148,7 @@ def test_compare_page_draws_a_gantt_chart_per_method_and_compares_an_upload(serv
     page.set_input_files(
         "#compare-upload input[type=file]", files=[{"name": "diamond.json", "mimeType": "application/json", "buffer": upload}]
     )
-    page.wait_for_selector("text=uploaded diamond: 4 ops", timeout=WAIT_MS)
-    settle(page)
+    compared(page, "text=uploaded diamond: 4 ops")
     assert page.locator(".js-plotly-plot .barlayer .point").count() >= 2 * 4
     finish(page, errors, tmp_path / "compare-upload.png")
 
@@ -207,14 +218,13 @@ def gantt_titles(page) -> list[str]:
 
 
 def test_switching_graphs_keeps_the_methods_right_and_never_shows_another_graphs_checkpoint(server, browser, tmp_path):
-    page, errors = visit(browser, server + "/", "text=device timelines")
+    page, errors = visit(browser, server + "/", COMPARED)
     assert any(
         t.startswith("doppler (pretrained)") and "trained on ffnn_192nodes" in t and "ffnn_192nodes, 4 devices" in t
         for t in gantt_titles(page)
     )
     choose(page, "compare-bundled", "chain_mm_112nodes (DOPPLER paper)")
-    page.wait_for_selector("text=chain_mm_112nodes, 4 devices", timeout=150_000)  # three placements in children, on a loaded 2-core machine
-    settle(page)
+    compared(page, "text=chain_mm_112nodes, 4 devices")  # three placements in children, on a loaded 2-core machine
     titles = gantt_titles(page)
     assert len(titles) == 3 and not any("ffnn" in t for t in titles), titles
     doppler = next(t for t in titles if t.startswith("doppler"))
@@ -222,15 +232,14 @@ def test_switching_graphs_keeps_the_methods_right_and_never_shows_another_graphs
     assert "doppler (pretrained" in page.locator("#compare-methods").inner_text()
     page.fill("#compare-devices input, input#compare-devices", "8")
     page.keyboard.press("Enter")
-    page.wait_for_selector("text=chain_mm_112nodes, 8 devices", timeout=150_000)
-    settle(page)
+    compared(page, "text=chain_mm_112nodes, 8 devices")
     assert not any(t.startswith("doppler") for t in gantt_titles(page))
     assert "no checkpoint trained for it): doppler (pretrained)" in page.locator(".wb-info").first.inner_text()
     finish(page, errors, tmp_path / "compare-switch.png", docs=True)
 
 
 def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path):
-    page, errors = visit(browser, server + "/", "text=device timelines")
+    page, errors = visit(browser, server + "/", COMPARED)
     gantts = "[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.layout.title.text || '').includes('device timelines'))"
     ranges = f"() => {gantts}.map(g => g._fullLayout.xaxis.range)"
     before = page.evaluate(ranges)

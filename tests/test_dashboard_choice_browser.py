@@ -9,7 +9,7 @@ import pytest
 import workbench as wb
 from tests.test_dashboard import write_checkpoints, write_run
 from tests.test_dashboard_anytime_browser import table_makespans
-from tests.test_dashboard_browser import browser, choose, finish, gantt_titles, pytestmark, serve, settle, visit
+from tests.test_dashboard_browser import COMPARED, browser, choose, compared, finish, gantt_titles, pytestmark, serve, visit
 from workbench import viz
 from workbench.cli import main
 
@@ -37,18 +37,16 @@ def test_a_nested_runs_best_weights_place_on_compare_as_workbench_place_does(nes
     _runs, best = nested
     assert main(["place", "chain_mm", "--method", "doppler", "--devices", "4", "--option", f"checkpoint={best}", "--json"]) == 0
     makespan = viz.format_time(json.loads(capsys.readouterr().out)["makespan"], wb.bundled_graph("chain_mm"))
-    page, errors = visit(browser, nested_server + "/", "text=device timelines")
+    page, errors = visit(browser, nested_server + "/", COMPARED)
     choose(page, "compare-bundled", "chain_mm_112nodes (DOPPLER paper)")
-    page.wait_for_selector("text=chain_mm_112nodes, 4 devices", timeout=150_000)
-    settle(page)
+    compared(page, "text=chain_mm_112nodes, 4 devices")
     page.click("#compare-methods")
     options = page.get_by_role("option").all_text_contents()
     assert BEST in options and not any("run sweep1/seed0" in o and "Stage II)" in o for o in options), options  # best, not sim
     page.get_by_role("option", name=BEST, exact=True).click()
     page.keyboard.press("Escape")
     page.click("#compare-run")
-    page.wait_for_selector("text=doppler (run sweep1/seed0): device timelines", timeout=150_000)
-    settle(page)
+    compared(page, "text=doppler (run sweep1/seed0): device timelines")
     (title,) = [t for t in gantt_titles(page) if t.startswith("doppler (run sweep1/seed0)")]
     assert "trained on chain_mm_112nodes, Stage II best greedy" in title and f"makespan {makespan}" in title, title
     (label,) = [m for m in table_makespans(page) if m.startswith("doppler (run sweep1/seed0")]

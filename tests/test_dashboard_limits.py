@@ -21,7 +21,7 @@ from workbench.dashboard import create_app, work
 from workbench.dashboard.context import DashboardContext
 from workbench.dashboard.jobs import RANDOM_FEATURES_MAX, JobManager, LaunchError, validate_arguments
 from workbench.dashboard.limits import LimitError, Limits
-from workbench.dashboard.pages import compare, compare_choice, launch
+from workbench.dashboard.pages import compare, compare_choice, compare_stream, launch
 from workbench.dashboard.picker import resolve_graph_key
 from workbench.dashboard.sources import load_graph_key
 from workbench.dashboard.work import RUNNER, Cancelled
@@ -70,7 +70,7 @@ def test_limits_come_from_the_environment_and_the_command_line():
 
 def test_compare_requests_beyond_the_caps_are_refused_before_any_placement(context, monkeypatch):
     started = []
-    monkeypatch.setattr(compare, "run_placement", lambda *args: started.append(args))
+    monkeypatch.setattr(compare_stream, "run_placement", lambda *args: started.append(args))
     for budget, time_limit, words in [(10**12, 10, "--max-budget"), (100, 1e9, "--max-time-limit")]:
         children, state = compare.compare_view(context, CHAIN, 4, ["local_search"], 0, budget, time_limit)
         assert words in str(children) and state is None
@@ -159,16 +159,16 @@ def serving(app):
         thread.join(5)
 
 
-def compare_body(graph_key: str, methods: list[str], seed: int, budget: int, time_limit: float) -> dict:
-    """The Compare callback's request as the browser sends it: a click on Compare with these values in the form."""
+def compare_body(graph_key: str, methods: list[str], seed: int, budget: int, time_limit: float, held: dict | None = None) -> dict:
+    """The Compare callback's request as the browser sends it: a click on Compare with these values in the form (``held``:
+    the page's last comparison)."""
     return {
-        "output": "..compare-methods.options...compare-methods.value...compare-results.children...compare-state.data..."
-        "compare-pending.data..",
+        "output": "..compare-methods.options...compare-methods.value...compare-notes.children...compare-job.data...compare-pending.data..",
         "outputs": [
             {"id": "compare-methods", "property": "options"},
             {"id": "compare-methods", "property": "value"},
-            {"id": "compare-results", "property": "children"},
-            {"id": "compare-state", "property": "data"},
+            {"id": "compare-notes", "property": "children"},
+            {"id": "compare-job", "property": "data"},
             {"id": "compare-pending", "property": "data"},
         ],
         "inputs": [
@@ -184,21 +184,47 @@ def compare_body(graph_key: str, methods: list[str], seed: int, budget: int, tim
             {"id": "compare-options", "property": "data", "value": {}},
             {"id": "compare-state", "property": "data", "value": None},
             {"id": "compare-pending", "property": "data", "value": []},
+            {"id": "compare-job", "property": "data", "value": held},
         ],
         "changedPropIds": ["compare-run.n_clicks"],
     }
 
 
-def compare_request(port: int, seed: int, method: str = "local_search") -> socket.socket:
-    """Send the Compare callback (by default a one-minute local search); return the open connection."""
-    body = json.dumps(compare_body(FFNN, [method], seed, 200_000, 60)).encode()
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    head = (
-        f"POST /_dash-update-component HTTP/1.1\r\nHost: localhost:{port}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    sock.sendall(head.encode() + body)
-    return sock
+def stream_body(held: dict) -> dict:
+    """The page's poll of its comparison ``held`` (its job store), as the browser sends it."""
+    names = ["compare-results.children", "compare-state.data", "compare-drawn.data", "compare-progress.children"]
+    names += ["compare-poll.disabled", "compare-cancel.style"]
+    return {
+        "output": "".join(f"..{name}.." for name in names).replace("....", "..."),
+        "outputs": [dict(zip(("id", "property"), name.split("."), strict=True)) for name in names],
+        "inputs": [
+            {"id": "compare-job", "property": "data", "value": held},
+            {"id": "compare-poll", "property": "n_intervals", "value": 1},
+            {"id": "compare-cancel", "property": "n_clicks", "value": None},
+        ],
+        "state": [{"id": "compare-drawn", "property": "data", "value": None}],
+        "changedPropIds": ["compare-poll.n_intervals"],
+    }
+
+
+def start_comparison(client, body: dict) -> dict:
+    """Post a Compare click; the page's job store from the reply."""
+    reply = client.post("/_dash-update-component", json=body, headers={"Host": "localhost"})
+    assert reply.status_code == 200, reply.get_data(as_text=True)
+    held = reply.get_json()["response"]["compare-job"]["data"]
+    assert isinstance(held, dict) and held["id"], reply.get_json()
+    return held
+
+
+def poll_comparison(client, held: dict) -> dict:
+    """Poll the comparison ``held`` until it ends (as the page's timer does); the last reply's outputs."""
+    while True:
+        reply = client.post("/_dash-update-component", json=stream_body(held), headers={"Host": "localhost"})
+        assert reply.status_code == 200, reply.get_data(as_text=True)
+        response = reply.get_json()["response"]
+        if response["compare-poll"]["disabled"]:
+            return response
+        time.sleep(0.2)
 
 
 def find_component(tree, component_id: str) -> dict | None:
@@ -228,8 +254,8 @@ def test_a_request_deadline_stops_a_running_child_and_starts_nothing_after_it(co
 @pytest.mark.slow
 def test_a_compare_request_ends_by_its_one_deadline_and_names_what_it_cut(context):
     """Forged store values: every method on offer, the largest budget and time limit. The methods run one after another,
-    each on the 2 s clock, within the request's 5 s: the reply comes by then (plus a little to draw), no child outlives
-    it, and every method is in the summary, placed or named as cut."""
+    each on the 2 s clock, within the request's 5 s: the comparison ends by then, no child outlives it, and every method
+    is in the summary, placed or named as cut."""
     caps = Limits(max_time_limit=2.0, max_request_time=5.0)
     app = create_app(runs_dir=context.runs_dir, limits=caps)
     offered = [o["value"] for o in compare_choice.method_options(app.workbench_context, load_graph_key(app.workbench_context, CHAIN), 4)]
@@ -246,27 +272,30 @@ def test_a_compare_request_ends_by_its_one_deadline_and_names_what_it_cut(contex
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
+    client = app.server.test_client()
     began = time.monotonic()
     try:
-        body = compare_body(CHAIN, chosen, 5, caps.max_budget, caps.max_time_limit)
-        reply = app.server.test_client().post("/_dash-update-component", json=body, headers={"Host": "localhost"})
+        held = start_comparison(client, compare_body(CHAIN, chosen, 5, caps.max_budget, caps.max_time_limit))
+        job = compare_stream.find_compare_job(held["id"])
+        assert wait_for(lambda: job.touch() or job.state != "running", 60)
         took = time.monotonic() - began
+        response = poll_comparison(client, held)
     finally:
         done.set()
         watcher.join(5)
-    assert reply.status_code == 200
     last_child = max(seen) - began
-    rows = find_component(reply.get_json(), "compare-summary")["props"]["data"]
+    rows = find_component(response["compare-results"]["children"], "compare-summary")["props"]["data"]
     cut = {row["method"]: row["stop"] for row in rows if row["_makespan"] is None}
-    print(f"\n{len(chosen)} methods on 2 s clocks, 5 s for the request: reply in {took:.2f} s, last child at {last_child:.2f} s")
+    print(f"\n{len(chosen)} methods on 2 s clocks, 5 s for the request: ended in {took:.2f} s, last child at {last_child:.2f} s")
     print(f"cut: {cut}")
-    # the placements end by their share of the deadline (a killed child's last poll may follow it), then it draws them
-    assert last_child < compare.placing_time(caps.max_request_time) + 1.0 and took < caps.max_request_time + 2.0
+    # the placements end by their share of the deadline (a killed child's last poll may follow it)
+    assert last_child < compare_stream.placing_time(caps.max_request_time) + 1.0 and took < caps.max_request_time + 2.0
     assert RUNNER.children() == []
     assert "local_search" in [row["method"] for row in rows if row["_makespan"] is not None]  # placed within the deadline
     assert len(rows) == len(chosen) and set(cut.values()) <= {"not run: request deadline", "stopped: request deadline"}
     assert list(cut.values()).count("not run: request deadline") >= len(chosen) - 3, cut
-    assert "cut by the request's deadline, 5 s for the whole comparison (the server's --max-request-time)" in reply.get_data(as_text=True)
+    assert "cut by the request's deadline, 5 s for the whole comparison (the server's --max-request-time)" in json.dumps(response)
+    assert "cut by the request's deadline: " in json.dumps(response["compare-progress"]["children"])
 
 
 def new_child(known: set[int], seconds: float = 30) -> int:
@@ -276,31 +305,25 @@ def new_child(known: set[int], seconds: float = 30) -> int:
 
 
 @pytest.mark.slow
-def test_compare_work_stops_when_the_browser_leaves_or_a_newer_request_comes(context):
-    app = create_app(runs_dir=context.runs_dir)
-    with serving(app) as port:
-        first = compare_request(port, seed=1)
-        first_child = new_child(set())
-        assert wait_for(lambda: cpu_seconds(first_child) > 0.2, 20)
-        second = compare_request(port, seed=2)  # the same client asks again: the first search is replaced
-        second_child = new_child({first_child})
-        assert wait_for(lambda: not alive(first_child), 5)
-        assert alive(second_child)
-        second.close()  # the browser leaves
-        began = time.monotonic()
-        assert wait_for(lambda: not alive(second_child), 5), "the search kept running after the client left"
-        assert time.monotonic() - began < 3
-        first.close()
-        assert wait_for(lambda: not RUNNER.children(), 5)
-        with compare_request(port, seed=3, method="critical_path") as quick:  # and a request that stays gets its charts
-            reply = quick.makefile("rb")
-            assert reply.readline().startswith(b"HTTP/1.1 200")
-            headers = {}
-            while line := reply.readline().strip():
-                name, _, value = line.decode().partition(":")
-                headers[name.lower()] = value.strip()
-            results = json.loads(reply.read(int(headers["content-length"])))["response"]["compare-results"]["children"]
-            assert "gantt/0" in json.dumps(results) and "critical_path: makespan" in json.dumps(results)
+def test_compare_work_stops_when_the_page_stops_polling_or_compares_again(context, monkeypatch):
+    monkeypatch.setattr(compare_stream, "ABANDONED", 1.0)
+    client = create_app(runs_dir=context.runs_dir).server.test_client()
+    first = start_comparison(client, compare_body(FFNN, ["local_search"], 1, 200_000, 60))  # a one-minute local search
+    first_child = new_child(set())
+    assert wait_for(lambda: cpu_seconds(first_child) > 0.2, 20)
+    second = start_comparison(client, compare_body(FFNN, ["local_search"], 2, 200_000, 60, held=first))  # the page asks again
+    second_child = new_child({first_child})
+    assert wait_for(lambda: not alive(first_child), 5), "the replaced comparison kept running"
+    assert wait_for(lambda: compare_stream.find_compare_job(first["id"]).state == "cancelled", 5)
+    assert alive(second_child)
+    began = time.monotonic()  # nobody polls the second: the tab was closed
+    assert wait_for(lambda: not alive(second_child), 10), "the search kept running after its page stopped polling"
+    assert time.monotonic() - began < 5
+    assert wait_for(lambda: compare_stream.find_compare_job(second["id"]).state == "cancelled", 5)
+    assert wait_for(lambda: not RUNNER.children(), 5)
+    quick = start_comparison(client, compare_body(FFNN, ["critical_path"], 3, 200_000, 60))  # a page that polls gets its charts
+    results = json.dumps(poll_comparison(client, quick)["compare-results"]["children"])
+    assert "gantt/0" in results and "critical_path: makespan" in results
 
 
 # ------------------------------------------------------------- the server

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_dashboard_browser import browser, finish, pytestmark, serve, settle, visit
+from tests.test_dashboard_browser import COMPARED, browser, finish, pytestmark, serve, settle, visit
 from tests.test_run_writers import TRAIN, trained
 
 __all__ = ["browser", "pytestmark", "trained"]  # the fixtures and marks shared with the other tests
@@ -54,7 +54,7 @@ def test_training_lists_every_trainers_run_and_the_export(server, browser, tmp_p
 
 
 def test_compare_offers_the_weights_of_every_trainers_run(server, browser, tmp_path):
-    page, errors = visit(browser, server + "/", "text=device timelines")
+    page, errors = visit(browser, server + "/", COMPARED)
     for typed, label in OFFERED.items():
         found = options(page, typed)
         assert any(label in option for option in found), (typed, found)

@@ -21,10 +21,7 @@ stops polling for :data:`ABANDONED` seconds stops the same way.
 
 from __future__ import annotations
 
-import itertools
-import secrets
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -39,6 +36,7 @@ from .components import figure_card, message
 from .context import DashboardContext
 from .learned import checkpoint_origin
 from .limits import LimitError
+from .polled import JobTable, PolledJob
 from .sources import load_graph_key, parse_method
 from .work import GRACE, run_bounded
 
@@ -156,7 +154,7 @@ def anytime_record(
     return record
 
 
-class AnytimeJob:
+class AnytimeJob(PolledJob):
     """One "Draw": its series run in order in the server, each drawn when its last seed ends (thread-safe)."""
 
     def __init__(
@@ -169,7 +167,7 @@ class AnytimeJob:
         series: list[tuple[str, str]],
         skipped: list[str],
     ) -> None:
-        self.id = secrets.token_hex(8)
+        super().__init__(ABANDONED)
         self.context, self.graph_key, self.devices, self.budget, self.seeds = context, graph_key, devices, budget, seeds
         self.series = series  # (value, label), in the order they run
         self.skipped = skipped  # a sentence per series refused before running
@@ -178,28 +176,12 @@ class AnytimeJob:
         self.failed: dict[str, str] = {}  # label -> why
         self.running = ""
         self.done_runs = 0
-        self.state = "running"  # then "finished" or "cancelled"
         self.version = 0  # bumped whenever what is drawn changes
-        self.seen = time.monotonic()
-        self._stop = threading.Event()
         self._lock = threading.Lock()
 
     @property
     def total_runs(self) -> int:
         return len(self.series) * self.seeds
-
-    def touch(self) -> None:
-        """The page asked about this job (it is still wanted)."""
-        self.seen = time.monotonic()
-
-    def cancel(self) -> None:
-        """Stop now: running children are killed within a tenth of a second; what was drawn stays."""
-        self._stop.set()
-
-    def should_stop(self) -> str | None:
-        if not self._stop.is_set() and time.monotonic() - self.seen > ABANDONED:
-            self._stop.set()  # nobody is waiting for it
-        return "cancelled from the page" if self._stop.is_set() else None
 
     def run(self) -> None:
         """Run every series (in a thread of its own); the seeds of one series side by side."""
@@ -249,15 +231,12 @@ def _why(error: BaseException, time_limit: float) -> str:
     return text.removeprefix("stopped: ")
 
 
-_JOBS: OrderedDict[str, AnytimeJob] = OrderedDict()
-_JOBS_LOCK = threading.Lock()
-_THREADS = itertools.count(1)
+_JOBS: JobTable[AnytimeJob] = JobTable("anytime", MAX_JOBS)
 
 
 def find_job(job_id: Any) -> AnytimeJob | None:
     """The job a page holds the id of (``None`` when the server does not know it)."""
-    with _JOBS_LOCK:
-        return _JOBS.get(job_id) if isinstance(job_id, str) else None
+    return _JOBS.find(job_id)
 
 
 def start_anytime(
@@ -298,13 +277,7 @@ def start_anytime(
             skipped.append(f"{label}: K = {budget:,} samples is more than {context.limits.max_count:,} (the server's --max-count)")
         else:
             series.append((value, label))
-    job = AnytimeJob(context, graph_key, devices, budget, seeds, series, skipped)
-    with _JOBS_LOCK:
-        _JOBS[job.id] = job
-        for old_id in [i for i, old in _JOBS.items() if old.state != "running"][: max(0, len(_JOBS) - MAX_JOBS)]:
-            del _JOBS[old_id]
-    threading.Thread(target=job.run, name=f"anytime-{next(_THREADS)}", daemon=True).start()
-    return job
+    return _JOBS.start(AnytimeJob(context, graph_key, devices, budget, seeds, series, skipped))
 
 
 def anytime_progress(job: AnytimeJob) -> list:

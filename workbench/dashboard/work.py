@@ -72,6 +72,7 @@ __all__ = [
     "RUNNER",
     "run_bounded",
     "request_deadline",
+    "stop_when",
     "NOT_RUN",
     "run_placement",
     "search_clock",
@@ -96,6 +97,7 @@ NOT_RUN = "not run: request deadline"
 """What :class:`Cancelled` says for work not started because its request's deadline had passed."""
 _IN_CHILD = False
 _REQUEST_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("workbench_request_deadline", default=None)
+_STOP_WHEN: contextvars.ContextVar[Callable[[], str | None] | None] = contextvars.ContextVar("workbench_stop_when", default=None)
 PRELOAD = ["workbench", "workbench.placers", "workbench.sim", "workbench.generators", "workbench.dashboard.sources"]
 LEARNED_PRELOAD = "workbench.learn.placers"
 """Preloaded too where torch is installed (a light install has no learned methods to start)."""
@@ -118,6 +120,17 @@ def request_deadline(seconds: float) -> Iterator[float]:
         yield deadline
     finally:
         _REQUEST_DEADLINE.reset(token)
+
+
+@contextlib.contextmanager
+def stop_when(should_stop: Callable[[], str | None]) -> Iterator[None]:
+    """Within the block, work this thread runs is stopped when ``should_stop`` says why, instead of when its Flask request's
+    client leaves: for work a job runs in a thread of its own, which no request waits for (Compare's placements)."""
+    token = _STOP_WHEN.set(should_stop)
+    try:
+        yield
+    finally:
+        _STOP_WHEN.reset(token)
 
 
 class WorkRunner:
@@ -161,11 +174,11 @@ class WorkRunner:
                 resident memory of its process tree, polled.
             cap_data: cap the data segment; ``False`` for work that starts a browser (which reserves more than it uses),
                 held to ``memory_mb`` by the poll alone.
-            should_stop: says why to stop (or ``None`` to go on); default: the
-                current Flask request's client left, was superseded or cancelled.
+            should_stop: says why to stop (or ``None`` to go on); default: that of the enclosing :func:`stop_when`,
+                else the current Flask request's client left, was superseded or cancelled.
             slot_wait: seconds to wait for a free slot before the request is refused.
         """
-        should_stop = _within_request_deadline(should_stop or self._request_watch())
+        should_stop = _within_request_deadline(should_stop or _STOP_WHEN.get() or self._request_watch())
         self.warm()
         reason = should_stop()
         if reason:

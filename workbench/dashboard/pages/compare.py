@@ -4,7 +4,7 @@ Per method: its Gantt chart from the simulator trace (all on one time axis,
 zoom linked) and its placement heatmap; above them, the makespans against
 the lower bound. Clicking an op, or searching one by id or name, highlights
 it in every chart. The method list is computed for the current graph and
-device count in the same callback that draws, so a learned checkpoint is
+device count in the same callback that starts placing, so a learned checkpoint is
 only ever applied to a graph it was trained on (or, for a cross-graph
 policy, labelled "trained on X; placed on Y"). A checkpoint whose policy
 adapts itself per instance is offered a second time as its active search,
@@ -13,32 +13,32 @@ caption gives the evaluations a method spent. Below, "makespan against
 evaluations" draws any-time curves of searches and sampled policies on the
 same graph and devices (:mod:`workbench.dashboard.anytime`).
 
-The methods on offer and the selection carried across graphs are in
-:mod:`.compare_choice`, the any-time section in :mod:`.compare_anytime`, the
-linked highlight and zoom in :mod:`.compare_highlight`.
+The methods are placed one after another in a job that the page polls, each
+drawn as soon as it is placed (:mod:`.compare_stream`); the methods on offer
+and the selection carried across graphs are in :mod:`.compare_choice`, the
+any-time section in :mod:`.compare_anytime`, the linked highlight and zoom in
+:mod:`.compare_highlight`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import flask
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
-from ...placers import methods as registered_methods
 from ...sim import lower_bound
 from ...viz import format_time, gantt_figure, gantt_frame, heatmap_frame, is_paper_graph, makespan_bars, makespan_frame, placement_heatmap
 from ..components import controls, field, figure_card, message, trace_events_for
-from ..learned import checkpoint_origin, usable
+from ..learned import checkpoint_origin
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
-from ..sources import graph_label, load_graph_key, method_label, parse_method
-from ..summary import plural, sort_rows, stop_reason, summary_rows, summary_table, unplaced_row
-from ..work import NOT_RUN, RUNNER, Cancelled, request_deadline, run_placement, search_clock, simulate_placement
+from ..sources import graph_label, load_graph_key, method_label
+from ..summary import plural, sort_rows, summary_rows, summary_table, unplaced_row
 from .compare_anytime import anytime_section, register_anytime_callbacks
 from .compare_choice import MAX_DEVICES, default_methods, method_options, names, parse_devices, restore_selection
 from .compare_highlight import register_highlight_callbacks
-from .compare_options import checked_options, options_section, placement_arguments, register_options_callbacks
-from .whatif import HIDDEN, MAX_SEED, SHOWN, editor, register_whatif_callbacks
+from .compare_options import options_section, register_options_callbacks
+from .compare_stream import POLL_MS, CompareJob, JobView, check_request, find_compare_job, start_compare, stream_step
+from .whatif import HIDDEN, editor, register_whatif_callbacks
 
 PATH = "/"
 NAME = "Compare"
@@ -70,31 +70,25 @@ def layout(context, jobs, **_query) -> html.Div:
                     note="empty: no clock, so a search spends its whole budget, as workbench place does",
                 ),
                 html.Button("Compare", id="compare-run", className="wb-primary"),
-                html.Button("Cancel", id="compare-cancel", style=HIDDEN, title="stop every placement still running"),
-                html.Span(id="compare-busy", className="wb-note"),
+                html.Button("Cancel", id="compare-cancel", style=HIDDEN, title="stop the placements still to come; what is placed stays"),
                 field(
                     "Find an op (id or name)",
                     dcc.Input(id="compare-search", type="text", debounce=True, placeholder=f"e.g. 12 or {SEARCH_EXAMPLE}"),
                 ),
             ),
             options_section(),
+            html.Div(id="compare-progress"),
             html.Div(id="compare-search-message"),
             dcc.Store(id="compare-state"),
             dcc.Store(id="compare-pending", data=[]),
-            dcc.Loading(html.Div(id="compare-results"), type="default", delay_show=400),
+            dcc.Store(id="compare-job"),
+            dcc.Store(id="compare-drawn"),
+            dcc.Interval(id="compare-poll", interval=POLL_MS, disabled=True),
+            html.Div(id="compare-notes"),
+            html.Div(id="compare-results"),
             anytime_section(),
         ]
     )
-
-
-DRAWING_RESERVE = 2.0
-"""Seconds of ``--max-request-time`` kept for drawing a Compare request's charts (or a tenth of it when that is more)."""
-
-
-def placing_time(request_time: float) -> float:
-    """The part of ``--max-request-time`` a Compare request's placements may take: the charts are drawn in the rest (a
-    tenth of it, at least :data:`DRAWING_RESERVE` seconds, at most half)."""
-    return request_time - min(max(0.1 * request_time, DRAWING_RESERVE), 0.5 * request_time)
 
 
 def compare_view(
@@ -107,25 +101,24 @@ def compare_view(
     time_limit: Any = None,
     options: Any = None,
 ) -> tuple[list, dict | None]:
-    """The results area and the state the highlight callback needs; every failure becomes a message. ``options`` is
-    ``{method: {key: value}}`` (the options form's, :func:`~.compare_options.checked_options` checks it)."""
-    if not graph_key:
-        return [message("choose a graph", "warning")], None
-    try:
-        devices = parse_devices(devices)
-    except (TypeError, ValueError):
-        return [message(f"devices must be a whole number from 1 to {MAX_DEVICES}")], None
-    if not methods:
-        return [message("choose one or more methods", "warning")], None
-    try:
-        graph, seed, budget, time_limit = _checked_request(context, graph_key, devices, seed, budget, time_limit)
-        chosen = checked_options(context, options)
-    except ValueError as exc:
-        return [message(str(exc))], None
+    """The results area and the state the highlight callback needs, every method placed in this thread first (the page
+    streams them instead: :mod:`.compare_stream`); every failure becomes a message. ``options`` is ``{method: {key:
+    value}}`` (the options form's, :func:`~.compare_options.checked_options` checks it)."""
+    request = check_request(context, graph_key, devices, methods, seed, budget, time_limit, options)
+    if isinstance(request, list):
+        return request, None
+    job = CompareJob(context, request)
+    job.run()
+    return compare_results(context, job.view())
+
+
+def compare_results(context, view: JobView) -> tuple[list, dict | None]:
+    """The results area of a comparison as far as it got: the summary table, the makespans and a card per method ended so
+    far; with the what-if editor and the state the highlight callbacks need once it has ended (``None`` before)."""
+    request, done, cut, cancelled = view.request, view.done, view.cut, view.cancelled
+    ended = view.state != "running"
+    graph, devices, graph_key, methods = request.graph, request.devices, request.graph_key, request.methods
     bound = lower_bound(graph, devices)
-    # the methods run one after another within one deadline, which leaves the drawing of their charts a share of it
-    with request_deadline(placing_time(context.limits.max_request_time)):
-        done, cut = _place_each(context, graph_key, graph, devices, methods, seed, budget, time_limit, chosen)
     placements = {label: placement for label, placement, _, _ in done if placement is not None}
     longest = max((r.trace.makespan for _, _, r, _ in done if r is not None), default=0.0)
     panels = [_panel(context, graph, devices, bound, longest * 1.01, index, methods[index], entry) for index, entry in enumerate(done)]
@@ -138,7 +131,8 @@ def compare_view(
         "to show or hide a part). The table gives each method's numbers; click a column's header to sort by it."
     )
     rows = [(label, stop, placement, result.trace) for label, placement, result, stop in done if placement is not None]
-    table = summary_table("compare-summary", summary_rows(rows, bound, graph) + [unplaced_row(label, short) for label, short in cut])
+    unplaced = [unplaced_row(label, short) for label, short in cut + cancelled]
+    table = summary_table("compare-summary", summary_rows(rows, bound, graph) + unplaced)
     makespans = (
         figure_card(
             PAGE,
@@ -148,77 +142,26 @@ def compare_view(
         )
         if placements
         else message("no method succeeded")
+        if ended
+        else None
     )
     # a component, not a list: Dash renders no list nested in a list of children
-    bars = html.Div([table, makespans, *([_deadline_note(context, cut)] if cut else [])]) if placements or cut else makespans
+    bars = html.Div([table, makespans, *([_deadline_note(context, cut)] if cut else [])]) if placements or unplaced else makespans
+    if not ended:
+        return [header, bars, html.Div(panels, className="wb-grid")], None
     state = {
         "graph_key": graph_key,
         "devices": devices,
         "methods": list(methods),
         "labels": [label for label, _, _, _ in done],
-        "seed": seed,
-        "budget": budget,
-        "time_limit": time_limit,
-        "options": options or {},
+        "seed": request.seed,
+        "budget": request.budget,
+        "time_limit": request.time_limit,
+        "options": request.sent_options,
         "x_max": longest * 1.01,
     }
     succeeded = [(index, label) for index, (label, placement, _, _) in enumerate(done) if placement is not None]
     return [header, bars, html.Div(panels, className="wb-grid"), editor(succeeded, devices) if succeeded else None], state
-
-
-def _checked_request(
-    context, graph_key: str, devices: int, seed: Any, budget: Any, time_limit: Any
-) -> tuple[Any, int, int | None, float | None]:
-    """``(graph, seed, budget, time limit)`` of a Compare request, within the server's caps; ValueError names what is wrong."""
-    try:
-        seed = int(seed or 0)
-        budget = int(budget) if budget else None
-        time_limit = float(time_limit) if time_limit else None
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError("the seed and the budget must be whole numbers, the time limit a number") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"the seed must be from 0 to {MAX_SEED:,} (got {seed:,})")
-    graph = load_graph_key(context, graph_key)  # a LimitError, or a graph that does not load, is a ValueError
-    budget, time_limit = context.limits.bound_compare(graph, devices, budget, time_limit)
-    return graph, seed, budget, time_limit
-
-
-def _place_each(
-    context, graph_key: str, graph, devices: int, methods: list[str], seed: int, budget: int | None, time_limit: float | None, chosen: dict
-) -> tuple[list[tuple], list[tuple[str, str]]]:
-    """``(done, cut)``: per method ``(label, placement, result, stop)``, or ``(label, None, None, why it failed)``; and the
-    ``(label, summary text)`` of the methods a deadline cut."""
-    learned = registered_methods("learned")
-    done: list[tuple] = []
-    cut: list[tuple[str, str]] = []
-    for value in methods:
-        try:
-            origin = checkpoint_origin(context, value)
-        except ValueError as exc:  # its checkpoint was removed or damaged since it was offered
-            done.append((value, None, None, str(exc)))
-            continue
-        label = origin.label(graph.name) if origin else value
-        if not usable(origin, graph.name, devices):
-            done.append((label, None, None, f"{label} was not trained for {graph.name} on {devices} devices; it is not applied here"))
-            continue
-        try:
-            args = placement_arguments(context, graph_key, value, devices, seed, budget, time_limit, chosen)
-            placement, result = run_placement(*args), simulate_placement(*args)
-        except Cancelled as exc:
-            short, text = _cancelled(exc, context, args.time_limit)  # the clock this method ran on
-            if short:
-                cut.append((label, short))
-            done.append((label, None, None, f"{label} {text}"))
-            continue
-        except Exception as exc:  # one method failing must not take the page down
-            done.append((label, None, None, f"{label} failed: {exc}"))
-            continue
-        method, options = parse_method(context, value)
-        clock = args.time_limit if args.time_limit is not None else search_clock(context, value)
-        searched = method not in learned or "search" in options
-        stop = stop_reason(method, placement, args.budget, clock, searched=searched, capped=args.time_limit is None)
-        done.append((label, placement, result, stop))
-    return done, cut
 
 
 def _panel(context, graph, devices: int, bound: float, x_max: float, index: int, value: str, entry: tuple) -> html.Div:
@@ -258,23 +201,6 @@ def _panel(context, graph, devices: int, bound: float, x_max: float, index: int,
     )
 
 
-def _cancelled(exc: Cancelled, context, time_limit: float | None) -> tuple[str | None, str]:
-    """``(what the summary table says, or None where it says nothing, the card's sentence)`` for a placement that was
-    stopped or not started, and what to change when a deadline (the server's cap, no clock set) passed."""
-    text = str(exc)
-    whole = f"the whole comparison may compute for {context.limits.max_request_time:g} s (the server's --max-request-time)"
-    if text == NOT_RUN:
-        return NOT_RUN, f"{NOT_RUN}: {whole}; choose fewer methods or set a time limit"
-    if "request's deadline" in text:
-        return "stopped: request deadline", f"did not finish: {whole}"
-    if "deadline" in text and time_limit is None:
-        return None, (
-            f"did not finish: it ran past the {context.limits.max_time_limit:g} s this server allows a placement "
-            "(its --max-time-limit); set a time limit or a smaller search budget"
-        )
-    return None, "did not finish: " + text.removeprefix("stopped: ")
-
-
 def _deadline_note(context, cut: list[tuple[str, str]]):
     """A message naming the methods the request's deadline cut, under the summary table."""
     names = "; ".join(f"{label} ({short})" for label, short in cut)
@@ -295,8 +221,8 @@ def register_callbacks(app, context, jobs) -> None:
     @app.callback(
         Output("compare-methods", "options"),
         Output("compare-methods", "value"),
-        Output("compare-results", "children"),
-        Output("compare-state", "data"),
+        Output("compare-notes", "children"),
+        Output("compare-job", "data"),
         Output("compare-pending", "data"),
         Input("compare-run", "n_clicks"),
         Input(f"{PAGE}-graph-key", "data"),
@@ -308,16 +234,17 @@ def register_callbacks(app, context, jobs) -> None:
         State("compare-options", "data"),
         State("compare-state", "data"),
         State("compare-pending", "data"),
-        running=[
-            (Output("compare-cancel", "style"), SHOWN, HIDDEN),
-            (Output("compare-busy", "children"), "placing…", ""),
-        ],
+        State("compare-job", "data"),
     )
-    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, option_values, shown, pending):
-        """One callback decides the methods for this graph and device count and draws them: no stale method list."""
+    def run(_clicks, graph_key, devices, selected, seed, budget, time_limit, option_values, shown, pending, held):
+        """One callback decides the methods for this graph and device count and starts placing them (stopping the page's
+        last comparison): no stale method list. The results stream in through :func:`stream`."""
         same = isinstance(shown, dict) and (shown.get("graph_key"), shown.get("devices")) == (graph_key, devices)
         if ctx.triggered_id == "compare-devices" and same:
             return no_update, no_update, no_update, no_update, no_update  # the devices box fired again (Enter, then blur), no change
+        previous = find_compare_job(held.get("id") if isinstance(held, dict) else None)
+        if previous is not None:
+            previous.cancel()
         if not graph_key:
             return no_update, no_update, [message("choose a graph", "warning")], None, no_update
         try:
@@ -332,23 +259,36 @@ def register_callbacks(app, context, jobs) -> None:
         kept, dropped = restore_selection(context, names(selected), names(pending), options)
         if not kept and ctx.triggered_id != "compare-run":
             kept = default_methods(options)
-        results, state = compare_view(context, graph_key, devices, kept, seed, budget, time_limit, option_values)
+        request = check_request(context, graph_key, devices, kept, seed, budget, time_limit, option_values)
+        notes, job = (request, None) if isinstance(request, list) else ([], {"id": start_compare(context, request).id})
         if dropped:
-            results = [
+            notes = [
                 message(
                     f"not offered for {graph.name} on {devices} devices (no checkpoint trained for it): "
                     + ", ".join(map(method_label, dropped))
                     + "; chosen again where it is offered",
                     "info",
                 ),
-                *results,
+                *notes,
             ]
-        return options, kept, results, state, dropped
+        return options, kept, notes, job, dropped
 
-    @app.callback(Input("compare-cancel", "n_clicks"), prevent_initial_call=True)
-    def cancel(_clicks):
-        """Stop this browser's Compare placements: their children are killed, their cards say so."""
-        RUNNER.cancel(flask.request.remote_addr, "compare-results.children")
+    @app.callback(
+        Output("compare-results", "children"),
+        Output("compare-state", "data"),
+        Output("compare-drawn", "data"),
+        Output("compare-progress", "children"),
+        Output("compare-poll", "disabled"),
+        Output("compare-cancel", "style"),
+        Input("compare-job", "data"),
+        Input("compare-poll", "n_intervals"),
+        Input("compare-cancel", "n_clicks"),
+        State("compare-drawn", "data"),
+        prevent_initial_call=True,
+    )
+    def stream(held, _polls, _cancel, drawn):
+        """A new comparison, the timer or Cancel: the cards of the methods placed so far, and how far it got."""
+        return stream_step(ctx.triggered_id, held, drawn, lambda view: compare_results(context, view))
 
     @app.callback(
         Output("compare-summary", "data"),
