@@ -76,6 +76,9 @@ def test_near_tied_static_levels_fall_back_to_the_scan():
     state = PlacementState(graph, 2)
     assert doppler.rule_queue(state, "earliest_start", False) is None
     assert doppler.rule_queue(state, "bottom_level", False) is not None  # compares levels exactly, as the scan does
+    # the smallest positive float: half of it over the largest level rounds to 0, the score of a zero-cost op
+    tiny = wb.DataflowGraph.from_edges([0.0, 5e-324], [])
+    assert doppler.rule_queue(PlacementState(tiny, 1), "earliest_start", False) is None
     exact = wb.DataflowGraph.from_edges([1.0, 2.0, 3.0], [(0, 1, 0.0)])
     assert doppler.rule_queue(PlacementState(exact, 2), "earliest_start", False) is not None
 

@@ -403,13 +403,17 @@ def rule_queue(state: PlacementState, select_rule: str, first_ready: bool) -> Re
     bottom level, the smaller id on ties (``first_ready``: the smallest id, ``critical_path_index_bug``);
     ``earliest_start``: ETF's op (:class:`~workbench.placers.etf.EarliestPairs`), the argmax of
     :func:`~.features.earliest_start_scores`. Those scores divide static levels by the largest ready one, which can
-    round two levels within a few ulps of each other to one score (then the smaller id wins, not the larger level):
-    on such a graph this returns None and the caller scans the ready ops as the scores do.
+    round two levels within a few ulps of each other to one score (then the smaller id wins, not the larger level),
+    and so can a level so small against the largest that its score is subnormal: on such a graph this returns None
+    and the caller scans the ready ops as the scores do.
     """
     if select_rule == "bottom_level":
         return ReadyQueue(state.schedule, np.zeros(state.graph.num_nodes) if first_ready else state.features.bottom_level)
     static_level = state.graph.bottom_level(with_comm=False)
     levels = np.unique(static_level)
+    positive = levels[levels > 0]
+    if positive.size and 0.5 * positive[0] / levels[-1] < np.finfo(float).tiny:
+        return None  # the smallest score would be subnormal (or 0): distinct levels may share one
     if np.any(np.diff(levels) <= NEAR_LEVELS * levels[1:]):
         return None
     return EarliestPairs(state.schedule, TieRanks(static_level, TieBreak.of("id", state.graph.num_nodes, state.num_devices)))
