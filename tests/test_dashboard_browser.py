@@ -78,7 +78,7 @@ def browser():
         chromium.close()
 
 
-WAIT_MS = 120_000
+WAIT_MS = 180_000
 """How long a wait for a condition may take: it returns as soon as the condition holds, so it is sized for a loaded 2-core
 machine (a whole-suite run, CI), not an idle one."""
 
@@ -90,8 +90,8 @@ COMPARED = "#compare-progress >> text=/^done: placed/"
 def compared(page, drawn: str) -> None:
     """Wait for the comparison whose results show ``drawn`` (a selector: a title or a header of that comparison, drawn with
     its first card) to end, each method's card streaming in meanwhile; then for Dash to settle."""
-    page.wait_for_selector(drawn, timeout=150_000)
-    page.wait_for_selector(COMPARED, timeout=150_000)
+    page.wait_for_selector(drawn, timeout=WAIT_MS)
+    page.wait_for_selector(COMPARED, timeout=WAIT_MS)
     settle(page)
 
 
@@ -106,7 +106,7 @@ def download(page, button: str):
 
 def settle(page, seconds: float = 1.0) -> None:
     """Wait until Dash has no callback in flight, then a little longer."""
-    page.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')", timeout=60_000)
+    page.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')", timeout=WAIT_MS)
     time.sleep(seconds)
 
 
@@ -117,7 +117,7 @@ def visit(browser, url: str, ready: str):
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(url)
-    page.wait_for_selector(ready, timeout=60_000)
+    page.wait_for_selector(ready, timeout=WAIT_MS)
     settle(page)
     return page, errors
 
@@ -161,7 +161,7 @@ def test_training_page_draws_the_run_curve_and_follows_new_episodes(server, serv
     metrics = Path(server_runs) / "demo" / "metrics.csv"
     text = metrics.read_text()
     metrics.write_text(text[: text.rfind("\n") + 1] + "".join(f"sim,{e},chain_mm_112nodes,1.6e13,,,,,,,,,,,sim\n" for e in range(120, 130)))
-    page.wait_for_selector('td[data-dash-column="episodes"] >> text="130"', timeout=60_000)  # the count updates without a reload
+    page.wait_for_selector('td[data-dash-column="episodes"] >> text="130"', timeout=WAIT_MS)  # the count updates without a reload
     page.wait_for_function(  # and the curve reaches the new episodes (the half-written line was completed: 129 the last)
         "() => [...document.querySelectorAll('.js-plotly-plot')].some(g => (g._fullData || []).some(t => t.name === 'demo (raw)'"
         " && t.x[t.x.length - 1] === 129))",
@@ -194,7 +194,7 @@ def test_launch_starts_a_background_job_and_shows_it_finish(server, browser, tmp
     assert page.locator(".wb-error").count() == 0
     page.click("#launch-start")
     page.wait_for_selector("text=started job #1", timeout=WAIT_MS)
-    page.wait_for_selector("text=finished", timeout=60_000)
+    page.wait_for_selector("text=finished", timeout=WAIT_MS)
     assert "makespan" in page.locator(".wb-log").first.inner_text()
     finish(page, errors, tmp_path / "launch.png", docs=True)
 
@@ -270,11 +270,11 @@ def test_a_three_stage_run_draws_stage_three_on_its_own_axis_and_the_measured_ch
     page, errors = visit(browser, server + "/training", "text=makespan per episode")
     page.click("#training-none")
     choose_run(page, "three-stages/seed0")
-    page.wait_for_selector("text=Stage III makespan (s, measured)", timeout=60_000)
+    page.wait_for_selector("text=Stage III makespan (s, measured)", timeout=WAIT_MS)
     page.wait_for_selector("text=greedy evaluations (Stage III, s)", timeout=WAIT_MS)  # greedy.csv, beside the sampled makespans
     finish(page, errors, tmp_path / "training-three-stages.png", docs=True)
     page, errors = visit(browser, server + "/measured", "text=measured (seconds)")
-    page.wait_for_selector("text=Stage III episodes: Spearman", timeout=60_000)
+    page.wait_for_selector("text=Stage III episodes: Spearman", timeout=WAIT_MS)
     finish(page, errors, tmp_path / "measured-real-stage.png", docs=True)
 
 
@@ -284,11 +284,11 @@ def test_whatif_move_shows_the_makespan_of_the_edited_assignment(server, browser
     import workbench as wb
 
     page, errors = visit(browser, server + "/", "text=What if: move ops")
-    page.wait_for_selector("#whatif-makespan", state="attached", timeout=60_000)
+    page.wait_for_selector("#whatif-makespan", state="attached", timeout=WAIT_MS)
     page.fill("#whatif-ops", "5, 6")
     page.fill("#whatif-device", "3")
     page.click("#whatif-move")
-    page.wait_for_selector("text=moved 2 op(s) to device 3", timeout=60_000)
+    page.wait_for_selector("text=moved 2 op(s) to device 3", timeout=WAIT_MS)
     shown = float(page.locator("#whatif-makespan").text_content())
     graph = wb.bundled_graph("ffnn")
     edited = np.array(wb.place(graph, "critical_path", 4).assignment)  # the first method shown on first load
