@@ -326,7 +326,11 @@ def test_a_move_scorer_with_float64_or_non_finite_weights_is_refused(tmp_path, s
 
 # ------------------------------------------------------------------------------------- shipped checkpoints
 # Greedy placements of every shipped checkpoint, recorded with the code before the header checks (commit d84b551):
-# the sha256 of the int64 assignment (first 16 hex digits) and the makespan.
+# the sha256 of the int64 assignment (first 16 hex digits) and the makespan. A greedy rollout is exact only on one kind
+# of CPU: BLAS and torch's vector kernels round float32 differently with AVX-512 than with AVX2, and a decision whose two
+# best candidates are about 1e-8 apart can go either way, after which the rollouts part. Such cases list the placement
+# recorded on each CPU where it differs: SHIPPED (an AMD EPYC, AVX2) and SHIPPED_AVX512 (an Intel Xeon with AVX-512,
+# recorded 2026-12-02: on full_transformer_layer at 4 devices two decisions are 1.1e-8 and 1.2e-8 apart).
 SHIPPED = {
     ("chain_mm_112nodes", "doppler", 4): ("1cf46d7cf9bf705b", 12001000000000.0),
     ("ffnn_192nodes", "doppler", 4): ("3a7d40a0e6214ccc", 566959013888.0),
@@ -337,6 +341,7 @@ SHIPPED = {
     ("transformer_block_215nodes", "zero_shot", 8): ("4420c7c8934dcb13", 1414686089216.0),
     ("full_transformer_layer_261nodes", "zero_shot", 8): ("53ec66d1424c7270", 972941479936.0),
 }
+SHIPPED_AVX512 = {("full_transformer_layer_261nodes", "doppler", 4): ("fc869b6ccab806fa", 1712419573760.0)}
 
 
 @pytest.mark.parametrize("name, kind, devices", sorted(SHIPPED))
@@ -347,7 +352,7 @@ def test_every_shipped_checkpoint_loads_and_places_exactly_as_before(name, kind,
     else:
         placement = wb.place(graph, "doppler", devices=devices)  # the graph's shipped policy (runs.pretrained_checkpoint)
     digest = hashlib.sha256(np.asarray(placement.assignment, dtype=np.int64).tobytes()).hexdigest()[:16]
-    assert (digest, placement.makespan) == SHIPPED[name, kind, devices]
+    assert (digest, placement.makespan) in {SHIPPED[name, kind, devices], SHIPPED_AVX512.get((name, kind, devices))}
 
 
 def test_every_checkpoint_under_datasets_pretrained_is_pinned_where_the_layout_names_it():
@@ -357,10 +362,20 @@ def test_every_checkpoint_under_datasets_pretrained_is_pinned_where_the_layout_n
     assert set(PRETRAINED.rglob("*.safetensors")) == pinned | {zero_shot_checkpoint(), PRETRAINED_SCORER}
 
 
-def test_the_shipped_move_scorer_scores_exactly_as_before():
+# The shipped scorer's scores of 50 random feature rows (seed 0), to 4 decimals: float32 rounds differently from one CPU's
+# vector kernels to another's (AVX2 against AVX-512), in the last bits, so the scores are compared to 1e-3, not bit for bit.
+SCORER_SCORES = (
+    [-13.2155, -1.3192, 4.0993, 9.1461, -17.0901, -1.9693, 8.8746, 3.4895, 15.8999, -2.7132, 5.8522, -2.0497, 1.8134, -2.526]
+    + [-3.9745, -21.3932, -3.8639, 0.0358, -18.405, -9.5295, -3.4274, -19.8464, -7.421, 18.6843, -16.2632, 6.9372, -0.4722]
+    + [0.7253, 2.332, 1.4807, 3.2756, -25.7396, -7.4541, -25.3623, -33.1023, 7.9942, 3.0266, 0.0075, -16.7693, 23.6383]
+    + [-0.9067, 3.6308, -20.5863, 5.2515, -11.1793, 4.0466, -8.6506, -10.8572, 1.2092, 2.2378]
+)
+
+
+def test_the_shipped_move_scorer_scores_as_before():
     scorer = load_scorer(PRETRAINED_SCORER)
     features = np.random.default_rng(0).normal(size=(50, scorer.net[0].in_features))
-    assert hashlib.sha256(scorer.score(features).tobytes()).hexdigest()[:16] == "5d39ccbdcc8f5a9e"
+    np.testing.assert_allclose(scorer.score(features), SCORER_SCORES, rtol=0, atol=1e-3)
 
 
 # ------------------------------------------------------------------------------------------ command routes
