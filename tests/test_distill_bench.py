@@ -34,6 +34,11 @@ def test_one_pass_ratios_are_the_policy_over_best_constructive():
     assert row["best_constructive"] == floor
     assert row["a"] == row["b"] == row["a|b"] == pytest.approx(policy / floor)
     assert row["a cpu_s"] > 0
+    rules = min(wb.place(graph, method=rule, devices=8).makespan for rule in ("affinity", "etf"))
+    assert row[distill.RULE_PAIR] == pytest.approx(rules / floor)
+    assert row["a pairs"] <= row["a"] * (1 + 1e-12)  # the gate picks one of the pairs the best of is taken over
+    table = distill.markdown([row], ["a", "b"])
+    assert "| a pairs | 8 |" in table and "| affinity|etf | all |" in table and "cpu_s |" not in table
 
 
 def test_as_start_is_never_worse_than_its_start_and_compares_the_same_seed():

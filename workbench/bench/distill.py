@@ -28,6 +28,8 @@ from ..cluster import Devices
 from ..graph import DataflowGraph
 from ..placers.local_search import LocalSearchPlacer
 
+RULE_PAIR = "affinity|etf"
+"""The two-evaluation reference without learning: the better of the affinity rule's and ETF's placements (issue 28)."""
 TIE = 1e-9
 """Relative difference below which two makespans tie."""
 
@@ -75,22 +77,45 @@ def _greedy(checkpoint: str | Path, graph: DataflowGraph, devices: int) -> tuple
     return np.asarray(assignment), makespan, time.process_time() - began
 
 
+def _best_rule_pair(checkpoint: str | Path, graph: DataflowGraph, devices: int) -> tuple[float, float]:
+    """A gated policy's heads on each of its rule pairs (``DopplerPolicy.rule_policy``), the best greedy placement kept (one
+    counted evaluation per pair, instead of the gate's choice): its makespan and process CPU seconds."""
+    from ..learn import load_policy
+    from ..sim import Evaluator
+
+    began = time.process_time()
+    policy = load_policy(checkpoint, graph=graph, devices=devices)
+    placements = [policy.rule_policy(k).rollout(graph, devices, mode="greedy").assignment for k in range(len(policy.rule_pairs))]
+    makespan = float(np.min(Evaluator(graph, devices)(np.stack(placements))))
+    return makespan, time.process_time() - began
+
+
 def one_pass(policies: Mapping[str, str | Path], pairs: list[tuple[str, DataflowGraph, int]]) -> list[dict[str, Any]]:
     """Per pair: ``best_constructive``'s makespan and CPU seconds, each policy's greedy makespan ÷ it (``NAME``) and CPU
-    seconds (``NAME cpu_s``, after a warm-up), and for two policies the better of both (``A|B``, two counted evaluations) ÷ it."""
+    seconds (``NAME cpu_s``, after a warm-up); the better of the affinity rule and ETF (:data:`RULE_PAIR`); for a gated
+    policy (``gate_rules``) the best of its heads on each rule pair (``NAME pairs``, one counted evaluation per pair); for
+    two policies the better of both (``A|B``, two counted evaluations); each ÷ best_constructive."""
+    from ..learn import load_policy
     from ..placers import place
 
     for checkpoint in policies.values():  # warm-up: numba's and torch's first calls compile or load their caches
         _greedy(checkpoint, *pairs[0][1:])
+    gated = {policy: bool(load_policy(checkpoint).config.gate_rules) for policy, checkpoint in policies.items()}
     rows = []
     for name, graph, devices in pairs:
         began = time.process_time()
         floor = place(graph, "best_constructive", devices).makespan
         row: dict[str, Any] = {"graph": name, "devices": devices, "best_constructive": floor}
         row["best_constructive cpu_s"] = time.process_time() - began
+        began = time.process_time()
+        row[RULE_PAIR] = min(place(graph, rule, devices).makespan for rule in RULE_PAIR.split("|")) / floor
+        row[f"{RULE_PAIR} cpu_s"] = time.process_time() - began
         for policy, checkpoint in policies.items():
             _, makespan, cpu = _greedy(checkpoint, graph, devices)
             row[policy], row[f"{policy} cpu_s"] = makespan / floor, cpu
+            if gated[policy]:
+                paired, cpu = _best_rule_pair(checkpoint, graph, devices)
+                row[f"{policy} pairs"], row[f"{policy} pairs cpu_s"] = paired / floor, cpu
         if len(policies) == 2:
             first, second = policies
             row[f"{first}|{second}"] = min(row[first], row[second])
@@ -160,7 +185,8 @@ def _per_graph(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
 def markdown(one: list[dict[str, Any]], policies: Iterable[str], start: list[dict[str, Any]] | None = None) -> str:
     """The tables: each one-pass column ÷ best_constructive per device count and over all, and (``start``) each budget's
     local_search with the policy as a start ÷ fair local_search (mean over seeds per cell, then over cells)."""
-    columns = [c for c in one[0] if c in set(policies) or "|" in c]
+    named = set(policies) | {f"{p} pairs" for p in policies} | {RULE_PAIR}
+    columns = [c for c in one[0] if c in named or ("|" in c and not c.endswith("cpu_s"))]
     lines = ["| method | devices | mean ÷ best_constructive | worst cell | wins/ties/losses | most CPU s |", "|---|---|---|---|---|---|"]
     for column in columns:
         for devices in [*sorted({r["devices"] for r in one}), "all"]:
