@@ -85,6 +85,11 @@ def test_learned_population_counts_its_table_trace_and_is_seeded():
     assert first.details["evaluations"] == 200
     np.testing.assert_array_equal(first.assignment, again.assignment)
     assert wb.simulate(graph, first.assignment, 4).makespan <= first.details["start_makespan"]
+    assert first.details["tables"] == 1
+    refreshed = LearnedPopulationPlacer(budget=200, refresh=1).place(graph, 4, seed=5)
+    assert refreshed.details["evaluations"] == 200 and refreshed.details["tables"] > 1  # each table's trace counted in the 200
+    with pytest.raises(PlacerError, match="refresh must be >= 0"):
+        LearnedPopulationPlacer(refresh=-1)
     with pytest.raises(PlacerError, match="temperature must be > 0"):
         LearnedPopulationPlacer(temperature=0)
     with pytest.raises(PlacerError, match="explore must be in"):

@@ -65,21 +65,27 @@ class LearnedPopulationPlacer(PopulationSearchPlacer):
         checkpoint: the scorer's checkpoint (default: the shipped one, ``datasets/pretrained/learned_search/``).
         temperature: softness of the table (lower: the mutations concentrate on the scorer's best moves).
         explore: the share of the uniform table mixed in, in [0, 1].
+        refresh: generations between rescoring the best member, when it changed (each one more counted evaluation; 0:
+            the best start's table throughout, as REGAL's once-per-graph distributions).
         search: population search's options (budget, population, ...), see
             :class:`~workbench.placers.population.PopulationSearchPlacer`; the table's trace is one more counted evaluation.
     """
 
-    def __init__(self, checkpoint: str | os.PathLike | None = None, temperature: float = 0.2, explore: float = 0.2, **search: Any) -> None:
+    def __init__(
+        self, checkpoint: str | os.PathLike | None = None, temperature: float = 0.2, explore: float = 0.2, refresh: int = 0, **search: Any
+    ) -> None:
         super().__init__(**search)
         if not temperature > 0:
             raise PlacerError(f"temperature must be > 0, got {temperature}")
+        if refresh < 0:
+            raise PlacerError(f"refresh must be >= 0 generations, got {refresh}")
         if not 0 <= explore <= 1:
             raise PlacerError(f"explore must be in [0, 1], got {explore}")
         try:
             self.scorer = load_scorer(PRETRAINED_SCORER if checkpoint is None else checkpoint)
         except CheckpointError as exc:
             raise PlacerError(str(exc)) from None
-        self.temperature, self.explore = float(temperature), float(explore)
+        self.temperature, self.explore, self.table_refresh = float(temperature), float(explore), int(refresh)
 
     def proposal_table(self, graph: DataflowGraph, devices: Devices, start: np.ndarray, evaluator: Evaluator) -> np.ndarray:
         evaluator.evaluations += 1  # the start's trace, which the scorer's features read

@@ -97,9 +97,14 @@ class PopulationSearchPlacer(Placer):
         self.mutations = float(mutations)
         self.starts = starts
 
+    table_refresh: int = 0
+    """Generations between remaking the table from the best member, when it changed (0: the best start's table throughout;
+    a learned subclass may set it)."""
+
     def proposal_table(self, graph: DataflowGraph, devices: Devices, start: np.ndarray, evaluator: Evaluator) -> np.ndarray:
-        """The (ops x devices) table the mutations draw from, summing to 1, made once from the best start; uniform here (a
-        learned subclass may spend counted evaluations through ``evaluator`` to make it)."""
+        """The (ops x devices) table the mutations draw from, summing to 1, made from the best start (and, every
+        :attr:`table_refresh` generations, the best member); uniform here (a learned subclass may spend counted evaluations
+        through ``evaluator`` to make it)."""
         return uniform_table(graph.num_nodes, num_devices(devices))
 
     def place(self, graph: DataflowGraph, devices: Devices, seed: int = 0) -> Decision:
@@ -115,12 +120,20 @@ class PopulationSearchPlacer(Placer):
         first = int(np.argmin(makespans))
         seen = {row.tobytes() for row in starts}
         members, spans = _survivors(starts, makespans, self.population)
-        generations = 0
+        generations = tables = 0
         if graph.num_nodes and num_devices(devices) > 1 and evaluator.evaluations < self.budget:
-            table = self.proposal_table(graph, devices, starts[first], evaluator)
+            tabled = starts[first]
+            cumulative = np.cumsum(self.proposal_table(graph, devices, tabled, evaluator).ravel())
             anytime.add(np.zeros(0), evaluator.evaluations)
-            cumulative = np.cumsum(table.ravel())
+            tables = 1
             while evaluator.evaluations < self.budget:
+                if self.table_refresh and generations % self.table_refresh == 0 and not np.array_equal(members[0], tabled):
+                    tabled = members[0]
+                    cumulative = np.cumsum(self.proposal_table(graph, devices, tabled, evaluator).ravel())
+                    anytime.add(np.zeros(0), evaluator.evaluations)
+                    tables += 1
+                    if evaluator.evaluations >= self.budget:
+                        break
                 count = min(self.offspring, self.budget - evaluator.evaluations)
                 children = self._breed(members, count, cumulative, seen, rng)
                 if not len(children):
@@ -136,6 +149,7 @@ class PopulationSearchPlacer(Placer):
                 "start_method": names[first],
                 "start_makespan": float(makespans[first]),
                 "generations": generations,
+                "tables": tables,
                 "anytime": anytime.points,
             },
         )
