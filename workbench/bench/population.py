@@ -39,12 +39,13 @@ def _graphs(split: str) -> list[Any]:
     return [e for e in corpus.entries(split) if e.family != "zoo"]
 
 
-def _run(graph: Any, devices: int, seed: int, placer: Any) -> dict[str, Any]:
-    """One placement's makespan, CPU seconds and any-time curve."""
+def _run(graph: Any, devices: int, seed: int, make: Callable[[int], Any], budget: int) -> dict[str, Any]:
+    """One placement by ``make(budget)``: its makespan, CPU seconds (building the placer, which loads a learned one's
+    checkpoint, included) and any-time curve."""
     from ..sim import simulate
 
     began = time.process_time()
-    decision = placer.place(graph, devices, seed)
+    decision = make(budget).place(graph, devices, seed)
     cpu_seconds = time.process_time() - began
     makespan = float(simulate(graph, decision.assignment, devices).makespan)
     return {"makespan": makespan, "cpu_seconds": cpu_seconds, "anytime": decision.details["anytime"]}
@@ -79,14 +80,14 @@ def compare(
     cases = [(e, d) for e in _graphs(split) for d in devices if split == "paper" or d in e.devices]
     warm = corpus.build(cases[0][0])
     for make in (LocalSearchPlacer, *runs.values()):  # compiled code and checkpoints loaded before any measurement
-        _run(warm, cases[0][1], 0, make(min(budgets)))
+        _run(warm, cases[0][1], 0, make, min(budgets))
     for entry, d in cases:
         graph = corpus.build(entry)
         for budget in sorted({*budgets, cpu_budget}):
             for seed in seeds:
-                found[entry.name, d, seed, budget, LOCAL_SEARCH] = _run(graph, d, seed, LocalSearchPlacer(budget=budget))
+                found[entry.name, d, seed, budget, LOCAL_SEARCH] = _run(graph, d, seed, LocalSearchPlacer, budget)
                 for name, make in runs.items():
-                    found[entry.name, d, seed, budget, name] = _run(graph, d, seed, make(budget))
+                    found[entry.name, d, seed, budget, name] = _run(graph, d, seed, make, budget)
     lines = [
         f"{split}: each method ÷ fair local_search; mean over seeds {seeds[0]}–{seeds[-1]}, then mean (min–max; wins/ties/losses) over "
         f"graphs. Equal CPU: best so far at the CPU seconds local_search spent on {cpu_budget} evaluations. CPU: ÷ local_search's at "
