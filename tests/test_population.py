@@ -80,8 +80,8 @@ def test_learned_population_counts_its_table_trace_and_is_seeded():
     starts = len(constructive_methods())
     table_only = LearnedPopulationPlacer(budget=starts + 1).place(graph, 4)
     assert table_only.details["evaluations"] == starts + 1 and table_only.details["generations"] == 0
-    first = LearnedPopulationPlacer(budget=200).place(graph, 4, seed=5)
-    again = LearnedPopulationPlacer(budget=200).place(graph, 4, seed=5)
+    first = LearnedPopulationPlacer(budget=200, refresh=0).place(graph, 4, seed=5)
+    again = LearnedPopulationPlacer(budget=200, refresh=0).place(graph, 4, seed=5)
     assert first.details["evaluations"] == 200
     np.testing.assert_array_equal(first.assignment, again.assignment)
     assert wb.simulate(graph, first.assignment, 4).makespan <= first.details["start_makespan"]
