@@ -330,7 +330,8 @@ def test_a_move_scorer_with_float64_or_non_finite_weights_is_refused(tmp_path, s
 # of CPU: BLAS and torch's vector kernels round float32 differently with AVX-512 than with AVX2, and a decision whose two
 # best candidates are about 1e-8 apart can go either way, after which the rollouts part. Such cases list the placement
 # recorded on each CPU where it differs: SHIPPED (an AMD EPYC, AVX2) and SHIPPED_AVX512 (an Intel Xeon with AVX-512,
-# recorded 2026-12-02: on full_transformer_layer at 4 devices two decisions are 1.1e-8 and 1.2e-8 apart).
+# recorded 2026-12-02: on full_transformer_layer at 4 devices two decisions are 1.1e-8 and 1.2e-8 apart, and the
+# placement differs between 1 and 2 torch threads there).
 SHIPPED = {
     ("chain_mm_112nodes", "doppler", 4): ("1cf46d7cf9bf705b", 12001000000000.0),
     ("ffnn_192nodes", "doppler", 4): ("3a7d40a0e6214ccc", 566959013888.0),
@@ -341,7 +342,9 @@ SHIPPED = {
     ("transformer_block_215nodes", "zero_shot", 8): ("4420c7c8934dcb13", 1414686089216.0),
     ("full_transformer_layer_261nodes", "zero_shot", 8): ("53ec66d1424c7270", 972941479936.0),
 }
-SHIPPED_AVX512 = {("full_transformer_layer_261nodes", "doppler", 4): ("fc869b6ccab806fa", 1712419573760.0)}
+SHIPPED_AVX512 = {
+    ("full_transformer_layer_261nodes", "doppler", 4): {("fc869b6ccab806fa", 1712419573760.0), ("c8750a4b8276205b", 1781752615936.0)}
+}  # by torch thread count: 2, 1 (datasets/pretrained/README.md)
 
 
 @pytest.mark.parametrize("name, kind, devices", sorted(SHIPPED))
@@ -352,7 +355,7 @@ def test_every_shipped_checkpoint_loads_and_places_exactly_as_before(name, kind,
     else:
         placement = wb.place(graph, "doppler", devices=devices)  # the graph's shipped policy (runs.pretrained_checkpoint)
     digest = hashlib.sha256(np.asarray(placement.assignment, dtype=np.int64).tobytes()).hexdigest()[:16]
-    assert (digest, placement.makespan) in {SHIPPED[name, kind, devices], SHIPPED_AVX512.get((name, kind, devices))}
+    assert (digest, placement.makespan) in {SHIPPED[name, kind, devices], *SHIPPED_AVX512.get((name, kind, devices), ())}
 
 
 def test_every_checkpoint_under_datasets_pretrained_is_pinned_where_the_layout_names_it():
