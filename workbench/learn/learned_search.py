@@ -38,7 +38,7 @@ from torch import nn
 from ..cluster import Devices, num_devices
 from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
-from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
+from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves, RankedMoves
 from ..placers.registry import PlacerError
 from ..runs import checkpoint_file
 from ..sim import Trace
@@ -336,6 +336,25 @@ class LearnedMoves(Moves):
             single = ~self.candidates.grouped
             self.single_scores[self.candidates.ops[single], self.candidates.targets[single]] = raw[single]
             self.screen_below = float(np.quantile(raw[single], self.screen))
+
+    compiled_steering = True  # propose is reproduced by local_search's compiled loop from ranked_moves
+
+    def ranked_moves(self) -> RankedMoves | None:
+        if self.candidates is None:
+            return None
+        c = self.candidates
+        return RankedMoves(
+            c.ops,
+            c.grouped,
+            c.targets,
+            c.groups,
+            self.keys,
+            self.ranking,
+            self.share,
+            self.screen > 0,
+            self.single_scores,
+            self.screen_below,
+        )
 
     def _ranked(self, size: int) -> np.ndarray:
         """The ``size`` best candidates by key, best first: the head of a full descending sort, found by partition (a
