@@ -360,7 +360,7 @@ def test_every_checkpoint_under_datasets_pretrained_is_pinned_where_the_layout_n
 def test_the_shipped_move_scorer_scores_exactly_as_before():
     scorer = load_scorer(PRETRAINED_SCORER)
     features = np.random.default_rng(0).normal(size=(50, scorer.net[0].in_features))
-    assert hashlib.sha256(scorer.score(features).tobytes()).hexdigest()[:16] == "5d39ccbdcc8f5a9e"
+    assert hashlib.sha256(scorer.score(features).tobytes()).hexdigest()[:16] == "ac73f5fb40ba85e5"  # torch float32 since issue 32
 
 
 # ------------------------------------------------------------------------------------------ command routes
