@@ -20,6 +20,13 @@ and proposals are drawn from the ranking without replacement (Gumbel top-k).
 The scorer is trained across the corpus's training split
 (:mod:`workbench.training.learned_search`) to rank moves by their simulated
 makespan decrease.
+
+The search runs in local_search's compiled loop (issue 32): at each refresh
+the loop returns to Python, which builds the features (one compiled pass),
+scores them (torch, float32) and draws the Gumbel keys; the loop then draws
+the steered proposals from that ranking (:class:`~workbench.placers.local_search.RankedMoves`),
+simulates and accepts. ``loop="python"`` runs :meth:`LearnedMoves.propose`
+in the Python loop, the reference: for a seed both give the same trajectory.
 """
 
 from __future__ import annotations

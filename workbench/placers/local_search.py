@@ -251,7 +251,6 @@ class LocalSearchPlacer(Placer):
         """:meth:`_python_loop` in :func:`~workbench.placers.local_search_kernel.search_steps`, called for stretches of about
         :data:`CHUNK_SECONDS`, and, for steered moves, back in Python at each refresh to rank the moves; ``rng`` and
         ``moves.critical`` end as the Python loop leaves them."""
-        from ..sim import Trace
         from . import local_search_kernel as kernel
 
         moves, evaluator, rng, anytime, bar, began = run
@@ -308,8 +307,7 @@ class LocalSearchPlacer(Placer):
             if counts[kernel.REFRESHED]:  # the moves rank the refreshed placement's moves, drawing from the same stream
                 kernel.set_pcg64_state(rng, words)
                 moves.critical = critical[: counts[kernel.CRITICAL_SIZE]].copy()
-                empty = np.zeros(0, dtype=np.int64)
-                moves.observe(current.copy(), Trace(current.copy(), *(t.copy() for t in times), *[empty] * 4, np.zeros(0), np.zeros(0)))
+                moves.observe(current.copy(), _trace(current, times))
                 words[:] = kernel.pcg64_state(rng)
                 ranked = moves.ranked_moves()
                 steer = _kernel_ranking(ranked, n, moves.num_devices)
@@ -319,6 +317,15 @@ class LocalSearchPlacer(Placer):
         kernel.set_pcg64_state(rng, words)
         moves.critical = critical[: counts[kernel.CRITICAL_SIZE]].copy()
         return best, float(values[kernel.BEST_MAKESPAN])
+
+
+def _trace(assignment: np.ndarray, times: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Trace:
+    """The trace of a refresh as the compiled loop leaves it: the ops' ready, start and end times (no transfers)."""
+    from ..sim import Trace
+
+    ready, start, end = (t.copy() for t in times)
+    empty = np.zeros(0, dtype=np.int64)
+    return Trace(assignment.copy(), ready, start, end, empty, empty, empty, empty, np.zeros(0), np.zeros(0))
 
 
 def _kernel_ranking(ranked: RankedMoves | None, n: int, num_devices: int) -> tuple:

@@ -245,6 +245,28 @@ def _round_half_even(x: float) -> int:  # pragma: no cover - compiled
     return int(low)
 
 
+@njit(cache=True)
+def _refresh(
+    sim: tuple,
+    pred_ptr: np.ndarray,
+    pred: np.ndarray,
+    pred_comm: np.ndarray,
+    current: np.ndarray,
+    trace: tuple,
+    critical: np.ndarray,
+    counts: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """``Moves.set_critical``: simulate the current placement (one counted evaluation, its times left in ``trace``) and
+    read its critical chain."""
+    ready, start, end = trace
+    counts[EVALUATIONS] += 1
+    simulate_one(*sim, current, ready, start, end)
+    chain = _critical_chain(pred_ptr, pred, pred_comm, current, ready, start, end)
+    critical[: chain.size] = chain
+    counts[CRITICAL_SIZE] = chain.size
+    counts[STALE], counts[SINCE_REFRESH] = 0, 0
+
+
 # Integer and float slots of the loop's state, kept between calls of :func:`search_steps`: evaluations, since the last
 # refresh, whether the current placement changed since, the critical chain's length, new any-time points; for steered
 # moves, whether to return to Python at each refresh, whether it just did (the next call resumes at the proposals), whether
@@ -384,12 +406,7 @@ def search_steps(
                 done = time_done
             temperature = scale * initial * (final / initial) ** done
             if counts[STALE] != 0 and counts[SINCE_REFRESH] >= refresh_every and counts[EVALUATIONS] < budget - 1:
-                counts[EVALUATIONS] += 1
-                simulate_one(*sim, current, ready, start, end)
-                chain = _critical_chain(pred_ptr, pred, pred_comm, current, ready, start, end)
-                critical[: chain.size] = chain
-                counts[CRITICAL_SIZE] = chain.size
-                counts[STALE], counts[SINCE_REFRESH] = 0, 0
+                _refresh(sim, pred_ptr, pred, pred_comm, current, trace, critical, counts)
                 if counts[RETURN_AT_REFRESH] != 0:
                     counts[REFRESHED] = 1
                     values[TEMPERATURE] = temperature
