@@ -88,3 +88,13 @@ def test_learned_moves_run_compiled_and_a_subclass_of_moves_without_a_ranking_ru
 
     SteeredSearch(budget=60).place(graph, 4)
     assert loops == ["_compiled_loop", "_python_loop"]
+
+    class Relearned(LearnedMoves):  # inherits the declaration, not the right to run compiled: its proposals may differ
+        pass
+
+    class RelearnedSearch(LearnedSearchPlacer):
+        def moves(self, graph, devices, rng):
+            return Relearned(graph, devices, rng, self.scorer, self.share, self.temperature)
+
+    RelearnedSearch(checkpoint=scorer, budget=60).place(graph, 4)
+    assert loops == ["_compiled_loop", "_python_loop", "_python_loop"]

@@ -194,7 +194,8 @@ class LocalSearchPlacer(Placer):
         best, best_makespan = current.copy(), current_makespan
         bar = _progress_bar(self.budget, self.progress)
         if graph.num_nodes and moves.num_devices > 1:
-            compiled = self.loop == "compiled" and (type(moves) is Moves or moves.compiled_steering)
+            # a subclass's own declaration only: a subclass of it that changes the proposals runs the Python loop unless it declares too
+            compiled = self.loop == "compiled" and (type(moves) is Moves or vars(type(moves)).get("compiled_steering", False))
             loop = self._compiled_loop if compiled else self._python_loop
             best, best_makespan = loop(_Run(moves, evaluator, rng, anytime, bar, began), current, current_makespan)
         bar.close()
@@ -372,7 +373,8 @@ class Moves:
         self.nb = pairs[1][order]
         self.critical = np.arange(n)
 
-    # Whether a subclass's proposals are reproduced by the compiled loop from :meth:`ranked_moves` (else it runs the Python loop).
+    # Whether the compiled loop reproduces this class's proposals from :meth:`ranked_moves` (else it runs the Python loop);
+    # read from the class's own attributes, not inherited.
     compiled_steering: bool = False
 
     def ranked_moves(self) -> RankedMoves | None:
