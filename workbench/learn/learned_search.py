@@ -20,12 +20,19 @@ and proposals are drawn from the ranking without replacement (Gumbel top-k).
 The scorer is trained across the corpus's training split
 (:mod:`workbench.training.learned_search`) to rank moves by their simulated
 makespan decrease.
+
+The search runs in local_search's compiled loop (issue 32): at each refresh
+the loop returns to Python, which builds the features (one compiled pass),
+scores them (torch, float32) and draws the Gumbel keys; the loop then draws
+the steered proposals from that ranking (:class:`~workbench.placers.local_search.RankedMoves`),
+simulates and accepts. ``loop="python"`` runs :meth:`LearnedMoves.propose`
+in the Python loop, the reference: for a seed both give the same trajectory.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +45,7 @@ from torch import nn
 from ..cluster import Devices, num_devices
 from ..datasets import DATASETS_DIR
 from ..graph import DataflowGraph
-from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves
+from ..placers.local_search import CRITICAL_REFRESH, LocalSearchPlacer, Moves, RankedMoves
 from ..placers.registry import PlacerError
 from ..runs import checkpoint_file
 from ..sim import Trace
@@ -127,16 +134,26 @@ class MoveScorer(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.net(features).squeeze(-1)
 
-    @torch.no_grad()
     def score(self, features: np.ndarray) -> np.ndarray:
-        """Scores of a 2-D feature array, computed in numpy (a few thousand rows: torch's per-call and thread costs would dominate)."""
-        x = np.asarray(features, dtype=np.float32)
-        linears = [m for m in self.net if isinstance(m, nn.Linear)]
-        for i, layer in enumerate(linears):
-            x = x @ layer.weight.numpy().T + layer.bias.numpy()
-            if i < len(linears) - 1:
-                x = np.maximum(x, 0.0)
-        return x[:, 0].astype(np.float64)
+        """Scores of a 2-D feature array (:meth:`scoring`'s function with the current weights)."""
+        return self.scoring()(features)
+
+    def scoring(self) -> Callable[[np.ndarray], np.ndarray]:
+        """A function from a 2-D feature array to its scores, :meth:`forward` with the weights as they are now, copied once
+        (detached, row-major: the faster kernel) for the many calls of one search: float32 multiply-adds under inference
+        mode, ReLU in place, float64 out (on 3,900 rows and one thread about 5x the former numpy float32 matmuls)."""
+        layers = [(m.weight.detach().t().contiguous(), m.bias.detach().clone()) for m in self.net if isinstance(m, nn.Linear)]
+
+        @torch.inference_mode()
+        def score(features: np.ndarray) -> np.ndarray:
+            x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
+            for i, (weight, bias) in enumerate(layers):
+                x = torch.addmm(bias, x, weight)
+                if i < len(layers) - 1:
+                    x.relu_()
+            return x[:, 0].numpy().astype(np.float64)
+
+        return score
 
 
 @dataclass(frozen=True)
@@ -186,14 +203,13 @@ def _tail_kernel(
 def _groups(moves: Moves, assignment: np.ndarray) -> np.ndarray:
     """Each op's connected same-device group of up to :data:`GROUP_LIMIT` ops (breadth first, as ``Moves.group``): row i
     holds op i's group sorted, padded with the op count."""
-    padded = _groups_kernel(moves.nb_ptr, moves.nb, assignment, GROUP_LIMIT)
-    return np.sort(np.where(padded < 0, assignment.size, padded), axis=1)
+    return _groups_kernel(moves.nb_ptr, moves.nb, assignment, GROUP_LIMIT)
 
 
 @njit(cache=True)
 def _groups_kernel(nb_ptr: np.ndarray, nb: np.ndarray, assignment: np.ndarray, limit: int) -> np.ndarray:  # pragma: no cover - compiled
     n = assignment.size
-    out = np.full((n, limit), -1, dtype=np.int64)
+    out = np.full((n, limit), n, dtype=np.int64)
     for op in range(n):
         out[op, 0] = op
         size, head = 1, 0
@@ -210,85 +226,140 @@ def _groups_kernel(nb_ptr: np.ndarray, nb: np.ndarray, assignment: np.ndarray, l
                     if not seen:
                         out[op, size] = v
                         size += 1
+        for i in range(1, size):  # sorted by insertion (the padding, the op count, stays last)
+            j = i
+            while j > 0 and out[op, j - 1] > out[op, j]:
+                out[op, j - 1], out[op, j] = out[op, j], out[op, j - 1]
+                j -= 1
     return out
 
 
 def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: np.ndarray, only: np.ndarray | None = None) -> Candidates:
-    """Every single-op and group move of ``assignment`` (to each other device) with its :data:`FEATURES`; with ``only`` (a
-    boolean mask over ops), the moves of those ops alone (the features of each move are the same either way)."""
+    """Every single-op and group move of ``assignment`` (to each other device) with its :data:`FEATURES` (float32, built in
+    one compiled pass); with ``only`` (a boolean mask over ops), the moves of those ops alone (the features of each move are
+    the same either way). Rows: the single-op moves, then the group moves; within each, shift-major (every op to the next
+    device, then every op to the one after, ...), ops in increasing order."""
     graph, d = moves.graph, moves.num_devices
     n = graph.num_nodes
     a = np.asarray(assignment, dtype=np.int64)
-    span = max(trace.makespan, np.finfo(float).tiny)
-    compute = graph.compute
-    load = np.bincount(a, weights=compute, minlength=d)
-    share = max(compute.sum() / d, np.finfo(float).tiny)
-    finish = np.zeros(d)
-    np.maximum.at(finish, a, trace.end)
-    # communication of each op with the ops on each device (summed in edge order, sender sides first, as np.add.at would)
-    cells = np.concatenate([graph.src * d + a[graph.dst], graph.dst * d + a[graph.src]])
-    comm_with = np.bincount(cells, weights=np.concatenate([graph.comm, graph.comm]), minlength=n * d).reshape(n, d)
-    latest_input = np.zeros(n)
-    np.maximum.at(latest_input, graph.dst, trace.end[graph.src])
-    on_chain = np.zeros(n)
-    on_chain[critical] = 1.0
-    chain_load = np.bincount(a[critical], weights=compute[critical], minlength=d)
-    chain_load = chain_load / max(chain_load.sum(), np.finfo(float).tiny)
-    per_op = np.stack(
-        [
-            trace.start / span,
-            trace.end / span,
-            (span - trace.end - _tail(graph, a)) / span,
-            np.maximum(trace.ready - latest_input, 0.0) / span,
-            (trace.start - trace.ready) / span,
-            on_chain,
-            load[a] / share,
-            chain_load[a],
-        ],
-        axis=1,
-    )
+    span = max(trace.makespan, float(np.finfo(float).tiny))
+    share = max(float(graph.compute.sum()) / d, float(np.finfo(float).tiny))
     groups = _groups(moves, a)
-    sizes = np.count_nonzero(groups < n, axis=1)
-    blocks: list[np.ndarray] = []
-    chosen: list[np.ndarray] = []
-    for grouped in (False, True):
-        movable = (sizes > 1) if grouped else np.ones(n, dtype=bool)
-        ops = np.flatnonzero(movable if only is None else movable & only)
-        if not ops.size:
-            continue
-        if grouped:  # sums in the group's sorted order, the padding adding exact zeros
-            op_compute = np.append(compute, 0.0)[groups[ops]].sum(axis=1)
-            op_comm = np.vstack([comm_with, np.zeros((1, d))])[groups[ops]].sum(axis=1)
-        else:
-            op_compute, op_comm = compute[ops], comm_with[ops]
-        shifts = np.arange(1, d)[:, None]  # every other device, shift-major: all ops for shift 1, then for shift 2, ...
-        target = ((a[ops][None, :] + shifts) % d).ravel()
-        rows = np.tile(np.arange(ops.size), d - 1)
-        tiled = ops[rows]
-        blocks.append(
-            np.column_stack(
-                [
-                    op_compute[rows] / span,
-                    per_op[tiled, :7],
-                    load[target] / share,
-                    finish[target] / span,
-                    op_comm[rows, target] / span,
-                    op_comm[rows, a[tiled]] / span,
-                    op_comm.sum(axis=1)[rows] / span,
-                    per_op[tiled, 7],
-                    chain_load[target],
-                    np.full(rows.size, float(grouped)),
-                    (sizes[tiled] if grouped else np.ones(rows.size)) / GROUP_LIMIT,
-                    np.full(rows.size, 1.0 / d),
-                ]
-            )
-        )
-        chosen.append(np.stack([tiled, np.full(rows.size, int(grouped)), target]))
-    if not blocks:
-        empty = np.zeros(0, np.int64)
-        return Candidates(empty, empty.astype(bool), empty, np.zeros((0, len(FEATURES))), groups)
-    ops_grouped_targets = np.concatenate(chosen, axis=1)
-    return Candidates(ops_grouped_targets[0], ops_grouped_targets[1].astype(bool), ops_grouped_targets[2], np.concatenate(blocks), groups)
+    ptr, succ, edge = graph.succ_csr
+    ops, grouped, targets, features = _features_kernel(
+        graph.compute,
+        graph.src,
+        graph.dst,
+        graph.comm,
+        ptr,
+        succ,
+        np.ascontiguousarray(graph.comm[edge]),
+        graph.topological_order,
+        a,
+        np.asarray(trace.ready, dtype=np.float64),
+        np.asarray(trace.start, dtype=np.float64),
+        np.asarray(trace.end, dtype=np.float64),
+        np.asarray(critical, dtype=np.int64),
+        groups,
+        np.ones(n, dtype=np.bool_) if only is None else np.asarray(only, dtype=np.bool_),
+        d,
+        span,
+        share,
+    )
+    return Candidates(ops, grouped, targets, features, groups)
+
+
+@njit(cache=True)
+def _features_kernel(
+    compute: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    comm: np.ndarray,
+    succ_ptr: np.ndarray,
+    succ: np.ndarray,
+    succ_comm: np.ndarray,
+    order: np.ndarray,
+    a: np.ndarray,
+    ready: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    critical: np.ndarray,
+    groups: np.ndarray,
+    only: np.ndarray,
+    d: int,
+    span: float,
+    share: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`move_features`'s candidates (ops, grouped, targets) and their feature rows."""
+    n = a.size
+    tail = _tail_kernel(succ_ptr, succ, succ_comm, compute, order, a)
+    load, finish, chain_load = np.zeros(d), np.zeros(d), np.zeros(d)
+    for v in range(n):
+        load[a[v]] += compute[v]
+        finish[a[v]] = max(finish[a[v]], end[v])
+    comm_with = np.zeros((n, d))  # communication of each op with the ops on each device
+    latest_input = np.zeros(n)
+    for e in range(src.size):  # the senders' sides first, then the receivers', in edge order
+        comm_with[src[e], a[dst[e]]] += comm[e]
+        latest_input[dst[e]] = max(latest_input[dst[e]], end[src[e]])
+    for e in range(src.size):
+        comm_with[dst[e], a[src[e]]] += comm[e]
+    on_chain = np.zeros(n)
+    for v in critical:
+        on_chain[v] = 1.0
+        chain_load[a[v]] += compute[v]
+    chain_total = max(chain_load.sum(), np.finfo(np.float64).tiny)
+    for j in range(d):
+        chain_load[j] /= chain_total
+    sizes = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        for j in range(groups.shape[1]):
+            sizes[v] += groups[v, j] < n
+    movers = 0
+    for v in range(n):
+        movers += only[v] + (only[v] and sizes[v] > 1)
+    m = movers * (d - 1)
+    ops, grouped, targets = np.empty(m, dtype=np.int64), np.zeros(m, dtype=np.bool_), np.empty(m, dtype=np.int64)
+    features = np.empty((m, 18), dtype=np.float32)
+    moved_comm = np.zeros(d)
+    row = 0
+    for group_move in (False, True):
+        for shift in range(1, d):
+            for v in range(n):
+                if not only[v] or (group_move and sizes[v] < 2):
+                    continue
+                moved_compute, moved_total = 0.0, 0.0
+                moved_comm[:] = 0.0
+                for j in range(sizes[v] if group_move else 1):
+                    u = groups[v, j] if group_move else v
+                    moved_compute += compute[u]
+                    for k in range(d):
+                        moved_comm[k] += comm_with[u, k]
+                for k in range(d):
+                    moved_total += moved_comm[k]
+                own, target = a[v], (a[v] + shift) % d
+                ops[row], grouped[row], targets[row] = v, group_move, target
+                f = features[row]
+                f[0] = moved_compute / span
+                f[1] = start[v] / span
+                f[2] = end[v] / span
+                f[3] = (span - end[v] - tail[v]) / span
+                f[4] = max(ready[v] - latest_input[v], 0.0) / span
+                f[5] = (start[v] - ready[v]) / span
+                f[6] = on_chain[v]
+                f[7] = load[own] / share
+                f[8] = load[target] / share
+                f[9] = finish[target] / span
+                f[10] = moved_comm[target] / span
+                f[11] = moved_comm[own] / span
+                f[12] = moved_total / span
+                f[13] = chain_load[own]
+                f[14] = chain_load[target]
+                f[15] = 1.0 if group_move else 0.0
+                f[16] = (sizes[v] if group_move else 1) / groups.shape[1]
+                f[17] = 1.0 / d
+                row += 1
+    return ops, grouped, targets, features
 
 
 class LearnedMoves(Moves):
@@ -308,6 +379,7 @@ class LearnedMoves(Moves):
     ) -> None:
         super().__init__(graph, devices, rng)
         self.scorer, self.share, self.temperature, self.screen = scorer, share, temperature, screen
+        self.score = scorer.scoring()  # the weights copied once for the search's refreshes
         self.candidates: Candidates | None = None
         self.keys = np.zeros(0)  # each candidate's score / temperature + Gumbel noise: the ranking's key, higher first
         self.ranking = np.zeros(0, dtype=np.int64)  # the best candidates, best first, as far as sorted (RANKED_BLOCK, doubling)
@@ -329,13 +401,32 @@ class LearnedMoves(Moves):
             only = on_chain.copy()
             only[self.nb[on_chain[self.nb_owner]]] = True  # every neighbour of a chain op
         self.candidates = move_features(self, assignment, trace, self.critical, only)
-        raw = self.scorer.score(self.candidates.features)
+        raw = self.score(self.candidates.features)
         self.keys = raw / self.temperature + self.rng.gumbel(size=raw.size)
         self.ranking, self.taken = self._ranked(RANKED_BLOCK), 0
         if self.screen > 0:
             single = ~self.candidates.grouped
             self.single_scores[self.candidates.ops[single], self.candidates.targets[single]] = raw[single]
             self.screen_below = float(np.quantile(raw[single], self.screen))
+
+    compiled_steering = True  # propose is reproduced by local_search's compiled loop from ranked_moves
+
+    def ranked_moves(self) -> RankedMoves | None:
+        if self.candidates is None:
+            return None
+        c = self.candidates
+        return RankedMoves(
+            c.ops,
+            c.grouped,
+            c.targets,
+            c.groups,
+            self.keys,
+            self.ranking,
+            self.share,
+            self.screen > 0,
+            self.single_scores,
+            self.screen_below,
+        )
 
     def _ranked(self, size: int) -> np.ndarray:
         """The ``size`` best candidates by key, best first: the head of a full descending sort, found by partition (a

@@ -32,7 +32,10 @@ holds the best makespan so far against the evaluations spent
 The loop runs compiled (:mod:`workbench.placers.local_search_kernel`, numba):
 the same moves from the same random stream, so a seed gives the Python
 loop's trajectory exactly; ``loop="python"`` runs the Python loop, the
-reference, which a subclass that steers the proposals always runs.
+reference. A subclass that steers the proposals runs the Python loop, unless
+its moves hand the compiled loop a ranking of moves at each refresh
+(:class:`RankedMoves`, as learned_search's do): then Python ranks and the
+compiled loop proposes, simulates and accepts.
 """
 
 from __future__ import annotations
@@ -64,6 +67,24 @@ LOOPS = ("compiled", "python")
 CHUNK_SECONDS = 0.02  # wall seconds of one stretch of the compiled loop between returns to Python (clock, any-time, progress)
 
 
+class RankedMoves(NamedTuple):
+    """The moves a steered :class:`Moves` ranked at the last refresh, which the compiled loop draws a share of its proposals
+    from: move ``k`` sets op ``ops[k]`` (its whole group when ``grouped[k]``) to device ``targets[k]``; the steered rows take
+    the best-keyed moves that change the placement, in turn; with ``screen``, the other rows that move one op to a device
+    whose ``single_scores`` is below ``screen_below`` are redrawn (``LearnedMoves.propose`` is the reference)."""
+
+    ops: np.ndarray  # int64, one per move
+    grouped: np.ndarray  # bool, one per move
+    targets: np.ndarray  # int64, one per move
+    groups: np.ndarray  # int64 (ops, width): each op's group, padded with the op count
+    keys: np.ndarray  # float64, one per move: higher first
+    head: np.ndarray  # int64: the first moves by key, best first, none taken yet
+    share: float  # the probability that a proposal is steered
+    screen: bool  # whether local_search's own single-op proposals are screened
+    single_scores: np.ndarray  # float64 (ops, devices): the score of moving op i to device j
+    screen_below: float
+
+
 class _Run(NamedTuple):
     """One search's objects, shared by its loop (Python or compiled)."""
 
@@ -91,7 +112,8 @@ class LocalSearchPlacer(Placer):
             ``"all"`` (heuristics, rules and baselines: the fair start) or
             ``"literature"`` (heuristics and baselines; the paper comparison).
         loop: ``"compiled"`` (numba, the default) or ``"python"`` (the reference). Both give the same trajectory for a
-            seed; a subclass whose moves steer the proposals always runs the Python loop. Under a ``time_limit`` the
+            seed; a subclass whose moves steer the proposals runs the Python loop unless they rank moves for the compiled
+            loop (:class:`RankedMoves`). Under a ``time_limit`` the
             compiled loop reads the clock between stretches of evaluations (about 20 ms each), not before every batch.
     """
 
@@ -172,7 +194,9 @@ class LocalSearchPlacer(Placer):
         best, best_makespan = current.copy(), current_makespan
         bar = _progress_bar(self.budget, self.progress)
         if graph.num_nodes and moves.num_devices > 1:
-            loop = self._compiled_loop if self.loop == "compiled" and type(moves) is Moves else self._python_loop
+            # a subclass's own declaration only: a subclass of it that changes the proposals runs the Python loop unless it declares too
+            compiled = self.loop == "compiled" and (type(moves) is Moves or vars(type(moves)).get("compiled_steering", False))
+            loop = self._compiled_loop if compiled else self._python_loop
             best, best_makespan = loop(_Run(moves, evaluator, rng, anytime, bar, began), current, current_makespan)
         bar.close()
         return Decision(
@@ -226,7 +250,8 @@ class LocalSearchPlacer(Placer):
 
     def _compiled_loop(self, run: _Run, current: np.ndarray, current_makespan: float) -> tuple[np.ndarray, float]:
         """:meth:`_python_loop` in :func:`~workbench.placers.local_search_kernel.search_steps`, called for stretches of about
-        :data:`CHUNK_SECONDS`; ``rng`` and ``moves.critical`` end as the Python loop leaves them."""
+        :data:`CHUNK_SECONDS`, and, for steered moves, back in Python at each refresh to rank the moves; ``rng`` and
+        ``moves.critical`` end as the Python loop leaves them."""
         from . import local_search_kernel as kernel
 
         moves, evaluator, rng, anytime, bar, began = run
@@ -237,13 +262,16 @@ class LocalSearchPlacer(Placer):
         current = np.array(current, dtype=np.int64)
         best = current.copy()
         critical = np.arange(n, dtype=np.int64)
-        counts = np.zeros(5, dtype=np.int64)
+        counts = np.zeros(11, dtype=np.int64)
         counts[kernel.EVALUATIONS], counts[kernel.STALE], counts[kernel.CRITICAL_SIZE] = evaluator.evaluations, 1, n
         counts[kernel.SINCE_REFRESH] = self.refresh_every if self.refresh_at_start else 0
-        values = np.array([current_makespan, current_makespan, 0.5])
+        counts[kernel.RETURN_AT_REFRESH] = type(moves) is not Moves
+        values = np.array([current_makespan, current_makespan, 0.5, 0.0])
         settings = np.array([self.budget, self.max_batch, self.refresh_every, moves.num_devices], dtype=np.int64)
         temperatures = np.array([max(current_makespan, float(np.finfo(float).tiny)), self.initial_temperature, self.final_temperature])
         static = (evaluator.kernel_arrays, ptr, pred, np.ascontiguousarray(graph.comm[edge]), moves.nb_ptr, moves.nb, _CUMULATIVE_WEIGHTS)
+        times = (np.empty(n), np.empty(n), np.empty(n))
+        steer = _kernel_ranking(None, n, moves.num_devices)
         chunk = 16
         while counts[kernel.EVALUATIONS] < self.budget:
             elapsed = time.perf_counter() - began
@@ -266,6 +294,8 @@ class LocalSearchPlacer(Placer):
                 point_makespans,
                 before + chunk,
                 0.0 if self.time_limit is None else elapsed / self.time_limit,
+                times,
+                steer,
             )
             points = int(counts[kernel.POINTS])
             evaluator.evaluations = int(counts[kernel.EVALUATIONS])
@@ -274,10 +304,57 @@ class LocalSearchPlacer(Placer):
             if values[kernel.BEST_MAKESPAN] < best_before:
                 bar.set_postfix(best=f"{values[kernel.BEST_MAKESPAN]:.6g}")
             spent = time.perf_counter() - began - elapsed
-            chunk = int(min(max(chunk * CHUNK_SECONDS / max(spent, 1e-6), 16), 1 << 16))
+            chunk = int(min(max((evaluator.evaluations - before) * CHUNK_SECONDS / max(spent, 1e-6), 16), 1 << 16))
+            if counts[kernel.REFRESHED]:  # the moves rank the refreshed placement's moves, drawing from the same stream
+                kernel.set_pcg64_state(rng, words)
+                moves.critical = critical[: counts[kernel.CRITICAL_SIZE]].copy()
+                moves.observe(current.copy(), _trace(current, times))
+                words[:] = kernel.pcg64_state(rng)
+                ranked = moves.ranked_moves()
+                steer = _kernel_ranking(ranked, n, moves.num_devices)
+                counts[kernel.STEERING] = ranked is not None
+                counts[kernel.SCREENING] = ranked is not None and ranked.screen
+                counts[kernel.TAKEN], counts[kernel.SORTED] = 0, 0 if ranked is None else ranked.head.size
         kernel.set_pcg64_state(rng, words)
         moves.critical = critical[: counts[kernel.CRITICAL_SIZE]].copy()
         return best, float(values[kernel.BEST_MAKESPAN])
+
+
+def _trace(assignment: np.ndarray, times: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Trace:
+    """The trace of a refresh as the compiled loop leaves it: the ops' ready, start and end times (no transfers)."""
+    from ..sim import Trace
+
+    ready, start, end = (t.copy() for t in times)
+    empty = np.zeros(0, dtype=np.int64)
+    return Trace(assignment.copy(), ready, start, end, empty, empty, empty, empty, np.zeros(0), np.zeros(0))
+
+
+def _kernel_ranking(ranked: RankedMoves | None, n: int, num_devices: int) -> tuple:
+    """``ranked`` as :func:`~workbench.placers.local_search_kernel.search_steps` reads it (placeholders when None)."""
+    if ranked is None:
+        empty = np.zeros(0, dtype=np.int64)
+        return (
+            empty,
+            np.zeros(0),
+            empty,
+            np.zeros(0, dtype=np.bool_),
+            empty,
+            np.zeros((n, 1), dtype=np.int64),
+            np.zeros((n, num_devices)),
+            np.zeros(2),
+        )
+    order = np.empty(ranked.keys.size, dtype=np.int64)
+    order[: ranked.head.size] = ranked.head
+    return (
+        order,
+        np.ascontiguousarray(ranked.keys, dtype=np.float64),
+        np.ascontiguousarray(ranked.ops, dtype=np.int64),
+        np.ascontiguousarray(ranked.grouped, dtype=np.bool_),
+        np.ascontiguousarray(ranked.targets, dtype=np.int64),
+        np.ascontiguousarray(ranked.groups, dtype=np.int64),
+        np.ascontiguousarray(ranked.single_scores, dtype=np.float64),
+        np.array([ranked.share, ranked.screen_below]),
+    )
 
 
 class Moves:
@@ -295,6 +372,14 @@ class Moves:
         np.cumsum(np.bincount(pairs[0], minlength=n), out=self.nb_ptr[1:])
         self.nb = pairs[1][order]
         self.critical = np.arange(n)
+
+    # Whether the compiled loop reproduces this class's proposals from :meth:`ranked_moves` (else it runs the Python loop);
+    # read from the class's own attributes, not inherited.
+    compiled_steering: bool = False
+
+    def ranked_moves(self) -> RankedMoves | None:
+        """The moves ranked at the last :meth:`observe`, for the compiled loop to steer with (None: local_search's moves only)."""
+        return None
 
     def neighbours(self, op: int) -> np.ndarray:
         return self.nb[self.nb_ptr[op] : self.nb_ptr[op + 1]]

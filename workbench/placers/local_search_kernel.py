@@ -12,6 +12,13 @@ state read from and written back to the ``numpy.random.Generator``) and turns
 its words into doubles and bounded integers exactly as numpy 1.17+ does
 (:func:`random_double`, :func:`random_bounded`: Lemire's method on 32-bit
 halves, one spare half kept between calls).
+
+A steered subclass's moves run here too when it hands the loop its ranking
+(:class:`~workbench.placers.local_search.RankedMoves`, learned_search's scorer):
+the kernel returns to Python at each critical-chain refresh, Python ranks the
+moves of the refreshed placement, and the kernel draws the steered share of
+each batch from that ranking (:func:`_steer`, the draws of
+``LearnedMoves.propose`` in the same order).
 """
 
 from __future__ import annotations
@@ -238,9 +245,109 @@ def _round_half_even(x: float) -> int:  # pragma: no cover - compiled
     return int(low)
 
 
-# Integer and float slots of the loop's state, kept between calls of :func:`search_steps`.
-EVALUATIONS, SINCE_REFRESH, STALE, CRITICAL_SIZE, POINTS = range(5)
-CURRENT_MAKESPAN, BEST_MAKESPAN, ACCEPTANCE = range(3)
+@njit(cache=True)
+def _refresh(
+    sim: tuple,
+    pred_ptr: np.ndarray,
+    pred: np.ndarray,
+    pred_comm: np.ndarray,
+    current: np.ndarray,
+    trace: tuple,
+    critical: np.ndarray,
+    counts: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """``Moves.set_critical``: simulate the current placement (one counted evaluation, its times left in ``trace``) and
+    read its critical chain."""
+    ready, start, end = trace
+    counts[EVALUATIONS] += 1
+    simulate_one(*sim, current, ready, start, end)
+    chain = _critical_chain(pred_ptr, pred, pred_comm, current, ready, start, end)
+    critical[: chain.size] = chain
+    counts[CRITICAL_SIZE] = chain.size
+    counts[STALE], counts[SINCE_REFRESH] = 0, 0
+
+
+# Integer and float slots of the loop's state, kept between calls of :func:`search_steps`: evaluations, since the last
+# refresh, whether the current placement changed since, the critical chain's length, new any-time points; for steered
+# moves, whether to return to Python at each refresh, whether it just did (the next call resumes at the proposals), whether
+# a ranking is steering, how many of its moves are taken and how many are sorted, whether screening is on.
+EVALUATIONS, SINCE_REFRESH, STALE, CRITICAL_SIZE, POINTS, RETURN_AT_REFRESH, REFRESHED, STEERING, TAKEN, SORTED, SCREENING = range(11)
+# Current and best makespan, acceptance rate, the temperature of a step interrupted by a refresh.
+CURRENT_MAKESPAN, BEST_MAKESPAN, ACCEPTANCE, TEMPERATURE = range(4)
+# A steered ranking's settings (``steer[-1]``): the share of proposals it chooses, the screen's score threshold.
+SHARE, SCREEN_BELOW = range(2)
+SCREEN_TRIES = 4  # how many times a screened-out proposal is redrawn (the last draw stands)
+
+
+@njit(cache=True)
+def _next_ranked(counts: np.ndarray, order: np.ndarray, keys: np.ndarray) -> int:  # pragma: no cover - compiled
+    """The best-keyed move not taken since the ranking came (-1 when all are): Python hands over the sorted head; once it is
+    used up, every move is sorted by key (stable: equal keys by index; the head's order is a prefix of it for distinct keys)."""
+    if counts[TAKEN] == counts[SORTED]:
+        if counts[SORTED] == keys.size:
+            return -1
+        order[:] = np.argsort(-keys, kind="mergesort")
+        counts[SORTED] = keys.size
+    counts[TAKEN] += 1
+    return order[counts[TAKEN] - 1]
+
+
+@njit(cache=True)
+def _steer(
+    words: np.ndarray,
+    steer: tuple,  # order, keys, ops, grouped, targets, groups, single_scores, settings (RankedMoves, SHARE...)
+    counts: np.ndarray,
+    assignment: np.ndarray,
+    out: np.ndarray,
+    count: int,
+    steered: np.ndarray,
+    redraw: tuple,  # _propose's arguments after the assignment, for one proposal into a one-row array
+) -> None:  # pragma: no cover - compiled
+    """``LearnedMoves.propose`` after local_search's proposals: each row drawn to be steered takes the best-ranked move that
+    changes ``assignment``; with screening, each other row that moves one op to a device scored below the threshold is
+    redrawn, up to :data:`SCREEN_TRIES` times."""
+    order, keys, ops, grouped, targets, groups, single_scores, settings = steer
+    n = assignment.size
+    for row in range(count):
+        steered[row] = random_double(words) < settings[SHARE]
+    for row in range(count):
+        if not steered[row]:
+            continue
+        while True:
+            k = _next_ranked(counts, order, keys)
+            if k < 0:
+                break
+            op, target = ops[k], targets[k]
+            changed = False
+            width = groups.shape[1] if grouped[k] else 1
+            for j in range(width):
+                member = groups[op, j] if grouped[k] else op
+                if member < n and assignment[member] != target:
+                    changed = True
+            if changed:
+                out[row, :] = assignment
+                for j in range(width):
+                    member = groups[op, j] if grouped[k] else op
+                    if member < n:
+                        out[row, member] = target
+                break
+    if counts[SCREENING] == 0:
+        return
+    cumulative, nb_ptr, nb, critical, critical_size, num_devices, one, kinds, chosen_ops, chosen, group = redraw
+    for row in range(count):
+        if steered[row]:
+            continue
+        for _ in range(SCREEN_TRIES):
+            moved, changes = -1, 0
+            for v in range(n):
+                if out[row, v] != assignment[v]:
+                    moved, changes = v, changes + 1
+            if changes != 1 or not single_scores[moved, out[row, moved]] < settings[SCREEN_BELOW]:
+                break
+            _propose(
+                words, cumulative, nb_ptr, nb, critical, critical_size, num_devices, assignment, one, 1, kinds, chosen_ops, chosen, group
+            )
+            out[row, :] = one[0]
 
 
 @njit(cache=True)
@@ -264,6 +371,8 @@ def search_steps(
     point_makespans: np.ndarray,
     stop_at: int,
     time_done: float,
+    trace: tuple,  # ready, start, end: scratch, holding the current placement's trace after a refresh
+    steer: tuple,  # a steered subclass's ranking (see _steer); unread while counts[STEERING] is 0
 ) -> None:  # pragma: no cover - compiled
     """Run the search loop until ``stop_at`` evaluations (or the budget) are spent.
 
@@ -271,6 +380,9 @@ def search_steps(
     and ``words`` (the random state) carry the loop between calls. Each new best makespan is appended to
     ``point_evaluations``/``point_makespans`` (``counts[POINTS]`` of them). ``time_done`` is the share of the time limit
     spent when the call began (0 without one); the temperature falls with the larger of it and the budget's share.
+    With ``counts[RETURN_AT_REFRESH]`` the call returns right after a critical-chain refresh (``counts[REFRESHED]`` set,
+    ``trace`` holding the current placement's times) so that Python can rank its moves into ``steer``; the next call
+    proposes at the interrupted step's temperature.
     """
     n = current.size
     budget, max_batch, refresh_every, num_devices = settings[0], settings[1], settings[2], settings[3]
@@ -281,23 +393,30 @@ def search_steps(
     ops = np.empty(max_batch, dtype=np.int64)
     chosen = np.empty(max_batch, dtype=np.int64)
     group = np.empty(8, dtype=np.int64)
-    ready, start, end = np.empty(n), np.empty(n), np.empty(n)
+    steered = np.empty(max_batch, dtype=np.bool_)
+    one = np.empty((1, n), dtype=np.int64)
+    ready, start, end = trace
     while counts[EVALUATIONS] < budget and counts[EVALUATIONS] < stop_at:
-        evaluations = counts[EVALUATIONS]
-        done = evaluations / budget
-        if time_done > done:
-            done = time_done
-        temperature = scale * initial * (final / initial) ** done
-        if counts[STALE] != 0 and counts[SINCE_REFRESH] >= refresh_every and evaluations < budget - 1:
-            counts[EVALUATIONS] += 1
-            simulate_one(*sim, current, ready, start, end)
-            chain = _critical_chain(pred_ptr, pred, pred_comm, current, ready, start, end)
-            critical[: chain.size] = chain
-            counts[CRITICAL_SIZE] = chain.size
-            counts[STALE], counts[SINCE_REFRESH] = 0, 0
+        if counts[REFRESHED] != 0:  # resumed after Python ranked the refreshed placement's moves
+            counts[REFRESHED] = 0
+            temperature = values[TEMPERATURE]
+        else:
+            done = counts[EVALUATIONS] / budget
+            if time_done > done:
+                done = time_done
+            temperature = scale * initial * (final / initial) ** done
+            if counts[STALE] != 0 and counts[SINCE_REFRESH] >= refresh_every and counts[EVALUATIONS] < budget - 1:
+                _refresh(sim, pred_ptr, pred, pred_comm, current, trace, critical, counts)
+                if counts[RETURN_AT_REFRESH] != 0:
+                    counts[REFRESHED] = 1
+                    values[TEMPERATURE] = temperature
+                    return
         size = min(max_batch, budget - counts[EVALUATIONS], max(1, _round_half_even(1 / max(values[ACCEPTANCE], 1e-3))))
         critical_size = counts[CRITICAL_SIZE]
         _propose(words, cumulative, nb_ptr, nb, critical, critical_size, num_devices, current, proposals, size, kinds, ops, chosen, group)
+        if counts[STEERING] != 0:
+            redraw = (cumulative, nb_ptr, nb, critical, critical_size, num_devices, one, kinds, ops, chosen, group)
+            _steer(words, steer, counts, current, proposals, size, steered, redraw)
         for row in range(size):
             makespans[row] = simulate_one(*sim, proposals[row], ready, start, end)
         counts[EVALUATIONS] += size
