@@ -93,19 +93,19 @@ def test_an_unscored_rollout_keeps_no_per_step_rows_and_places_as_a_scored_one(p
     assert np.array_equal(lean.assignment, scored.assignment) and np.array_equal(lean.order, scored.order)
 
 
-def test_the_encoder_without_gradients_in_blocks_gives_the_same_embeddings_bit_for_bit(policies, monkeypatch):
+@pytest.mark.parametrize("block", [250, 8192])
+def test_the_compiled_encoder_without_gradients_gives_the_same_embeddings_bit_for_bit(policies, monkeypatch, block):
     from workbench.learn import nets
 
     graph = wb.generate("layered", layers=30, width=30, width_jitter=0.0, edge_prob=1 / 30, seed=1)
     encoder = policies["gate"].plc_encoder
     inputs = policies["gate"].inputs(graph, torch.Generator().manual_seed(0))
+    whole = encoder(inputs).detach()  # with gradients: torch's sparse product, no blocks
+    monkeypatch.setattr(nets, "ENCODER_BLOCK", block)
+    assert nets.node_blocks(900, 250) == [0, 225, 450, 675, 900]  # 900 ops: four even blocks
     with torch.no_grad():
-        whole = encoder(inputs)
-        monkeypatch.setattr(nets, "ENCODER_BLOCK", 250)
-        spread = encoder.conv.spread_matrix(inputs.graph, encoder.edge_net(inputs.edge))
-        assert [start for start, _ in nets.row_blocks(spread, 9, 250)] == [0, 225, 450, 675]  # 900 ops: four even blocks
-        blocked = encoder(inputs)
-    assert torch.equal(blocked, whole)
+        compiled = encoder(inputs)
+    assert torch.equal(compiled, whole)
 
 
 def _loop_levels(graph, compute, comm, downward: bool) -> np.ndarray:
