@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.learn import doppler, load_policy, make_policy
+from workbench.learn.compiled_play import compiled_episode
 from workbench.learn.env import PlacementState
 from workbench.learn.policy import PolicyConfig
 from workbench.runs import zero_shot_checkpoint
@@ -68,6 +69,47 @@ def test_rule_queue_places_as_the_scan_on_a_medium_generated_graph(policies, mon
     graph = wb.generate("layered", layers=30, width=30, width_jitter=0.0, edge_prob=1 / 30, seed=1)
     for name in ("bottom_level", "earliest_start"):
         _assert_same_as_scan(policies[name], graph, 8, "greedy", 0, monkeypatch)
+
+
+def _compiled_against_python(policy, graph, devices, mode, seed, monkeypatch) -> None:
+    """The compiled step loop (taken: counted) and the Python loop place alike."""
+    calls = []
+    with monkeypatch.context() as patch:
+        patch.setattr(doppler, "compiled_episode", lambda *args: calls.append(1) or compiled_episode(*args))
+        compiled = _placements(policy, graph, devices, mode, seed, False, monkeypatch)
+    assert calls, "the compiled loop was not taken"
+    with monkeypatch.context() as patch:
+        patch.setattr(doppler, "compiled_head", lambda head: None)  # the Python loop with the same queue
+        python = _placements(policy, graph, devices, mode, seed, False, monkeypatch)
+    assert np.array_equal(compiled[1], python[1]) and np.array_equal(compiled[0], python[0]) and compiled[2] == python[2]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    graph=st.one_of(random_dags(max_nodes=24), random_dags(max_nodes=24, integer_costs=False)),
+    devices=st.integers(1, 5),
+    name=st.sampled_from(["gate", "bottom_level", "earliest_start"]),
+    mode=st.sampled_from(["greedy", "sample"]),
+    seed=st.integers(0, 100),
+)
+def test_the_compiled_step_loop_places_as_the_python_loop_on_random_dags(policies, graph, devices, name, mode, seed, monkeypatch):
+    _compiled_against_python(policies[name], graph, devices, mode, seed, monkeypatch)
+
+
+@pytest.mark.parametrize("mode", ["greedy", "sample"])
+def test_the_compiled_step_loop_places_as_the_python_loop_on_a_medium_generated_graph(policies, mode, monkeypatch):
+    graph = wb.generate("layered", layers=30, width=30, width_jitter=0.0, edge_prob=1 / 30, seed=1)
+    for name in ("bottom_level", "earliest_start"):  # the affinity and the earliest-start device rules
+        _compiled_against_python(policies[name], graph, 8, mode, 3, monkeypatch)
+
+
+def test_a_scored_or_paper_rollout_keeps_the_python_loop(policies, monkeypatch):
+    monkeypatch.setattr(doppler, "compiled_episode", lambda *args: pytest.fail("compiled loop taken"))
+    graph = wb.bundled_graph("ffnn")
+    policies["bottom_level"].rollout(graph, 4, mode="greedy")  # with gradients: scored
+    with torch.no_grad():
+        policies["paper"].rollout(graph, 4, mode="greedy")
+        policies["bottom_level"].rollout(graph, 4, mode="teacher")
 
 
 def test_near_tied_static_levels_fall_back_to_the_scan():
