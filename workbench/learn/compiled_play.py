@@ -371,7 +371,13 @@ def _episode(
         if affinity:
             s_lo, s_hi = sibling_ptr[op], sibling_ptr[op + 1]
             penalty = _affinity_penalty(
-                sibling_op[s_lo:s_hi], sibling_comm[s_lo:s_hi], sibling_consumer[s_lo:s_hi], sibling_own[s_lo:s_hi], device, bandwidth, latency
+                sibling_op[s_lo:s_hi],
+                sibling_comm[s_lo:s_hi],
+                sibling_consumer[s_lo:s_hi],
+                sibling_own[s_lo:s_hi],
+                device,
+                bandwidth,
+                latency,
             )
             cost = earliest + compute[op] / speeds + penalty
             cheapest = cost.min()

@@ -287,7 +287,15 @@ class DopplerPolicy(LearnedPolicy):
             plc_parts = (e.own_np, self.device_sum_rows(e), e.device_weight, e.device_bias, *head)
             which = choose.draws[1 : 2 * n : 2, 1] if choose.mode == "sample" else None
             assignment, order = compiled_episode(
-                state.schedule, select_by, priority, place_by, plc_parts, config.place_rule_weight, rule_time, state.features.time_scale, which
+                state.schedule,
+                select_by,
+                priority,
+                place_by,
+                plc_parts,
+                config.place_rule_weight,
+                rule_time,
+                state.features.time_scale,
+                which,
             )
             rollout = finish_rollout(assignment, order, [], False, 0, self.device, False)
             return dataclasses.replace(rollout, rule=config.gate_rules[pair]) if config.gate_rules else rollout
