@@ -29,7 +29,7 @@ from torch import nn
 
 from ..placers.affinity import AFFINITY_TIE_RTOL, _affinity_penalty, affinity_tables
 from ..placers.ties import TieBreak
-from ..schedule import _arrival_times
+from ..schedule import PartialSchedule, _arrival_times
 from .features import _device_features
 from .nets import ScoringHead
 
@@ -57,7 +57,7 @@ def _ranks(priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def compiled_episode(
-    schedule,  # PartialSchedule, empty
+    schedule: PartialSchedule,
     select_by: str,
     priority: np.ndarray,
     place_by: str,
@@ -80,11 +80,7 @@ def compiled_episode(
     graph = schedule.graph
     pred_ptr, pred, pred_edge = graph.pred_csr
     succ_ptr, succ, _ = graph.succ_csr
-    tables = affinity_tables(graph) if place_by == "affinity" else None
-    rank, op_of_rank = _ranks(priority)
-    own, device_part, device_weight, device_bias, slope, out_weight, out_bias = plc
-    empty_int, empty_float = np.zeros(0, dtype=np.int64), np.zeros(0)
-    return _episode(
+    graph_arrays = (
         np.asarray(pred_ptr, dtype=np.int64),
         np.asarray(pred, dtype=np.int64),
         np.ascontiguousarray(graph.comm[pred_edge], dtype=np.float64),
@@ -94,28 +90,28 @@ def compiled_episode(
         np.asarray(schedule.speeds, dtype=np.float64),
         np.ascontiguousarray(schedule.bandwidth, dtype=np.float64),
         np.ascontiguousarray(schedule.latency, dtype=np.float64),
-        select_by == "earliest_start",
-        rank,
-        op_of_rank,
+    )
+    own, device_part, device_weight, device_bias, slope, out_weight, out_bias = plc
+    plc_arrays = (
         np.ascontiguousarray(own),
         np.ascontiguousarray(device_part),
         np.ascontiguousarray(device_weight),
         np.ascontiguousarray(device_bias),
-        slope,
-        out_weight,
-        out_bias,
-        float(place_weight),
-        np.asarray(rule_time, dtype=np.float64),
-        float(time_scale),
-        tables is not None,
-        tables.sibling_ptr if tables else empty_int,
-        tables.sibling_op if tables else empty_int,
-        tables.sibling_comm if tables else empty_float,
-        tables.sibling_consumer if tables else empty_int,
-        tables.sibling_own if tables else empty_float,
-        which is not None,
-        np.asarray(which, dtype=np.float64) if which is not None else empty_float,
+        float(slope),
+        np.ascontiguousarray(out_weight),
+        float(out_bias),
     )
+    rule = (float(place_weight), np.asarray(rule_time, dtype=np.float64), float(time_scale))
+    tables = affinity_tables(graph) if place_by == "affinity" else None
+    empty_int, empty_float = np.zeros(0, dtype=np.int64), np.zeros(0)
+    affinity = (
+        (True, tables.sibling_ptr, tables.sibling_op, tables.sibling_comm, tables.sibling_consumer, tables.sibling_own)
+        if tables is not None
+        else (False, empty_int, empty_int, empty_float, empty_int, empty_float)
+    )
+    draws = empty_float if which is None else np.ascontiguousarray(which, dtype=np.float64)
+    rank, op_of_rank = _ranks(priority)
+    return _episode(graph_arrays, select_by == "earliest_start", rank, op_of_rank, plc_arrays, rule, affinity, draws)
 
 
 @njit(cache=True)
@@ -261,140 +257,125 @@ def _choose(logits: np.ndarray, sample: bool, which: float) -> int:  # pragma: n
 
 
 @njit(cache=True)
+def _arrivals(op: int, graph: tuple, device: np.ndarray, end: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``PartialSchedule.arrival_times(op)``: per device, when all of ``op``'s inputs could be there."""
+    pred_ptr, pred, pred_comm, _, _, _, speeds, bandwidth, latency = graph
+    lo, hi = pred_ptr[op], pred_ptr[op + 1]
+    if hi == lo:
+        return np.zeros(speeds.size)
+    return _arrival_times(pred[lo:hi], pred_comm[lo:hi], device, end, bandwidth, latency)
+
+
+@njit(cache=True)
+def _pairs_add(op: int, arrival: np.ndarray, last_earliest: float, rank: np.ndarray, heaps: tuple) -> None:  # pragma: no cover - compiled
+    """``EarliestPairs.add`` of one op: startable on the devices its inputs reach by the last earliest start, else waiting."""
+    wait_time, wait_op, wait_size, startable, start_size = heaps
+    for k in range(arrival.size):
+        if arrival[k] <= last_earliest:
+            start_size[k] = _push_rank(startable[k], start_size[k], rank[op])
+        else:
+            wait_size[k] = _push_pair(wait_time[k], wait_op[k], wait_size[k], arrival[k], op)
+
+
+@njit(cache=True)
+def _pairs_pop(
+    last_earliest: float, device_free: np.ndarray, queued: np.ndarray, rank: np.ndarray, op_of_rank: np.ndarray, heaps: tuple
+) -> tuple[int, float]:  # pragma: no cover - compiled
+    """``EarliestPairs.pop``: ``(the op of the earliest pair, larger static level then smaller id on ties, that earliest start)``."""
+    wait_time, wait_op, wait_size, startable, start_size = heaps
+    earliest = np.inf
+    for k in range(device_free.size):
+        while start_size[k] and not queued[op_of_rank[startable[k, 0]]]:
+            start_size[k] = _pop_rank(startable[k], start_size[k])
+        while wait_size[k] and not queued[wait_op[k, 0]]:
+            wait_size[k] = _pop_pair(wait_time[k], wait_op[k], wait_size[k])
+        if start_size[k]:  # their inputs are there by the last earliest start
+            earliest = min(earliest, max(device_free[k], last_earliest))
+        elif wait_size[k]:
+            earliest = min(earliest, max(device_free[k], wait_time[k, 0]))
+    best = -1
+    for k in range(device_free.size):
+        while wait_size[k] and wait_time[k, 0] <= earliest:
+            moved = wait_op[k, 0]
+            wait_size[k] = _pop_pair(wait_time[k], wait_op[k], wait_size[k])
+            if queued[moved]:
+                start_size[k] = _push_rank(startable[k], start_size[k], rank[moved])
+        if device_free[k] <= earliest and start_size[k] and (best < 0 or startable[k, 0] < best):
+            best = startable[k, 0]
+    if best < 0:
+        raise RuntimeError("no ready op to place")
+    return op_of_rank[best], earliest
+
+
+@njit(cache=True)
+def _delay(op: int, earliest: np.ndarray, graph: tuple, device: np.ndarray, affinity: tuple) -> np.ndarray:  # pragma: no cover - compiled
+    """PLC's rule term before its weight: the earliest start's delay over the earliest, or ``affinity_delay``'s."""
+    if not affinity[0]:
+        return earliest - earliest.min()
+    _, sibling_ptr, sibling_op, sibling_comm, sibling_consumer, sibling_own = affinity
+    compute, speeds, bandwidth, latency = graph[5], graph[6], graph[7], graph[8]
+    lo, hi = sibling_ptr[op], sibling_ptr[op + 1]
+    penalty = _affinity_penalty(
+        sibling_op[lo:hi], sibling_comm[lo:hi], sibling_consumer[lo:hi], sibling_own[lo:hi], device, bandwidth, latency
+    )
+    cost = earliest + compute[op] / speeds + penalty
+    cheapest = cost.min()
+    delay = cost - cheapest
+    for k in range(delay.size):
+        if delay[k] <= AFFINITY_TIE_RTOL * abs(cheapest):
+            delay[k] = 0.0
+    return delay
+
+
+@njit(cache=True)
 def _episode(
-    pred_ptr: np.ndarray,
-    pred: np.ndarray,
-    pred_comm: np.ndarray,
-    succ_ptr: np.ndarray,
-    succ: np.ndarray,
-    compute: np.ndarray,
-    speeds: np.ndarray,
-    bandwidth: np.ndarray,
-    latency: np.ndarray,
-    by_pairs: bool,
-    rank: np.ndarray,
-    op_of_rank: np.ndarray,
-    own: np.ndarray,
-    device_part: np.ndarray,
-    device_weight: np.ndarray,
-    device_bias: np.ndarray,
-    slope: float,
-    out_weight: np.ndarray,
-    out_bias: float,
-    place_weight: float,
-    rule_time: np.ndarray,
-    time_scale: float,
-    affinity: bool,
-    sibling_ptr: np.ndarray,
-    sibling_op: np.ndarray,
-    sibling_comm: np.ndarray,
-    sibling_consumer: np.ndarray,
-    sibling_own: np.ndarray,
-    sample: bool,
-    which: np.ndarray,
+    graph: tuple, by_pairs: bool, rank: np.ndarray, op_of_rank: np.ndarray, plc: tuple, rule: tuple, affinity: tuple, which: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """:func:`compiled_episode`'s loop."""
+    pred_ptr, pred, _, succ_ptr, succ, compute, speeds, _, _ = graph
+    own, device_part, device_weight, device_bias, slope, out_weight, out_bias = plc
+    place_weight, rule_time, time_scale = rule
     n, d = compute.size, speeds.size
-    device = np.full(n, -1, dtype=np.int64)
+    device, order = np.full(n, -1, dtype=np.int64), np.empty(n, dtype=np.int64)
     start, end = np.full(n, np.nan), np.full(n, np.nan)
     device_free, device_compute = np.zeros(d), np.zeros(d)
-    unplaced = np.diff(pred_ptr)
-    order = np.empty(n, dtype=np.int64)
     device_sum = np.zeros((d, device_part.shape[1]))
-    queued = np.zeros(n, dtype=np.bool_)
-    fresh = np.zeros(n, dtype=np.bool_)
-    # critical_path's queue: one heap of ranks; ETF's: per device, waiting (arrival, op) and startable ranks
-    ready_heap = np.empty(n, dtype=np.int64)
-    ready_size = 0
-    wait_time = np.empty((d, n if by_pairs else 0))
-    wait_op = np.empty((d, n if by_pairs else 0), dtype=np.int64)
-    startable = np.empty((d, n if by_pairs else 0), dtype=np.int64)
-    wait_size = np.zeros(d, dtype=np.int64)
-    start_size = np.zeros(d, dtype=np.int64)
+    unplaced = np.diff(pred_ptr)
+    queued, fresh = np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
+    ready_heap, ready_size = np.empty(n, dtype=np.int64), 0  # critical_path's queue: ranks
+    width = n if by_pairs else 0  # ETF's: per device, waiting (arrival, op) and startable ranks
+    sizes = np.zeros((2, d), dtype=np.int64)
+    heaps = (np.empty((d, width)), np.empty((d, width), dtype=np.int64), sizes[0], np.empty((d, width), dtype=np.int64), sizes[1])
     last_earliest = -np.inf
-    added = np.empty(n, dtype=np.int64)
+    buffer = np.empty(n, dtype=np.int64)  # the ops the last placement made ready
     count = 0
     for op in range(n):
         if unplaced[op] == 0:
-            added[count] = op
+            buffer[count] = op
             count += 1
     for t in range(n):
-        # queue the ops made ready (all entries at t = 0), as ReadyQueue.add / EarliestPairs.add
-        for a in range(count):
-            op = added[a]
+        for op in buffer[:count]:  # queue them (ReadyQueue.add, EarliestPairs.add)
             queued[op] = True
-            if not by_pairs:
+            if by_pairs:
+                _pairs_add(op, _arrivals(op, graph, device, end), last_earliest, rank, heaps)
+            else:
                 ready_size = _push_rank(ready_heap, ready_size, rank[op])
-                continue
-            lo, hi = pred_ptr[op], pred_ptr[op + 1]
-            arrival = np.zeros(d) if hi == lo else _arrival_times(pred[lo:hi], pred_comm[lo:hi], device, end, bandwidth, latency)
-            for k in range(d):
-                if arrival[k] <= last_earliest:
-                    start_size[k] = _push_rank(startable[k], start_size[k], rank[op])
-                else:
-                    wait_size[k] = _push_pair(wait_time[k], wait_op[k], wait_size[k], arrival[k], op)
-        # the rule's op
-        if not by_pairs:
+        if by_pairs:
+            op, last_earliest = _pairs_pop(last_earliest, device_free, queued, rank, op_of_rank, heaps)
+        else:
             op = op_of_rank[ready_heap[0]]
             ready_size = _pop_rank(ready_heap, ready_size)
-        else:
-            earliest_pair = np.inf
-            for k in range(d):
-                while start_size[k] and not queued[op_of_rank[startable[k, 0]]]:
-                    start_size[k] = _pop_rank(startable[k], start_size[k])
-                while wait_size[k] and not queued[wait_op[k, 0]]:
-                    wait_size[k] = _pop_pair(wait_time[k], wait_op[k], wait_size[k])
-                if start_size[k]:
-                    earliest_pair = min(earliest_pair, max(device_free[k], last_earliest))
-                elif wait_size[k]:
-                    earliest_pair = min(earliest_pair, max(device_free[k], wait_time[k, 0]))
-            last_earliest = earliest_pair
-            best = -1
-            for k in range(d):
-                while wait_size[k] and wait_time[k, 0] <= earliest_pair:
-                    moved = wait_op[k, 0]
-                    wait_size[k] = _pop_pair(wait_time[k], wait_op[k], wait_size[k])
-                    if queued[moved]:
-                        start_size[k] = _push_rank(startable[k], start_size[k], rank[moved])
-                if device_free[k] <= earliest_pair and start_size[k] and (best < 0 or startable[k, 0] < best):
-                    best = startable[k, 0]
-            if best < 0:
-                raise RuntimeError("no ready op to place")
-            op = op_of_rank[best]
         queued[op] = False
         # its earliest starts, device features, PLC's logits and rule term, the choice
+        earliest = np.maximum(device_free, _arrivals(op, graph, device, end))
         lo, hi = pred_ptr[op], pred_ptr[op + 1]
-        arrival = np.zeros(d) if hi == lo else _arrival_times(pred[lo:hi], pred_comm[lo:hi], device, end, bandwidth, latency)
-        earliest = np.maximum(device_free, arrival)
         feats = _device_features(pred[lo:hi], device, compute, start, end, device_compute, earliest, time_scale)
         logits = _place_logits(feats, device_weight, device_bias, own[op], device_sum, slope, out_weight, out_bias)
-        if affinity:
-            s_lo, s_hi = sibling_ptr[op], sibling_ptr[op + 1]
-            penalty = _affinity_penalty(
-                sibling_op[s_lo:s_hi],
-                sibling_comm[s_lo:s_hi],
-                sibling_consumer[s_lo:s_hi],
-                sibling_own[s_lo:s_hi],
-                device,
-                bandwidth,
-                latency,
-            )
-            cost = earliest + compute[op] / speeds + penalty
-            cheapest = cost.min()
-            delay = cost - cheapest
-            for k in range(d):
-                if delay[k] <= AFFINITY_TIE_RTOL * abs(cheapest):
-                    delay[k] = 0.0
-        else:
-            delay = earliest - earliest.min()
-        logits = logits - place_weight * delay / rule_time[op]
-        target = _choose(logits, sample, which[t] if sample else 0.0)
+        logits = logits - place_weight * _delay(op, earliest, graph, device, affinity) / rule_time[op]
+        target = _choose(logits, which.size > 0, which[t] if which.size > 0 else 0.0)
         device_sum[target] += device_part[op]
         # PartialSchedule.place
-        begin = earliest[target]
-        device[op] = target
-        start[op] = begin
-        end[op] = begin + compute[op] / speeds[target]
+        device[op], start[op], end[op] = target, earliest[target], earliest[target] + compute[op] / speeds[target]
         device_free[target] = end[op]
         device_compute[target] += compute[op]
         order[t] = op
@@ -405,6 +386,6 @@ def _episode(
             child = succ[e]
             if unplaced[child] == 0 and not fresh[child]:
                 fresh[child] = True
-                added[count] = child
+                buffer[count] = child
                 count += 1
     return device, order

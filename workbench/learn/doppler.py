@@ -278,26 +278,8 @@ class DopplerPolicy(LearnedPolicy):
         agree = 0
         all_devices = np.arange(d)
         offset_np = None if getattr(e, "plc_offset", None) is None else as_numpy(e.plc_offset)
-        head = compiled_head(self.plc_head) if queue is not None and self._compiles(scored, choose, offset_np) else None
-        if head is not None:  # SEL a queued rule, PLC learned, the placement only: the same steps in one compiled loop
-            if select_by == "bottom_level":
-                priority = np.zeros(n) if self.first_ready else state.features.bottom_level
-            else:
-                priority = state.graph.bottom_level(with_comm=False)
-            plc_parts = (e.own_np, self.device_sum_rows(e), e.device_weight, e.device_bias, *head)
-            which = choose.draws[1 : 2 * n : 2, 1] if choose.mode == "sample" else None
-            assignment, order = compiled_episode(
-                state.schedule,
-                select_by,
-                priority,
-                place_by,
-                plc_parts,
-                config.place_rule_weight,
-                rule_time,
-                state.features.time_scale,
-                which,
-            )
-            rollout = finish_rollout(assignment, order, [], False, 0, self.device, False)
+        if queue is not None and self._compiles(scored, choose, offset_np):  # the same steps in one compiled loop
+            rollout = self._compiled_play(e, state, choose, (select_by, place_by), rule_time)
             return dataclasses.replace(rollout, rule=config.gate_rules[pair]) if config.gate_rules else rollout
         for t in range(n):
             k = t if scored else 0
@@ -374,7 +356,35 @@ class DopplerPolicy(LearnedPolicy):
             and choose.mode in ("greedy", "sample")
             and offset is None
             and not self.config.affinity_features
+            and compiled_head(self.plc_head) is not None
         )
+
+    def _compiled_play(
+        self, e: SimpleNamespace, state: PlacementState, choose: Chooser, rules: tuple[str, str], rule_time: np.ndarray
+    ) -> Rollout:
+        """:meth:`play`'s episode by :func:`~.compiled_play.compiled_episode` (where :meth:`_compiles`), SEL and PLC on ``rules``."""
+        select_by, place_by = rules
+        n = state.graph.num_nodes
+        if select_by == "bottom_level":
+            priority = np.zeros(n) if self.first_ready else state.features.bottom_level
+        else:
+            priority = state.graph.bottom_level(with_comm=False)
+        head = compiled_head(self.plc_head)
+        assert head is not None  # _compiles checked it
+        plc_parts = (e.own_np, self.device_sum_rows(e), e.device_weight, e.device_bias, *head)
+        which = choose.draws[1 : 2 * n : 2, 1] if choose.mode == "sample" else None
+        assignment, order = compiled_episode(
+            state.schedule,
+            select_by,
+            priority,
+            place_by,
+            plc_parts,
+            self.config.place_rule_weight,
+            rule_time,
+            state.features.time_scale,
+            which,
+        )
+        return finish_rollout(assignment, order, [], False, 0, self.device, False)
 
     def _rule_pair(self, e: SimpleNamespace, state: PlacementState, choose: Chooser) -> int:
         """The gate's rule pair, the episode's last decision: a teacher replay takes the most probable pair."""
