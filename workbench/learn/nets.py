@@ -465,12 +465,16 @@ def _spread_rows(
 ) -> np.ndarray:  # pragma: no cover - compiled
     """Rows ``first .. first + len(out)`` of ``(spread @ feat).view(nodes, columns * width)`` for :meth:`EdgeConv.spread_matrix`'s
     CSR matrix, into ``out``. Each sum runs over the row's entries in order with fused multiply-adds (``contract``), as
-    MKL's sparse product does: the same float32 values, bit for bit, without its zero-filled output and copies."""
+    MKL's sparse product does: the same float32 values, bit for bit, without its zero-filled output and copies (and
+    without the rows whose weights are all 0, where the edge network's ReLU is off on every edge: three of the shipped
+    zero-shot policy's eight columns)."""
     width = feat.shape[1]
     for node in range(out.shape[0]):
         for k in range(columns):
             row, base = (first + node) * columns + k, k * width
             out[node, base : base + width] = 0.0
+            if not values[crow[row] : crow[row + 1]].any():
+                continue  # all weights 0 (a ReLU column of the edge network that is off): the sum of finite terms is +0.0 either way
             for entry in range(crow[row], crow[row + 1]):
                 weight, source = values[entry], col[entry]
                 for c in range(width):
