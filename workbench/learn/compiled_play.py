@@ -28,7 +28,6 @@ from numba import njit
 from torch import nn
 
 from ..placers.affinity import AFFINITY_TIE_RTOL, _affinity_penalty, affinity_tables
-from ..placers.ties import TieBreak
 from ..schedule import PartialSchedule, _arrival_times
 from .features import _device_features
 from .nets import ScoringHead
@@ -50,7 +49,7 @@ def compiled_head(head: ScoringHead) -> tuple[float, np.ndarray, float] | None:
 def _ranks(priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(rank per op, op per rank)``: larger ``priority`` first, then the smaller id (``TieRanks`` with ties by id)."""
     n = priority.size
-    order = np.lexsort((TieBreak.of("id", n, 1).op_key, -np.asarray(priority, dtype=float)))
+    order = np.lexsort((np.arange(n), -np.asarray(priority, dtype=float)))  # TieBreak "id"'s key: the op id
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     return rank, order.astype(np.int64)
