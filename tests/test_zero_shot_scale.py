@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workbench as wb
 from workbench.learn import doppler, load_policy, make_policy
+from workbench.learn.compiled_play import compiled_episode
 from workbench.learn.env import PlacementState
 from workbench.learn.policy import PolicyConfig
 from workbench.runs import zero_shot_checkpoint
@@ -70,6 +71,47 @@ def test_rule_queue_places_as_the_scan_on_a_medium_generated_graph(policies, mon
         _assert_same_as_scan(policies[name], graph, 8, "greedy", 0, monkeypatch)
 
 
+def _compiled_against_python(policy, graph, devices, mode, seed, monkeypatch) -> None:
+    """The compiled step loop (taken: counted) and the Python loop place alike."""
+    calls = []
+    with monkeypatch.context() as patch:
+        patch.setattr(doppler, "compiled_episode", lambda *args: calls.append(1) or compiled_episode(*args))
+        compiled = _placements(policy, graph, devices, mode, seed, False, monkeypatch)
+    assert calls, "the compiled loop was not taken"
+    with monkeypatch.context() as patch:
+        patch.setattr(doppler, "compiled_head", lambda head: None)  # the Python loop with the same queue
+        python = _placements(policy, graph, devices, mode, seed, False, monkeypatch)
+    assert np.array_equal(compiled[1], python[1]) and np.array_equal(compiled[0], python[0]) and compiled[2] == python[2]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    graph=st.one_of(random_dags(max_nodes=24), random_dags(max_nodes=24, integer_costs=False)),
+    devices=st.integers(1, 5),
+    name=st.sampled_from(["gate", "bottom_level", "earliest_start"]),
+    mode=st.sampled_from(["greedy", "sample"]),
+    seed=st.integers(0, 100),
+)
+def test_the_compiled_step_loop_places_as_the_python_loop_on_random_dags(policies, graph, devices, name, mode, seed, monkeypatch):
+    _compiled_against_python(policies[name], graph, devices, mode, seed, monkeypatch)
+
+
+@pytest.mark.parametrize("mode", ["greedy", "sample"])
+def test_the_compiled_step_loop_places_as_the_python_loop_on_a_medium_generated_graph(policies, mode, monkeypatch):
+    graph = wb.generate("layered", layers=30, width=30, width_jitter=0.0, edge_prob=1 / 30, seed=1)
+    for name in ("bottom_level", "earliest_start"):  # the affinity and the earliest-start device rules
+        _compiled_against_python(policies[name], graph, 8, mode, 3, monkeypatch)
+
+
+def test_a_scored_or_paper_rollout_keeps_the_python_loop(policies, monkeypatch):
+    monkeypatch.setattr(doppler, "compiled_episode", lambda *args: pytest.fail("compiled loop taken"))
+    graph = wb.bundled_graph("ffnn")
+    policies["bottom_level"].rollout(graph, 4, mode="greedy")  # with gradients: scored
+    with torch.no_grad():
+        policies["paper"].rollout(graph, 4, mode="greedy")
+        policies["bottom_level"].rollout(graph, 4, mode="teacher")
+
+
 def test_near_tied_static_levels_fall_back_to_the_scan():
     # 0.1 + 0.2 and 0.3 differ by one ulp: divided by the largest ready level they may round to one ETF score
     graph = wb.DataflowGraph.from_edges([0.1, 0.2, 0.3, 1.0], [(0, 1, 0.0)])
@@ -93,19 +135,19 @@ def test_an_unscored_rollout_keeps_no_per_step_rows_and_places_as_a_scored_one(p
     assert np.array_equal(lean.assignment, scored.assignment) and np.array_equal(lean.order, scored.order)
 
 
-def test_the_encoder_without_gradients_in_blocks_gives_the_same_embeddings_bit_for_bit(policies, monkeypatch):
+@pytest.mark.parametrize("block", [250, 8192])
+def test_the_compiled_encoder_without_gradients_gives_the_same_embeddings_bit_for_bit(policies, monkeypatch, block):
     from workbench.learn import nets
 
     graph = wb.generate("layered", layers=30, width=30, width_jitter=0.0, edge_prob=1 / 30, seed=1)
     encoder = policies["gate"].plc_encoder
     inputs = policies["gate"].inputs(graph, torch.Generator().manual_seed(0))
+    whole = encoder(inputs).detach()  # with gradients: torch's sparse product, no blocks
+    monkeypatch.setattr(nets, "ENCODER_BLOCK", block)
+    assert nets.node_blocks(900, 250) == [0, 225, 450, 675, 900]  # 900 ops: four even blocks
     with torch.no_grad():
-        whole = encoder(inputs)
-        monkeypatch.setattr(nets, "ENCODER_BLOCK", 250)
-        spread = encoder.conv.spread_matrix(inputs.graph, encoder.edge_net(inputs.edge))
-        assert [start for start, _ in nets.row_blocks(spread, 9, 250)] == [0, 225, 450, 675]  # 900 ops: four even blocks
-        blocked = encoder(inputs)
-    assert torch.equal(blocked, whole)
+        compiled = encoder(inputs)
+    assert torch.equal(compiled, whole)
 
 
 def _loop_levels(graph, compute, comm, downward: bool) -> np.ndarray:

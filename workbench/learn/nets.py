@@ -32,6 +32,7 @@ from itertools import pairwise
 import dgl
 import numpy as np
 import torch
+from numba import njit
 from torch import nn
 
 from ..graph import DataflowGraph
@@ -54,14 +55,14 @@ __all__ = [
     "numpy_zscore",
     "GROUPED_EDGE_HIDDEN",
     "ENCODER_BLOCK",
-    "row_blocks",
+    "node_blocks",
 ]
 
 GROUPED_EDGE_HIDDEN = 32
 """From this edge-network width on, :class:`Encoder` uses :meth:`EdgeConv.grouped` (cheaper there, same output)."""
 ENCODER_BLOCK = 8192
-"""Without gradients, :class:`Encoder` runs a step on this many nodes at a time (the same embeddings, bit for bit, in a
-fraction of the memory: a 100,000-op graph's step would otherwise hold a (900,000, 128) product)."""
+"""Without gradients on the CPU, :class:`Encoder` runs a step on this many nodes at a time (the same embeddings, bit for
+bit, in a fraction of the memory: a 100,000-op graph's step would otherwise hold a (900,000, 128) product)."""
 
 
 def activation_layer(name: str, negative_slope: float) -> nn.Module:
@@ -344,18 +345,20 @@ class EdgeConv(dgl.nn.NNConv):
             return torch.sparse_csr_tensor(layout.crow, layout.col, values.reshape(-1)[layout.entry], (n * columns, n))
 
     def propagate(self, spread: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
-        """One step's output from :meth:`spread_matrix`'s matrix (or a block of its node rows, :func:`row_blocks`) and the
-        node features ``feat``: one row per node of the matrix."""
+        """One step's output from :meth:`spread_matrix`'s matrix and the node features ``feat``: one row per node of the matrix."""
+        columns = self.edge_func.in_features + 1
+        return (spread @ feat).view(spread.shape[0] // columns, columns * self._in_src_feats) @ self.table() + self.bias
+
+    def table(self) -> torch.Tensor:
+        """``((edge_hidden + 1) * width, width)``: row ``(k, i)`` is row ``i`` of ``A_k`` (of ``a`` for ``k = edge_hidden``)."""
         linear = self.edge_func
         d_in, d_out, columns = self._in_src_feats, self._out_feats, linear.in_features + 1
-        n = spread.shape[0] // columns
-        table = (  # row (k, i): row i of A_k, or of a for k = edge_hidden
+        return (
             torch.cat([linear.weight, linear.bias.unsqueeze(1)], dim=1)
             .view(d_in, d_out, columns)
             .permute(2, 0, 1)
             .reshape(columns * d_in, d_out)
         )
-        return (spread @ feat).view(n, columns * d_in) @ table + self.bias
 
     # paper preset switches
     def grouped(self, graph: dgl.DGLGraph, feat: torch.Tensor, edge_hidden: torch.Tensor, groups: tuple) -> torch.Tensor:
@@ -427,34 +430,53 @@ class Encoder(nn.Module):
                 hidden = self.gru(torch.relu(self.conv.grouped(inputs.graph, hidden, matrices, groups)), hidden)
             return hidden
         spread = self.conv.spread_matrix(inputs.graph, edge_hidden)
-        if torch.is_grad_enabled() or hidden.shape[0] <= ENCODER_BLOCK:
+        if torch.is_grad_enabled() or hidden.device.type != "cpu":
             for _ in range(self.steps):
                 hidden = self.gru(torch.relu(self.conv.propagate(spread, hidden)), hidden)
             return hidden
-        blocks = row_blocks(spread, edge_hidden.shape[1] + 1, ENCODER_BLOCK)
-        for _ in range(self.steps):  # without gradients, block by block: no (nodes x (edge_hidden + 1), width) product at once
-            done = torch.empty_like(hidden)
-            for start, block in blocks:
-                rows = slice(start, start + block.shape[0] // (edge_hidden.shape[1] + 1))
-                done[rows] = self.gru(torch.relu(self.conv.propagate(block, hidden)), hidden[rows])
+        return self._compiled_steps(hidden, spread, edge_hidden.shape[1] + 1)
+
+    def _compiled_steps(self, hidden: torch.Tensor, spread: torch.Tensor, columns: int) -> torch.Tensor:
+        """The steps without gradients on the CPU, in blocks of at most :data:`ENCODER_BLOCK` nodes, the sparse product compiled
+        (:func:`_spread_rows`: no (nodes x columns, width) product at once, and no zero-filled one per step): the same
+        embeddings as :meth:`EdgeConv.propagate`, bit for bit (tested)."""
+        crow, col, values = (part.numpy() for part in (spread.crow_indices(), spread.col_indices(), spread.values()))
+        table, bounds = self.conv.table(), node_blocks(hidden.shape[0], ENCODER_BLOCK)
+        gathered = np.empty((max(b - a for a, b in pairwise(bounds)), columns * self.width), dtype=np.float32)
+        for _ in range(self.steps):
+            done, feat = torch.empty_like(hidden), hidden.numpy()
+            for start, stop in pairwise(bounds):
+                rows = torch.from_numpy(_spread_rows(crow, col, values, feat, start, columns, gathered[: stop - start]))
+                done[start:stop] = self.gru(torch.relu(rows @ table + self.conv.bias), hidden[start:stop])
             hidden = done
         return hidden
 
 
-def row_blocks(spread: torch.Tensor, columns: int, nodes: int) -> list[tuple[int, torch.Tensor]]:
-    """:meth:`EdgeConv.spread_matrix`'s matrix cut into blocks of node rows, ``(first node, CSR block)``: as few blocks of
-    at most ``nodes`` nodes as will do, of equal size (give or take one), so none is tiny: a product of a few rows takes
-    another BLAS path, whose sums can round differently (measured: 1 to 3 rows)."""
-    crow, col, values = spread.crow_indices(), spread.col_indices(), spread.values()
-    total = spread.shape[0] // columns
+def node_blocks(total: int, nodes: int) -> list[int]:
+    """Bounds cutting ``total`` nodes into as few blocks of at most ``nodes`` as will do, of equal size (give or take one), so
+    none is tiny: a product of a few rows takes another BLAS path, whose sums can round differently (measured: 1 to 3 rows)."""
     count = max(1, -(-total // nodes))
-    bounds = [total * i // count for i in range(count + 1)]
-    blocks = []
-    for start, stop in pairwise(bounds):
-        lo, hi = start * columns, stop * columns
-        first, last = int(crow[lo]), int(crow[hi])
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
-            block = torch.sparse_csr_tensor(crow[lo : hi + 1] - first, col[first:last], values[first:last], (hi - lo, spread.shape[1]))
-        blocks.append((start, block))
-    return blocks
+    return [total * i // count for i in range(count + 1)]
+
+
+@njit(cache=True, fastmath={"contract"})
+def _spread_rows(
+    crow: np.ndarray, col: np.ndarray, values: np.ndarray, feat: np.ndarray, first: int, columns: int, out: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Rows ``first .. first + len(out)`` of ``(spread @ feat).view(nodes, columns * width)`` for :meth:`EdgeConv.spread_matrix`'s
+    CSR matrix, into ``out``. Each sum runs over the row's entries in order with fused multiply-adds (``contract``), as
+    MKL's sparse product does: the same float32 values, bit for bit, without its zero-filled output and copies (and
+    without the rows whose weights are all 0, where the edge network's ReLU is off on every edge: three of the shipped
+    zero-shot policy's eight columns)."""
+    width = feat.shape[1]
+    for node in range(out.shape[0]):
+        for k in range(columns):
+            row, base = (first + node) * columns + k, k * width
+            out[node, base : base + width] = 0.0
+            if not values[crow[row] : crow[row + 1]].any():
+                continue  # all weights 0 (a ReLU column of the edge network that is off): the sum of finite terms is +0.0 either way
+            for entry in range(crow[row], crow[row + 1]):
+                weight, source = values[entry], col[entry]
+                for c in range(width):
+                    out[node, base + c] += weight * feat[source, c]
+    return out
