@@ -17,7 +17,9 @@ budget. Moves follow the graph's structure:
 - move an op of the current critical chain (the chain of inputs and device
   waits that ends at the makespan, read from a simulated trace) to a
   neighbour's device or another device: only these can shorten the makespan,
-- move a connected group of ops that share a device to another device.
+- move a connected group of ops that share a device to another device (``groups`` adds or substitutes
+  structured groups: chains, an op with its sole producers, a sharded tensor's row of blocks, segments of the
+  critical chain on one device; :mod:`workbench.placers.groups`).
 
 Proposals are evaluated in speculative batches: the evaluator is much
 cheaper per assignment in a batch, so several proposals from the current
@@ -48,6 +50,7 @@ from ..graph import DataflowGraph
 from .anytime import BestSoFar
 from .base import Decision, Placer
 from .best_constructive import constructive_methods, constructive_starts
+from .groups import critical_segments, parse_group_kinds, structural_groups
 from .registry import PlacerError
 
 if TYPE_CHECKING:
@@ -91,8 +94,12 @@ class LocalSearchPlacer(Placer):
             ``"all"`` (heuristics, rules and baselines: the fair start) or
             ``"literature"`` (heuristics and baselines; the paper comparison).
         loop: ``"compiled"`` (numba, the default) or ``"python"`` (the reference). Both give the same trajectory for a
-            seed; a subclass whose moves steer the proposals always runs the Python loop. Under a ``time_limit`` the
-            compiled loop reads the clock between stretches of evaluations (about 20 ms each), not before every batch.
+            seed; a subclass whose moves steer the proposals, or structured ``groups``, always run the Python loop. Under
+            a ``time_limit`` the compiled loop reads the clock between stretches of evaluations (about 20 ms each), not
+            before every batch.
+        groups: the groups a group move takes along: ``"+"``-joined kinds of :data:`~workbench.placers.groups.GROUP_KINDS`
+            (``"connected"``, the default: up to 8 connected ops on one device; ``"structured"``: chains, producers,
+            tensor rows and critical segments), each proposal drawing one of the kinds' groups that hold its op.
     """
 
     def __init__(
@@ -106,6 +113,7 @@ class LocalSearchPlacer(Placer):
         start: np.ndarray | None = None,
         starts: str = "all",
         loop: str = "compiled",
+        groups: str = "connected",
     ) -> None:
         starts_needed = (len(constructive_methods(starts)) if start is None else 1) + self.extra_start_count()
         if int(budget) < starts_needed:
@@ -118,6 +126,10 @@ class LocalSearchPlacer(Placer):
             raise PlacerError(f"max_batch must be >= 1, got {max_batch}")
         if loop not in LOOPS:
             raise PlacerError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
+        try:
+            self.group_kinds = parse_group_kinds(groups)
+        except ValueError as exc:
+            raise PlacerError(str(exc)) from None
         self.budget = int(budget)
         self.time_limit = time_limit
         self.initial_temperature = float(initial_temperature)
@@ -134,7 +146,7 @@ class LocalSearchPlacer(Placer):
 
     def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
         """The proposal generator of one run (a subclass may steer the proposals, under the same loop and acceptance rule)."""
-        return Moves(graph, devices, rng)
+        return Moves(graph, devices, rng, self.group_kinds)
 
     def extra_start_count(self) -> int:
         """How many starts :meth:`extra_starts` adds (counted in the budget's minimum; called before the options are set)."""
@@ -172,7 +184,8 @@ class LocalSearchPlacer(Placer):
         best, best_makespan = current.copy(), current_makespan
         bar = _progress_bar(self.budget, self.progress)
         if graph.num_nodes and moves.num_devices > 1:
-            loop = self._compiled_loop if self.loop == "compiled" and type(moves) is Moves else self._python_loop
+            compiled = self.loop == "compiled" and type(moves) is Moves and moves.group_kinds == ("connected",)
+            loop = self._compiled_loop if compiled else self._python_loop
             best, best_makespan = loop(_Run(moves, evaluator, rng, anytime, bar, began), current, current_makespan)
         bar.close()
         return Decision(
@@ -283,7 +296,9 @@ class LocalSearchPlacer(Placer):
 class Moves:
     """Proposal generator: each proposal is the current assignment with one structured change."""
 
-    def __init__(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> None:
+    def __init__(
+        self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator, group_kinds: tuple[str, ...] = ("connected",)
+    ) -> None:
         self.graph = graph
         self.num_devices = num_devices(devices)
         self.cluster = as_cluster(devices)
@@ -295,6 +310,15 @@ class Moves:
         np.cumsum(np.bincount(pairs[0], minlength=n), out=self.nb_ptr[1:])
         self.nb = pairs[1][order]
         self.critical = np.arange(n)
+        self.group_kinds = group_kinds
+        self.static_groups = structural_groups(graph, group_kinds)
+        held = np.concatenate(self.static_groups) if self.static_groups else np.zeros(0, dtype=np.int64)
+        owners = np.repeat(np.arange(len(self.static_groups)), [g.size for g in self.static_groups])
+        order = np.argsort(held, kind="stable")
+        self.static_ptr = np.zeros(n + 1, dtype=np.int64)  # op i's static groups: static_of[static_ptr[i]:static_ptr[i + 1]]
+        np.cumsum(np.bincount(held, minlength=n), out=self.static_ptr[1:])
+        self.static_of = owners[order]
+        self.segments: list[np.ndarray] = []  # the critical chain's runs on one device ("segment" groups)
 
     def neighbours(self, op: int) -> np.ndarray:
         return self.nb[self.nb_ptr[op] : self.nb_ptr[op + 1]]
@@ -306,6 +330,8 @@ class Moves:
         evaluator.evaluations += 1
         trace = simulate(self.graph, assignment, self.cluster).trace
         self.critical = critical_chain(self.graph, assignment, trace.ready, trace.start, trace.end)
+        if "segment" in self.group_kinds:
+            self.segments = critical_segments(self.critical, assignment)
         self.observe(assignment, trace)
 
     def observe(self, assignment: np.ndarray, trace: Trace) -> None:
@@ -328,6 +354,27 @@ class Moves:
                     group.add(int(v))
                     frontier.append(int(v))
         return list(group)
+
+    def group_move(self, assignment: np.ndarray, op: int) -> tuple[np.ndarray | list[int], int]:
+        """A group move from ``op``: the ops it takes along and their new device. One of the groups of :attr:`group_kinds`
+        that hold ``op`` (a random segment for ``"segment"``), drawn uniformly; ``"connected"``'s goes to another device, a
+        structured one to a device of one of its outside neighbours (another device if that changes nothing)."""
+        rng = self.rng
+        choices: list[np.ndarray | None] = [self.static_groups[g] for g in self.static_of[self.static_ptr[op] : self.static_ptr[op + 1]]]
+        if self.segments:
+            choices.append(self.segments[int(rng.integers(len(self.segments)))])
+        if "connected" in self.group_kinds or not choices:
+            choices.append(None)
+        chosen = choices[int(rng.integers(len(choices)))] if len(choices) > 1 else choices[0]
+        if chosen is None:  # the device is drawn before the group's size, as the compiled loop draws them
+            device = self._other_device(int(assignment[op]))
+            return self.group(assignment, op, int(rng.integers(2, 9))), device
+        outside = np.setdiff1d(np.concatenate([self.neighbours(int(v)) for v in chosen]), chosen)
+        devices = assignment[outside]
+        device = int(devices[rng.integers(devices.size)]) if devices.size else int(assignment[op])
+        if np.all(assignment[chosen] == device):
+            device = self._other_device(device)
+        return chosen, device
 
     def propose(self, assignment: np.ndarray, count: int) -> np.ndarray:
         rng = self.rng
@@ -353,7 +400,8 @@ class Moves:
                 else:
                     out[row, op], out[row, other] = assignment[other], assignment[op]
             else:
-                out[row, self.group(assignment, op, int(rng.integers(2, 9)))] = self._other_device(int(assignment[op]))
+                members, device = self.group_move(assignment, op)
+                out[row, members] = device
         return out
 
 
