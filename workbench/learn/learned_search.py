@@ -5,7 +5,9 @@ NeurIPS 2019) and L2S (Zhang et al., ICLR 2024), used inside a search whose
 evaluations it steers, as REGAL (Paliwal et al., ICLR 2020) steers a genetic
 search. The state is a complete placement with its simulated trace; an
 action moves one op, or a connected group of ops on one device, to a target
-device. Every candidate action is described by per-(op, device) features
+device (with ``groups``, also a structured group: a chain, an op with its sole
+producers, a sharded tensor's row of blocks, a segment of the critical chain;
+:mod:`workbench.placers.groups`, described by the same features summed over it). Every candidate action is described by per-(op, device) features
 (:func:`move_features`: the op's slack, transfer wait, device wait and place
 on the critical chain, its cost and communication with each device, each
 device's load against a balanced share), so one small MLP scores all of them
@@ -25,7 +27,7 @@ makespan decrease.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -141,20 +143,22 @@ class MoveScorer(nn.Module):
 
 @dataclass(frozen=True)
 class Candidates:
-    """Every move of one placement: op ``ops[k]`` (its whole group when ``grouped[k]``) to ``targets[k]``, described by ``features[k]``."""
+    """Every move of one placement: op ``ops[k]`` (the group in row ``rows[k]`` of ``groups`` when ``grouped[k]``) to
+    ``targets[k]``, described by ``features[k]``."""
 
     ops: np.ndarray
     grouped: np.ndarray
     targets: np.ndarray
     features: np.ndarray
-    groups: np.ndarray  # row i: op i's group, sorted, padded with the op count
+    groups: np.ndarray  # row i < num_ops: op i's connected group; further rows: the structured groups; sorted, padded with num_ops
+    rows: np.ndarray  # each candidate's row of groups (its op's for a single-op move)
+    num_ops: int
 
     def members(self, k: int) -> np.ndarray:
-        op = int(self.ops[k])
         if not self.grouped[k]:
-            return np.array([op])
-        row = self.groups[op]
-        return row[row < self.groups.shape[0]]
+            return np.array([int(self.ops[k])])
+        row = self.groups[self.rows[k]]
+        return row[row < self.num_ops]
 
     def apply(self, assignment: np.ndarray, k: int) -> np.ndarray:
         moved = assignment.copy()
@@ -213,9 +217,20 @@ def _groups_kernel(nb_ptr: np.ndarray, nb: np.ndarray, assignment: np.ndarray, l
     return out
 
 
-def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: np.ndarray, only: np.ndarray | None = None) -> Candidates:
+def move_features(
+    moves: Moves,
+    assignment: np.ndarray,
+    trace: Trace,
+    critical: np.ndarray,
+    only: np.ndarray | None = None,
+    structured: Sequence[np.ndarray] = (),
+) -> Candidates:
     """Every single-op and group move of ``assignment`` (to each other device) with its :data:`FEATURES`; with ``only`` (a
-    boolean mask over ops), the moves of those ops alone (the features of each move are the same either way)."""
+    boolean mask over ops), the moves of those ops alone (the features of each move are the same either way).
+
+    ``structured``: more groups (sorted op arrays, :mod:`workbench.placers.groups`), each moved whole to every device
+    that changes it. A group is described by its op that ends last (its start, slack, waits, source device) and by
+    its ops' compute and communication summed, as a connected group is; ``group_size`` is capped at 1."""
     graph, d = moves.graph, moves.num_devices
     n = graph.num_nodes
     a = np.asarray(assignment, dtype=np.int64)
@@ -284,16 +299,63 @@ def move_features(moves: Moves, assignment: np.ndarray, trace: Trace, critical: 
             )
         )
         chosen.append(np.stack([tiled, np.full(rows.size, int(grouped)), target]))
+    group_rows = [block[0] for block in chosen]  # a connected group's row is its op's
+    kept = [g for g in structured if only is None or only[g].any()]
+    if kept:
+        width = max(GROUP_LIMIT, max(g.size for g in kept))
+        extra = np.full((len(kept), width), n, dtype=np.int64)
+        for i, g in enumerate(kept):
+            extra[i, : g.size] = g
+        last = extra[np.arange(len(kept)), np.argmax(np.append(trace.end, -np.inf)[extra], axis=1)]  # the op that ends last
+        size = np.count_nonzero(extra < n, axis=1)
+        group_compute = np.append(compute, 0.0)[extra].sum(axis=1)
+        group_comm = np.vstack([comm_with, np.zeros((1, d))])[extra].sum(axis=1)
+        index = np.repeat(np.arange(len(kept)), d)
+        target = np.tile(np.arange(d), len(kept))
+        changes = ((np.append(a, -1)[extra[index]] != target[:, None]) & (extra[index] < n)).any(axis=1)  # a member not on target
+        index, target = index[changes], target[changes]
+        tiled = last[index]
+        blocks.append(
+            np.column_stack(
+                [
+                    group_compute[index] / span,
+                    per_op[tiled, :7],
+                    load[target] / share,
+                    finish[target] / span,
+                    group_comm[index, target] / span,
+                    group_comm[index, a[tiled]] / span,
+                    group_comm.sum(axis=1)[index] / span,
+                    per_op[tiled, 7],
+                    chain_load[target],
+                    np.ones(index.size),
+                    np.minimum(size[index], GROUP_LIMIT) / GROUP_LIMIT,
+                    np.full(index.size, 1.0 / d),
+                ]
+            )
+        )
+        chosen.append(np.stack([tiled, np.ones(index.size, dtype=np.int64), target]))
+        group_rows.append(n + index)
+        groups = np.hstack([groups, np.full((n, width - GROUP_LIMIT), n, dtype=np.int64)])
+        groups = np.vstack([groups, extra])
     if not blocks:
         empty = np.zeros(0, np.int64)
-        return Candidates(empty, empty.astype(bool), empty, np.zeros((0, len(FEATURES))), groups)
+        return Candidates(empty, empty.astype(bool), empty, np.zeros((0, len(FEATURES))), groups, empty, n)
     ops_grouped_targets = np.concatenate(chosen, axis=1)
-    return Candidates(ops_grouped_targets[0], ops_grouped_targets[1].astype(bool), ops_grouped_targets[2], np.concatenate(blocks), groups)
+    return Candidates(
+        ops_grouped_targets[0],
+        ops_grouped_targets[1].astype(bool),
+        ops_grouped_targets[2],
+        np.concatenate(blocks),
+        groups,
+        np.concatenate(group_rows),
+        n,
+    )
 
 
 class LearnedMoves(Moves):
     """local_search's moves, a share of each batch replaced by the scorer's best-ranked moves of the last observed placement;
-    with ``screen`` > 0, local_search's own single-op moves that the scorer ranks in that lowest fraction are redrawn."""
+    with ``screen`` > 0, local_search's own single-op moves that the scorer ranks in that lowest fraction are redrawn; with
+    structured ``group_kinds``, the scorer also ranks moves of those groups (and local_search's group moves take them)."""
 
     def __init__(
         self,
@@ -305,8 +367,9 @@ class LearnedMoves(Moves):
         temperature: float,
         screen: float = 0.0,
         focus: str = "auto",
+        group_kinds: tuple[str, ...] = ("connected",),
     ) -> None:
-        super().__init__(graph, devices, rng)
+        super().__init__(graph, devices, rng, group_kinds)
         self.scorer, self.share, self.temperature, self.screen = scorer, share, temperature, screen
         self.candidates: Candidates | None = None
         self.keys = np.zeros(0)  # each candidate's score / temperature + Gumbel noise: the ranking's key, higher first
@@ -328,7 +391,7 @@ class LearnedMoves(Moves):
             on_chain[self.critical] = True
             only = on_chain.copy()
             only[self.nb[on_chain[self.nb_owner]]] = True  # every neighbour of a chain op
-        self.candidates = move_features(self, assignment, trace, self.critical, only)
+        self.candidates = move_features(self, assignment, trace, self.critical, only, self.static_groups + self.segments)
         raw = self.scorer.score(self.candidates.features)
         self.keys = raw / self.temperature + self.rng.gumbel(size=raw.size)
         self.ranking, self.taken = self._ranked(RANKED_BLOCK), 0
@@ -398,7 +461,8 @@ class LearnedSearchPlacer(LocalSearchPlacer):
         focus: which moves the scorer ranks: ``"all"`` (every op's), ``"critical"`` (the critical chain's ops and their
             neighbours only: fewer features to build and score, so less CPU per evaluation), or ``"auto"`` (the default:
             ``"critical"`` from :data:`AUTO_CRITICAL_MOVES` single-op moves up, else ``"all"``).
-        search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`.
+        search: local_search's options (budget, time_limit, ...), see :class:`~workbench.placers.local_search.LocalSearchPlacer`;
+            with structured ``groups`` the scorer ranks those groups' moves too.
     """
 
     def __init__(
@@ -460,7 +524,7 @@ class LearnedSearchPlacer(LocalSearchPlacer):
     def moves(self, graph: DataflowGraph, devices: Devices, rng: np.random.Generator) -> Moves:
         if num_devices(devices) < 2:
             return Moves(graph, devices, rng)
-        return LearnedMoves(graph, devices, rng, self.scorer, self.share, self.temperature, self.screen, self.focus)
+        return LearnedMoves(graph, devices, rng, self.scorer, self.share, self.temperature, self.screen, self.focus, self.group_kinds)
 
 
 def save_scorer(path: str | os.PathLike, scorer: MoveScorer, training: Mapping[str, Any]) -> Path:
