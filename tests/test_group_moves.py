@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -83,7 +85,8 @@ def test_a_search_with_structured_groups_spends_its_budget_exactly_and_repeats_f
 def test_the_scorer_ranks_structured_group_moves_beside_unchanged_single_and_connected_ones(block):
     rng = np.random.default_rng(1)
     assignment = rng.integers(0, 4, block.num_nodes)
-    moves = LearnedMoves(block, 4, np.random.default_rng(0), MoveScorer(), 0.5, 0.05, focus="all", group_kinds=parse_group_kinds("structured"))
+    kinds = parse_group_kinds("structured")
+    moves = LearnedMoves(block, 4, np.random.default_rng(0), MoveScorer(), 0.5, 0.05, focus="all", group_kinds=kinds)
     moves.set_critical(assignment, wb.sim.Evaluator(block, 4))
     trace = wb.simulate(block, assignment, 4).trace
     plain = move_features(moves, assignment, trace, moves.critical)
@@ -97,3 +100,14 @@ def test_the_scorer_ranks_structured_group_moves_beside_unchanged_single_and_con
         assert np.array_equal(np.delete(moved, members), np.delete(assignment, members))
     structured = np.arange(plain.features.shape[0], both.features.shape[0])
     assert structured.size and {len(both.members(int(k))) for k in structured} - {1}  # groups, moved whole
+
+
+def test_the_scorer_trains_on_structured_group_moves_when_asked():
+    from workbench.training.learned_search import ScorerTrainConfig, collect_states
+
+    config = ScorerTrainConfig(devices=(4,), trajectory_budget=60, states_per_run=2, candidates_per_state=4000, max_graphs=1, seed=0)
+    plain, _ = collect_states(config, "train", MoveScorer(), False, 0)
+    grouped, _ = collect_states(replace(config, groups="connected+structured"), "train", MoveScorer(), False, 0)
+    assert grouped.mask.sum() > plain.mask.sum()  # more candidate moves per state: the structured groups'
+    with pytest.raises(ValueError, match="groups must be"):
+        ScorerTrainConfig(groups="rows")

@@ -44,6 +44,7 @@ from ..learn.learned_search import (
     move_features,
     save_scorer,
 )
+from ..placers.groups import critical_segments, parse_group_kinds
 from ..placers.local_search import CRITICAL_REFRESH, Moves
 from ..runs import CsvLog, RunWriter
 from ..sim import Evaluator, Trace
@@ -94,11 +95,15 @@ class ScorerTrainConfig:
     """Use only the first this many training graphs (0: all; small values for tests)."""
     seed: int = 0
     """Seeds the searches, the sampling and the initial weights."""
+    groups: str = "connected"
+    """The group moves of the searches and of the candidates (learned_search's ``groups``): ``"connected"`` (the shipped
+    scorer's) or ``"+"``-joined structured kinds too (:mod:`workbench.placers.groups`), whose moves the scorer then learns."""
 
     def __post_init__(self) -> None:
         check_config(asdict(self), SCORER_TRAIN_FIELDS, "scorer training config")
         if not self.devices:
             raise ValueError("devices must be one or more device counts")
+        parse_group_kinds(self.groups)
 
 
 SCORER_TRAIN_FIELDS = {
@@ -115,6 +120,7 @@ SCORER_TRAIN_FIELDS = {
     **SCORER_FIELDS,
     "max_graphs": Field(int, 0, 1_000_000),
     "seed": Field(int, 0, 2**63 - 1),
+    "groups": Field(str),
 }
 """Each :class:`ScorerTrainConfig` field's type and range (NaN and infinities are outside every range), checked when it is made."""
 
@@ -148,13 +154,15 @@ class _RecordingMoves(LearnedMoves):
 class _RecordingSearch(LearnedSearchPlacer):
     """learned_search (``share=0``: local_search's own moves only) that records the states it observes."""
 
-    def __init__(self, scorer: MoveScorer, share: float, budget: int) -> None:
+    def __init__(self, scorer: MoveScorer, share: float, budget: int, groups: str) -> None:
         # local_search's refresh and start, as when the shipped scorer was trained
-        super().__init__(scorer, share=share, refresh=CRITICAL_REFRESH, learned_start=False, budget=budget)
+        super().__init__(scorer, share=share, refresh=CRITICAL_REFRESH, learned_start=False, budget=budget, groups=groups)
         self.history: list[tuple[np.ndarray, Trace, np.ndarray, Moves]] = []
 
     def moves(self, graph: Any, devices: Any, rng: np.random.Generator) -> Moves:
-        return _RecordingMoves(graph, devices, rng, self.scorer, self.share, self.temperature, history=self.history)
+        return _RecordingMoves(
+            graph, devices, rng, self.scorer, self.share, self.temperature, self.screen, self.focus, self.group_kinds, history=self.history
+        )
 
 
 def split_entries(config: ScorerTrainConfig, split: str) -> list[corpus.CorpusEntry]:
@@ -174,7 +182,7 @@ def collect_states(config: ScorerTrainConfig, split: str, scorer: MoveScorer, le
         graph = corpus.build(entry)
         for devices in (d for d in config.devices if d in entry.devices):
             seed = int(rng.integers(2**31))
-            placer = _RecordingSearch(scorer, DEFAULT_SHARE if learned else 0.0, config.trajectory_budget)
+            placer = _RecordingSearch(scorer, DEFAULT_SHARE if learned else 0.0, config.trajectory_budget, config.groups)
             placer.place(graph, devices, seed)
             seen = placer.history
             if not seen:
@@ -182,7 +190,8 @@ def collect_states(config: ScorerTrainConfig, split: str, scorer: MoveScorer, le
             evaluator = Evaluator(graph, devices)
             for index in rng.choice(len(seen), size=min(config.states_per_run, len(seen)), replace=False):
                 assignment, trace, critical, moves = seen[int(index)]
-                candidates = move_features(moves, assignment, trace, critical)
+                structured = moves.static_groups + (critical_segments(critical, assignment) if "segment" in moves.group_kinds else [])
+                candidates = move_features(moves, assignment, trace, critical, structured=structured)
                 pick = rng.choice(len(candidates.targets), size=min(config.candidates_per_state, len(candidates.targets)), replace=False)
                 ready, end = evaluator.times(np.array([candidates.apply(assignment, int(k)) for k in pick]))
                 simulated += pick.size
