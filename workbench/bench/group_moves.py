@@ -99,7 +99,9 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description="Group-move variants against the fair local_search (measure_variants()).")
-    parser.add_argument("variants", help='JSON object: name -> [method, options], e.g. \'{"ls+seg": ["local_search", {"groups": "connected+segment"}]}\'')
+    parser.add_argument(
+        "variants", help='JSON object: name -> [method, options], e.g. \'{"ls+seg": ["local_search", {"groups": "connected+segment"}]}\''
+    )
     parser.add_argument("--split", default="validation", choices=("validation", "train", "paper"))
     parser.add_argument("--devices", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--seeds", type=int, default=5)

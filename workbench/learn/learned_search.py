@@ -7,7 +7,8 @@ search. The state is a complete placement with its simulated trace; an
 action moves one op, or a connected group of ops on one device, to a target
 device (with ``groups``, also a structured group: a chain, an op with its sole
 producers, a sharded tensor's row of blocks, a segment of the critical chain;
-:mod:`workbench.placers.groups`, described by the same features summed over it). Every candidate action is described by per-(op, device) features
+:mod:`workbench.placers.groups`, described by the same features summed over
+it). Every candidate action is described by per-(op, device) features
 (:func:`move_features`: the op's slack, transfer wait, device wait and place
 on the critical chain, its cost and communication with each device, each
 device's load against a balanced share), so one small MLP scores all of them
@@ -302,54 +303,63 @@ def move_features(
     group_rows = [block[0] for block in chosen]  # a connected group's row is its op's
     kept = [g for g in structured if only is None or only[g].any()]
     if kept:
-        width = max(GROUP_LIMIT, max(g.size for g in kept))
-        extra = np.full((len(kept), width), n, dtype=np.int64)
-        for i, g in enumerate(kept):
-            extra[i, : g.size] = g
-        last = extra[np.arange(len(kept)), np.argmax(np.append(trace.end, -np.inf)[extra], axis=1)]  # the op that ends last
-        size = np.count_nonzero(extra < n, axis=1)
-        group_compute = np.append(compute, 0.0)[extra].sum(axis=1)
-        group_comm = np.vstack([comm_with, np.zeros((1, d))])[extra].sum(axis=1)
-        index = np.repeat(np.arange(len(kept)), d)
-        target = np.tile(np.arange(d), len(kept))
-        changes = ((np.append(a, -1)[extra[index]] != target[:, None]) & (extra[index] < n)).any(axis=1)  # a member not on target
-        index, target = index[changes], target[changes]
-        tiled = last[index]
-        blocks.append(
-            np.column_stack(
-                [
-                    group_compute[index] / span,
-                    per_op[tiled, :7],
-                    load[target] / share,
-                    finish[target] / span,
-                    group_comm[index, target] / span,
-                    group_comm[index, a[tiled]] / span,
-                    group_comm.sum(axis=1)[index] / span,
-                    per_op[tiled, 7],
-                    chain_load[target],
-                    np.ones(index.size),
-                    np.minimum(size[index], GROUP_LIMIT) / GROUP_LIMIT,
-                    np.full(index.size, 1.0 / d),
-                ]
-            )
-        )
-        chosen.append(np.stack([tiled, np.ones(index.size, dtype=np.int64), target]))
-        group_rows.append(n + index)
-        groups = np.hstack([groups, np.full((n, width - GROUP_LIMIT), n, dtype=np.int64)])
+        by_device = np.column_stack([load / share, finish / span, chain_load])
+        features, moved, extra = _structured_moves(kept, a, trace.end, compute, comm_with, per_op, by_device, span)
+        blocks.append(features)
+        chosen.append(moved[:3])
+        group_rows.append(n + moved[3])
+        groups = np.hstack([groups, np.full((n, extra.shape[1] - GROUP_LIMIT), n, dtype=np.int64)])
         groups = np.vstack([groups, extra])
     if not blocks:
         empty = np.zeros(0, np.int64)
         return Candidates(empty, empty.astype(bool), empty, np.zeros((0, len(FEATURES))), groups, empty, n)
-    ops_grouped_targets = np.concatenate(chosen, axis=1)
-    return Candidates(
-        ops_grouped_targets[0],
-        ops_grouped_targets[1].astype(bool),
-        ops_grouped_targets[2],
-        np.concatenate(blocks),
-        groups,
-        np.concatenate(group_rows),
-        n,
+    moved_ops, grouped_flags, targets = np.concatenate(chosen, axis=1)
+    return Candidates(moved_ops, grouped_flags.astype(bool), targets, np.concatenate(blocks), groups, np.concatenate(group_rows), n)
+
+
+def _structured_moves(
+    kept: list[np.ndarray],
+    a: np.ndarray,
+    end: np.ndarray,
+    compute: np.ndarray,
+    comm_with: np.ndarray,
+    per_op: np.ndarray,
+    by_device: np.ndarray,
+    span: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`move_features`' moves of the structured groups ``kept``, each to every device that changes it: their features,
+    their (op, grouped, target, group index) rows, and the groups as a matrix padded with the op count. ``by_device``:
+    each device's load ÷ balanced share, last end ÷ makespan and share of the critical chain."""
+    n, d = a.size, by_device.shape[0]
+    width = max(GROUP_LIMIT, max(g.size for g in kept))
+    extra = np.full((len(kept), width), n, dtype=np.int64)
+    for i, g in enumerate(kept):
+        extra[i, : g.size] = g
+    last = extra[np.arange(len(kept)), np.argmax(np.append(end, -np.inf)[extra], axis=1)]  # the op that ends last
+    size = np.count_nonzero(extra < n, axis=1)
+    group_compute = np.append(compute, 0.0)[extra].sum(axis=1)
+    group_comm = np.vstack([comm_with, np.zeros((1, d))])[extra].sum(axis=1)
+    index = np.repeat(np.arange(len(kept)), d)
+    target = np.tile(np.arange(d), len(kept))
+    changes = ((np.append(a, -1)[extra[index]] != target[:, None]) & (extra[index] < n)).any(axis=1)  # a member not on target
+    index, target = index[changes], target[changes]
+    tiled = last[index]
+    features = np.column_stack(
+        [
+            group_compute[index] / span,
+            per_op[tiled, :7],
+            by_device[target, :2],
+            group_comm[index, target] / span,
+            group_comm[index, a[tiled]] / span,
+            group_comm.sum(axis=1)[index] / span,
+            per_op[tiled, 7],
+            by_device[target, 2],
+            np.ones(index.size),
+            np.minimum(size[index], GROUP_LIMIT) / GROUP_LIMIT,
+            np.full(index.size, 1.0 / d),
+        ]
     )
+    return features, np.stack([tiled, np.ones(index.size, dtype=np.int64), target, index]), extra
 
 
 class LearnedMoves(Moves):
