@@ -235,7 +235,7 @@ def move_features(
     graph, d = moves.graph, moves.num_devices
     n = graph.num_nodes
     a = np.asarray(assignment, dtype=np.int64)
-    span = max(trace.makespan, np.finfo(float).tiny)
+    span = max(float(trace.makespan), float(np.finfo(float).tiny))
     compute = graph.compute
     load = np.bincount(a, weights=compute, minlength=d)
     share = max(compute.sum() / d, np.finfo(float).tiny)
