@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..fileio import atomic_write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("policies", nargs="+", help="NAME=CHECKPOINT, e.g. distilled=runs/distill/checkpoints/il-best.safetensors")
+    parser.add_argument("policies", nargs="+", help="NAME=CHECKPOINT: a policy's checkpoint file")
     parser.add_argument("--split", default="validation", help="the corpus split measured (tune on validation, never on test)")
     parser.add_argument("--devices", type=lambda text: [int(v) for v in text.split(",")], help="only these device counts")
     parser.add_argument("--start", metavar="NAME", help="also measure policy NAME as one more start of local_search")
