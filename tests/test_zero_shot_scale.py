@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import workbench as wb
 from workbench.learn import doppler, load_policy, make_policy
 from workbench.learn.compiled_play import compiled_episode
+from workbench.learn.doppler import rule_queue
 from workbench.learn.env import PlacementState
 from workbench.learn.policy import PolicyConfig
 from workbench.runs import zero_shot_checkpoint
@@ -73,11 +74,13 @@ def test_rule_queue_places_as_the_scan_on_a_medium_generated_graph(policies, mon
 
 def _compiled_against_python(policy, graph, devices, mode, seed, monkeypatch) -> None:
     """The compiled step loop (taken: counted) and the Python loop place alike."""
-    calls = []
+    calls, queues = [], []
     with monkeypatch.context() as patch:
         patch.setattr(doppler, "compiled_episode", lambda *args: calls.append(1) or compiled_episode(*args))
+        patch.setattr(doppler, "rule_queue", lambda *args: queues.append(rule_queue(*args)) or queues[-1])
         compiled = _placements(policy, graph, devices, mode, seed, False, monkeypatch)
-    assert calls, "the compiled loop was not taken"
+    # taken wherever SEL's rule has a queue (a graph whose rule scores would be subnormal scans instead: rule_queue's None)
+    assert bool(calls) == any(queue is not None for queue in queues), "the compiled loop was not taken where a rule queue was"
     with monkeypatch.context() as patch:
         patch.setattr(doppler, "compiled_head", lambda head: None)  # the Python loop with the same queue
         python = _placements(policy, graph, devices, mode, seed, False, monkeypatch)

@@ -14,7 +14,7 @@ best ``elite`` fraction of the population), crossed over with probability
 probability ``inherit``, BRKGA's biased crossover), then mutated: about
 ``mutations`` (op, device) pairs drawn from the proposal table (one row per
 op, one column per device, summing to 1; uniform here, a learned model's in
-:mod:`workbench.learn.learned_population`) set those ops' devices. Children
+the learned policies' ``learned_population`` module) set those ops' devices. Children
 are simulated together through the batch evaluator, and the best
 ``population`` distinct assignments of parents and children survive
 (a (mu + lambda) plus-selection). An assignment already simulated is never
