@@ -30,6 +30,13 @@ def policies():
     return {"gate": gate, "bottom_level": gate.rule_policy(0), "earliest_start": gate.rule_policy(1), "paper": paper}
 
 
+# The random cases both queue tests draw: small DAGs with integer and float costs, 60 examples each.
+RANDOM_EPISODES = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+SMALL_DAGS = st.one_of(random_dags(max_nodes=24), random_dags(max_nodes=24, integer_costs=False))
+
+
 def _placements(policy, graph, devices, mode, seed, scan: bool, monkeypatch) -> tuple[np.ndarray, np.ndarray, str | None]:
     with monkeypatch.context() as patch:
         if scan:
@@ -46,9 +53,9 @@ def _assert_same_as_scan(policy, graph, devices, mode, seed, monkeypatch) -> Non
     assert np.array_equal(queued[0], scanned[0]) and queued[2] == scanned[2]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@RANDOM_EPISODES
 @given(
-    graph=st.one_of(random_dags(max_nodes=24), random_dags(max_nodes=24, integer_costs=False)),
+    graph=SMALL_DAGS,
     devices=st.integers(1, 5),
     name=st.sampled_from(["bottom_level", "earliest_start", "paper"]),
     mode=st.sampled_from(["greedy", "sample"]),
@@ -87,9 +94,9 @@ def _compiled_against_python(policy, graph, devices, mode, seed, monkeypatch) ->
     assert np.array_equal(compiled[1], python[1]) and np.array_equal(compiled[0], python[0]) and compiled[2] == python[2]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@RANDOM_EPISODES
 @given(
-    graph=st.one_of(random_dags(max_nodes=24), random_dags(max_nodes=24, integer_costs=False)),
+    graph=SMALL_DAGS,
     devices=st.integers(1, 5),
     name=st.sampled_from(["gate", "bottom_level", "earliest_start"]),
     mode=st.sampled_from(["greedy", "sample"]),
