@@ -22,7 +22,7 @@ DRAWN = """() => ({
 
 def test_compare_draws_each_method_as_it_is_placed_under_load(server, browser, busy_cpus, tmp_path):
     """The default methods (critical_path, best_constructive, the pretrained doppler) and local_search, at a seed not placed
-    yet, beside four busy processes: a card appears with "placed k of 4 methods; running …" while the rest still run."""
+    yet, beside busy processes twice the cores: a card appears with "placed k of 4 methods; running …" while the rest still run."""
     page, errors = visit(browser, server + "/", COMPARED)
     page.click("#compare-methods")
     page.get_by_role("option", name="local_search", exact=False).first.click()

@@ -470,3 +470,18 @@ def test_stopping_the_dashboard_ends_its_jobs_and_removes_its_folders(tmp_path):
             server.kill()
     assert wait_for(lambda: not alive(job), 10), "the launched job outlived the dashboard"
     assert not list(tmp_path.glob("workbench-*")), list(tmp_path.glob("workbench-*"))
+
+
+@pytest.mark.slow
+def test_the_warm_up_child_places_with_every_compiled_method_it_names(monkeypatch):
+    placed = []
+
+    def recording(graph, method, devices, **options):
+        placed.append(wb.place(graph, method, devices=devices, **options))
+
+    monkeypatch.setattr(work, "place", recording)
+    monkeypatch.setattr(work.os, "nice", lambda step: 0)  # this process's niceness and torch threads stay
+    monkeypatch.setattr(work, "_one_thread", lambda: None)
+    work._compile_kernels()
+    assert [p.method for p in placed] == [method for method, _ in work.WARM_PLACEMENTS], "no warm-up placement failed quietly"
+    assert all(p.graph == "chain_mm_112nodes" and p.makespan >= p.lower_bound for p in placed)

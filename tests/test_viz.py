@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -317,3 +318,23 @@ def test_the_png_renderer_tries_a_figure_again_when_kaleidos_page_was_not_ready(
     with pytest.raises(RuntimeError, match="down"):
         _png_renderer(100).to_mimebundle({"data": []})
     assert len(calls) == 3, "three tries, then the error"
+
+
+def test_a_png_export_tries_again_when_kaleidos_page_was_not_ready(monkeypatch, tmp_path):
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(args)
+        if len(calls) < 3:
+            raise RuntimeError("ReferenceError: kaleido_scopes is not defined")
+        return b"png"
+
+    monkeypatch.setattr(pio, "to_image", flaky)
+    assert viz.to_png(go.Figure()) == b"png" and len(calls) == 3, "the dashboard's and calibrate's PNG try again"
+    calls.clear()
+    monkeypatch.setattr(go.Figure, "write_image", lambda self, path, **kw: Path(path).write_bytes(flaky()))
+    written = viz.write_figure(go.Figure(), tmp_path / "figure.png")
+    assert written.suffix == ".png" and written.read_bytes() == b"png" and len(calls) == 3, "not the HTML fallback"

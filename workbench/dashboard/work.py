@@ -215,11 +215,12 @@ class WorkRunner:
         return value
 
     def warm(self) -> None:
-        """Start the fork server and wait until it has imported :data:`PRELOAD` (once): a child forks only after that, so
-        no deadline pays for the imports (about 10 s with torch on a busy 2-core machine)."""
+        """Start the fork server and wait until it has imported :data:`PRELOAD` and a first child has compiled the numba
+        kernels (once, :func:`_compile_kernels`): a child forks only after that, so no deadline pays for the imports (about
+        10 s with torch on a busy 2-core machine) or for a compile."""
         with self._warm_lock:
             if not self._warm:
-                child = self._context.Process(target=_nothing, daemon=True)
+                child = self._context.Process(target=_compile_kernels, daemon=True)
                 child.start()
                 child.join()
                 self._warm = True
@@ -378,8 +379,30 @@ def _child_main(writer, function: Callable[..., Any], args: tuple, memory_mb: in
     writer.close()
 
 
-def _nothing() -> None:
-    """The child that warms the fork server."""
+WARM_GRAPH = "chain_mm_112nodes"
+"""The bundled graph the warm-up child places (small, with a shipped checkpoint)."""
+
+WARM_PLACEMENTS = (("best_constructive", {}), ("local_search", {"budget": 20}), ("doppler", {}), ("learned_search", {"budget": 20}))
+"""What the warm-up child places :data:`WARM_GRAPH` with (4 devices; doppler with the graph's shipped checkpoint): together
+they call every numba kernel a Compare placement calls."""
+
+
+def _compile_kernels() -> None:
+    """The child that warms the fork server: it places :data:`WARM_GRAPH` once with each of :data:`WARM_PLACEMENTS`, so
+    numba's cache on disk holds every compiled kernel and no placement's deadline pays for compiling one (about 40 s of a
+    2-core machine the first time after an install, a few seconds after). A method that cannot run here (no torch) is
+    skipped: its own request will say why."""
+    from ..datasets import DATASETS_DIR, bundled_graph
+    from ..runs import checkpoint_file
+
+    _one_thread()
+    with contextlib.suppress(OSError):
+        os.nice(CHILD_NICENESS)
+    graph = bundled_graph(WARM_GRAPH)
+    shipped = str(checkpoint_file(DATASETS_DIR / "pretrained" / WARM_GRAPH, "doppler"))
+    for method, options in WARM_PLACEMENTS:
+        with contextlib.suppress(Exception):
+            place(graph, method, devices=4, **({"checkpoint": shipped} if method == "doppler" else options))
 
 
 def _one_thread() -> None:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..cluster import Cluster, num_devices
-from ..fileio import atomic_path, atomic_write_json, atomic_write_text
+from ..fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from ..graph import DataflowGraph
 from ..sim.trace import Trace
 from .oracle import CostOracle, Measurement, SimulatorOracle, spearman
@@ -236,9 +236,10 @@ class Calibration:
         atomic_write_text(paths["html"], fig.to_html(include_plotlyjs="cdn"))
         atomic_write_text(paths["figure"], fig.to_json())
         if png:
+            from ..viz import to_png
+
             paths["png"] = out / "calibration.png"
-            with atomic_path(paths["png"]) as tmp:
-                fig.write_image(str(tmp), format="png", width=900, height=650)
+            atomic_write_bytes(paths["png"], to_png(fig, width=900, height=650, scale=1.0))
         return {k: str(v) for k, v in paths.items()}
 
 

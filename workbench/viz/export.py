@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import plotly.graph_objects as go
 
 __all__ = ["to_png", "write_figure", "static_fallbacks", "static_fallbacks_on", "figure_bundle"]
+
+T = TypeVar("T")
 
 
 def _browser() -> None:
@@ -21,14 +23,30 @@ def _browser() -> None:
             os.environ["BROWSER_PATH"] = found
 
 
-def to_png(figure: go.Figure | Mapping[str, Any], width: int = 1200, scale: float = 2.0) -> bytes:
-    """The figure as PNG bytes (its title names what it shows: graph, devices, makespan)."""
+KALEIDO_TRIES = 3
+"""Tries per image: Kaleido reloads its page after every image, and on a busy machine a render can find the page's script
+not loaded yet (``kaleido_scopes is not defined``, a ``RuntimeError``); the next try finds it loaded."""
+
+
+def _tried(render: Callable[[], T]) -> T:
+    """``render()``, tried up to :data:`KALEIDO_TRIES` times while it raises ``RuntimeError``; the last error is raised."""
+    for _ in range(KALEIDO_TRIES - 1):
+        try:
+            return render()
+        except RuntimeError:
+            pass
+    return render()
+
+
+def to_png(figure: go.Figure | Mapping[str, Any], width: int = 1200, scale: float = 2.0, height: int | None = None) -> bytes:
+    """The figure as PNG bytes (its title names what it shows: graph, devices, makespan); ``height`` defaults to the
+    figure's own, else 500."""
     import plotly.io as pio
 
     _browser()
     fig = go.Figure(figure)
-    height = fig.layout.height or 500
-    return pio.to_image(fig, format="png", width=width, height=height, scale=scale)
+    height = height or fig.layout.height or 500
+    return _tried(lambda: pio.to_image(fig, format="png", width=width, height=height, scale=scale))
 
 
 def write_figure(figure: Any, path: str | Path, width: int | None = None, height: int | None = None) -> Path:
@@ -40,7 +58,7 @@ def write_figure(figure: Any, path: str | Path, width: int | None = None, height
     png = path.with_suffix(".png")
     try:
         with atomic_path(png) as tmp:
-            figure.write_image(str(tmp), format="png", width=width, height=height)
+            _tried(lambda: figure.write_image(str(tmp), format="png", width=width, height=height))
         return png
     except Exception:  # Kaleido/chromium missing or broken: interactive HTML instead
         html = path.with_suffix(".html")
@@ -54,18 +72,12 @@ PNG_RENDERER = "workbench_png"
 
 
 def _png_renderer(width: int) -> Any:
-    """plotly's PNG renderer, trying each figure up to three times: Kaleido reloads its page after every image, and on
-    a busy machine a render can find the page's script not loaded yet (``kaleido_scopes is not defined``)."""
+    """plotly's PNG renderer, each figure tried up to :data:`KALEIDO_TRIES` times."""
     from plotly.io.base_renderers import PngRenderer
 
     class RetryingPng(PngRenderer):
         def to_mimebundle(self, fig_dict: Any) -> Any:
-            for _ in range(2):
-                try:
-                    return super().to_mimebundle(fig_dict)
-                except RuntimeError:  # Kaleido's JavascriptError
-                    pass
-            return super().to_mimebundle(fig_dict)
+            return _tried(lambda: super(RetryingPng, self).to_mimebundle(fig_dict))
 
     return RetryingPng(width=width)
 
