@@ -307,3 +307,26 @@ def test_bench_lsearch_alternates_both_focuses_and_both_searches_within_their_bu
     assert paper["learned_search"]["evaluations"] == paper["local_search"]["evaluations"] == 40
     assert large["auto"]["evals_per_cpu_s"] == pytest.approx(60 / large["auto"]["cpu_min_s"])
     assert "| chain_mm_112nodes |" in result["markdown"] and "Target under 10 CPU s" in result["markdown"]
+
+
+def test_one_thread_scores_in_blocks_as_the_whole_array_and_a_large_search_runs_on_one_thread(graph, monkeypatch):
+    from workbench.learn import learned_search
+
+    features = np.random.default_rng(0).random((1_300, len(FEATURES)))
+    score = load_scorer(learned_search.PRETRAINED_SCORER).scoring()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        blocked = score(features)
+        monkeypatch.setattr(learned_search, "SCORE_BLOCK_ROWS", 10**9)
+        assert np.array_equal(blocked, score(features)), "block boundaries change no score"
+    finally:
+        torch.set_num_threads(threads)
+    seen = []
+    monkeypatch.setattr(LearnedMoves, "observe", lambda self, *args: seen.append(torch.get_num_threads()))
+    monkeypatch.setattr(learned_search, "AUTO_CRITICAL_MOVES", graph.num_nodes * 3)  # this graph at 4 devices is large
+    wb.place(graph, "learned_search", devices=4, budget=60, seed=0)
+    assert seen and set(seen) == {1} and torch.get_num_threads() == threads, "one thread inside, restored after"
+    seen.clear()
+    wb.place(graph, "learned_search", devices=2, budget=60, seed=0)  # below the threshold: torch as the caller set it
+    assert set(seen) == {threads}
