@@ -193,7 +193,7 @@ def compare_body(graph_key: str, methods: list[str], seed: int, budget: int, tim
 def stream_body(held: dict) -> dict:
     """The page's poll of its comparison ``held`` (its job store), as the browser sends it."""
     names = ["compare-results.children", "compare-state.data", "compare-drawn.data", "compare-progress.children"]
-    names += ["compare-poll.disabled", "compare-cancel.style"]
+    names += ["compare-poll.disabled", "compare-cancel.style", "compare-poll.max_intervals"]
     return {
         "output": "".join(f"..{name}.." for name in names).replace("....", "..."),
         "outputs": [dict(zip(("id", "property"), name.split("."), strict=True)) for name in names],
@@ -222,6 +222,7 @@ def poll_comparison(client, held: dict) -> dict:
         reply = client.post("/_dash-update-component", json=stream_body(held), headers={"Host": "localhost"})
         assert reply.status_code == 200, reply.get_data(as_text=True)
         response = reply.get_json()["response"]
+        assert response["compare-poll"]["max_intervals"] == 2, "the timer ticks once more, after this answer"
         if response["compare-poll"]["disabled"]:
             return response
         time.sleep(0.2)

@@ -14,10 +14,19 @@ import time
 from collections import OrderedDict
 from typing import Any, Generic, TypeVar
 
-__all__ = ["CANCELLED_FROM_PAGE", "PolledJob", "JobTable"]
+__all__ = ["CANCELLED_FROM_PAGE", "PolledJob", "JobTable", "next_poll"]
 
 CANCELLED_FROM_PAGE = "cancelled from the page"
 """What :meth:`PolledJob.should_stop` says once the job was cancelled or abandoned."""
+
+
+def next_poll(polls: Any) -> int:
+    """A poll timer's ``max_intervals`` in a poll's answer: one tick more than it has fired, so the timer waits for each
+    answer before it ticks again. Dash drops a callback still executing when the same callback is asked for again: with
+    a free-running timer, a page whose every answer took longer than the interval (a loaded machine drawing many cards)
+    would never update. ``polls`` is the timer's ``n_intervals`` as the browser sent it (anything else counts as 0)."""
+    fired = polls if isinstance(polls, int) and not isinstance(polls, bool) and 0 <= polls < 2**53 else 0
+    return fired + 1
 
 
 class PolledJob:

@@ -31,6 +31,7 @@ from ...viz import format_time, gantt_figure, gantt_frame, heatmap_frame, is_pap
 from ..components import controls, field, figure_card, message, trace_events_for
 from ..learned import checkpoint_origin
 from ..picker import DEFAULT_GRAPH, graph_picker, register_graph_picker
+from ..polled import next_poll
 from ..sources import graph_label, load_graph_key, method_label
 from ..summary import plural, sort_rows, summary_rows, summary_table, unplaced_row
 from .compare_anytime import anytime_section, register_anytime_callbacks
@@ -280,15 +281,17 @@ def register_callbacks(app, context, jobs) -> None:
         Output("compare-progress", "children"),
         Output("compare-poll", "disabled"),
         Output("compare-cancel", "style"),
+        Output("compare-poll", "max_intervals"),
         Input("compare-job", "data"),
         Input("compare-poll", "n_intervals"),
         Input("compare-cancel", "n_clicks"),
         State("compare-drawn", "data"),
         prevent_initial_call=True,
     )
-    def stream(held, _polls, _cancel, drawn):
-        """A new comparison, the timer or Cancel: the cards of the methods placed so far, and how far it got."""
-        return stream_step(ctx.triggered_id, held, drawn, lambda view: compare_results(context, view))
+    def stream(held, polls, _cancel, drawn):
+        """A new comparison, the timer or Cancel: the cards of the methods placed so far, and how far it got (the timer
+        ticks again only after this answer: :func:`~workbench.dashboard.polled.next_poll`)."""
+        return *stream_step(ctx.triggered_id, held, drawn, lambda view: compare_results(context, view)), next_poll(polls)
 
     @app.callback(
         Output("compare-summary", "data"),

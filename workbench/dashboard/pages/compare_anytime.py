@@ -16,6 +16,7 @@ from ..anytime import (
     start_anytime,
 )
 from ..components import controls, field, message
+from ..polled import next_poll
 from ..sources import load_graph_key
 from .compare_choice import MAX_DEVICES, method_options, names, parse_devices
 from .whatif import HIDDEN, SHOWN
@@ -110,6 +111,7 @@ def register_anytime_callbacks(app, context, page: str) -> None:
         Output("anytime-progress", "children"),
         Output("anytime-poll", "disabled"),
         Output("anytime-cancel", "style"),
+        Output("anytime-poll", "max_intervals"),
         Input("anytime-run", "n_clicks"),
         Input("anytime-poll", "n_intervals"),
         Input("anytime-cancel", "n_clicks"),
@@ -121,6 +123,7 @@ def register_anytime_callbacks(app, context, page: str) -> None:
         State("anytime-job", "data"),
         prevent_initial_call=True,
     )
-    def anytime(_clicks, _polls, _cancel, graph_key, devices, selected, budget, seeds, shown):
-        """Draw starts a job (stopping this page's last one), the timer shows how far it got, Cancel stops it."""
-        return anytime_step(context, ctx.triggered_id, shown, graph_key, devices, selected, budget, seeds)
+    def anytime(_clicks, polls, _cancel, graph_key, devices, selected, budget, seeds, shown):
+        """Draw starts a job (stopping this page's last one), the timer shows how far it got, Cancel stops it (the timer
+        ticks again only after this answer: :func:`~workbench.dashboard.polled.next_poll`)."""
+        return *anytime_step(context, ctx.triggered_id, shown, graph_key, devices, selected, budget, seeds), next_poll(polls)
