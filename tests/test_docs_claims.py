@@ -220,7 +220,7 @@ reading parses data only and never unpickles, so a checkpoint cannot run code
 width and edge network ≤ 1024, message-passing steps ≤ 32, head layers ≤ 16 of width ≤ 1024
 -> test_the_checkpoint_bounds_are_the_documented_ones
 
-`learned_search.SCORER_FIELDS`: hidden ≤ 1024, layers ≤ 16
+`move_scorer.SCORER_FIELDS`: hidden ≤ 1024, layers ≤ 16
 -> test_the_checkpoint_bounds_are_the_documented_ones
 
 may hold at most `checkpoint.MAX_PARAMETERS` (16 M) numbers
@@ -1029,7 +1029,7 @@ def test_the_rollout_contract_has_the_documented_signatures():
 def test_the_checkpoint_bounds_are_the_documented_ones():
     pytest.importorskip("torch")
     from workbench.learn.checkpoint import MAX_CHECKPOINT_BYTES, MAX_HEADER_BYTES, MAX_PARAMETERS
-    from workbench.learn.learned_search import SCORER_FIELDS
+    from workbench.learn.move_scorer import SCORER_FIELDS
     from workbench.learn.policy import POLICY_FIELDS
 
     assert (MAX_CHECKPOINT_BYTES, MAX_HEADER_BYTES, MAX_PARAMETERS) == (256 << 20, 8 << 20, 16 << 20)

@@ -310,7 +310,7 @@ def test_bench_lsearch_alternates_both_focuses_and_both_searches_within_their_bu
 
 
 def test_one_thread_scores_in_blocks_as_the_whole_array_and_a_large_search_runs_on_one_thread(graph, monkeypatch):
-    from workbench.learn import learned_search
+    from workbench.learn import learned_search, move_scorer
 
     features = np.random.default_rng(0).random((1_300, len(FEATURES)))
     score = load_scorer(learned_search.PRETRAINED_SCORER).scoring()
@@ -318,7 +318,7 @@ def test_one_thread_scores_in_blocks_as_the_whole_array_and_a_large_search_runs_
     try:
         torch.set_num_threads(1)
         blocked = score(features)
-        monkeypatch.setattr(learned_search, "SCORE_BLOCK_ROWS", 10**9)
+        monkeypatch.setattr(move_scorer, "SCORE_BLOCK_ROWS", 10**9)
         assert np.array_equal(blocked, score(features)), "block boundaries change no score"
     finally:
         torch.set_num_threads(threads)

@@ -6,21 +6,34 @@ baseline, backward and an Adam step. The last column runs ``BATCH``
 rollouts per update through ``policy.rollouts`` (one encoder pass for all). Times are per episode on one CPU thread
 (``torch.set_num_threads(1)``), median over repeats, as wall time and as the
 process's CPU time (less sensitive to other load on the machine).
+
+With ``paper_code`` (``workbench bench episode --paper-code DIR``, a checkout of
+github.com/xinyuyao/Doppler the user fetched), the paper's own Stage II
+episode is timed on ChainMM and the full transformer layer in the same run
+(:mod:`workbench.bench.paper_episode`, a process of its own, anomaly detection
+off), once before and once after this workbench's methods on that graph, and
+the speed-up column is the ratio of CPU seconds per episode. Without it the
+paper's columns stay empty: no figure is carried over from another run.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 BATCH = 4  # rollouts per update in the batched training column (they share one encoder pass)
 
-# The paper's public code on these machines' CPUs, seconds per training episode (issue 5).
-PAPER_TRAINING_SECONDS = {"chain_mm_112nodes": 1.4, "full_transformer_layer_261nodes": 4.1}
+PAPER_GRAPHS_TIMED = ("chain_mm_112nodes", "full_transformer_layer_261nodes")
+"""The graphs whose episodes are compared with the paper's code (the issue's two: the smallest and the largest)."""
 
 
 def _median_times(fn, repeats: int) -> tuple[float, float]:
@@ -92,7 +105,27 @@ def _episode_times(
     return {"infer_wall": infer_wall, "infer_cpu": infer_cpu, "train_wall": train_wall, "train_cpu": train_cpu, "batch_cpu": batch_cpu}
 
 
-def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
+def paper_episode_seconds(code: str | Path, graph: str, episodes: int, devices: int = 4) -> list[float]:
+    """CPU seconds of each of ``episodes`` Stage II episodes of the paper's code on ``graph``, after one not counted (its
+    first episode builds what later ones reuse), in a process of its own (:mod:`workbench.bench.paper_episode`)."""
+    command = [sys.executable, "-m", "workbench.bench.paper_episode", str(Path(code).resolve()), graph, str(episodes + 1)]
+    done = subprocess.run(
+        [*command, "--devices", str(devices)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    marked = [line for line in done.stdout.splitlines() if line.startswith("PAPER_EPISODE ")]
+    if done.returncode or not marked:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the paper's code did not run on {graph}: {last}")
+    result = json.loads(marked[-1].removeprefix("PAPER_EPISODE "))
+    if result["anomaly_detection"]:
+        raise RuntimeError("the paper's code ran with anomaly detection on")
+    return [float(x) for x in result["cpu_s"][1:]]
+
+
+def run(quick: bool = False, devices: int = 4, paper_code: str | Path | None = None) -> dict[str, Any]:
     import torch
 
     from ..datasets import PAPER_GRAPHS, bundled_graph
@@ -108,10 +141,15 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
         for name in PAPER_GRAPHS:
             graph = bundled_graph(name)
             evaluate, scale = Evaluator(graph, devices), lower_bound(graph, devices)
-            for method in methods if name in PAPER_TRAINING_SECONDS else methods[:1]:
+            code = paper_code if name in PAPER_GRAPHS_TIMED else None
+            before = [] if code is None else paper_episode_seconds(code, name, repeats, devices)
+            measured = []
+            for method in methods if name in PAPER_GRAPHS_TIMED else methods[:1]:
                 torch.manual_seed(0)
-                t = _episode_times(make_policy(method), graph, devices, evaluate, scale, repeats)
-                paper = PAPER_TRAINING_SECONDS.get(name)
+                measured.append((method, _episode_times(make_policy(method), graph, devices, evaluate, scale, repeats)))
+            after = [] if code is None else paper_episode_seconds(code, name, repeats, devices)
+            paper = float(np.median(before + after)) if code is not None else None
+            for method, t in measured:
                 rows.append(
                     {
                         "graph": name,
@@ -130,13 +168,14 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
     finally:
         torch.set_num_threads(threads)
     header = (
-        "| graph | ops | method | inference s (wall / CPU) | training episode s (wall / CPU) | paper's code, training s | "
+        "| graph | ops | method | inference s (wall / CPU) | training episode s (wall / CPU) | "
+        "paper's code, training CPU s (anomaly detection off) | "
         f"speed-up (CPU) | CPU s per episode, {BATCH} rollouts per update |\n"
         "|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
         f"| {r['graph']} | {r['ops']} | {r['method']} | {r['inference_s']:.3f} / {r['inference_cpu_s']:.3f} | "
-        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {_blank(r['paper_training_s'], '{}')} | "
+        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {_blank(r['paper_training_s'], '{:.3f}')} | "
         f"{_blank(r['speedup_vs_paper_cpu'], '{:.0f}×')} | {r[f'training_cpu_s_per_episode_{BATCH}_per_update']:.3f} |"
         for r in rows
     ]
@@ -152,5 +191,6 @@ def run(quick: bool = False, devices: int = 4) -> dict[str, Any]:
         "repeats": repeats,
         "rows": rows,
         "edge_conv": conv,
+        "paper_code": None if paper_code is None else str(paper_code),
         "markdown": header + "\n".join(lines) + conv_line,
     }

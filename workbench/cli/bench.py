@@ -16,6 +16,7 @@ def register(sub) -> None:
     parser.add_argument(
         "--engine", choices=ENGINES, help="learned only: run its cells serially (default), on a local process pool, or on Ray (resumable)"
     )
+    parser.add_argument("--paper-code", metavar="DIR", help="episode only: a checkout of github.com/xinyuyao/Doppler to time side by side")
     parser.add_argument("--address", help="learned only: a running Ray cluster to join (implies --engine ray), e.g. HOST:6379")
     parser.add_argument(
         "--workers", "--num-cpus", type=positive_int, help="learned only: processes (local) or CPUs of a private Ray instance"
@@ -31,7 +32,11 @@ def run(args) -> int:
         raise CliError(f"--engine, --address and --workers are for bench learned; {args.name} measures in this process")
     if args.address and engine != "ray":
         raise CliError(f"--address joins a Ray cluster: it needs --engine ray, not {engine!r}")
-    options = {"engine": engine or "serial", "workers": args.workers, "address": args.address} if args.name == "learned" else {}
+    if args.paper_code and args.name != "episode":
+        raise CliError(f"--paper-code is for bench episode, not {args.name}")
+    options: dict = {"engine": engine or "serial", "workers": args.workers, "address": args.address} if args.name == "learned" else {}
+    if args.paper_code:
+        options["paper_code"] = args.paper_code
     result = get_benchmark(args.name)(quick=args.quick, **options)
     result["machine"] = machine()
     if args.json:

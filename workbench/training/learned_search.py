@@ -32,18 +32,8 @@ import torch
 from .. import corpus
 from ..cluster import MAX_DEVICES
 from ..learn.fields import Field, check_config
-from ..learn.learned_search import (
-    DEFAULT_SHARE,
-    FEATURES,
-    METHOD,
-    SCORER_FIELDS,
-    LearnedMoves,
-    LearnedSearchPlacer,
-    MoveScorer,
-    ScorerConfig,
-    move_features,
-    save_scorer,
-)
+from ..learn.learned_search import DEFAULT_SHARE, LearnedMoves, LearnedSearchPlacer, move_features
+from ..learn.move_scorer import FEATURES, METHOD, SCORER_FIELDS, MoveScorer, ScorerConfig, save_scorer
 from ..placers.local_search import CRITICAL_REFRESH, Moves
 from ..runs import CsvLog, RunWriter
 from ..sim import Evaluator, Trace
