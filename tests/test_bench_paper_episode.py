@@ -59,3 +59,10 @@ def test_a_folder_that_is_not_the_papers_code_is_named(stand_in, tmp_path):
     (stand_in / "run_placement.py").write_text("import dgllife_that_is_not_installed\n")
     with pytest.raises(RuntimeError, match="pip install dgllife"):
         paper_episode_seconds(stand_in, "tiny", 1)
+
+
+def test_paper_code_is_refused_for_another_benchmark(capsys):
+    from workbench.cli import main
+
+    assert main(["bench", "sim", "--quick", "--paper-code", "."]) == 2
+    assert "--paper-code is for bench episode, not sim" in capsys.readouterr().err
