@@ -136,6 +136,7 @@ def finish(page, errors: list[str], screenshot: Path, docs: bool = False) -> Non
 
 def test_compare_page_draws_a_gantt_chart_per_method_and_compares_an_upload(server, browser, tmp_path):
     page, errors = visit(browser, server + "/", COMPARED)
+    gantts_drawn(page, 2)
     titles = page.locator(".gtitle").all_text_contents()
     assert sum("device timelines" in t for t in titles) >= 2, titles
     assert any("makespan per method" in t for t in titles)
@@ -217,14 +218,25 @@ def gantt_titles(page) -> list[str]:
     return [t for t in page.locator(".gtitle").all_text_contents() if "device timelines" in t]
 
 
+def gantts_drawn(page, count: int) -> None:
+    """Wait until Plotly has drawn ``count`` Gantt charts: the comparison's answer arrives before Plotly (loaded on first
+    use) draws its figures, by a second or more on a loaded machine (two CI runs read the titles too early)."""
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('.gtitle')].filter(t => t.textContent.includes('device timelines')).length >= {count}",
+        timeout=WAIT_MS,
+    )
+
+
 def test_switching_graphs_keeps_the_methods_right_and_never_shows_another_graphs_checkpoint(server, browser, tmp_path):
     page, errors = visit(browser, server + "/", COMPARED)
+    gantts_drawn(page, 3)  # the three default methods
     assert any(
         t.startswith("doppler (pretrained)") and "trained on ffnn_192nodes" in t and "ffnn_192nodes, 4 devices" in t
         for t in gantt_titles(page)
     ), (gantt_titles(page), page.locator("#compare-progress").inner_text())  # a method cut by its deadline says so there
     choose(page, "compare-bundled", "chain_mm_112nodes (DOPPLER paper)")
     compared(page, "text=chain_mm_112nodes, 4 devices")  # three placements in children, on a loaded 2-core machine
+    gantts_drawn(page, 3)
     titles = gantt_titles(page)
     assert len(titles) == 3 and not any("ffnn" in t for t in titles), titles
     doppler = next(t for t in titles if t.startswith("doppler"))
@@ -242,6 +254,7 @@ def test_gantt_charts_share_the_time_axis_after_a_zoom(server, browser, tmp_path
     page, errors = visit(browser, server + "/", COMPARED)
     gantts = "[...document.querySelectorAll('.js-plotly-plot')].filter(g => (g.layout.title.text || '').includes('device timelines'))"
     ranges = f"() => {gantts}.map(g => g._fullLayout.xaxis.range)"
+    gantts_drawn(page, 2)
     before = page.evaluate(ranges)
     assert len(before) >= 2 and all(r == before[0] for r in before)  # one time scale from the start
     page.evaluate(
