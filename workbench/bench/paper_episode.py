@@ -56,8 +56,8 @@ def time_episodes(code: Path, graph: str, episodes: int, devices: int = 4) -> di
         raise SystemExit(f"{exc}: {MISSING_HINT}") from None
     torch.autograd.set_detect_anomaly(False)  # its agents turned it on at import
     config = json.loads(config_path.read_text())
-    config.update(compute_graph_path=str(graph_path), log_path=tempfile.mkdtemp(prefix="paper-episode-"), use_wandb=False)
-    config.update(num_episode=episodes, num_device=devices)
+    log_path = tempfile.mkdtemp(prefix="paper-episode-")
+    config.update(compute_graph_path=str(graph_path), log_path=log_path, use_wandb=False, num_episode=episodes, num_device=devices)
     run = Run_placement(argparse.Namespace(**config))
     seconds, costs = [], []
     total = torch.zeros(1)
@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--devices", type=int, default=4, help="devices to place on (default: 4, the config's)")
     args = parser.parse_args(argv)
     result = time_episodes(args.code.resolve(), args.graph, args.episodes, args.devices)
-    sys.stdout.flush()
     print("PAPER_EPISODE " + json.dumps(result), flush=True)
 
 
