@@ -84,6 +84,28 @@ def test_engines_agree_and_schedules_are_valid(case):
     assert fast.makespan >= wb.lower_bound(graph, devices) * (1 - 1e-12)
 
 
+@settings(max_examples=150, deadline=None)
+@given(simulation_cases().filter(lambda case: case[3] in ("fifo", "blevel")), st.floats(0.0, 1.5))
+def test_a_simulation_stops_at_its_cutoff_only_when_the_makespan_reaches_it(case, share):
+    """local_search's compiled loop stops a proposal's simulation once its devices' work proves the cutoff reached: it
+    must never stop one below the cutoff, and must give the exact makespan of every other."""
+    from workbench.sim.fast import simulate_below
+
+    graph, assignment, devices, priority = case
+    arrays = wb.Evaluator(graph, devices, priority).kernel_arrays
+    makespan = wb.simulate(graph, assignment, devices, priority=priority).makespan
+    cutoff = makespan * share
+    times = [np.empty(graph.num_nodes) for _ in range(3)]
+    got = simulate_below(*arrays, np.array(assignment, dtype=np.int64), *times, cutoff)
+    if got == np.inf:
+        assert makespan >= cutoff * (1 - 1e-12)
+    else:
+        assert got == makespan
+    if makespan > 0 and share < 1 - 1e-9:
+        assert got == np.inf  # the sinks' own end times reach it at the latest
+    assert simulate_below(*arrays, np.array(assignment, dtype=np.int64), *times, np.inf) == makespan
+
+
 @settings(max_examples=60, deadline=None)
 @given(simulation_cases().filter(lambda case: case[3] in ("fifo", "blevel")), st.integers(1, 3))
 def test_the_evaluators_op_times_are_the_traces_and_count_as_evaluations(case, rows):

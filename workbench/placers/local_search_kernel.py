@@ -13,6 +13,14 @@ its words into doubles and bounded integers exactly as numpy 1.17+ does
 (:func:`random_double`, :func:`random_bounded`: Lemire's method on 32-bit
 halves, one spare half kept between calls).
 
+A proposal's simulation stops as soon as its makespan is sure to make it
+rejected and no new best (:func:`~workbench.sim.fast.simulate_below`, proved
+by each device's remaining work): the acceptance draws of a batch are taken
+before its rows are simulated (the same draws in the same order, as nothing
+draws in between), so each row's cutoff is known, with a margin far above
+rounding. A stopped row counts as an evaluation, as the Python loop counts it,
+and the trajectory is unchanged.
+
 A steered subclass's moves run here too when it hands the loop its ranking
 (:class:`~workbench.placers.local_search.RankedMoves`, learned_search's scorer):
 the kernel returns to Python at each critical-chain refresh, Python ranks the
@@ -28,7 +36,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ..sim.fast import simulate_one
+from ..sim.fast import simulate_below, simulate_one
 from .local_search import _critical_chain
 
 __all__ = ["pcg64_state", "set_pcg64_state", "pcg64_next", "random_double", "random_bounded", "search_steps"]
@@ -267,6 +275,22 @@ def _refresh(
     counts[STALE], counts[SINCE_REFRESH] = 0, 0
 
 
+_MARGIN = 1e-9  # relative: far above the rounding of the engine's sums and of exp/log, far below any makespan step
+
+
+@njit(cache=True)
+def _cutoff(values: np.ndarray, running: float, draw: float, temperature: float, pick: int) -> float:  # pragma: no cover
+    """The makespan from which a proposal is sure to be rejected and to be no new best, so its simulation may stop there:
+    above the acceptance test's bound while no earlier row of the batch is accepted, then above the best so far."""
+    if pick >= 0:
+        return running + _MARGIN * abs(running)
+    if draw <= 0.0:
+        return np.inf
+    tolerated = temperature * (-math.log(draw) * (1 + _MARGIN) + _MARGIN)
+    limit = values[CURRENT_MAKESPAN] + tolerated
+    return limit + _MARGIN * abs(limit)
+
+
 # Integer and float slots of the loop's state, kept between calls of :func:`search_steps`: evaluations, since the last
 # refresh, whether the current placement changed since, the critical chain's length, new any-time points; for steered
 # moves, whether to return to Python at each refresh, whether it just did (the next call resumes at the proposals), whether
@@ -395,6 +419,7 @@ def search_steps(
     group = np.empty(8, dtype=np.int64)
     steered = np.empty(max_batch, dtype=np.bool_)
     one = np.empty((1, n), dtype=np.int64)
+    draws = np.empty(max_batch)
     ready, start, end = trace
     while counts[EVALUATIONS] < budget and counts[EVALUATIONS] < stop_at:
         if counts[REFRESHED] != 0:  # resumed after Python ranked the refreshed placement's moves
@@ -417,27 +442,27 @@ def search_steps(
         if counts[STEERING] != 0:
             redraw = (cumulative, nb_ptr, nb, critical, critical_size, num_devices, one, kinds, ops, chosen, group)
             _steer(words, steer, counts, current, proposals, size, steered, redraw)
+        for row in range(size):  # every row draws, as rng.random(size) does; nothing draws while the rows are simulated
+            draws[row] = random_double(words)
+        pick = -1
+        running = values[BEST_MAKESPAN]
         for row in range(size):
-            makespans[row] = simulate_one(*sim, proposals[row], ready, start, end)
+            cutoff = _cutoff(values, running, draws[row], temperature, pick)
+            makespans[row] = simulate_below(*sim, proposals[row], ready, start, end, cutoff)
+            increase = makespans[row] - values[CURRENT_MAKESPAN]
+            if pick < 0 and (increase <= 0 or draws[row] < math.exp(-max(increase, 0.0) / temperature)):
+                pick = row
+            if makespans[row] < running:
+                running = makespans[row]
+                point_evaluations[counts[POINTS]] = counts[EVALUATIONS] + row + 1
+                point_makespans[counts[POINTS]] = running
+                counts[POINTS] += 1
         counts[EVALUATIONS] += size
         counts[SINCE_REFRESH] += size
         lowest = 0
         for row in range(size):  # np.argmin: the first of the lowest
             if makespans[row] < makespans[lowest]:
                 lowest = row
-        running = values[BEST_MAKESPAN]
-        for row in range(size):
-            if makespans[row] < running:
-                running = makespans[row]
-                point_evaluations[counts[POINTS]] = counts[EVALUATIONS] - size + row + 1
-                point_makespans[counts[POINTS]] = running
-                counts[POINTS] += 1
-        pick = -1
-        for row in range(size):  # every row draws, as rng.random(size) does
-            increase = makespans[row] - values[CURRENT_MAKESPAN]
-            draw = random_double(words)
-            if pick < 0 and (increase <= 0 or draw < math.exp(-max(increase, 0.0) / temperature)):
-                pick = row
         if makespans[lowest] < values[BEST_MAKESPAN]:
             best[:] = proposals[lowest]
             values[BEST_MAKESPAN] = makespans[lowest]

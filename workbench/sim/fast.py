@@ -23,13 +23,16 @@ ALL_INPUTS, GRANT, COMPUTE_END, RELEASE, FINISH, TRANSFER_END, TRANSFER_DONE = r
 _SHIFT = 8
 
 
+_LOW32 = (1 << 32) - 1  # a heap entry's second key is (sequence << 32) | payload: one word moved, the same order
+
+
 @njit(cache=True, inline="always")
 def _less(k1a: float, k2a: int, k1b: float, k2b: int) -> bool:
     return k1a < k1b or (k1a == k1b and k2a < k2b)
 
 
 @njit(cache=True)
-def _push(key1: np.ndarray, key2: np.ndarray, value: np.ndarray, base: int, size: int, k1: float, k2: int, v: int) -> int:
+def _push(key1: np.ndarray, key2: np.ndarray, base: int, size: int, k1: float, k2: int) -> int:
     """Push onto the binary heap stored in ``[base, base + size)``; returns the new size."""
     i = size
     while i > 0:
@@ -37,23 +40,20 @@ def _push(key1: np.ndarray, key2: np.ndarray, value: np.ndarray, base: int, size
         if _less(k1, k2, key1[base + parent], key2[base + parent]):
             key1[base + i] = key1[base + parent]
             key2[base + i] = key2[base + parent]
-            value[base + i] = value[base + parent]
             i = parent
         else:
             break
     key1[base + i] = k1
     key2[base + i] = k2
-    value[base + i] = v
     return size + 1
 
 
 @njit(cache=True)
-def _pop(key1: np.ndarray, key2: np.ndarray, value: np.ndarray, base: int, size: int) -> int:
+def _pop(key1: np.ndarray, key2: np.ndarray, base: int, size: int) -> int:
     """Remove the heap's minimum (at ``base``); returns the new size."""
     size -= 1
     k1 = key1[base + size]
     k2 = key2[base + size]
-    v = value[base + size]
     i = 0
     while True:
         child = 2 * i + 1
@@ -64,28 +64,24 @@ def _pop(key1: np.ndarray, key2: np.ndarray, value: np.ndarray, base: int, size:
         if _less(key1[base + child], key2[base + child], k1, k2):
             key1[base + i] = key1[base + child]
             key2[base + i] = key2[base + child]
-            value[base + i] = value[base + child]
             i = child
         else:
             break
     if size > 0:
         key1[base + i] = k1
         key2[base + i] = k2
-        value[base + i] = v
     return size
 
 
 @njit(cache=True)
 def _scratch(n: int, m: int, num_dev: int) -> tuple:
-    """simulate_one's work arrays: the event FIFO, the timed-event heap (time, sequence, code), each device's request
-    queue (priority, sequence, op) with its size, and each device's running op (-1: idle)."""
+    """simulate_one's work arrays: the event FIFO, the timed-event heap (time; sequence and code), each device's request
+    queue (priority; request order and op) with its size, and each device's running op (-1: idle)."""
     return (
         np.empty(6 * n + 2 * m + num_dev + 8, dtype=np.int64),
         np.empty(n + m + 1),
         np.empty(n + m + 1, dtype=np.int64),
-        np.empty(n + m + 1, dtype=np.int64),
         np.empty(num_dev * n + 1),
-        np.empty(num_dev * n + 1, dtype=np.int64),
         np.empty(num_dev * n + 1, dtype=np.int64),
         np.zeros(num_dev, dtype=np.int64),
         np.full(num_dev, -1, dtype=np.int64),
@@ -110,13 +106,64 @@ def simulate_one(
     end: np.ndarray,
 ) -> float:
     """Simulate one assignment; fills ``ready``/``start``/``end`` and returns the makespan."""
+    return simulate_below(
+        compute,
+        out_ptr,
+        out_edge,
+        edge_dst,
+        edge_comm,
+        in_degree,
+        priority,
+        speed,
+        bandwidth,
+        latency,
+        assignment,
+        ready,
+        start,
+        end,
+        np.inf,
+    )
+
+
+@njit(cache=True)
+def simulate_below(
+    compute: np.ndarray,
+    out_ptr: np.ndarray,
+    out_edge: np.ndarray,
+    edge_dst: np.ndarray,
+    edge_comm: np.ndarray,
+    in_degree: np.ndarray,
+    priority: np.ndarray,
+    speed: np.ndarray,
+    bandwidth: np.ndarray,
+    latency: np.ndarray,
+    assignment: np.ndarray,
+    ready: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    cutoff: float,
+) -> float:
+    """:func:`simulate_one` that stops, returning ``inf``, once the makespan is sure to reach ``cutoff``.
+
+    The proof is each device's work: before the first event, and as each op starts on its device at ``now``, that
+    device still has this op's and every later op's work to do, one at a time, so the makespan is at least ``now`` plus
+    their durations. With ``cutoff = inf`` this is :func:`simulate_one`.
+    """
     n = compute.size
     m = edge_dst.size
     num_dev = speed.size
-    fifo, h_time, h_seq, h_code, q_prio, q_seq, q_op, q_size, busy = _scratch(n, m, num_dev)
+    fifo, h_time, h_key, q_prio, q_key, q_size, busy = _scratch(n, m, num_dev)
     head = tail = h_size = seq = requests = 0
     remaining = in_degree.copy()
     makespan = 0.0
+    bounded = cutoff < np.inf
+    work = np.zeros(num_dev)
+    if bounded:
+        for v in range(n):
+            work[assignment[v]] += compute[v] / speed[assignment[v]]
+        for d in range(num_dev):
+            if work[d] >= cutoff:
+                return np.inf
     for v in range(n):
         if remaining[v] == 0:
             fifo[tail] = v * _SHIFT + ALL_INPUTS
@@ -131,21 +178,27 @@ def simulate_one(
             if kind == ALL_INPUTS:
                 ready[item] = now
                 d = assignment[item]
-                q_size[d] = _push(q_prio, q_seq, q_op, d * n, q_size[d], priority[item], requests, item)
+                q_size[d] = _push(q_prio, q_key, d * n, q_size[d], priority[item], (requests << 32) | item)
                 requests += 1
                 if busy[d] < 0:
-                    busy[d] = q_op[d * n]
-                    q_size[d] = _pop(q_prio, q_seq, q_op, d * n, q_size[d])
+                    busy[d] = q_key[d * n] & _LOW32
+                    q_size[d] = _pop(q_prio, q_key, d * n, q_size[d])
                     fifo[tail] = busy[d] * _SHIFT + GRANT
                     tail += 1
             elif kind == GRANT:
                 start[item] = now
-                at = now + compute[item] / speed[assignment[item]]
+                duration = compute[item] / speed[assignment[item]]
+                at = now + duration
+                if bounded:
+                    d = assignment[item]
+                    if now + work[d] >= cutoff:
+                        return np.inf
+                    work[d] -= duration
                 if at == now:
                     fifo[tail] = item * _SHIFT + COMPUTE_END
                     tail += 1
                 else:
-                    h_size = _push(h_time, h_seq, h_code, 0, h_size, at, seq, item * _SHIFT + COMPUTE_END)
+                    h_size = _push(h_time, h_key, 0, h_size, at, (seq << 32) | (item * _SHIFT + COMPUTE_END))
                     seq += 1
             elif kind == COMPUTE_END:
                 end[item] = now
@@ -158,8 +211,8 @@ def simulate_one(
                 tail += 2
             elif kind == RELEASE:
                 if busy[item] < 0 and q_size[item] > 0:
-                    busy[item] = q_op[item * n]
-                    q_size[item] = _pop(q_prio, q_seq, q_op, item * n, q_size[item])
+                    busy[item] = q_key[item * n] & _LOW32
+                    q_size[item] = _pop(q_prio, q_key, item * n, q_size[item])
                     fifo[tail] = busy[item] * _SHIFT + GRANT
                     tail += 1
             elif kind == FINISH:
@@ -174,7 +227,7 @@ def simulate_one(
                         fifo[tail] = e * _SHIFT + TRANSFER_END
                         tail += 1
                     else:
-                        h_size = _push(h_time, h_seq, h_code, 0, h_size, at, seq, e * _SHIFT + TRANSFER_END)
+                        h_size = _push(h_time, h_key, 0, h_size, at, (seq << 32) | (e * _SHIFT + TRANSFER_END))
                         seq += 1
             elif kind == TRANSFER_END:
                 fifo[tail] = item * _SHIFT + TRANSFER_DONE
@@ -189,9 +242,9 @@ def simulate_one(
             break
         now = h_time[0]
         while h_size > 0 and h_time[0] == now:
-            fifo[tail] = h_code[0]
+            fifo[tail] = h_key[0] & _LOW32
             tail += 1
-            h_size = _pop(h_time, h_seq, h_code, 0, h_size)
+            h_size = _pop(h_time, h_key, 0, h_size)
     return makespan
 
 
