@@ -23,7 +23,9 @@ ALL_INPUTS, GRANT, COMPUTE_END, RELEASE, FINISH, TRANSFER_END, TRANSFER_DONE = r
 _SHIFT = 8
 
 
-_LOW32 = (1 << 32) - 1  # a heap entry's second key is (sequence << 32) | payload: one word moved, the same order
+_LOW32 = (1 << 32) - 1
+# A heap entry's second key is (sequence << 32) | payload: one word moved per sift, the same order, as long as sequences
+# and payloads stay below 2**31 and 2**32 (graph.MAX_NODES and MAX_EDGES keep them below 2**26).
 
 
 @njit(cache=True, inline="always")
