@@ -89,21 +89,21 @@ def test_engines_agree_and_schedules_are_valid(case):
 def test_a_simulation_stops_at_its_cutoff_only_when_the_makespan_reaches_it(case, share):
     """local_search's compiled loop stops a proposal's simulation once its devices' work proves the cutoff reached: it
     must never stop one below the cutoff, and must give the exact makespan of every other."""
-    from workbench.sim.fast import simulate_below
+    from workbench.sim.fast import simulate_one
 
     graph, assignment, devices, priority = case
     arrays = wb.Evaluator(graph, devices, priority).kernel_arrays
     makespan = wb.simulate(graph, assignment, devices, priority=priority).makespan
     cutoff = makespan * share
     times = [np.empty(graph.num_nodes) for _ in range(3)]
-    got = simulate_below(*arrays, np.array(assignment, dtype=np.int64), *times, cutoff)
+    got = simulate_one(*arrays, np.array(assignment, dtype=np.int64), *times, cutoff)
     if got == np.inf:
         assert makespan >= cutoff * (1 - 1e-12)
     else:
         assert got == makespan
     if makespan > 0 and share < 1 - 1e-9:
         assert got == np.inf  # the sinks' own end times reach it at the latest
-    assert simulate_below(*arrays, np.array(assignment, dtype=np.int64), *times, np.inf) == makespan
+    assert simulate_one(*arrays, np.array(assignment, dtype=np.int64), *times, np.inf) == makespan
 
 
 @settings(max_examples=60, deadline=None)

@@ -14,7 +14,7 @@ its words into doubles and bounded integers exactly as numpy 1.17+ does
 halves, one spare half kept between calls).
 
 A proposal's simulation stops as soon as its makespan is sure to make it
-rejected and no new best (:func:`~workbench.sim.fast.simulate_below`, proved
+rejected and no new best (:func:`~workbench.sim.fast.simulate_one` with a cutoff, proved
 by each device's remaining work): the acceptance draws of a batch are taken
 before its rows are simulated (the same draws in the same order, as nothing
 draws in between), so each row's cutoff is known, with a margin far above
@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ..sim.fast import simulate_below, simulate_one
+from ..sim.fast import simulate_one
 from .local_search import _critical_chain
 
 __all__ = ["pcg64_state", "set_pcg64_state", "pcg64_next", "random_double", "random_bounded", "search_steps"]
@@ -448,7 +448,7 @@ def search_steps(
         running = values[BEST_MAKESPAN]
         for row in range(size):
             cutoff = _cutoff(values, running, draws[row], temperature, pick)
-            makespans[row] = simulate_below(*sim, proposals[row], ready, start, end, cutoff)
+            makespans[row] = simulate_one(*sim, proposals[row], ready, start, end, cutoff)
             increase = makespans[row] - values[CURRENT_MAKESPAN]
             if pick < 0 and (increase <= 0 or draws[row] < math.exp(-max(increase, 0.0) / temperature)):
                 pick = row

@@ -91,6 +91,26 @@ def _scratch(n: int, m: int, num_dev: int) -> tuple:
 
 
 @njit(cache=True)
+def _device_work(compute: np.ndarray, speed: np.ndarray, assignment: np.ndarray) -> np.ndarray:
+    """Each device's total work under ``assignment``."""
+    work = np.zeros(speed.size)
+    for v in range(compute.size):
+        work[assignment[v]] += compute[v] / speed[assignment[v]]
+    return work
+
+
+@njit(cache=True)
+def _enqueue_sources(remaining: np.ndarray, fifo: np.ndarray) -> int:
+    """Put each op without inputs on the FIFO as ``ALL_INPUTS``, by id; returns the FIFO's tail."""
+    tail = 0
+    for v in range(remaining.size):
+        if remaining[v] == 0:
+            fifo[tail] = v * _SHIFT + ALL_INPUTS
+            tail += 1
+    return tail
+
+
+@njit(cache=True)
 def simulate_one(
     compute: np.ndarray,
     out_ptr: np.ndarray,
@@ -106,77 +126,23 @@ def simulate_one(
     ready: np.ndarray,
     start: np.ndarray,
     end: np.ndarray,
+    cutoff: float = np.inf,
 ) -> float:
-    """Simulate one assignment; fills ``ready``/``start``/``end`` and returns the makespan."""
-    return simulate_below(
-        compute,
-        out_ptr,
-        out_edge,
-        edge_dst,
-        edge_comm,
-        in_degree,
-        priority,
-        speed,
-        bandwidth,
-        latency,
-        assignment,
-        ready,
-        start,
-        end,
-        np.inf,
-    )
-
-
-@njit(cache=True)
-def simulate_below(
-    compute: np.ndarray,
-    out_ptr: np.ndarray,
-    out_edge: np.ndarray,
-    edge_dst: np.ndarray,
-    edge_comm: np.ndarray,
-    in_degree: np.ndarray,
-    priority: np.ndarray,
-    speed: np.ndarray,
-    bandwidth: np.ndarray,
-    latency: np.ndarray,
-    assignment: np.ndarray,
-    ready: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    cutoff: float,
-) -> float:
-    """:func:`simulate_one` that stops, returning ``inf``, once the makespan is sure to reach ``cutoff``.
-
-    The proof is each device's work: before the first event, and as each op starts on its device at ``now``, that
-    device still has this op's and every later op's work to do, one at a time, so the makespan is at least ``now`` plus
-    their durations. With ``cutoff = inf`` this is :func:`simulate_one`.
-    """
-    n = compute.size
-    m = edge_dst.size
-    num_dev = speed.size
-    fifo, h_time, h_key, q_prio, q_key, q_size, busy = _scratch(n, m, num_dev)
-    head = tail = h_size = seq = requests = 0
-    remaining = in_degree.copy()
-    makespan = 0.0
-    bounded = cutoff < np.inf
-    work = np.zeros(num_dev)
-    if bounded:
-        for v in range(n):
-            work[assignment[v]] += compute[v] / speed[assignment[v]]
-        for d in range(num_dev):
-            if work[d] >= cutoff:
-                return np.inf
-    for v in range(n):
-        if remaining[v] == 0:
-            fifo[tail] = v * _SHIFT + ALL_INPUTS
-            tail += 1
-    now = 0.0
+    """Simulate one assignment, filling ``ready``/``start``/``end``; returns the makespan, or ``inf`` once it is sure to reach
+    ``cutoff``: when an op starts on its device at ``now``, ``now`` plus that device's work not yet started (its own too) does."""
+    n, num_dev = compute.size, speed.size
+    fifo, h_time, h_key, q_prio, q_key, q_size, busy = _scratch(n, edge_dst.size, num_dev)
+    head = h_size = seq = requests = 0
+    remaining, now, makespan = in_degree.copy(), 0.0, 0.0
+    work = _device_work(compute, speed, assignment) if cutoff < np.inf else np.zeros(num_dev)  # inf: never read
+    if work.max() >= cutoff:
+        return np.inf
+    tail = _enqueue_sources(remaining, fifo)
     while True:
         while head < tail:
             code = fifo[head]
             head += 1
-            kind = code % _SHIFT
-            item = code // _SHIFT
+            kind, item = code % _SHIFT, code // _SHIFT
             if kind == ALL_INPUTS:
                 ready[item] = now
                 d = assignment[item]
@@ -191,11 +157,9 @@ def simulate_below(
                 start[item] = now
                 duration = compute[item] / speed[assignment[item]]
                 at = now + duration
-                if bounded:
-                    d = assignment[item]
-                    if now + work[d] >= cutoff:
-                        return np.inf
-                    work[d] -= duration
+                if now + work[assignment[item]] >= cutoff:
+                    return np.inf
+                work[assignment[item]] -= duration
                 if at == now:
                     fifo[tail] = item * _SHIFT + COMPUTE_END
                     tail += 1
@@ -204,8 +168,7 @@ def simulate_below(
                     seq += 1
             elif kind == COMPUTE_END:
                 end[item] = now
-                if now > makespan:
-                    makespan = now
+                makespan = max(makespan, now)
                 d = assignment[item]
                 busy[d] = -1
                 fifo[tail] = d * _SHIFT + RELEASE
