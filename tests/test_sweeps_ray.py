@@ -52,7 +52,9 @@ def free_ports(count: int) -> list[int]:
 
 
 class NodeRecordingPlacer(Placer):
-    """Places everything on device 0 and appends the Ray node it ran on and the workbench it imported to ``log``."""
+    """Places everything on device 0 and appends the Ray node it ran on and the workbench it imported to ``log``; then
+    holds its node's one CPU until a cell has logged from another node (at most 120 s), so that the
+    queued cells must spill over to the other node however slowly it starts them on a busy machine."""
 
     def __init__(self, log: str = ""):
         self.log = log
@@ -62,9 +64,13 @@ class NodeRecordingPlacer(Placer):
 
         import workbench
 
+        node = ray.get_runtime_context().get_node_id()
         with open(self.log, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"node": ray.get_runtime_context().get_node_id(), "workbench": workbench.__file__}) + "\n")
-        time.sleep(1.0)  # hold the node's one CPU, so that the queued cells spill over to the other node
+            handle.write(json.dumps({"node": node, "workbench": workbench.__file__}) + "\n")
+        try:
+            wait_for(lambda: any(json.loads(line)["node"] != node for line in Path(self.log).read_text().split("\n")[:-1]), "", 120)
+        except TimeoutError:
+            pass  # the test's own assertion names what did not happen
         return Decision(np.zeros(graph.num_nodes, dtype=np.int64))
 
 
