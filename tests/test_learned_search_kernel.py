@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import workbench as wb
 from workbench.learn.learned_search import PRETRAINED_SCORER, LearnedMoves, LearnedSearchPlacer, load_scorer
 from workbench.placers.local_search import LocalSearchPlacer
+from workbench.sim import resume
 
 from .conftest import random_dags
 
@@ -56,8 +57,16 @@ def test_the_compiled_loop_follows_the_python_loops_steered_trajectory(
     assert compiled.makespan == python.makespan <= wb.simulate(graph, start, devices).makespan
 
 
-@pytest.mark.parametrize(("name", "devices"), [("chain_mm_112nodes", 4), ("full_transformer_layer_261nodes", 16)])
-def test_the_compiled_loop_equals_the_python_loop_on_paper_graphs_from_the_fair_start(scorer, paper_graphs, name, devices):
+CASES = [("chain_mm_112nodes", 4, None), ("full_transformer_layer_261nodes", 16, None), ("ffnn_192nodes", 8, 0)]
+
+
+@pytest.mark.parametrize(("name", "devices", "resume_from"), CASES)
+def test_the_compiled_loop_equals_the_python_loop_on_paper_graphs_from_the_fair_start(
+    scorer, paper_graphs, name, devices, resume_from, monkeypatch
+):
+    """``resume_from`` 0: the compiled loop resumes its simulations from checkpoints, as it does on large graphs."""
+    if resume_from is not None:
+        monkeypatch.setattr(resume, "RESUME_FROM_EVENTS", resume_from)
     python, compiled = _both_loops(paper_graphs[name], devices, 3, checkpoint=scorer, budget=600, screen=0.2)
     assert _trajectory(compiled) == _trajectory(python)
     assert compiled.details["evaluations"] == 600

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -10,6 +12,7 @@ from numba import njit
 import workbench as wb
 from workbench.placers import PlacerError
 from workbench.placers.local_search_kernel import pcg64_state, random_bounded, random_double, set_pcg64_state
+from workbench.sim import resume
 
 from .conftest import random_dags
 
@@ -69,19 +72,29 @@ def _trajectory(placement: wb.Placement) -> tuple[list[int], int, list[list[floa
     budget=st.integers(1, 400),
     max_batch=st.integers(1, 16),
     ties=st.booleans(),
+    resumed=st.booleans(),
 )
-def test_compiled_loop_follows_the_python_loops_trajectory(graph, devices, seed, budget, max_batch, ties):
+def test_compiled_loop_follows_the_python_loops_trajectory(graph, devices, seed, budget, max_batch, ties, resumed):
+    """``resumed``: the compiled loop resumes its simulations from checkpoints even on these small graphs."""
     if ties:  # integer costs: equal makespans, so acceptance and the best's first-of-the-lowest rule are exercised
         graph = wb.DataflowGraph.from_edges(np.round(graph.compute), list(zip(graph.src, graph.dst, np.round(graph.comm), strict=True)))
     start = np.random.default_rng(seed).integers(0, devices, size=graph.num_nodes)
     options = {"budget": budget, "start": start, "seed": seed, "max_batch": max_batch}
-    python, compiled = _search(graph, devices, "python", **options), _search(graph, devices, "compiled", **options)
+    python = _search(graph, devices, "python", **options)
+    with mock.patch.object(resume, "RESUME_FROM_EVENTS", 0 if resumed else resume.RESUME_FROM_EVENTS):
+        compiled = _search(graph, devices, "compiled", **options)
     assert _trajectory(compiled) == _trajectory(python)
     assert compiled.makespan == python.makespan <= wb.simulate(graph, start, devices).makespan
 
 
-@pytest.mark.parametrize("name", ["chain_mm_112nodes", "full_transformer_layer_261nodes"])
-def test_compiled_loop_equals_the_python_loop_on_paper_graphs_from_the_fair_start(paper_graphs, name):
+@pytest.mark.parametrize(
+    "name, resume_from", [("chain_mm_112nodes", None), ("full_transformer_layer_261nodes", None), ("full_transformer_layer_261nodes", 0)]
+)
+def test_compiled_loop_equals_the_python_loop_on_paper_graphs_from_the_fair_start(paper_graphs, name, resume_from, monkeypatch):
+    """``resume_from`` 0: the compiled loop resumes its simulations from checkpoints (the paper graphs are below the size
+    where it does by default)."""
+    if resume_from is not None:
+        monkeypatch.setattr(resume, "RESUME_FROM_EVENTS", resume_from)
     options = {"budget": 1_500, "seed": 3, "initial_temperature": 0.1}  # hot: many accepted moves and critical refreshes
     python, compiled = _search(paper_graphs[name], 4, "python", **options), _search(paper_graphs[name], 4, "compiled", **options)
     assert _trajectory(compiled) == _trajectory(python)

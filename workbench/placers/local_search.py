@@ -252,6 +252,7 @@ class LocalSearchPlacer(Placer):
         """:meth:`_python_loop` in :func:`~workbench.placers.local_search_kernel.search_steps`, called for stretches of about
         :data:`CHUNK_SECONDS`, and, for steered moves, back in Python at each refresh to rank the moves; ``rng`` and
         ``moves.critical`` end as the Python loop leaves them."""
+        from ..sim.resume import checkpoint_set, checkpoints_for
         from . import local_search_kernel as kernel
 
         moves, evaluator, rng, anytime, bar, began = run
@@ -272,6 +273,8 @@ class LocalSearchPlacer(Placer):
         static = (evaluator.kernel_arrays, ptr, pred, np.ascontiguousarray(graph.comm[edge]), moves.nb_ptr, moves.nb, _CUMULATIVE_WEIGHTS)
         times = (np.empty(n), np.empty(n), np.empty(n))
         steer = _kernel_ranking(None, n, moves.num_devices)
+        recording = checkpoints_for(n, graph.num_edges)
+        checkpoints = tuple(checkpoint_set(n, graph.num_edges, moves.num_devices, recording) for _ in range(2))
         chunk = 16
         while counts[kernel.EVALUATIONS] < self.budget:
             elapsed = time.perf_counter() - began
@@ -296,6 +299,7 @@ class LocalSearchPlacer(Placer):
                 0.0 if self.time_limit is None else elapsed / self.time_limit,
                 times,
                 steer,
+                checkpoints,
             )
             points = int(counts[kernel.POINTS])
             evaluator.evaluations = int(counts[kernel.EVALUATIONS])

@@ -21,6 +21,13 @@ draws in between), so each row's cutoff is known, with a margin far above
 rounding. A stopped row counts as an evaluation, as the Python loop counts it,
 and the trajectory is unchanged.
 
+On a graph of :data:`~workbench.sim.resume.RESUME_FROM_EVENTS` events or more, a proposal is also simulated only from
+the current placement's last checkpoint before its first changed op (:mod:`workbench.sim.resume`): each simulation that
+may become the current placement records its checkpoints and op times into a scratch set, which the accepted one
+replaces the current set's with from its resume point on. A critical-chain refresh, one counted evaluation as in the
+Python loop, then reads the current placement's times from that set instead of simulating it again (the times are the
+same, bit for bit).
+
 A steered subclass's moves run here too when it hands the loop its ranking
 (:class:`~workbench.placers.local_search.RankedMoves`, learned_search's scorer):
 the kernel returns to Python at each critical-chain refresh, Python ranks the
@@ -36,7 +43,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ..sim.fast import simulate_one
+from ..sim import resume
+from ..sim.fast import simulate_from, simulate_recorded
 from .local_search import _critical_chain
 
 __all__ = ["pcg64_state", "set_pcg64_state", "pcg64_next", "random_double", "random_bounded", "search_steps"]
@@ -263,12 +271,16 @@ def _refresh(
     trace: tuple,
     critical: np.ndarray,
     counts: np.ndarray,
+    checkpoints: tuple,
 ) -> None:  # pragma: no cover - compiled
-    """``Moves.set_critical``: simulate the current placement (one counted evaluation, its times left in ``trace``) and
-    read its critical chain."""
+    """``Moves.set_critical``: one counted evaluation of the current placement, its times left in ``trace``, and its
+    critical chain. The times are those its checkpoints keep (they are exact); it is simulated only before any is
+    recorded."""
     ready, start, end = trace
     counts[EVALUATIONS] += 1
-    simulate_one(*sim, current, ready, start, end)
+    if checkpoints[resume.HEADER][resume.COUNT] < 0:
+        simulate_recorded(sim, current, checkpoints)
+    ready[:], start[:], end[:] = checkpoints[resume.READY], checkpoints[resume.START], checkpoints[resume.END]
     chain = _critical_chain(pred_ptr, pred, pred_comm, current, ready, start, end)
     critical[: chain.size] = chain
     counts[CRITICAL_SIZE] = chain.size
@@ -375,6 +387,35 @@ def _steer(
 
 
 @njit(cache=True)
+def _conclude(
+    proposals: np.ndarray,
+    makespans: np.ndarray,
+    size: int,
+    pick: int,
+    current: np.ndarray,
+    best: np.ndarray,
+    values: np.ndarray,
+    counts: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """After a batch of ``size`` proposals: the best so far, and the accepted row ``pick`` (-1: none) as the current
+    placement, with the acceptance rate's update."""
+    lowest = 0
+    for row in range(size):  # np.argmin: the first of the lowest
+        if makespans[row] < makespans[lowest]:
+            lowest = row
+    if makespans[lowest] < values[BEST_MAKESPAN]:
+        best[:] = proposals[lowest]
+        values[BEST_MAKESPAN] = makespans[lowest]
+    if pick >= 0:
+        current[:] = proposals[pick]
+        values[CURRENT_MAKESPAN] = makespans[pick]
+        counts[STALE] = 1
+        values[ACCEPTANCE] = 0.9 * values[ACCEPTANCE] + 0.1 / (pick + 1)
+    else:
+        values[ACCEPTANCE] = 0.9 * values[ACCEPTANCE] + 0.05 / size
+
+
+@njit(cache=True)
 def search_steps(
     sim: tuple,  # simulate_one's graph and cluster arrays, in its order
     pred_ptr: np.ndarray,
@@ -397,6 +438,7 @@ def search_steps(
     time_done: float,
     trace: tuple,  # ready, start, end: scratch, holding the current placement's trace after a refresh
     steer: tuple,  # a steered subclass's ranking (see _steer); unread while counts[STEERING] is 0
+    checkpoints: tuple,  # the current placement's checkpoints and a scratch set (workbench.sim.resume.checkpoint_set)
 ) -> None:  # pragma: no cover - compiled
     """Run the search loop until ``stop_at`` evaluations (or the budget) are spent.
 
@@ -420,7 +462,8 @@ def search_steps(
     steered = np.empty(max_batch, dtype=np.bool_)
     one = np.empty((1, n), dtype=np.int64)
     draws = np.empty(max_batch)
-    ready, start, end = trace
+    recorded, scratch = checkpoints
+    none, work = resume.checkpoint_set(0, 0, num_devices, 0), np.empty(num_devices)
     while counts[EVALUATIONS] < budget and counts[EVALUATIONS] < stop_at:
         if counts[REFRESHED] != 0:  # resumed after Python ranked the refreshed placement's moves
             counts[REFRESHED] = 0
@@ -431,7 +474,7 @@ def search_steps(
                 done = time_done
             temperature = scale * initial * (final / initial) ** done
             if counts[STALE] != 0 and counts[SINCE_REFRESH] >= refresh_every and counts[EVALUATIONS] < budget - 1:
-                _refresh(sim, pred_ptr, pred, pred_comm, current, trace, critical, counts)
+                _refresh(sim, pred_ptr, pred, pred_comm, current, trace, critical, counts, recorded)
                 if counts[RETURN_AT_REFRESH] != 0:
                     counts[REFRESHED] = 1
                     values[TEMPERATURE] = temperature
@@ -444,14 +487,19 @@ def search_steps(
             _steer(words, steer, counts, current, proposals, size, steered, redraw)
         for row in range(size):  # every row draws, as rng.random(size) does; nothing draws while the rows are simulated
             draws[row] = random_double(words)
-        pick = -1
+        pick = picked_from = -1
         running = values[BEST_MAKESPAN]
-        for row in range(size):
+        for row in range(size):  # each from the current placement's last checkpoint before its first change
             cutoff = _cutoff(values, running, draws[row], temperature, pick)
-            makespans[row] = simulate_one(*sim, proposals[row], ready, start, end, cutoff)
+            at = resume.resume_point(recorded, pred_ptr, pred, current, proposals[row], sim[0], sim[7], work)
+            if pick < 0:  # it may become the current placement: its checkpoints are recorded
+                times = (scratch[resume.READY], scratch[resume.START], scratch[resume.END])
+                makespans[row] = simulate_from(sim, proposals[row], times, cutoff, work, (recorded, at), scratch)
+            else:
+                makespans[row] = simulate_from(sim, proposals[row], trace, cutoff, work, (recorded, at), none)
             increase = makespans[row] - values[CURRENT_MAKESPAN]
             if pick < 0 and (increase <= 0 or draws[row] < math.exp(-max(increase, 0.0) / temperature)):
-                pick = row
+                pick, picked_from = row, at
             if makespans[row] < running:
                 running = makespans[row]
                 point_evaluations[counts[POINTS]] = counts[EVALUATIONS] + row + 1
@@ -459,17 +507,6 @@ def search_steps(
                 counts[POINTS] += 1
         counts[EVALUATIONS] += size
         counts[SINCE_REFRESH] += size
-        lowest = 0
-        for row in range(size):  # np.argmin: the first of the lowest
-            if makespans[row] < makespans[lowest]:
-                lowest = row
-        if makespans[lowest] < values[BEST_MAKESPAN]:
-            best[:] = proposals[lowest]
-            values[BEST_MAKESPAN] = makespans[lowest]
+        _conclude(proposals, makespans, size, pick, current, best, values, counts)
         if pick >= 0:
-            current[:] = proposals[pick]
-            values[CURRENT_MAKESPAN] = makespans[pick]
-            counts[STALE] = 1
-            values[ACCEPTANCE] = 0.9 * values[ACCEPTANCE] + 0.1 / (pick + 1)
-        else:
-            values[ACCEPTANCE] = 0.9 * values[ACCEPTANCE] + 0.05 / size
+            resume.commit(recorded, scratch, picked_from)

@@ -175,7 +175,7 @@ class Evaluator:
         given = np.asarray(assignments)
         single = given.ndim == 1
         batch = self._checked(given)
-        out = simulate_batch(*self._compiled, self._keys, *self._cluster, batch)
+        out = simulate_batch((*self._compiled, self._keys, *self._cluster), batch)
         self.evaluations += batch.shape[0]
         return float(out[0]) if single else out
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import resume
+
 ALL_INPUTS, GRANT, COMPUTE_END, RELEASE, FINISH, TRANSFER_END, TRANSFER_DONE = range(7)
 _SHIFT = 8
 
@@ -91,7 +93,7 @@ def _scratch(n: int, m: int, num_dev: int) -> tuple:
 
 
 @njit(cache=True)
-def _device_work(compute: np.ndarray, speed: np.ndarray, assignment: np.ndarray) -> np.ndarray:
+def device_work(compute: np.ndarray, speed: np.ndarray, assignment: np.ndarray) -> np.ndarray:
     """Each device's total work under ``assignment``."""
     work = np.zeros(speed.size)
     for v in range(compute.size):
@@ -111,33 +113,44 @@ def _enqueue_sources(remaining: np.ndarray, fifo: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def simulate_one(
-    compute: np.ndarray,
-    out_ptr: np.ndarray,
-    out_edge: np.ndarray,
-    edge_dst: np.ndarray,
-    edge_comm: np.ndarray,
-    in_degree: np.ndarray,
-    priority: np.ndarray,
-    speed: np.ndarray,
-    bandwidth: np.ndarray,
-    latency: np.ndarray,
-    assignment: np.ndarray,
-    ready: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    cutoff: float = np.inf,
-) -> float:
-    """Simulate one assignment, filling ``ready``/``start``/``end``; returns the makespan, or ``inf`` once it is sure to reach
-    ``cutoff``: when an op starts on its device at ``now``, ``now`` plus that device's work not yet started (its own too) does."""
-    n, num_dev = compute.size, speed.size
-    fifo, h_time, h_key, q_prio, q_key, q_size, busy = _scratch(n, edge_dst.size, num_dev)
-    head = h_size = seq = requests = 0
-    remaining, now, makespan = in_degree.copy(), 0.0, 0.0
-    work = _device_work(compute, speed, assignment) if cutoff < np.inf else np.zeros(num_dev)  # inf: never read
+def _begin(in_degree: np.ndarray, scratch: tuple, work: np.ndarray, resume_from: tuple, checkpoints: tuple) -> tuple:
+    """The engine's state at the start (``resume_from``'s index -1: the sources on the FIFO) or at a checkpoint: each op's
+    inputs still to come, the FIFO's tail, the heap's size, the makespan so far, the counters (sequence, requests, log
+    size) and each device's work under the assignment (begun or not). Readies ``checkpoints`` to record after it."""
+    fifo, h_time, h_key, q_prio, q_key, q_size, busy = scratch
+    reference, index = resume_from
+    remaining = in_degree.copy()
+    total = work.copy()
+    if index < 0:
+        tail, h_size, makespan, counters = _enqueue_sources(remaining, fifo), 0, 0.0, (0, 0, 0)
+    else:
+        queues = (q_prio, q_key, q_size, in_degree.size)
+        tail, (h_size, makespan, counters) = 0, resume.restore(reference, index, remaining, busy, (h_time, h_key), queues)
+        total += reference[resume.FLOATS][index, resume.GRANTED :]
+    if checkpoints[resume.HEADER][resume.STEP] > 0:
+        if index >= 0:
+            resume.share(reference, checkpoints, index)
+        checkpoints[resume.TOTAL][:] = total
+        checkpoints[resume.HEADER][resume.COUNT] = index + 1
+    return remaining, tail, h_size, makespan, counters, total
+
+
+@njit(cache=True)
+def simulate_from(graph: tuple, assignment: np.ndarray, times: tuple, cutoff: float, work: np.ndarray, at: tuple, record: tuple) -> float:
+    """Simulate ``assignment`` on ``graph`` (:func:`simulate_one`'s first ten arrays), filling ``times`` (ready, start,
+    end) for the ops it runs, from the start or from checkpoint ``index`` of ``at = (reference, index)`` (see
+    :func:`~workbench.sim.resume.resume_point`; -1: the start), recording checkpoints into the set ``record`` unless it
+    never records. Returns the makespan, or ``inf`` once it is sure to reach ``cutoff``: when an op starts on its device
+    at ``now``, ``now`` plus that device's work not yet started (``work`` on entry, its own op too) does."""
+    compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority, speed, bandwidth, latency = graph
+    (ready, start, end), n = times, compute.size
+    scratch = _scratch(n, edge_dst.size, speed.size)
+    fifo, h_time, h_key, q_prio, q_key, q_size, busy = scratch
     if work.max() >= cutoff:
         return np.inf
-    tail = _enqueue_sources(remaining, fifo)
+    remaining, tail, h_size, makespan, (seq, requests, logged), total = _begin(in_degree, scratch, work, at, record)
+    step, log, queues = record[resume.HEADER][resume.STEP], record[resume.LOG], (q_prio, q_key, q_size, n)
+    head, marked, now = 0, 0, 0.0
     while True:
         while head < tail:
             code = fifo[head]
@@ -200,11 +213,17 @@ def simulate_one(
             else:  # TRANSFER_DONE
                 v = edge_dst[item]
                 remaining[v] -= 1
+                if step > 0:
+                    log[logged] = v
+                    logged += 1
                 if remaining[v] == 0:
                     fifo[tail] = v * _SHIFT + ALL_INPUTS
                     tail += 1
         if h_size == 0:
             break
+        if step > 0 and head - marked >= step:
+            marked = head
+            resume.record(record, h_time[0], makespan, (seq, requests, logged), total - work, busy, (h_time, h_key, h_size), queues)
         now = h_time[0]
         while h_size > 0 and h_time[0] == now:
             fifo[tail] = h_key[0] & _LOW32
@@ -214,7 +233,7 @@ def simulate_one(
 
 
 @njit(cache=True)
-def simulate_batch(
+def simulate_one(
     compute: np.ndarray,
     out_ptr: np.ndarray,
     out_edge: np.ndarray,
@@ -225,29 +244,34 @@ def simulate_batch(
     speed: np.ndarray,
     bandwidth: np.ndarray,
     latency: np.ndarray,
-    assignments: np.ndarray,
-) -> np.ndarray:
-    """Makespans of many assignments (rows of ``assignments``) of one graph."""
-    n = compute.size
-    ready = np.empty(n)
-    start = np.empty(n)
-    end = np.empty(n)
+    assignment: np.ndarray,
+    ready: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    cutoff: float = np.inf,
+) -> float:
+    """:func:`simulate_from` from the start, recording nothing."""
+    work = device_work(compute, speed, assignment) if cutoff < np.inf else np.zeros(speed.size)  # inf: never read
+    none = resume.checkpoint_set(0, 0, speed.size, 0)
+    graph = (compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority, speed, bandwidth, latency)
+    return simulate_from(graph, assignment, (ready, start, end), cutoff, work, (none, -1), none)
+
+
+@njit(cache=True)
+def simulate_recorded(graph: tuple, assignment: np.ndarray, checkpoints: tuple) -> float:
+    """:func:`simulate_from` from the start, recording into ``checkpoints`` (with the op times); returns the makespan."""
+    work = device_work(graph[0], graph[7], assignment)
+    times = (checkpoints[resume.READY], checkpoints[resume.START], checkpoints[resume.END])
+    return simulate_from(graph, assignment, times, np.inf, work, (checkpoints, -1), checkpoints)
+
+
+@njit(cache=True)
+def simulate_batch(graph: tuple, assignments: np.ndarray) -> np.ndarray:
+    """Makespans of many assignments (rows of ``assignments``) of ``graph`` (:func:`simulate_one`'s first ten arrays)."""
+    n, num_dev = graph[0].size, graph[7].size
+    times = (np.empty(n), np.empty(n), np.empty(n))
     out = np.empty(assignments.shape[0])
+    none = resume.checkpoint_set(0, 0, num_dev, 0)
     for r in range(assignments.shape[0]):
-        out[r] = simulate_one(
-            compute,
-            out_ptr,
-            out_edge,
-            edge_dst,
-            edge_comm,
-            in_degree,
-            priority,
-            speed,
-            bandwidth,
-            latency,
-            assignments[r],
-            ready,
-            start,
-            end,
-        )
+        out[r] = simulate_from(graph, assignments[r], times, np.inf, np.zeros(num_dev), (none, -1), none)
     return out
