@@ -463,6 +463,7 @@ def search_steps(
     one = np.empty((1, n), dtype=np.int64)
     draws = np.empty(max_batch)
     recorded, scratch = checkpoints
+    recording = recorded[resume.HEADER][resume.STEP] > 0
     none, work = resume.checkpoint_set(0, 0, num_devices, 0), np.empty(num_devices)
     while counts[EVALUATIONS] < budget and counts[EVALUATIONS] < stop_at:
         if counts[REFRESHED] != 0:  # resumed after Python ranked the refreshed placement's moves
@@ -492,11 +493,11 @@ def search_steps(
         for row in range(size):  # each from the current placement's last checkpoint before its first change
             cutoff = _cutoff(values, running, draws[row], temperature, pick)
             at = resume.resume_point(recorded, pred_ptr, pred, current, proposals[row], sim[0], sim[7], work)
-            if pick < 0:  # it may become the current placement: its checkpoints are recorded
+            if pick < 0 and recording:  # it may become the current placement: its checkpoints are recorded
                 times = (scratch[resume.READY], scratch[resume.START], scratch[resume.END])
                 makespans[row] = simulate_from(sim, proposals[row], times, cutoff, work, (recorded, at), scratch)
             else:
-                makespans[row] = simulate_from(sim, proposals[row], trace, cutoff, work, (recorded, at), none)
+                makespans[row] = simulate_from(sim, proposals[row], trace, cutoff, work, (recorded if recording else none, at), none)
             increase = makespans[row] - values[CURRENT_MAKESPAN]
             if pick < 0 and (increase <= 0 or draws[row] < math.exp(-max(increase, 0.0) / temperature)):
                 pick, picked_from = row, at

@@ -120,18 +120,18 @@ def _begin(in_degree: np.ndarray, scratch: tuple, work: np.ndarray, resume_from:
     fifo, h_time, h_key, q_prio, q_key, q_size, busy = scratch
     reference, index = resume_from
     remaining = in_degree.copy()
-    total = work.copy()
     if index < 0:
         tail, h_size, makespan, counters = _enqueue_sources(remaining, fifo), 0, 0.0, (0, 0, 0)
     else:
         queues = (q_prio, q_key, q_size, in_degree.size)
         tail, (h_size, makespan, counters) = 0, resume.restore(reference, index, remaining, busy, (h_time, h_key), queues)
-        total += reference[resume.FLOATS][index, resume.GRANTED :]
-    if checkpoints[resume.HEADER][resume.STEP] > 0:
-        if index >= 0:
-            resume.share(reference, checkpoints, index)
-        checkpoints[resume.TOTAL][:] = total
-        checkpoints[resume.HEADER][resume.COUNT] = index + 1
+    if checkpoints[resume.HEADER][resume.STEP] == 0:
+        return remaining, tail, h_size, makespan, counters, work  # the total is read only to record
+    total = work + reference[resume.FLOATS][index, resume.GRANTED :] if index >= 0 else work.copy()
+    if index >= 0:
+        resume.share(reference, checkpoints, index)
+    checkpoints[resume.TOTAL][:] = total
+    checkpoints[resume.HEADER][resume.COUNT] = index + 1
     return remaining, tail, h_size, makespan, counters, total
 
 
