@@ -136,9 +136,9 @@ def _begin(in_degree: np.ndarray, scratch: tuple, work: np.ndarray, resume_from:
 
 
 @njit(cache=True)
-def simulate_from(graph: tuple, assignment: np.ndarray, times: tuple, cutoff: float, work: np.ndarray, at: tuple, record: tuple) -> float:
+def simulate_from(graph: tuple, assignment: np.ndarray, times: tuple, cutoff: float, work: np.ndarray, base: tuple, record: tuple) -> float:
     """Simulate ``assignment`` on ``graph`` (:func:`simulate_one`'s first ten arrays), filling ``times`` (ready, start,
-    end) for the ops it runs, from the start or from checkpoint ``index`` of ``at = (reference, index)`` (see
+    end) for the ops it runs, from the start or from checkpoint ``index`` of ``base = (reference, index)`` (see
     :func:`~workbench.sim.resume.resume_point`; -1: the start), recording checkpoints into the set ``record`` unless it
     never records. Returns the makespan, or ``inf`` once it is sure to reach ``cutoff``: when an op starts on its device
     at ``now``, ``now`` plus that device's work not yet started (``work`` on entry, its own op too) does."""
@@ -148,7 +148,7 @@ def simulate_from(graph: tuple, assignment: np.ndarray, times: tuple, cutoff: fl
     fifo, h_time, h_key, q_prio, q_key, q_size, busy = scratch
     if work.max() >= cutoff:
         return np.inf
-    remaining, tail, h_size, makespan, (seq, requests, logged), total = _begin(in_degree, scratch, work, at, record)
+    remaining, tail, h_size, makespan, (seq, requests, logged), total = _begin(in_degree, scratch, work, base, record)
     step, log, queues = record[resume.HEADER][resume.STEP], record[resume.LOG], (q_prio, q_key, q_size, n)
     head, marked, now = 0, 0, 0.0
     while True:
