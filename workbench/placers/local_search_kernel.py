@@ -497,7 +497,7 @@ def search_steps(
                 times = (scratch[resume.READY], scratch[resume.START], scratch[resume.END])
                 makespans[row] = simulate_from(sim, proposals[row], times, cutoff, work, (recorded, at), scratch)
             else:
-                makespans[row] = simulate_from(sim, proposals[row], trace, cutoff, work, (recorded if recording else none, at), none)
+                makespans[row] = simulate_from(sim, proposals[row], trace, cutoff, work, (recorded, at), none)
             increase = makespans[row] - values[CURRENT_MAKESPAN]
             if pick < 0 and (increase <= 0 or draws[row] < math.exp(-max(increase, 0.0) / temperature)):
                 pick, picked_from = row, at

@@ -93,15 +93,6 @@ def _scratch(n: int, m: int, num_dev: int) -> tuple:
 
 
 @njit(cache=True)
-def device_work(compute: np.ndarray, speed: np.ndarray, assignment: np.ndarray) -> np.ndarray:
-    """Each device's total work under ``assignment``."""
-    work = np.zeros(speed.size)
-    for v in range(compute.size):
-        work[assignment[v]] += compute[v] / speed[assignment[v]]
-    return work
-
-
-@njit(cache=True)
 def _enqueue_sources(remaining: np.ndarray, fifo: np.ndarray) -> int:
     """Put each op without inputs on the FIFO as ``ALL_INPUTS``, by id; returns the FIFO's tail."""
     tail = 0
@@ -251,7 +242,7 @@ def simulate_one(
     cutoff: float = np.inf,
 ) -> float:
     """:func:`simulate_from` from the start, recording nothing."""
-    work = device_work(compute, speed, assignment) if cutoff < np.inf else np.zeros(speed.size)  # inf: never read
+    work = resume.device_work(compute, speed, assignment) if cutoff < np.inf else np.zeros(speed.size)  # inf: never read
     none = resume.checkpoint_set(0, 0, speed.size, 0)
     graph = (compute, out_ptr, out_edge, edge_dst, edge_comm, in_degree, priority, speed, bandwidth, latency)
     return simulate_from(graph, assignment, (ready, start, end), cutoff, work, (none, -1), none)
@@ -260,7 +251,7 @@ def simulate_one(
 @njit(cache=True)
 def simulate_recorded(graph: tuple, assignment: np.ndarray, checkpoints: tuple) -> float:
     """:func:`simulate_from` from the start, recording into ``checkpoints`` (with the op times); returns the makespan."""
-    work = device_work(graph[0], graph[7], assignment)
+    work = resume.device_work(graph[0], graph[7], assignment)
     times = (checkpoints[resume.READY], checkpoints[resume.START], checkpoints[resume.END])
     return simulate_from(graph, assignment, times, np.inf, work, (checkpoints, -1), checkpoints)
 

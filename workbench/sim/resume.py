@@ -38,6 +38,15 @@ def checkpoints_for(num_nodes: int, num_edges: int) -> int:
 
 
 @njit(cache=True)
+def device_work(compute: np.ndarray, speed: np.ndarray, assignment: np.ndarray) -> np.ndarray:
+    """Each device's total work under ``assignment``."""
+    work = np.zeros(speed.size)
+    for v in range(compute.size):
+        work[assignment[v]] += compute[v] / speed[assignment[v]]
+    return work
+
+
+@njit(cache=True)
 def checkpoint_set(num_nodes: int, num_edges: int, num_devices: int, checkpoints: int = CHECKPOINTS) -> tuple:
     """An empty set for simulations of a graph of this size on this many devices, recording about ``checkpoints`` of them
     per simulation (0: a set that never records; with no ops, a placeholder)."""
@@ -163,9 +172,7 @@ def resume_point(
     the start; fills ``work`` with each device's work under ``proposal`` not yet started there."""
     n = current.size
     if checkpoints[HEADER][COUNT] < 0:
-        work[:] = 0.0
-        for v in range(n):
-            work[proposal[v]] += compute[v] / speed[proposal[v]]
+        work[:] = device_work(compute, speed, proposal)
         return -1
     end = checkpoints[END]
     work[:] = checkpoints[TOTAL]
