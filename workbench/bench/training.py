@@ -27,7 +27,12 @@ seeds of three, and no graph worse than the tuned Doppler's means.
 imitates the affinity teacher in Stage I (``affinity_features``,
 ``il_teacher="affinity"``), reported as the best of greedy + 15 samples and
 checked against the same target.
-``run(variants=("doppler-plateau",))`` trains only the variants named.
+``doppler-one-rollout`` (issue 32) is the tuned ``doppler`` with one rollout
+per update, the paper's: its table checks that scoring 8 rollouts per update
+(one encoder pass, about a quarter of the CPU per episode) keeps Stage II's
+quality within the one-rollout runs' seed spread, on the two graphs whose
+episodes ``workbench bench episode`` times against the paper's code.
+``run(variants=("doppler-plateau",), graphs=("ffnn_192nodes",))`` trains only the variants and graphs named.
 """
 
 from __future__ import annotations
@@ -121,6 +126,11 @@ class Variant:
     """Stage II episodes on every graph; None: the paper's budget per graph (``SIM_EPISODES``)."""
 
 
+LEVER_GRAPHS = ("chain_mm_112nodes", "full_transformer_layer_261nodes")
+"""The graphs of the rollouts-per-update check: those ``workbench bench episode`` compares with the paper's code."""
+LEVER = ("doppler", "doppler-one-rollout")
+"""The speed lever's pair: the tuned setting (8 rollouts per update) and the same with one, whose seed spread it must stay in."""
+
 PLATEAU_GRAPHS = ("ffnn_192nodes", *(g for g in SIM_EPISODES if g != "ffnn_192nodes"))
 """Issue 20's variants train FFNN first: the plateau they are meant to leave."""
 
@@ -131,6 +141,7 @@ VARIANTS = (
     Variant("doppler-paper", "doppler", seeds=(0,), preset="paper"),
     Variant("doppler-plateau", "doppler", PLATEAU, graphs=PLATEAU_GRAPHS, sim_episodes=PLATEAU_SIM_EPISODES),
     Variant("doppler-affinity", "doppler", AFFINITY, graphs=PLATEAU_GRAPHS, sim_episodes=PLATEAU_SIM_EPISODES),
+    Variant(LEVER[1], "doppler", {**TUNED, "rollouts_per_update": 1}, graphs=LEVER_GRAPHS),
 )
 
 
@@ -193,8 +204,11 @@ def baselines(graph_name: str, evaluations: int, seeds: tuple[int, ...]) -> dict
     return out
 
 
-def run(quick: bool = False, workers: int | None = None, root: Path | None = None, variants: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Train every variant, or those named in ``variants`` (resuming what ``root`` holds), and tabulate.
+def run(
+    quick: bool = False, workers: int | None = None, root: Path | None = None, variants: tuple[str, ...] = (), graphs: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Train every variant, or those named in ``variants``, on its graphs, or those of them in ``graphs`` (resuming what ``root``
+    holds), and tabulate.
 
     ``quick``: a few episodes on ChainMM.
     """
@@ -209,8 +223,11 @@ def run(quick: bool = False, workers: int | None = None, root: Path | None = Non
         if unknown:
             raise ValueError(f"unknown variant(s) {', '.join(unknown)}; variants: {', '.join(v.name for v in VARIANTS)}")
         chosen = tuple(v for v in VARIANTS if not variants or v.name in variants)
+        unknown = sorted(set(graphs) - set(SIM_EPISODES))
+        if unknown:
+            raise ValueError(f"unknown graph(s) {', '.join(unknown)}; graphs: {', '.join(SIM_EPISODES)}")
         variants, imitation, sims, root = chosen, IMITATION_EPISODES, SIM_EPISODES, Path(root or ROOT)
-    jobs = [(v, g, s) for v in variants for s in v.seeds for g in v.graphs]
+    jobs = [(v, g, s) for v in variants for s in v.seeds for g in v.graphs if not graphs or g in graphs]
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     runs = _train_all(jobs, workers, imitation, sims, root)
     graphs = [g for g in sims if any(r["graph"] == g for r in runs)]
@@ -225,7 +242,8 @@ def run(quick: bool = False, workers: int | None = None, root: Path | None = Non
         "runs": runs,
         "baselines": reference,
         "markdown": _markdown(runs, reference, variants, imitation, sims)
-        + "".join("\n\n" + _plateau_markdown(runs, reference, v) for v in variants if v.settings.get("selection_samples", 1) > 1),
+        + "".join("\n\n" + _plateau_markdown(runs, reference, v) for v in variants if v.settings.get("selection_samples", 1) > 1)
+        + ("\n\n" + _lever_markdown(runs) if {v.name for v in variants} >= set(LEVER) else ""),
     }
 
 
@@ -362,6 +380,42 @@ def _plateau_markdown(runs, reference, variant: Variant) -> str:
             f"{TODAY[graph]}",
             _minutes([r["seconds"] for r in mine]),
             "met" if all(checks) else "missed",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _lever_markdown(runs: list[dict[str, Any]]) -> str:
+    """The rollouts-per-update check: the tuned runs' greedy makespans (selected weights) against the one-rollout runs' spread."""
+    tuned, single = LEVER
+    batch = TUNED["rollouts_per_update"]
+    header = [
+        "graph",
+        "episodes (il+sim)",
+        f"{tuned} ({batch} rollouts per update) per seed",
+        f"{tuned} mean ± std",
+        f"{single} per seed",
+        f"{single} mean ± std",
+        f"training wall time per run ({batch} / 1)",
+        f"quality kept ({batch}'s mean ≤ 1's mean + 1's std)",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for graph in LEVER_GRAPHS:
+        mine = {name: [r for r in runs if r["variant"] == name and r["graph"] == graph] for name in LEVER}
+        if not all(mine.values()):
+            continue
+        greedy = {name: [r["greedy"] for r in rows] for name, rows in mine.items()}
+        first = mine[tuned][0]
+        kept = np.mean(greedy[tuned]) <= np.mean(greedy[single]) + np.std(greedy[single])
+        cells = [
+            graph,
+            f"{first['imitation_episodes']}+{first['episodes'] - first['imitation_episodes']}",
+            " / ".join(f"{value:.1f}" for value in greedy[tuned]),
+            _stats(greedy[tuned]),
+            " / ".join(f"{value:.1f}" for value in greedy[single]),
+            _stats(greedy[single]),
+            " / ".join(_minutes([r["seconds"] for r in mine[name]]) for name in LEVER),
+            "yes" if kept else "no",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -17,6 +17,12 @@ def register(sub) -> None:
         "--engine", choices=ENGINES, help="learned only: run its cells serially (default), on a local process pool, or on Ray (resumable)"
     )
     parser.add_argument("--paper-code", metavar="DIR", help="episode only: a checkout of github.com/xinyuyao/Doppler to time side by side")
+    parser.add_argument(
+        "--variant", action="append", default=[], metavar="NAME", help="training only: train this variant (repeat for more; default: all)"
+    )
+    parser.add_argument(
+        "--graph", action="append", default=[], metavar="NAME", help="training only: this paper graph alone (repeatable; default: all)"
+    )
     parser.add_argument("--address", help="learned only: a running Ray cluster to join (implies --engine ray), e.g. HOST:6379")
     parser.add_argument(
         "--workers", "--num-cpus", type=positive_int, help="learned only: processes (local) or CPUs of a private Ray instance"
@@ -34,7 +40,11 @@ def run(args) -> int:
         raise CliError(f"--address joins a Ray cluster: it needs --engine ray, not {engine!r}")
     if args.paper_code and args.name != "episode":
         raise CliError(f"--paper-code is for bench episode, not {args.name}")
+    if args.name != "training" and (args.variant or args.graph):
+        raise CliError(f"--variant and --graph are for bench training, not {args.name}")
     options: dict = {"engine": engine or "serial", "workers": args.workers, "address": args.address} if args.name == "learned" else {}
+    if args.variant or args.graph:
+        options.update(variants=tuple(args.variant), graphs=tuple(args.graph))
     if args.paper_code:
         options["paper_code"] = args.paper_code
     result = get_benchmark(args.name)(quick=args.quick, **options)
