@@ -2,17 +2,23 @@
 
 A training episode here is what one step of Stage II does: a sampled
 rollout, the simulator's makespan, the REINFORCE loss with a running
-baseline, backward and an Adam step. The last column runs ``BATCH``
-rollouts per update through ``policy.rollouts`` (one encoder pass for all). Times are per episode on one CPU thread
-(``torch.set_num_threads(1)``), median over repeats, as wall time and as the
-process's CPU time (less sensitive to other load on the machine).
+baseline, backward and an Adam step. The next column runs ``BATCH``
+rollouts per update through ``policy.rollouts`` (one encoder pass for all),
+the setting ``workbench bench training`` trains its ``doppler`` runs with
+(its ``doppler-one-rollout`` variant checks that the quality holds). Times
+are per episode on one CPU thread (``torch.set_num_threads(1)``), median over
+repeats, as wall time and as the process's CPU time (less sensitive to other
+load on the machine). For DOPPLER on the graphs compared with the paper's
+code, the whole training loop is timed too (:func:`loop_episode_cpu`): CPU
+seconds per episode inside :func:`workbench.training.train` at those
+settings, its logging, checkpoints and greedy checks included.
 
 With ``paper_code`` (``workbench bench episode --paper-code DIR``, a checkout of
 github.com/xinyuyao/Doppler the user fetched), the paper's own Stage II
 episode is timed on ChainMM and the full transformer layer in the same run
 (:mod:`workbench.bench.paper_episode`, a process of its own, anomaly detection
 off), once before and once after this workbench's methods on that graph, and
-the speed-up column is the ratio of CPU seconds per episode. Without it the
+the speed-up columns are ratios of CPU seconds per episode. Without it the
 paper's columns stay empty: no figure is carried over from another run.
 """
 
@@ -30,7 +36,12 @@ from typing import Any
 
 import numpy as np
 
-BATCH = 4  # rollouts per update in the batched training column (they share one encoder pass)
+from .training import TUNED
+
+BATCH = TUNED["rollouts_per_update"]
+"""Rollouts per update in the batched training column (they share one encoder pass): ``bench training``'s tuned setting."""
+LOOP_EPISODES = 100
+"""Stage II episodes of the shorter of the two ``train()`` runs whose difference :func:`loop_episode_cpu` times (the longer: 3×)."""
 
 PAPER_GRAPHS_TIMED = ("chain_mm_112nodes", "full_transformer_layer_261nodes")
 """The graphs whose episodes are compared with the paper's code (the issue's two: the smallest and the largest)."""
@@ -50,6 +61,13 @@ def _median_times(fn, repeats: int) -> tuple[float, float]:
 
 def _blank(value: float | None, pattern: str) -> str:
     return "" if value is None else pattern.format(value)
+
+
+def _ratio(paper: float | None, ours: float | None) -> float | None:
+    return None if paper is None or ours is None else paper / ours
+
+
+SPEEDUP_KEYS = ("training_cpu_s", f"training_cpu_s_per_episode_{BATCH}_per_update", "training_loop_cpu_s")
 
 
 def edge_conv_speed(graph, repeats: int, width: int = 128, edge_hidden: int = 8) -> dict[str, float]:
@@ -125,6 +143,34 @@ def paper_episode_seconds(code: str | Path, graph: str, episodes: int, devices: 
     return [float(x) for x in result["cpu_s"][1:]]
 
 
+def loop_episode_cpu(graph_name: str, devices: int, episodes: int = LOOP_EPISODES) -> float:
+    """CPU seconds per Stage II episode of DOPPLER inside :func:`workbench.training.train` at ``bench training``'s tuned settings.
+
+    Runs from scratch of ``episodes`` (once to warm up: imports, first
+    calls), ``episodes`` again and ``3 × episodes``: the difference of the
+    last two's CPU times over ``2 × episodes``, so what a run does once
+    (building the policy and optimizer, the first greedy check) is not
+    counted, and its logging, checkpoints and greedy checks every 200
+    episodes are.
+    """
+    import tempfile
+
+    from ..training import train
+    from ..training.config import config_from_values
+
+    seconds = []
+    with tempfile.TemporaryDirectory(prefix="bench-episode-") as root:
+        for index, count in enumerate((episodes, episodes, 3 * episodes)):
+            values = {"graphs": (graph_name,), "method": "doppler", "seed": 0, "device": "cpu", "devices": devices, **TUNED}
+            config = config_from_values({**values, "stages": ("sim",), "episodes": (count,)})
+            began = time.process_time()
+            result = train(config, Path(root) / f"run{index}", progress=False)
+            seconds.append(time.process_time() - began)
+            if result.status != "finished":
+                raise RuntimeError(f"the timed training run on {graph_name} ended {result.status}")
+    return (seconds[2] - seconds[1]) / (2 * episodes)
+
+
 def run(quick: bool = False, devices: int = 4, paper_code: str | Path | None = None) -> dict[str, Any]:
     import torch
 
@@ -147,9 +193,15 @@ def run(quick: bool = False, devices: int = 4, paper_code: str | Path | None = N
             for method in methods if name in PAPER_GRAPHS_TIMED else methods[:1]:
                 torch.manual_seed(0)
                 measured.append((method, _episode_times(make_policy(method), graph, devices, evaluate, scale, repeats)))
+            loop = loop_episode_cpu(name, devices, LOOP_EPISODES // 10 if quick else LOOP_EPISODES) if name in PAPER_GRAPHS_TIMED else None
             after = [] if code is None else paper_episode_seconds(code, name, repeats, devices)
             paper = float(np.median(before + after)) if code is not None else None
             for method, t in measured:
+                own = {
+                    "training_cpu_s": t["train_cpu"],
+                    f"training_cpu_s_per_episode_{BATCH}_per_update": t["batch_cpu"] / BATCH,
+                    "training_loop_cpu_s": loop if method == "doppler" else None,
+                }
                 rows.append(
                     {
                         "graph": name,
@@ -158,25 +210,27 @@ def run(quick: bool = False, devices: int = 4, paper_code: str | Path | None = N
                         "inference_s": t["infer_wall"],
                         "inference_cpu_s": t["infer_cpu"],
                         "training_s": t["train_wall"],
-                        "training_cpu_s": t["train_cpu"],
-                        f"training_cpu_s_per_episode_{BATCH}_per_update": t["batch_cpu"] / BATCH,
+                        **own,
                         "paper_training_s": paper,
-                        "speedup_vs_paper_cpu": None if paper is None else paper / t["train_cpu"],
+                        **{f"speedup_vs_paper_{key}": _ratio(paper, value) for key, value in own.items()},
                     }
                 )
         conv = edge_conv_speed(bundled_graph(PAPER_GRAPHS[-1]), repeats)
     finally:
         torch.set_num_threads(threads)
     header = (
-        "| graph | ops | method | inference s (wall / CPU) | training episode s (wall / CPU) | "
+        "| graph | ops | method | inference s (wall / CPU) | training episode s, 1 rollout per update (wall / CPU) | "
+        f"CPU s per episode, {BATCH} rollouts per update | CPU s per episode in train(), {BATCH} per update | "
         "paper's code, training CPU s (anomaly detection off) | "
-        f"speed-up (CPU) | CPU s per episode, {BATCH} rollouts per update |\n"
-        "|---|---|---|---|---|---|---|---|\n"
+        f"speed-up (CPU): 1 per update / {BATCH} per update / in train() |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
         f"| {r['graph']} | {r['ops']} | {r['method']} | {r['inference_s']:.3f} / {r['inference_cpu_s']:.3f} | "
-        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {_blank(r['paper_training_s'], '{:.3f}')} | "
-        f"{_blank(r['speedup_vs_paper_cpu'], '{:.0f}×')} | {r[f'training_cpu_s_per_episode_{BATCH}_per_update']:.3f} |"
+        f"{r['training_s']:.3f} / {r['training_cpu_s']:.3f} | {r[f'training_cpu_s_per_episode_{BATCH}_per_update']:.4f} | "
+        f"{_blank(r['training_loop_cpu_s'], '{:.4f}')} | {_blank(r['paper_training_s'], '{:.3f}')} | "
+        + ("" if r["paper_training_s"] is None else " / ".join(_blank(r[f"speedup_vs_paper_{k}"], "{:.0f}×") or "–" for k in SPEEDUP_KEYS))
+        + " |"
         for r in rows
     ]
     conv_line = (
