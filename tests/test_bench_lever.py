@@ -43,6 +43,8 @@ def test_bench_training_names_an_unknown_variant_or_graph_and_the_filters_are_fo
     assert "unknown variant(s) doppler-turbo" in capsys.readouterr().err
     assert main(["bench", "training", "--variant", LEVER[1], "--graph", "chain_mm"]) == 2
     assert "unknown graph(s) chain_mm; graphs: chain_mm_112nodes" in capsys.readouterr().err
+    assert main(["bench", "training", "--variant", LEVER[1], "--graph", "ffnn_192nodes"]) == 2
+    assert "no variant of doppler-one-rollout trains on ffnn_192nodes" in capsys.readouterr().err
     assert main(["bench", "sim", "--quick", "--graph", "chain_mm_112nodes"]) == 2
     assert "--variant and --graph are for bench training, not sim" in capsys.readouterr().err
 

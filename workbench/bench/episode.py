@@ -68,6 +68,7 @@ def _ratio(paper: float | None, ours: float | None) -> float | None:
 
 
 SPEEDUP_KEYS = ("training_cpu_s", f"training_cpu_s_per_episode_{BATCH}_per_update", "training_loop_cpu_s")
+"""A row's own CPU seconds per episode (1 rollout per update, ``BATCH`` per update, inside ``train()``), each with a speed-up column."""
 
 
 def edge_conv_speed(graph, repeats: int, width: int = 128, edge_hidden: int = 8) -> dict[str, float]:
@@ -159,9 +160,9 @@ def loop_episode_cpu(graph_name: str, devices: int, episodes: int = LOOP_EPISODE
     from ..training.config import config_from_values
 
     seconds = []
+    values = {"graphs": (graph_name,), "method": "doppler", "seed": 0, "device": "cpu", "devices": devices, **TUNED}
     with tempfile.TemporaryDirectory(prefix="bench-episode-") as root:
         for index, count in enumerate((episodes, episodes, 3 * episodes)):
-            values = {"graphs": (graph_name,), "method": "doppler", "seed": 0, "device": "cpu", "devices": devices, **TUNED}
             config = config_from_values({**values, "stages": ("sim",), "episodes": (count,)})
             began = time.process_time()
             result = train(config, Path(root) / f"run{index}", progress=False)
@@ -197,11 +198,7 @@ def run(quick: bool = False, devices: int = 4, paper_code: str | Path | None = N
             after = [] if code is None else paper_episode_seconds(code, name, repeats, devices)
             paper = float(np.median(before + after)) if code is not None else None
             for method, t in measured:
-                own = {
-                    "training_cpu_s": t["train_cpu"],
-                    f"training_cpu_s_per_episode_{BATCH}_per_update": t["batch_cpu"] / BATCH,
-                    "training_loop_cpu_s": loop if method == "doppler" else None,
-                }
+                own = dict(zip(SPEEDUP_KEYS, (t["train_cpu"], t["batch_cpu"] / BATCH, loop if method == "doppler" else None), strict=True))
                 rows.append(
                     {
                         "graph": name,

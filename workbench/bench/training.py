@@ -228,11 +228,13 @@ def run(
             raise ValueError(f"unknown graph(s) {', '.join(unknown)}; graphs: {', '.join(SIM_EPISODES)}")
         variants, imitation, sims, root = chosen, IMITATION_EPISODES, SIM_EPISODES, Path(root or ROOT)
     jobs = [(v, g, s) for v in variants for s in v.seeds for g in v.graphs if not graphs or g in graphs]
+    if not jobs:
+        raise ValueError(f"no variant of {', '.join(v.name for v in variants)} trains on {', '.join(graphs)}")
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     runs = _train_all(jobs, workers, imitation, sims, root)
-    graphs = [g for g in sims if any(r["graph"] == g for r in runs)]
-    budget = {g: max(r["evaluations"] for r in runs if r["graph"] == g and r["variant"] == variants[0].name) for g in graphs}
-    reference = {g: baselines(g, budget[g], variants[0].seeds) for g in graphs}
+    trained = [g for g in sims if any(r["graph"] == g for r in runs)]
+    budget = {g: max(r["evaluations"] for r in runs if r["graph"] == g and r["variant"] == variants[0].name) for g in trained}
+    reference = {g: baselines(g, budget[g], variants[0].seeds) for g in trained}
     return {
         "benchmark": "training",
         "quick": quick,
