@@ -55,3 +55,15 @@ def test_the_training_loop_is_timed_per_episode_of_a_finished_run():
 
     seconds = loop_episode_cpu("chain_mm_112nodes", 4, episodes=8)
     assert math.isfinite(seconds) and 0 < seconds < 5
+
+
+def test_the_quick_training_bench_trains_the_chosen_variants_and_tabulates_the_lever(tmp_path):
+    pytest.importorskip("torch")
+    from workbench.bench.training import run
+
+    result = run(quick=True, root=tmp_path, variants=LEVER, graphs=LEVER_GRAPHS)
+    assert {(r["variant"], r["seed"]) for r in result["runs"]} == {(v, s) for v in LEVER for s in (0, 1)}
+    assert {r["graph"] for r in result["runs"]} == {"chain_mm_112nodes"}
+    assert all(r["episodes"] == 12 for r in result["runs"])
+    assert "quality kept (8's mean ≤ 1's mean + 1's std)" in result["markdown"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(LEVER)

@@ -42,7 +42,7 @@ import signal
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -210,22 +210,23 @@ def run(
     """Train every variant, or those named in ``variants``, on its graphs, or those of them in ``graphs`` (resuming what ``root``
     holds), and tabulate.
 
-    ``quick``: a few episodes on ChainMM.
+    ``quick``: a few episodes of each chosen variant (default: doppler) on ChainMM, two seeds.
     """
     import tempfile
 
+    unknown = sorted(set(variants) - {v.name for v in VARIANTS})
+    if unknown:
+        raise ValueError(f"unknown variant(s) {', '.join(unknown)}; variants: {', '.join(v.name for v in VARIANTS)}")
+    unknown = sorted(set(graphs) - set(SIM_EPISODES))
+    if unknown:
+        raise ValueError(f"unknown graph(s) {', '.join(unknown)}; graphs: {', '.join(SIM_EPISODES)}")
+    names = variants or (("doppler",) if quick else tuple(v.name for v in VARIANTS))
+    chosen = tuple(v for v in VARIANTS if v.name in names)
     if quick:
-        variants = (Variant("doppler", "doppler", {**TUNED, "rollouts_per_update": 4}, seeds=(0, 1), graphs=("chain_mm_112nodes",)),)
-        imitation, sims = 4, {"chain_mm_112nodes": 8}
-        root = Path(root or tempfile.mkdtemp(prefix="bench-training-"))
+        quick_graph = ("chain_mm_112nodes",)
+        chosen = tuple(replace(v, seeds=(0, 1), graphs=quick_graph, preset="default", sim_episodes=None) for v in chosen)
+        variants, imitation, sims, root = chosen, 4, {quick_graph[0]: 8}, Path(root or tempfile.mkdtemp(prefix="bench-training-"))
     else:
-        unknown = sorted(set(variants) - {v.name for v in VARIANTS})
-        if unknown:
-            raise ValueError(f"unknown variant(s) {', '.join(unknown)}; variants: {', '.join(v.name for v in VARIANTS)}")
-        chosen = tuple(v for v in VARIANTS if not variants or v.name in variants)
-        unknown = sorted(set(graphs) - set(SIM_EPISODES))
-        if unknown:
-            raise ValueError(f"unknown graph(s) {', '.join(unknown)}; graphs: {', '.join(SIM_EPISODES)}")
         variants, imitation, sims, root = chosen, IMITATION_EPISODES, SIM_EPISODES, Path(root or ROOT)
     jobs = [(v, g, s) for v in variants for s in v.seeds for g in v.graphs if not graphs or g in graphs]
     if not jobs:
