@@ -116,6 +116,24 @@ class Decisions:
         self.candidates: list[np.ndarray] = []
         self.chosen: list[int] = []
         self.teacher: list[np.ndarray] = []
+        self._padded: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
+
+    @classmethod
+    def from_steps(cls, pointer: np.ndarray, candidates: np.ndarray, chosen: np.ndarray) -> Decisions:
+        """Decisions without a teacher from flat arrays: step ``t``'s candidates are ``candidates[pointer[t]:pointer[t + 1]]``,
+        its choice the position ``chosen[t]`` among them."""
+        decisions = cls()
+        counts = np.diff(pointer)
+        steps, width = counts.size, int(counts.max(initial=1))
+        rows = np.repeat(np.arange(steps), counts)
+        columns = np.arange(candidates.size) - np.repeat(pointer[:-1], counts)
+        index, legal = np.zeros((steps, width), dtype=np.int64), np.zeros((steps, width), dtype=bool)
+        index[rows, columns], legal[rows, columns] = candidates, True
+        bounds = pointer.tolist()
+        decisions.candidates = [candidates[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        decisions.chosen = chosen.tolist()
+        decisions._padded = (index, legal, None)
+        return decisions
 
     def add(self, candidates: np.ndarray, chosen: int, teacher: np.ndarray | None = None) -> None:
         """Record a step: ``chosen`` is a position in ``candidates``; ``teacher`` a bool mask over them."""
@@ -123,6 +141,7 @@ class Decisions:
         self.chosen.append(chosen)
         if teacher is not None:
             self.teacher.append(teacher)
+        self._padded = None
 
     def terms(self, scores: torch.Tensor) -> HeadTerms:
         """:func:`head_terms` for these decisions; ``scores[i]`` is candidate id ``i``'s logit.
@@ -136,6 +155,8 @@ class Decisions:
 
     def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """``(steps, widest step)`` arrays: candidate ids, which entries are candidates, the teacher's (or None)."""
+        if self._padded is not None:
+            return self._padded
         steps, width = len(self.candidates), max((c.size for c in self.candidates), default=1)
         index = np.zeros((steps, width), dtype=np.int64)
         legal = np.zeros((steps, width), dtype=bool)
@@ -145,7 +166,8 @@ class Decisions:
             legal[t, : cands.size] = True
             if teacher is not None:
                 teacher[t, : cands.size] = self.teacher[t]
-        return index, legal, teacher
+        self._padded = (index, legal, teacher)
+        return self._padded
 
     def terms_at(self, logits: torch.Tensor) -> HeadTerms:
         """:func:`head_terms` for logits laid out as :meth:`padded`'s ``(steps, widest step)`` arrays."""
@@ -176,7 +198,7 @@ def head_terms(logits: torch.Tensor, legal: torch.Tensor, chosen: torch.Tensor, 
     """Score ``(steps, candidates)`` logits restricted to ``legal``: chosen log-probs, entropies, teacher loss."""
     masked = logits.masked_fill(~legal, float("-inf"))
     logp = torch.log_softmax(masked, dim=-1)
-    safe = logp.masked_fill(~legal, 0.0)
+    safe = logp.masked_fill(~legal | torch.isneginf(logp), 0.0)  # 0 log 0 = 0: a legal action can underflow to probability 0
     entropy = -(safe.exp() * safe).sum(-1)
     chosen_logp = logp.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
     imitation = None if teacher is None else -torch.logsumexp(logp.masked_fill(~teacher, float("-inf")), dim=-1)

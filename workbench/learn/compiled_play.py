@@ -1,4 +1,4 @@
-"""DOPPLER's step loop in one compiled function, where SEL is a rule and the episode is played for its placement only.
+"""DOPPLER's step loop in one compiled function: SEL a rule (placement only), or both heads learned (training).
 
 Zero-shot inference (issue 32, part 4) places with ``doppler_plc_only``: SEL is a rule kept in a queue
 (:func:`~.doppler.rule_queue`), PLC the learned head. Played without gradients and without a teacher, greedy or
@@ -19,6 +19,13 @@ Every float operation is the Python loop's, in its order, except the output laye
 BLAS may sum in another order: a last-bit difference there changes a choice only between devices within an ulp of
 each other. Tests compare the placements with the Python loop's on random graphs, the paper graphs and larger
 generated ones.
+
+Training (issue 32, part 5) plays with both heads learned, sampled, and scores every episode: the Python loop spent
+most of a ChainMM episode's time in its per-step calls. :func:`compiled_scored_episode` runs those steps with SEL's
+softmax over the ready ops (kept ascending, as ``PlacementState.ready_ops`` lists them) and greedy, sampled or
+epsilon choices, and returns what the batched re-scoring reads (each step's ready ops and choices, device features
+and rule terms); the re-scoring with gradients is the Python loop's own (``DopplerPolicy._rescored``), so the
+log-probabilities are the same bit for bit (tests/test_compiled_scored_play.py).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from torch import nn
 
 from ..placers.affinity import AFFINITY_TIE_RTOL, _affinity_penalty, affinity_tables
 from ..schedule import PartialSchedule, _arrival_times
-from .features import _device_features
+from .features import DEVICE_FEATURES, _device_features
 from .nets import ScoringHead
 
 __all__ = ["compiled_episode", "compiled_head"]
@@ -76,6 +83,15 @@ def compiled_episode(
             output bias)``, float64.
         which: per op, the draw that samples its device (``Chooser.draws[2 t + 1, 1]``); None: greedy.
     """
+    graph_arrays, plc_arrays, affinity = _episode_inputs(schedule, place_by, plc)
+    rule = (float(place_weight), np.asarray(rule_time, dtype=np.float64), float(time_scale))
+    draws = np.zeros(0) if which is None else np.ascontiguousarray(which, dtype=np.float64)
+    rank, op_of_rank = _ranks(priority)
+    return _episode(graph_arrays, select_by == "earliest_start", rank, op_of_rank, plc_arrays, rule, affinity, draws)
+
+
+def _episode_inputs(schedule: PartialSchedule, place_by: str, plc: tuple) -> tuple[tuple, tuple, tuple]:
+    """The compiled loops' ``(graph arrays, PLC's arrays, affinity tables)`` for an episode from ``schedule``."""
     graph = schedule.graph
     pred_ptr, pred, pred_edge = graph.pred_csr
     succ_ptr, succ, _ = graph.succ_csr
@@ -100,7 +116,6 @@ def compiled_episode(
         np.ascontiguousarray(out_weight),
         float(out_bias),
     )
-    rule = (float(place_weight), np.asarray(rule_time, dtype=np.float64), float(time_scale))
     tables = affinity_tables(graph) if place_by == "affinity" else None
     empty_int, empty_float = np.zeros(0, dtype=np.int64), np.zeros(0)
     affinity = (
@@ -108,9 +123,7 @@ def compiled_episode(
         if tables is not None
         else (False, empty_int, empty_int, empty_float, empty_int, empty_float)
     )
-    draws = empty_float if which is None else np.ascontiguousarray(which, dtype=np.float64)
-    rank, op_of_rank = _ranks(priority)
-    return _episode(graph_arrays, select_by == "earliest_start", rank, op_of_rank, plc_arrays, rule, affinity, draws)
+    return graph_arrays, plc_arrays, affinity
 
 
 @njit(cache=True)
@@ -220,8 +233,21 @@ def _place_logits(
 
 @njit(cache=True)
 def _numpy_sum(values: np.ndarray) -> float:  # pragma: no cover - compiled
-    """``values.sum()`` as numpy adds a short array (pairwise: eight running sums from eight values on, then the rest)."""
+    """``values.sum()`` in numpy's order: blocks of 8,192 (its buffer) in turn, each summed by :func:`_pairwise_sum`."""
+    total = 0.0
+    for lo in range(0, values.size, 8192):
+        total += _pairwise_sum(values[lo : lo + 8192])
+    return total
+
+
+@njit(cache=True)
+def _pairwise_sum(values: np.ndarray) -> float:  # pragma: no cover - compiled
+    """numpy's pairwise sum: eight running sums up to 128 values, halves (multiples of 8) beyond."""
     n = values.size
+    if n > 128:
+        half = n // 2
+        half -= half % 8
+        return _pairwise_sum(values[:half]) + _pairwise_sum(values[half:])
     if n < 8:
         total = 0.0
         for i in range(n):
@@ -388,3 +414,123 @@ def _episode(
                 buffer[count] = child
                 count += 1
     return device, order
+
+
+GREEDY, SAMPLE, EPSILON = 0, 1, 2
+"""The ``Chooser`` modes the scored loop plays (its ``mode`` argument)."""
+
+
+def compiled_scored_episode(
+    schedule: PartialSchedule,
+    select_logits: np.ndarray,
+    place_by: str,
+    plc: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, float],
+    rule: tuple[float, np.ndarray, float],
+    choice: tuple[str, float, np.ndarray],
+    offset: np.ndarray | None,
+) -> tuple[np.ndarray, ...]:
+    """One episode with SEL and PLC both learned, from the empty ``schedule``, with what its re-scoring needs.
+
+    Args:
+        select_logits: per op, SEL's logit plus its rule term (fixed for the episode).
+        place_by, plc: as :func:`compiled_episode`'s.
+        rule: ``(PLC's rule weight, rule time per op, time scale)``.
+        choice: ``(Chooser mode: greedy, sample or epsilon; its epsilon; its draws, two per decision)``.
+        offset: ``(ops, devices)`` added to PLC's logits, or None.
+
+    Returns:
+        ``(device per op, order, ready pointer (steps + 1), ready ops (ascending per step), SEL's chosen position per step,
+        PLC's device per step, device features (steps, devices, features) float32, PLC's rule term (steps, devices))``.
+    """
+    mode, epsilon, draws = choice
+    graph_arrays, plc_arrays, affinity = _episode_inputs(schedule, place_by, plc)
+    place_weight, rule_time, time_scale = rule
+    n = schedule.graph.num_nodes
+    table = np.zeros((0, schedule.num_devices)) if offset is None else np.ascontiguousarray(offset, dtype=np.float64)
+    return _scored_episode(
+        graph_arrays,
+        np.ascontiguousarray(select_logits, dtype=np.float64),
+        plc_arrays,
+        (float(place_weight), np.asarray(rule_time, dtype=np.float64), float(time_scale)),
+        affinity,
+        ({"greedy": GREEDY, "sample": SAMPLE, "epsilon": EPSILON}[mode], float(epsilon), np.ascontiguousarray(draws[: 2 * n])),
+        table,
+    )
+
+
+@njit(cache=True)
+def _pick(logits: np.ndarray, mode: int, epsilon: float, draw: np.ndarray) -> int:  # pragma: no cover - compiled
+    """``Chooser.__call__`` on ``softmax(logits)`` with the decision's two draws ``(explore, which)``."""
+    if mode == EPSILON:
+        if draw[0] < epsilon:
+            return min(int(draw[1] * logits.size), logits.size - 1)
+        return _choose(logits, False, 0.0)
+    return _choose(logits, mode == SAMPLE, draw[1])
+
+
+@njit(cache=True)
+def _scored_episode(
+    graph: tuple, select_logits: np.ndarray, plc: tuple, rule: tuple, affinity: tuple, choice: tuple, offset: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """:func:`compiled_scored_episode`'s loop: :meth:`~.doppler.DopplerPolicy.play`'s steps with both heads learned."""
+    pred_ptr, pred, _, succ_ptr, succ, compute, speeds, _, _ = graph
+    own, device_part, device_weight, device_bias, slope, out_weight, out_bias = plc
+    place_weight, rule_time, time_scale = rule
+    mode, epsilon, draws = choice
+    n, d = compute.size, speeds.size
+    device, order = np.full(n, -1, dtype=np.int64), np.empty(n, dtype=np.int64)
+    start, end = np.full(n, np.nan), np.full(n, np.nan)
+    device_free, device_compute = np.zeros(d), np.zeros(d)
+    device_sum = np.zeros((d, device_part.shape[1]))
+    unplaced = np.diff(pred_ptr)
+    feats = np.empty((n, d, len(DEVICE_FEATURES)), dtype=np.float32)
+    place_rule = np.empty((n, d))
+    chosen_pos, targets = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    ready_ptr = np.zeros(n + 1, dtype=np.int64)
+    ready_log = np.empty(n, dtype=np.int64)  # every step's ready ops, one after another (grown by doubling)
+    ready, size = np.empty(n, dtype=np.int64), 0  # the ready ops, ascending
+    for op in range(n):
+        if unplaced[op] == 0:
+            ready[size] = op
+            size += 1
+    for t in range(n):
+        # SEL: softmax over the ready ops' logits
+        while ready_ptr[t] + size > ready_log.size:
+            grown = np.empty(2 * ready_log.size, dtype=np.int64)
+            grown[: ready_log.size] = ready_log
+            ready_log = grown
+        ready_log[ready_ptr[t] : ready_ptr[t] + size] = ready[:size]
+        ready_ptr[t + 1] = ready_ptr[t] + size
+        pos = _pick(select_logits[ready[:size]], mode, epsilon, draws[2 * t])
+        op = ready[pos]
+        ready[pos : size - 1] = ready[pos + 1 : size].copy()
+        size -= 1
+        chosen_pos[t] = pos
+        # PLC: its earliest starts, device features, logits and rule term, the choice
+        earliest = np.maximum(device_free, _arrivals(op, graph, device, end))
+        lo, hi = pred_ptr[op], pred_ptr[op + 1]
+        feats[t] = _device_features(pred[lo:hi], device, compute, start, end, device_compute, earliest, time_scale)
+        logits = _place_logits(feats[t], device_weight, device_bias, own[op], device_sum, slope, out_weight, out_bias)
+        place_rule[t] = place_weight * _delay(op, earliest, graph, device, affinity) / rule_time[op]
+        logits = logits - place_rule[t]
+        if offset.shape[0]:
+            logits = logits + offset[op]
+        target = _pick(logits, mode, epsilon, draws[2 * t + 1])
+        targets[t] = target
+        device_sum[target] += device_part[op]
+        # PartialSchedule.place, and the ops it makes ready into their places
+        device[op], start[op], end[op] = target, earliest[target], earliest[target] + compute[op] / speeds[target]
+        device_free[target] = end[op]
+        device_compute[target] += compute[op]
+        order[t] = op
+        for e in range(succ_ptr[op], succ_ptr[op + 1]):
+            child = succ[e]
+            unplaced[child] -= 1
+            if unplaced[child] == 0:  # its last input edge (parallel edges count once each)
+                i = size
+                while i > 0 and ready[i - 1] > child:
+                    ready[i] = ready[i - 1]
+                    i -= 1
+                ready[i] = child
+                size += 1
+    return device, order, ready_ptr, ready_log[: ready_ptr[n]], chosen_pos, targets, feats, place_rule

@@ -59,7 +59,7 @@ from ..placers.etf import EarliestPairs
 from ..placers.list_scheduling import ReadyQueue
 from ..placers.ties import TieBreak, TieRanks
 from .choice import Chooser, Decisions, Rollout, as_numpy, finish_rollout, softmax
-from .compiled_play import compiled_episode, compiled_head
+from .compiled_play import compiled_episode, compiled_head, compiled_scored_episode
 from .env import PlacementState
 from .features import (
     AFFINITY_FEATURES,
@@ -278,8 +278,12 @@ class DopplerPolicy(LearnedPolicy):
         agree = 0
         all_devices = np.arange(d)
         offset_np = None if getattr(e, "plc_offset", None) is None else as_numpy(e.plc_offset)
-        if queue is not None and self._compiles(scored, choose, offset_np):  # the same steps in one compiled loop
-            rollout = self._compiled_play(e, state, choose, (select_by, place_by), rule_time)
+        loop = self._compiled_loop(queue is not None, scored, teacher, choose, offset_np, select_by)
+        if loop is not None:  # the same steps in one compiled loop
+            if loop == "rule":
+                rollout = self._compiled_play(e, state, choose, (select_by, place_by), rule_time)
+            else:
+                rollout = self._compiled_scored_play(e, state, choose, scored, place_by, (select_rule, rule_time), offset_np)
             return dataclasses.replace(rollout, rule=config.gate_rules[pair]) if config.gate_rules else rollout
         for t in range(n):
             k = t if scored else 0
@@ -341,28 +345,36 @@ class DopplerPolicy(LearnedPolicy):
             if queue is not None:
                 queue.add(state.schedule.newly_ready)
         rules = (select_rule, select_rule_rows, place_rule)
-        heads = self._rescored(e, state, sel, plc, select_by, rules, feats, devices_chosen, (down, up)) if scored else []
-        rollout = finish_rollout(state.schedule.device, np.asarray(state.schedule.order), heads, teacher, agree, self.device, scored)
+        order = np.asarray(state.schedule.order)
+        heads = self._rescored(e, order, sel, plc, select_by, rules, feats, devices_chosen, (down, up)) if scored else []
+        rollout = finish_rollout(state.schedule.device, order, heads, teacher, agree, self.device, scored)
         return dataclasses.replace(rollout, rule=config.gate_rules[pair]) if config.gate_rules else rollout
 
-    def _compiles(self, scored: bool, choose: Chooser, offset: np.ndarray | None) -> bool:
-        """Whether an episode can run in :func:`~.compiled_play.compiled_episode`: this class's own hooks (not the paper's
-        variant), SEL a rule and PLC learned without affinity features or an offset table, greedy or sampled, unscored."""
-        return (
-            type(self) is DopplerPolicy
-            and self.learn_place
-            and not self.learn_select
-            and not scored
-            and choose.mode in ("greedy", "sample")
-            and offset is None
-            and not self.config.affinity_features
-            and compiled_head(self.plc_head) is not None
-        )
+    def _compiled_loop(
+        self, rule_queue: bool, scored: bool, teacher: bool, choose: Chooser, offset: np.ndarray | None, select_by: str
+    ) -> str | None:
+        """Which compiled loop can play the episode: this class's own hooks (not the paper's variant), PLC learned without
+        affinity features, no teacher, ``Chooser``'s own greedy, sampled or (both learned) epsilon choices; then ``"rule"``
+        (:func:`~.compiled_play.compiled_episode`: SEL a rule in ``rule_queue``, unscored, no offset table) or ``"learned"``
+        (:func:`~.compiled_play.compiled_scored_episode`: SEL learned with its bottom-level rule term); None: the Python loop."""
+        if (
+            type(self) is not DopplerPolicy
+            or not self.learn_place
+            or teacher
+            or self.config.affinity_features
+            or type(choose) is not Chooser  # a subclass may choose otherwise
+            or choose.mode == "teacher"
+            or compiled_head(self.plc_head) is None
+        ):
+            return None
+        if self.learn_select:
+            return "learned" if select_by == "bottom_level" else None
+        return "rule" if rule_queue and not scored and offset is None and choose.mode != "epsilon" else None
 
     def _compiled_play(
         self, e: SimpleNamespace, state: PlacementState, choose: Chooser, rules: tuple[str, str], rule_time: np.ndarray
     ) -> Rollout:
-        """:meth:`play`'s episode by :func:`~.compiled_play.compiled_episode` (where :meth:`_compiles`), SEL and PLC on ``rules``."""
+        """:meth:`play`'s episode by :func:`~.compiled_play.compiled_episode` (a ``"rule"`` loop), SEL and PLC on ``rules``."""
         select_by, place_by = rules
         n = state.graph.num_nodes
         if select_by == "bottom_level":
@@ -370,7 +382,7 @@ class DopplerPolicy(LearnedPolicy):
         else:
             priority = state.graph.bottom_level(with_comm=False)
         head = compiled_head(self.plc_head)
-        assert head is not None  # _compiles checked it
+        assert head is not None  # _compiled_loop checked it
         plc_parts = (e.own_np, self.device_sum_rows(e), e.device_weight, e.device_bias, *head)
         which = choose.draws[1 : 2 * n : 2, 1] if choose.mode == "sample" else None
         assignment, order = compiled_episode(
@@ -386,6 +398,34 @@ class DopplerPolicy(LearnedPolicy):
         )
         return finish_rollout(assignment, order, [], False, 0, self.device, False)
 
+    def _compiled_scored_play(
+        self,
+        e: SimpleNamespace,
+        state: PlacementState,
+        choose: Chooser,
+        scored: bool,
+        place_by: str,
+        rules: tuple[np.ndarray, np.ndarray],
+        offset: np.ndarray | None,
+    ) -> Rollout:
+        """:meth:`play`'s episode by :func:`~.compiled_play.compiled_scored_episode` (both heads learned), then re-scored
+        with gradients as the Python loop's (where ``scored``)."""
+        select_rule, rule_time = rules
+        head = compiled_head(self.plc_head)
+        assert head is not None  # _compiled_loop checked it
+        plc_parts = (e.own_np, self.device_sum_rows(e), e.device_weight, e.device_bias, *head)
+        rule = (self.config.place_rule_weight, rule_time, state.features.time_scale)
+        device, order, ready_ptr, ready_ops, positions, targets, feats, place_rule = compiled_scored_episode(
+            state.schedule, e.sel_np + select_rule, place_by, plc_parts, rule, (choose.mode, choose.epsilon, choose.draws), offset
+        )
+        heads = []
+        if scored:
+            d = state.num_devices
+            sel = Decisions.from_steps(ready_ptr, ready_ops, positions)
+            plc = Decisions.from_steps(np.arange(0, d * (order.size + 1), d), np.tile(np.arange(d), order.size), targets)
+            heads = self._rescored(e, order, sel, plc, "bottom_level", (select_rule, [], place_rule), feats, targets, (None, None))
+        return finish_rollout(device, order, heads, False, 0, self.device, scored)
+
     def _rule_pair(self, e: SimpleNamespace, state: PlacementState, choose: Chooser) -> int:
         """The gate's rule pair, the episode's last decision: a teacher replay takes the most probable pair."""
         probs = softmax(as_numpy(self.gate_head(self.gate_input(e, state.graph, state.schedule.cluster))))
@@ -400,7 +440,7 @@ class DopplerPolicy(LearnedPolicy):
     def _rescored(
         self,
         e: SimpleNamespace,
-        state: PlacementState,
+        order_np: np.ndarray,
         sel: Decisions,
         plc: Decisions,
         select_by: str,
@@ -426,7 +466,7 @@ class DopplerPolicy(LearnedPolicy):
         elif self.learn_select:
             heads.append(sel.terms(e.sel_logits + torch.as_tensor(select_rule, dtype=e.sel_logits.dtype, device=device)))
         if self.learn_place:
-            order = torch.as_tensor(state.schedule.order, dtype=torch.int64, device=device)
+            order = torch.as_tensor(order_np, dtype=torch.int64, device=device)
             feats_t = torch.from_numpy(feats).to(device)
             logits = self.batched_place_logits(e, feats_t, order, devices_chosen)
             logits = logits - torch.as_tensor(place_rule, dtype=logits.dtype, device=device)
