@@ -21,3 +21,20 @@ def test_cpu_growth_table_gives_each_methods_exponent_between_its_sizes():
     assert "| heft | 0.1 s | 1 s | 1.00 |" in table
     assert "| etf | 10 s | 1e+03 s | 2.00 |" in table
     assert _growth_markdown([]) == ""
+
+
+def test_a_row_measured_below_1000_ops_only_says_what_its_exponent_is_fitted_over():
+    from workbench.bench.scale import _markdown
+
+    rows = [
+        {"method": m, "devices": d, "nodes": n, "ops": n, "seconds": 1e-6 * n, "peak_mib": 1.0, "note": None}
+        for m in ("simulate", "local_search per evaluation")
+        for d in (4, 8)
+        for n in (100, 1_000, 10_000)
+        if not (m.startswith("local") and n > 1_000)
+    ]
+    rows += [{"method": "local_search per evaluation", "devices": d, "nodes": 10_000, "seconds": None, "note": "not run"} for d in (4, 8)]
+    growth = {(r["method"], r["devices"]): 1.0 for r in rows}
+    table = _markdown(rows, growth, [100, 1_000, 10_000], "test graphs", None, [])
+    assert "| simulate | 0.0001 s / 1 MiB | 0.001 s / 1 MiB | 0.01 s / 1 MiB | 1.00 |" in table
+    assert "| local_search per evaluation | 0.0001 s / 1 MiB | 0.001 s / 1 MiB | not run | 1.00 (fitted over 100–1,000 ops) |" in table
