@@ -104,3 +104,26 @@ def test_a_legal_action_of_probability_zero_adds_nothing_to_the_entropy():
     terms = head_terms(logits, legal, torch.tensor([0, 1]), None)
     assert torch.allclose(terms.entropy, torch.tensor([0.6931472, 0.5822031]), atol=1e-6)
     assert torch.allclose(terms.step_log_prob, torch.log(torch.tensor([0.5, 0.7310586])))
+
+
+def test_a_training_run_writes_the_same_episodes_with_the_compiled_loop_as_with_the_python_loop(tmp_path, monkeypatch):
+    from workbench.bench.training import TUNED
+    from workbench.runs import RunPaths, read_rows
+    from workbench.training import train
+    from workbench.training.config import config_from_values
+
+    values = {"graphs": ("chain_mm_112nodes",), "method": "doppler", "seed": 0, "device": "cpu", "devices": 4, **TUNED}
+    config = config_from_values({**values, "stages": ("il", "sim"), "episodes": (4, 24), "greedy_every": 8})
+
+    def makespans(name: str) -> tuple[list, dict]:
+        result = train(config, tmp_path / name, progress=False)
+        return [row["makespan"] for row in read_rows(RunPaths(result.run_dir).metrics_path)], result.evaluation
+
+    calls = []
+    with monkeypatch.context() as patch:
+        patch.setattr(doppler, "compiled_scored_episode", lambda *args: calls.append(1) or compiled_scored_episode(*args))
+        compiled = makespans("compiled")
+    monkeypatch.setattr(doppler, "compiled_head", lambda head: None)
+    python = makespans("python")
+    assert len(calls) >= 24, "Stage II's rollouts did not take the compiled loop"
+    assert len(compiled[0]) == 28 and compiled == python

@@ -353,6 +353,25 @@ def _delay(op: int, earliest: np.ndarray, graph: tuple, device: np.ndarray, affi
 
 
 @njit(cache=True)
+def _empty_schedule(n: int, d: int) -> tuple:  # pragma: no cover - compiled
+    """The compiled loops' partial schedule: ``(device, order, start, end, device free time, device compute)``."""
+    device, order = np.full(n, -1, dtype=np.int64), np.empty(n, dtype=np.int64)
+    return device, order, np.full(n, np.nan), np.full(n, np.nan), np.zeros(d), np.zeros(d)
+
+
+@njit(cache=True)
+def _place(
+    op: int, target: int, t: int, earliest: np.ndarray, compute: np.ndarray, speeds: np.ndarray, schedule: tuple
+) -> None:  # pragma: no cover - compiled
+    """``PartialSchedule.place`` of ``op`` on ``target`` at step ``t``, from its earliest starts."""
+    device, order, start, end, device_free, device_compute = schedule
+    device[op], start[op], end[op] = target, earliest[target], earliest[target] + compute[op] / speeds[target]
+    device_free[target] = end[op]
+    device_compute[target] += compute[op]
+    order[t] = op
+
+
+@njit(cache=True)
 def _episode(
     graph: tuple, by_pairs: bool, rank: np.ndarray, op_of_rank: np.ndarray, plc: tuple, rule: tuple, affinity: tuple, which: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
@@ -361,9 +380,8 @@ def _episode(
     own, device_part, device_weight, device_bias, slope, out_weight, out_bias = plc
     place_weight, rule_time, time_scale = rule
     n, d = compute.size, speeds.size
-    device, order = np.full(n, -1, dtype=np.int64), np.empty(n, dtype=np.int64)
-    start, end = np.full(n, np.nan), np.full(n, np.nan)
-    device_free, device_compute = np.zeros(d), np.zeros(d)
+    schedule = _empty_schedule(n, d)
+    device, order, start, end, device_free, device_compute = schedule
     device_sum = np.zeros((d, device_part.shape[1]))
     unplaced = np.diff(pred_ptr)
     queued, fresh = np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
@@ -400,10 +418,7 @@ def _episode(
         target = _choose(logits, which.size > 0, which[t] if which.size > 0 else 0.0)
         device_sum[target] += device_part[op]
         # PartialSchedule.place
-        device[op], start[op], end[op] = target, earliest[target], earliest[target] + compute[op] / speeds[target]
-        device_free[target] = end[op]
-        device_compute[target] += compute[op]
-        order[t] = op
+        _place(op, target, t, earliest, compute, speeds, schedule)
         for e in range(succ_ptr[op], succ_ptr[op + 1]):
             unplaced[succ[e]] -= 1
         count = 0
@@ -478,9 +493,8 @@ def _scored_episode(
     place_weight, rule_time, time_scale = rule
     mode, epsilon, draws = choice
     n, d = compute.size, speeds.size
-    device, order = np.full(n, -1, dtype=np.int64), np.empty(n, dtype=np.int64)
-    start, end = np.full(n, np.nan), np.full(n, np.nan)
-    device_free, device_compute = np.zeros(d), np.zeros(d)
+    schedule = _empty_schedule(n, d)
+    device, order, start, end, device_free, device_compute = schedule
     device_sum = np.zeros((d, device_part.shape[1]))
     unplaced = np.diff(pred_ptr)
     feats = np.empty((n, d, len(DEVICE_FEATURES)), dtype=np.float32)
@@ -519,10 +533,7 @@ def _scored_episode(
         targets[t] = target
         device_sum[target] += device_part[op]
         # PartialSchedule.place, and the ops it makes ready into their places
-        device[op], start[op], end[op] = target, earliest[target], earliest[target] + compute[op] / speeds[target]
-        device_free[target] = end[op]
-        device_compute[target] += compute[op]
-        order[t] = op
+        _place(op, target, t, earliest, compute, speeds, schedule)
         for e in range(succ_ptr[op], succ_ptr[op + 1]):
             child = succ[e]
             unplaced[child] -= 1
