@@ -88,6 +88,13 @@ def test_a_wide_ready_set_and_parallel_edges_play_as_the_python_loop(policies, m
         _assert_compiled_as_python(policies["default"], graph, 3, mode, 1, False, monkeypatch)
 
 
+def test_ops_whose_logits_differ_in_the_last_bit_are_chosen_as_the_python_loop_chooses(policies, monkeypatch):
+    # eleven identical ops and one of compute 1e-15: SEL's logits differ in the last bit, where numpy's exp and numba's
+    # once differed by one ulp, and the compiled loop took op 12 before op 0
+    graph = wb.DataflowGraph.from_edges([0.0] * 11 + [7.0, 1e-15], [])
+    _assert_compiled_as_python(policies["rule terms"], graph, 1, "greedy", 0, False, monkeypatch)
+
+
 def test_teacher_and_affinity_feature_episodes_keep_the_python_loop(policies, monkeypatch):
     monkeypatch.setattr(doppler, "compiled_scored_episode", lambda *args: pytest.fail("compiled loop taken"))
     graph = wb.bundled_graph("ffnn")

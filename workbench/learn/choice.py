@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numba import njit
 
 __all__ = [
     "MODES",
@@ -26,6 +27,7 @@ __all__ = [
     "finish_rollout",
     "as_numpy",
     "softmax",
+    "compiled_softmax",
 ]
 
 MODES = ("greedy", "sample", "epsilon", "teacher")
@@ -105,8 +107,51 @@ def as_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
+    """The probabilities the step loops choose from: :func:`compiled_softmax`, which the compiled loops call too."""
+    return compiled_softmax(np.ascontiguousarray(logits, dtype=np.float64))
+
+
+@njit(cache=True)
+def compiled_softmax(logits: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``exp(logits − max) / sum``, one compiled function for the Python and the compiled step loops alike: numba's ``exp``
+    and numpy's ``exp`` can differ in the last bit, which decides between candidates whose logits differ in the last bit."""
     z = np.exp(logits - logits.max())
-    return z / z.sum()
+    return z / _numpy_sum(z)
+
+
+@njit(cache=True)
+def _numpy_sum(values: np.ndarray) -> float:  # pragma: no cover - compiled
+    """``values.sum()`` in numpy's order: blocks of 8,192 (its buffer) in turn, each summed by :func:`_pairwise_sum`."""
+    total = 0.0
+    for lo in range(0, values.size, 8192):
+        total += _pairwise_sum(values[lo : lo + 8192])
+    return total
+
+
+@njit(cache=True)
+def _pairwise_sum(values: np.ndarray) -> float:  # pragma: no cover - compiled
+    """numpy's pairwise sum: eight running sums up to 128 values, halves (multiples of 8) beyond."""
+    n = values.size
+    if n > 128:
+        half = n // 2
+        half -= half % 8
+        return _pairwise_sum(values[:half]) + _pairwise_sum(values[half:])
+    if n < 8:
+        total = 0.0
+        for i in range(n):
+            total += values[i]
+        return total
+    partial = values[:8].copy()
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            partial[j] += values[i + j]
+        i += 8
+    total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]))
+    while i < n:
+        total += values[i]
+        i += 1
+    return total
 
 
 class Decisions:

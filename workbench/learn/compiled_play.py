@@ -13,7 +13,8 @@ calls; :func:`compiled_episode` runs the same steps in one numba function:
   ready counts), the device features and the affinity penalty, through the same compiled helpers;
 - PLC's logits (first layer: device part by fused multiply-adds in order, as BLAS's small products do, plus the
   bias, the op's part and the device sums, in numpy's order; leaky ReLU; the output layer), the rule term, the
-  softmax (numpy's pairwise sum) and the greedy or sampled choice (``Chooser``'s draws).
+  softmax (:func:`~.choice.compiled_softmax`, the very function the Python loop calls) and the greedy or sampled choice
+  (``Chooser``'s draws).
 
 Every float operation is the Python loop's, in its order, except the output layer's 64-term dot product, which
 BLAS may sum in another order: a last-bit difference there changes a choice only between devices within an ulp of
@@ -36,10 +37,11 @@ from torch import nn
 
 from ..placers.affinity import AFFINITY_TIE_RTOL, _affinity_penalty, affinity_tables
 from ..schedule import PartialSchedule, _arrival_times
+from .choice import compiled_softmax
 from .features import DEVICE_FEATURES, _device_features
 from .nets import ScoringHead
 
-__all__ = ["compiled_episode", "compiled_head"]
+__all__ = ["compiled_episode", "compiled_head", "compiled_scored_episode"]
 
 
 def compiled_head(head: ScoringHead) -> tuple[float, np.ndarray, float] | None:
@@ -83,15 +85,15 @@ def compiled_episode(
             output bias)``, float64.
         which: per op, the draw that samples its device (``Chooser.draws[2 t + 1, 1]``); None: greedy.
     """
-    graph_arrays, plc_arrays, affinity = _episode_inputs(schedule, place_by, plc)
-    rule = (float(place_weight), np.asarray(rule_time, dtype=np.float64), float(time_scale))
+    graph_arrays, plc_arrays, rule, affinity = _episode_inputs(schedule, place_by, plc, (place_weight, rule_time, time_scale))
     draws = np.zeros(0) if which is None else np.ascontiguousarray(which, dtype=np.float64)
     rank, op_of_rank = _ranks(priority)
     return _episode(graph_arrays, select_by == "earliest_start", rank, op_of_rank, plc_arrays, rule, affinity, draws)
 
 
-def _episode_inputs(schedule: PartialSchedule, place_by: str, plc: tuple) -> tuple[tuple, tuple, tuple]:
-    """The compiled loops' ``(graph arrays, PLC's arrays, affinity tables)`` for an episode from ``schedule``."""
+def _episode_inputs(schedule: PartialSchedule, place_by: str, plc: tuple, rule: tuple) -> tuple[tuple, tuple, tuple, tuple]:
+    """The compiled loops' ``(graph arrays, PLC's arrays, PLC's rule term, affinity tables)`` for an episode from ``schedule``;
+    ``rule`` is ``(PLC's rule weight, rule time per op, time scale)``."""
     graph = schedule.graph
     pred_ptr, pred, pred_edge = graph.pred_csr
     succ_ptr, succ, _ = graph.succ_csr
@@ -123,7 +125,9 @@ def _episode_inputs(schedule: PartialSchedule, place_by: str, plc: tuple) -> tup
         if tables is not None
         else (False, empty_int, empty_int, empty_float, empty_int, empty_float)
     )
-    return graph_arrays, plc_arrays, affinity
+    place_weight, rule_time, time_scale = rule
+    rule_arrays = (float(place_weight), np.asarray(rule_time, dtype=np.float64), float(time_scale))
+    return graph_arrays, plc_arrays, rule_arrays, affinity
 
 
 @njit(cache=True)
@@ -232,45 +236,9 @@ def _place_logits(
 
 
 @njit(cache=True)
-def _numpy_sum(values: np.ndarray) -> float:  # pragma: no cover - compiled
-    """``values.sum()`` in numpy's order: blocks of 8,192 (its buffer) in turn, each summed by :func:`_pairwise_sum`."""
-    total = 0.0
-    for lo in range(0, values.size, 8192):
-        total += _pairwise_sum(values[lo : lo + 8192])
-    return total
-
-
-@njit(cache=True)
-def _pairwise_sum(values: np.ndarray) -> float:  # pragma: no cover - compiled
-    """numpy's pairwise sum: eight running sums up to 128 values, halves (multiples of 8) beyond."""
-    n = values.size
-    if n > 128:
-        half = n // 2
-        half -= half % 8
-        return _pairwise_sum(values[:half]) + _pairwise_sum(values[half:])
-    if n < 8:
-        total = 0.0
-        for i in range(n):
-            total += values[i]
-        return total
-    partial = values[:8].copy()
-    i = 8
-    while i < n - n % 8:
-        for j in range(8):
-            partial[j] += values[i + j]
-        i += 8
-    total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]))
-    while i < n:
-        total += values[i]
-        i += 1
-    return total
-
-
-@njit(cache=True)
 def _choose(logits: np.ndarray, sample: bool, which: float) -> int:  # pragma: no cover - compiled
     """``Chooser``'s greedy or sampled choice from ``softmax(logits)``."""
-    z = np.exp(logits - logits.max())
-    probs = z / _numpy_sum(z)
+    probs = compiled_softmax(logits)
     if not sample:
         return int(np.argmax(probs))
     cumulative = np.cumsum(probs)
@@ -458,15 +426,14 @@ def compiled_scored_episode(
         PLC's device per step, device features (steps, devices, features) float32, PLC's rule term (steps, devices))``.
     """
     mode, epsilon, draws = choice
-    graph_arrays, plc_arrays, affinity = _episode_inputs(schedule, place_by, plc)
-    place_weight, rule_time, time_scale = rule
+    graph_arrays, plc_arrays, rule_arrays, affinity = _episode_inputs(schedule, place_by, plc, rule)
     n = schedule.graph.num_nodes
     table = np.zeros((0, schedule.num_devices)) if offset is None else np.ascontiguousarray(offset, dtype=np.float64)
     return _scored_episode(
         graph_arrays,
         np.ascontiguousarray(select_logits, dtype=np.float64),
         plc_arrays,
-        (float(place_weight), np.asarray(rule_time, dtype=np.float64), float(time_scale)),
+        rule_arrays,
         affinity,
         ({"greedy": GREEDY, "sample": SAMPLE, "epsilon": EPSILON}[mode], float(epsilon), np.ascontiguousarray(draws[: 2 * n])),
         table,

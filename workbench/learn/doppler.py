@@ -351,11 +351,11 @@ class DopplerPolicy(LearnedPolicy):
         return dataclasses.replace(rollout, rule=config.gate_rules[pair]) if config.gate_rules else rollout
 
     def _compiled_loop(
-        self, rule_queue: bool, scored: bool, teacher: bool, choose: Chooser, offset: np.ndarray | None, select_by: str
+        self, has_queue: bool, scored: bool, teacher: bool, choose: Chooser, offset: np.ndarray | None, select_by: str
     ) -> str | None:
         """Which compiled loop can play the episode: this class's own hooks (not the paper's variant), PLC learned without
         affinity features, no teacher, ``Chooser``'s own greedy, sampled or (both learned) epsilon choices; then ``"rule"``
-        (:func:`~.compiled_play.compiled_episode`: SEL a rule in ``rule_queue``, unscored, no offset table) or ``"learned"``
+        (:func:`~.compiled_play.compiled_episode`: SEL a rule with a queue, ``has_queue``, unscored, no offset table) or ``"learned"``
         (:func:`~.compiled_play.compiled_scored_episode`: SEL learned with its bottom-level rule term); None: the Python loop."""
         if (
             type(self) is not DopplerPolicy
@@ -369,7 +369,7 @@ class DopplerPolicy(LearnedPolicy):
             return None
         if self.learn_select:
             return "learned" if select_by == "bottom_level" else None
-        return "rule" if rule_queue and not scored and offset is None and choose.mode != "epsilon" else None
+        return "rule" if has_queue and not scored and offset is None and choose.mode != "epsilon" else None
 
     def _compiled_play(
         self, e: SimpleNamespace, state: PlacementState, choose: Chooser, rules: tuple[str, str], rule_time: np.ndarray
@@ -381,16 +381,13 @@ class DopplerPolicy(LearnedPolicy):
             priority = np.zeros(n) if self.first_ready else state.features.bottom_level
         else:
             priority = state.graph.bottom_level(with_comm=False)
-        head = compiled_head(self.plc_head)
-        assert head is not None  # _compiled_loop checked it
-        plc_parts = (e.own_np, self.device_sum_rows(e), e.device_weight, e.device_bias, *head)
         which = choose.draws[1 : 2 * n : 2, 1] if choose.mode == "sample" else None
         assignment, order = compiled_episode(
             state.schedule,
             select_by,
             priority,
             place_by,
-            plc_parts,
+            self._compiled_plc(e),
             self.config.place_rule_weight,
             rule_time,
             state.features.time_scale,
@@ -411,12 +408,10 @@ class DopplerPolicy(LearnedPolicy):
         """:meth:`play`'s episode by :func:`~.compiled_play.compiled_scored_episode` (both heads learned), then re-scored
         with gradients as the Python loop's (where ``scored``)."""
         select_rule, rule_time = rules
-        head = compiled_head(self.plc_head)
-        assert head is not None  # _compiled_loop checked it
-        plc_parts = (e.own_np, self.device_sum_rows(e), e.device_weight, e.device_bias, *head)
         rule = (self.config.place_rule_weight, rule_time, state.features.time_scale)
+        choice = (choose.mode, choose.epsilon, choose.draws)
         device, order, ready_ptr, ready_ops, positions, targets, feats, place_rule = compiled_scored_episode(
-            state.schedule, e.sel_np + select_rule, place_by, plc_parts, rule, (choose.mode, choose.epsilon, choose.draws), offset
+            state.schedule, e.sel_np + select_rule, place_by, self._compiled_plc(e), rule, choice, offset
         )
         heads = []
         if scored:
@@ -425,6 +420,12 @@ class DopplerPolicy(LearnedPolicy):
             plc = Decisions.from_steps(np.arange(0, d * (order.size + 1), d), np.tile(np.arange(d), order.size), targets)
             heads = self._rescored(e, order, sel, plc, "bottom_level", (select_rule, [], place_rule), feats, targets, (None, None))
         return finish_rollout(device, order, heads, False, 0, self.device, scored)
+
+    def _compiled_plc(self, e: SimpleNamespace) -> tuple:
+        """PLC as the compiled loops read it: its per-op parts, its device projection and its head after the first layer."""
+        head = compiled_head(self.plc_head)
+        assert head is not None  # _compiled_loop checked it
+        return (e.own_np, self.device_sum_rows(e), e.device_weight, e.device_bias, *head)
 
     def _rule_pair(self, e: SimpleNamespace, state: PlacementState, choose: Chooser) -> int:
         """The gate's rule pair, the episode's last decision: a teacher replay takes the most probable pair."""
